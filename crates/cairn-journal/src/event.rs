@@ -1,0 +1,208 @@
+use crate::{StepPath, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// The identity of one delivered signal, unique within a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SignalId(pub i64);
+
+/// One immutable fact about a run.
+///
+/// Payloads (`input`, `output`, signal payloads) stay raw JSON text, so replay hands a step's
+/// journaled output back to the workflow without parsing it into an intermediate tree.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// The run was created; always the first event.
+    Started {
+        /// Registered workflow name.
+        workflow: String,
+        /// Workflow version the run is pinned to.
+        version: u32,
+        /// The run's input.
+        input: Box<RawValue>,
+    },
+    /// A step's body returned a value, which is now the step's result forever.
+    StepCompleted {
+        /// The step's path.
+        path: StepPath,
+        /// Position among the steps of its scope, in the order the body asked for them.
+        ordinal: u32,
+        /// Which attempt succeeded, from 1.
+        attempt: u32,
+        /// The value, as JSON.
+        output: Box<RawValue>,
+    },
+    /// An attempt of a step failed.
+    StepFailed {
+        /// The step's path.
+        path: StepPath,
+        /// Position among the steps of its scope.
+        ordinal: u32,
+        /// Which attempt failed, from 1.
+        attempt: u32,
+        /// The error's message.
+        error: String,
+        /// When the next attempt may run; `None` when the step has failed for good.
+        retry_at: Option<Timestamp>,
+    },
+    /// A durable sleep began; its deadline is fixed from now on.
+    TimerStarted {
+        /// The sleep's path.
+        path: StepPath,
+        /// Position among the steps of its scope.
+        ordinal: u32,
+        /// When the sleep ends.
+        wake_at: Timestamp,
+    },
+    /// A durable sleep ended.
+    TimerFired {
+        /// The sleep's path.
+        path: StepPath,
+    },
+    /// The run began waiting for a signal.
+    WaitStarted {
+        /// The wait's path.
+        path: StepPath,
+        /// Position among the steps of its scope.
+        ordinal: u32,
+        /// Signal name waited for.
+        event: String,
+        /// JSON the payload must contain, if any.
+        filter: Option<serde_json::Value>,
+        /// When the wait gives up; `None` waits forever.
+        deadline: Option<Timestamp>,
+    },
+    /// A wait ended: with a consumed signal, or by timing out (`signal` is `None`).
+    WaitCompleted {
+        /// The wait's path.
+        path: StepPath,
+        /// The signal consumed, if one was.
+        signal: Option<SignalId>,
+        /// That signal's payload.
+        payload: Option<Box<RawValue>>,
+    },
+    /// The workflow body returned a value.
+    Completed {
+        /// The run's output.
+        output: Box<RawValue>,
+    },
+    /// The workflow body returned an error, or the run could not go on.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+    /// The run was cancelled.
+    Cancelled {
+        /// Why, as given by the canceller.
+        reason: String,
+    },
+}
+
+/// A short, stable name for each event kind, as stored in a `kind` column.
+pub trait EventKindName {
+    /// The kind's name, e.g. `step_completed`.
+    fn kind_name(&self) -> &'static str;
+}
+
+impl EventKindName for Event {
+    fn kind_name(&self) -> &'static str {
+        match self {
+            Event::Started { .. } => "started",
+            Event::StepCompleted { .. } => "step_completed",
+            Event::StepFailed { .. } => "step_failed",
+            Event::TimerStarted { .. } => "timer_started",
+            Event::TimerFired { .. } => "timer_fired",
+            Event::WaitStarted { .. } => "wait_started",
+            Event::WaitCompleted { .. } => "wait_completed",
+            Event::Completed { .. } => "completed",
+            Event::Failed { .. } => "failed",
+            Event::Cancelled { .. } => "cancelled",
+        }
+    }
+}
+
+impl Event {
+    /// The step path this event is about, if it is about a step.
+    pub fn path(&self) -> Option<&StepPath> {
+        match self {
+            Event::StepCompleted { path, .. }
+            | Event::StepFailed { path, .. }
+            | Event::TimerStarted { path, .. }
+            | Event::TimerFired { path }
+            | Event::WaitStarted { path, .. }
+            | Event::WaitCompleted { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Whether this event ends the run.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. }
+        )
+    }
+
+    /// The event as JSON text, the form stores keep.
+    pub fn to_json(&self) -> String {
+        // Serializing this enum cannot fail: every field is a string, number, path or valid JSON.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses the JSON text written by [`Event::to_json`].
+    pub fn from_json(text: &str) -> Result<Event, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// An event with its place in the journal.
+#[derive(Debug, Clone)]
+pub struct JournalEntry {
+    /// Dense sequence number within the run, from 1.
+    pub seq: u64,
+    /// When the event was appended.
+    pub at: Timestamp,
+    /// What happened.
+    pub event: Event,
+}
+
+impl JournalEntry {
+    /// Bundles an event with its sequence number and time.
+    pub fn new(seq: u64, at: Timestamp, event: Event) -> Self {
+        Self { seq, at, event }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip_keeps_raw_payloads_verbatim() {
+        let event = Event::StepCompleted {
+            path: StepPath::parse("a/b[2]").unwrap(),
+            ordinal: 3,
+            attempt: 1,
+            output: RawValue::from_string(r#"{"x": [1, 2]}"#.into()).unwrap(),
+        };
+        let text = event.to_json();
+        let back = Event::from_json(&text).unwrap();
+        match back {
+            Event::StepCompleted {
+                path,
+                ordinal,
+                attempt,
+                output,
+            } => {
+                assert_eq!(path.as_str(), "a/b[2]");
+                assert_eq!((ordinal, attempt), (3, 1));
+                assert_eq!(output.get(), r#"{"x": [1, 2]}"#);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(event.kind_name(), "step_completed");
+    }
+}

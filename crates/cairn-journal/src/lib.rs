@@ -1,0 +1,42 @@
+//! The pure core of Cairn: what a run's journal holds and what it means.
+//!
+//! Nothing here does IO, spawns tasks or reads a clock. Every state change of a run is an immutable
+//! [`Event`] appended to the run's journal with a dense sequence number; the run's state is a
+//! [`fold`](RunState::fold) over those events, checked by explicit transition rules. The
+//! [`ReplayCursor`] compares what a workflow body asks for with what the journal holds and reports
+//! a [`NonDeterminism`] error when they differ.
+//!
+//! ```
+//! use cairn_journal::{Event, JournalEntry, RunState, StepPath, Timestamp, RunPhase};
+//! use serde_json::value::RawValue;
+//!
+//! let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+//! let path = StepPath::root().child("charge").unwrap();
+//! let journal = vec![
+//!     JournalEntry::new(1, Timestamp::from_millis(0), Event::Started {
+//!         workflow: "order".into(), version: 1, input: raw("{}"),
+//!     }),
+//!     JournalEntry::new(2, Timestamp::from_millis(5), Event::StepCompleted {
+//!         path: path.clone(), ordinal: 0, attempt: 1, output: raw("42"),
+//!     }),
+//! ];
+//! let state = RunState::fold(&journal).unwrap();
+//! assert_eq!(state.phase(), &RunPhase::Active);
+//! assert_eq!(state.step(&path).unwrap().completed_output().unwrap().get(), "42");
+//! ```
+
+mod event;
+mod filter;
+mod path;
+mod replay;
+mod retry;
+mod state;
+mod time;
+
+pub use event::{Event, EventKindName, JournalEntry, SignalId};
+pub use filter::json_contains;
+pub use path::{PathError, StepPath};
+pub use replay::{NonDeterminism, ReplayCursor, Replayed, StepKind};
+pub use retry::{Backoff, RetryPolicy};
+pub use state::{RunPhase, RunState, StepRecord, StepStatus, TransitionError};
+pub use time::Timestamp;

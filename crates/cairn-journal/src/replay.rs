@@ -1,0 +1,343 @@
+use crate::{RunState, StepPath};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+/// What a path in the journal stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// `ctx.step`: a body whose result is journaled.
+    Step,
+    /// `ctx.sleep` / `ctx.sleep_until`.
+    Sleep,
+    /// `ctx.wait_for_event`.
+    Wait,
+}
+
+impl fmt::Display for StepKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StepKind::Step => "step",
+            StepKind::Sleep => "sleep",
+            StepKind::Wait => "wait",
+        })
+    }
+}
+
+/// The workflow body asked for something the journal contradicts.
+///
+/// The run is parked with this error; the journal is left as it was so that a fixed deployment can
+/// resume it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NonDeterminism {
+    /// The path exists in the journal with another kind.
+    #[error(
+        "[CAIRN-E0101] non-determinism at `{path}`: the journal holds a {expected} there but the workflow asked for a {found}"
+    )]
+    KindMismatch {
+        /// The path.
+        path: StepPath,
+        /// Kind in the journal.
+        expected: StepKind,
+        /// Kind the body asked for.
+        found: StepKind,
+    },
+    /// Within one scope, the body asked for steps in another order than the journal records.
+    #[error(
+        "[CAIRN-E0101] non-determinism in scope `{scope}` at position {ordinal}: the journal holds {} there but the workflow asked for {found_kind} `{found}`",
+        match (expected, expected_kind) { (Some(p), Some(k)) => format!("{k} `{p}`"), _ => "nothing".to_owned() }
+    )]
+    OrderMismatch {
+        /// The enclosing scope (`` for the run's top level).
+        scope: StepPath,
+        /// Position within the scope.
+        ordinal: u32,
+        /// What the journal holds at that position.
+        expected: Option<StepPath>,
+        /// Its kind.
+        expected_kind: Option<StepKind>,
+        /// What the body asked for.
+        found: StepPath,
+        /// Its kind.
+        found_kind: StepKind,
+    },
+    /// The body finished without asking for a step the journal holds.
+    #[error(
+        "[CAIRN-E0101] non-determinism: the journal holds {kind} `{path}` but the workflow finished without reaching it"
+    )]
+    Unreached {
+        /// The path never asked for.
+        path: StepPath,
+        /// Its kind.
+        kind: StepKind,
+    },
+}
+
+/// What the cursor found for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replayed {
+    /// The journal knows this path; its record tells the result.
+    Known {
+        /// Position within its scope.
+        ordinal: u32,
+    },
+    /// The path is new: the body runs it for the first time.
+    New {
+        /// Position within its scope.
+        ordinal: u32,
+    },
+}
+
+/// The cursor could not accept a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CursorError {
+    /// The body diverged from the journal.
+    #[error(transparent)]
+    NonDeterminism(#[from] NonDeterminism),
+    /// Two steps in one run used the same path.
+    #[error(
+        "[CAIRN-E0102] two steps in this run use the path `{0}`: give each step a unique name (use `name[i]` in loops)"
+    )]
+    DuplicatePath(StepPath),
+}
+
+/// Walks a run's journal alongside its body, checking every path the body asks for.
+///
+/// Paths are matched by name, and within each scope by position: the *n*-th step the body asks
+/// for in a scope must be the *n*-th the journal recorded there. Steps created together (as
+/// `join!` does) are numbered in creation order, so concurrent steps replay correctly whichever
+/// finished first.
+///
+/// ```
+/// use cairn_journal::{ReplayCursor, RunState, StepKind, StepPath};
+/// let mut cursor = ReplayCursor::new(&RunState::new());
+/// let a = StepPath::root().child("a").unwrap();
+/// assert!(cursor.request(&a, StepKind::Step).is_ok());
+/// assert!(cursor.request(&a, StepKind::Step).is_err()); // the same path twice
+/// ```
+#[derive(Debug, Default)]
+pub struct ReplayCursor {
+    journaled: HashMap<StepPath, (StepKind, u32)>,
+    by_position: HashMap<(StepPath, u32), StepPath>,
+    next_ordinal: HashMap<StepPath, u32>,
+    requested: HashSet<StepPath>,
+}
+
+impl ReplayCursor {
+    /// A cursor over what `state` has journaled.
+    pub fn new(state: &RunState) -> Self {
+        let mut cursor = ReplayCursor::default();
+        for (path, record) in state.steps() {
+            cursor
+                .journaled
+                .insert(path.clone(), (record.kind, record.ordinal));
+            cursor
+                .by_position
+                .insert((path.parent(), record.ordinal), path.clone());
+        }
+        cursor
+    }
+
+    /// The body asks for `path` of `kind`; returns its position and whether the journal knows it.
+    pub fn request(&mut self, path: &StepPath, kind: StepKind) -> Result<Replayed, CursorError> {
+        if self.requested.contains(path) {
+            return Err(CursorError::DuplicatePath(path.clone()));
+        }
+        let scope = path.parent();
+        let ordinal = {
+            let next = self.next_ordinal.entry(scope.clone()).or_insert(0);
+            let ordinal = *next;
+            *next += 1;
+            ordinal
+        };
+        let at_position = self.by_position.get(&(scope.clone(), ordinal));
+        let replayed = match self.journaled.get(path) {
+            Some(&(journal_kind, journal_ordinal)) => {
+                if journal_kind != kind {
+                    return Err(NonDeterminism::KindMismatch {
+                        path: path.clone(),
+                        expected: journal_kind,
+                        found: kind,
+                    }
+                    .into());
+                }
+                if journal_ordinal != ordinal {
+                    return Err(self.order_mismatch(scope, ordinal, path, kind).into());
+                }
+                Replayed::Known { ordinal }
+            }
+            None if at_position.is_some() => {
+                return Err(self.order_mismatch(scope, ordinal, path, kind).into());
+            }
+            None => Replayed::New { ordinal },
+        };
+        self.requested.insert(path.clone());
+        Ok(replayed)
+    }
+
+    fn order_mismatch(
+        &self,
+        scope: StepPath,
+        ordinal: u32,
+        found: &StepPath,
+        found_kind: StepKind,
+    ) -> NonDeterminism {
+        let expected = self.by_position.get(&(scope.clone(), ordinal)).cloned();
+        let expected_kind = expected
+            .as_ref()
+            .and_then(|p| self.journaled.get(p))
+            .map(|(k, _)| *k);
+        NonDeterminism::OrderMismatch {
+            scope,
+            ordinal,
+            expected,
+            expected_kind,
+            found: found.clone(),
+            found_kind,
+        }
+    }
+
+    /// The body has finished: every journaled path must have been asked for.
+    pub fn finish(&self) -> Result<(), NonDeterminism> {
+        let mut missing: Vec<_> = self
+            .journaled
+            .iter()
+            .filter(|(p, _)| !self.requested.contains(*p))
+            .collect();
+        missing.sort_by_key(|(p, (_, ordinal))| (p.parent(), *ordinal));
+        match missing.first() {
+            Some((path, (kind, _))) => Err(NonDeterminism::Unreached {
+                path: (*path).clone(),
+                kind: *kind,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Event, JournalEntry, Timestamp};
+    use serde_json::value::RawValue;
+
+    fn p(s: &str) -> StepPath {
+        StepPath::parse(s).unwrap()
+    }
+
+    fn journal(steps: &[(&str, u32)]) -> RunState {
+        let mut entries = vec![JournalEntry::new(
+            1,
+            Timestamp::from_millis(0),
+            Event::Started {
+                workflow: "w".into(),
+                version: 1,
+                input: RawValue::from_string("null".into()).unwrap(),
+            },
+        )];
+        for (i, (path, ordinal)) in steps.iter().enumerate() {
+            entries.push(JournalEntry::new(
+                i as u64 + 2,
+                Timestamp::from_millis(0),
+                Event::StepCompleted {
+                    path: p(path),
+                    ordinal: *ordinal,
+                    attempt: 1,
+                    output: RawValue::from_string("1".into()).unwrap(),
+                },
+            ));
+        }
+        RunState::fold(&entries).unwrap()
+    }
+
+    #[test]
+    fn same_order_replays() {
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
+        assert_eq!(
+            c.request(&p("a"), StepKind::Step),
+            Ok(Replayed::Known { ordinal: 0 })
+        );
+        assert_eq!(
+            c.request(&p("b"), StepKind::Step),
+            Ok(Replayed::Known { ordinal: 1 })
+        );
+        assert_eq!(
+            c.request(&p("c"), StepKind::Step),
+            Ok(Replayed::New { ordinal: 2 })
+        );
+        assert!(c.finish().is_ok());
+    }
+
+    #[test]
+    fn concurrent_completion_order_does_not_matter() {
+        // b (position 1) finished before a (position 0): the journal order differs, positions do not.
+        let mut c = ReplayCursor::new(&journal(&[("b", 1), ("a", 0)]));
+        assert!(c.request(&p("a"), StepKind::Step).is_ok());
+        assert!(c.request(&p("b"), StepKind::Step).is_ok());
+    }
+
+    #[test]
+    fn swapped_order_is_reported_with_both_paths() {
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
+        let err = c.request(&p("b"), StepKind::Step).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("CAIRN-E0101") && text.contains("`a`") && text.contains("`b`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn inserted_step_is_reported() {
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
+        c.request(&p("a"), StepKind::Step).unwrap();
+        let err = c.request(&p("x"), StepKind::Step).unwrap_err();
+        assert!(matches!(
+            err,
+            CursorError::NonDeterminism(NonDeterminism::OrderMismatch { ordinal: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn kind_change_is_reported() {
+        let mut c = ReplayCursor::new(&journal(&[("a", 0)]));
+        let err = c.request(&p("a"), StepKind::Sleep).unwrap_err();
+        assert!(matches!(
+            err,
+            CursorError::NonDeterminism(NonDeterminism::KindMismatch {
+                expected: StepKind::Step,
+                found: StepKind::Sleep,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn removed_step_is_reported_at_finish() {
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
+        c.request(&p("a"), StepKind::Step).unwrap();
+        assert!(matches!(c.finish(), Err(NonDeterminism::Unreached { .. })));
+    }
+
+    #[test]
+    fn scopes_number_independently() {
+        let mut c = ReplayCursor::new(&journal(&[("x/a", 0), ("y/a", 0), ("x/b", 1)]));
+        assert!(c.request(&p("y/a"), StepKind::Step).is_ok());
+        assert!(c.request(&p("x/a"), StepKind::Step).is_ok());
+        assert!(c.request(&p("x/b"), StepKind::Step).is_ok());
+        assert!(c.finish().is_ok());
+    }
+
+    #[test]
+    fn duplicate_paths_are_a_user_error() {
+        let mut c = ReplayCursor::new(&RunState::new());
+        c.request(&p("a"), StepKind::Step).unwrap();
+        assert_eq!(
+            c.request(&p("a"), StepKind::Sleep),
+            Err(CursorError::DuplicatePath(p("a")))
+        );
+    }
+}

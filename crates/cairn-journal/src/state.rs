@@ -1,0 +1,637 @@
+use crate::{Event, JournalEntry, SignalId, StepKind, StepPath, Timestamp};
+use serde_json::value::RawValue;
+use std::collections::{HashMap, HashSet};
+
+/// Whether a run is still going, and how it ended if not.
+#[derive(Debug, Clone)]
+pub enum RunPhase {
+    /// The run has not ended.
+    Active,
+    /// The body returned this output.
+    Completed(Box<RawValue>),
+    /// The run failed with this error.
+    Failed(String),
+    /// The run was cancelled for this reason.
+    Cancelled(String),
+}
+
+impl PartialEq for RunPhase {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (RunPhase::Active, RunPhase::Active) => true,
+            (RunPhase::Completed(a), RunPhase::Completed(b)) => a.get() == b.get(),
+            (RunPhase::Failed(a), RunPhase::Failed(b)) => a == b,
+            (RunPhase::Cancelled(a), RunPhase::Cancelled(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Where one step stands according to the journal.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum StepStatus {
+    /// An attempt failed and another is due at `retry_at`.
+    Retrying {
+        /// How many attempts have failed.
+        failed_attempts: u32,
+        /// When the next attempt may start.
+        retry_at: Timestamp,
+        /// The last attempt's error.
+        last_error: String,
+    },
+    /// The step has its result.
+    Completed {
+        /// The attempt that succeeded.
+        attempt: u32,
+        /// The journaled output.
+        output: Box<RawValue>,
+    },
+    /// The step failed for good.
+    Failed {
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        error: String,
+    },
+    /// A sleep whose deadline has not been marked as passed.
+    Sleeping {
+        /// The deadline.
+        wake_at: Timestamp,
+    },
+    /// A sleep that has ended.
+    Slept,
+    /// A wait that has not ended.
+    Waiting {
+        /// Signal name.
+        event: String,
+        /// Containment filter.
+        filter: Option<serde_json::Value>,
+        /// When it times out.
+        deadline: Option<Timestamp>,
+    },
+    /// A wait that ended; `payload` is `None` when it timed out.
+    Received {
+        /// The consumed signal.
+        signal: Option<SignalId>,
+        /// Its payload.
+        payload: Option<Box<RawValue>>,
+    },
+}
+
+/// One step of the run as the journal records it.
+#[derive(Debug, Clone)]
+pub struct StepRecord {
+    /// What kind of step it is.
+    pub kind: StepKind,
+    /// Its position within its scope.
+    pub ordinal: u32,
+    /// Where it stands.
+    pub status: StepStatus,
+}
+
+impl StepRecord {
+    /// The output of a completed step.
+    pub fn completed_output(&self) -> Option<&RawValue> {
+        match &self.status {
+            StepStatus::Completed { output, .. } => Some(output),
+            _ => None,
+        }
+    }
+
+    /// Whether the step needs nothing more (completed, failed for good, slept or received).
+    pub fn is_settled(&self) -> bool {
+        matches!(
+            self.status,
+            StepStatus::Completed { .. }
+                | StepStatus::Failed { .. }
+                | StepStatus::Slept
+                | StepStatus::Received { .. }
+        )
+    }
+}
+
+/// An event that may not follow the journal so far.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransitionError {
+    /// Sequence numbers must be dense: 1, 2, 3, …
+    #[error("event #{found} follows #{last}: sequence numbers must be dense")]
+    Gap {
+        /// The last sequence number applied.
+        last: u64,
+        /// The one that came next.
+        found: u64,
+    },
+    /// The first event must be `started`, and only the first.
+    #[error("event #{seq}: `started` must be the first event and only the first")]
+    StartedMisplaced {
+        /// Sequence number.
+        seq: u64,
+    },
+    /// Nothing may follow a terminal event.
+    #[error("event #{seq} follows the end of the run")]
+    AfterEnd {
+        /// Sequence number.
+        seq: u64,
+    },
+    /// The event does not fit the step's current state.
+    #[error("event #{seq} ({kind}) does not fit step `{path}` in its current state ({state})")]
+    StepConflict {
+        /// Sequence number.
+        seq: u64,
+        /// Event kind.
+        kind: &'static str,
+        /// Step path.
+        path: StepPath,
+        /// The step's state before the event.
+        state: String,
+    },
+    /// A signal may be consumed once.
+    #[error("event #{seq} consumes signal {signal:?} a second time")]
+    SignalReused {
+        /// Sequence number.
+        seq: u64,
+        /// The signal.
+        signal: SignalId,
+    },
+}
+
+/// A run's state: the fold of its journal.
+#[derive(Debug, Clone)]
+pub struct RunState {
+    workflow: String,
+    version: u32,
+    input: Option<Box<RawValue>>,
+    phase: RunPhase,
+    steps: HashMap<StepPath, StepRecord>,
+    consumed_signals: HashSet<SignalId>,
+    last_seq: u64,
+}
+
+impl Default for RunState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RunState {
+    /// The state before any event.
+    pub fn new() -> Self {
+        Self {
+            workflow: String::new(),
+            version: 0,
+            input: None,
+            phase: RunPhase::Active,
+            steps: HashMap::new(),
+            consumed_signals: HashSet::new(),
+            last_seq: 0,
+        }
+    }
+
+    /// Folds a whole journal, checking every transition.
+    pub fn fold<'a>(
+        entries: impl IntoIterator<Item = &'a JournalEntry>,
+    ) -> Result<RunState, TransitionError> {
+        let mut state = RunState::new();
+        for entry in entries {
+            state.apply(entry)?;
+        }
+        Ok(state)
+    }
+
+    /// Checks whether `event` may come next, without changing anything.
+    pub fn check(&self, seq: u64, event: &Event) -> Result<(), TransitionError> {
+        if seq != self.last_seq + 1 {
+            return Err(TransitionError::Gap {
+                last: self.last_seq,
+                found: seq,
+            });
+        }
+        if matches!(event, Event::Started { .. }) != (self.last_seq == 0) {
+            return Err(TransitionError::StartedMisplaced { seq });
+        }
+        if self.phase != RunPhase::Active {
+            return Err(TransitionError::AfterEnd { seq });
+        }
+        let conflict =
+            |path: &StepPath, existing: Option<&StepRecord>| TransitionError::StepConflict {
+                seq,
+                kind: crate::EventKindName::kind_name(event),
+                path: path.clone(),
+                state: existing.map_or_else(|| "absent".to_owned(), |r| format!("{:?}", r.status)),
+            };
+        match event {
+            Event::StepCompleted {
+                path,
+                ordinal,
+                attempt,
+                ..
+            }
+            | Event::StepFailed {
+                path,
+                ordinal,
+                attempt,
+                ..
+            } => match self.steps.get(path) {
+                None => {}
+                Some(
+                    r @ StepRecord {
+                        kind: StepKind::Step,
+                        status:
+                            StepStatus::Retrying {
+                                failed_attempts, ..
+                            },
+                        ..
+                    },
+                ) if r.ordinal == *ordinal && *attempt > *failed_attempts => {}
+                existing => return Err(conflict(path, existing)),
+            },
+            Event::TimerStarted { path, .. } | Event::WaitStarted { path, .. } => {
+                if let Some(existing) = self.steps.get(path) {
+                    return Err(conflict(path, Some(existing)));
+                }
+            }
+            Event::TimerFired { path } => match self.steps.get(path) {
+                Some(StepRecord {
+                    status: StepStatus::Sleeping { .. },
+                    ..
+                }) => {}
+                existing => return Err(conflict(path, existing)),
+            },
+            Event::WaitCompleted { path, signal, .. } => {
+                match self.steps.get(path) {
+                    Some(StepRecord {
+                        status: StepStatus::Waiting { .. },
+                        ..
+                    }) => {}
+                    existing => return Err(conflict(path, existing)),
+                }
+                if let Some(signal) = signal {
+                    if self.consumed_signals.contains(signal) {
+                        return Err(TransitionError::SignalReused {
+                            seq,
+                            signal: *signal,
+                        });
+                    }
+                }
+            }
+            Event::Started { .. }
+            | Event::Completed { .. }
+            | Event::Failed { .. }
+            | Event::Cancelled { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Applies one journal entry after [checking](RunState::check) it.
+    pub fn apply(&mut self, entry: &JournalEntry) -> Result<(), TransitionError> {
+        self.check(entry.seq, &entry.event)?;
+        self.last_seq = entry.seq;
+        match &entry.event {
+            Event::Started {
+                workflow,
+                version,
+                input,
+            } => {
+                self.workflow.clone_from(workflow);
+                self.version = *version;
+                self.input = Some(input.clone());
+            }
+            Event::StepCompleted {
+                path,
+                ordinal,
+                attempt,
+                output,
+            } => {
+                self.set_step(
+                    path,
+                    StepKind::Step,
+                    *ordinal,
+                    StepStatus::Completed {
+                        attempt: *attempt,
+                        output: output.clone(),
+                    },
+                );
+            }
+            Event::StepFailed {
+                path,
+                ordinal,
+                attempt,
+                error,
+                retry_at,
+            } => {
+                let status = match retry_at {
+                    Some(retry_at) => StepStatus::Retrying {
+                        failed_attempts: *attempt,
+                        retry_at: *retry_at,
+                        last_error: error.clone(),
+                    },
+                    None => StepStatus::Failed {
+                        attempts: *attempt,
+                        error: error.clone(),
+                    },
+                };
+                self.set_step(path, StepKind::Step, *ordinal, status);
+            }
+            Event::TimerStarted {
+                path,
+                ordinal,
+                wake_at,
+            } => {
+                self.set_step(
+                    path,
+                    StepKind::Sleep,
+                    *ordinal,
+                    StepStatus::Sleeping { wake_at: *wake_at },
+                );
+            }
+            Event::TimerFired { path } => {
+                if let Some(record) = self.steps.get_mut(path) {
+                    record.status = StepStatus::Slept;
+                }
+            }
+            Event::WaitStarted {
+                path,
+                ordinal,
+                event,
+                filter,
+                deadline,
+            } => {
+                self.set_step(
+                    path,
+                    StepKind::Wait,
+                    *ordinal,
+                    StepStatus::Waiting {
+                        event: event.clone(),
+                        filter: filter.clone(),
+                        deadline: *deadline,
+                    },
+                );
+            }
+            Event::WaitCompleted {
+                path,
+                signal,
+                payload,
+            } => {
+                if let Some(signal) = signal {
+                    self.consumed_signals.insert(*signal);
+                }
+                if let Some(record) = self.steps.get_mut(path) {
+                    record.status = StepStatus::Received {
+                        signal: *signal,
+                        payload: payload.clone(),
+                    };
+                }
+            }
+            Event::Completed { output } => self.phase = RunPhase::Completed(output.clone()),
+            Event::Failed { error } => self.phase = RunPhase::Failed(error.clone()),
+            Event::Cancelled { reason } => self.phase = RunPhase::Cancelled(reason.clone()),
+        }
+        Ok(())
+    }
+
+    fn set_step(&mut self, path: &StepPath, kind: StepKind, ordinal: u32, status: StepStatus) {
+        self.steps.insert(
+            path.clone(),
+            StepRecord {
+                kind,
+                ordinal,
+                status,
+            },
+        );
+    }
+
+    /// The workflow name from the `started` event.
+    pub fn workflow(&self) -> &str {
+        &self.workflow
+    }
+
+    /// The pinned workflow version.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The run's input, once started.
+    pub fn input(&self) -> Option<&RawValue> {
+        self.input.as_deref()
+    }
+
+    /// Whether the run has ended, and how.
+    pub fn phase(&self) -> &RunPhase {
+        &self.phase
+    }
+
+    /// The last sequence number applied (0 before any event).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// One step by path.
+    pub fn step(&self, path: &StepPath) -> Option<&StepRecord> {
+        self.steps.get(path)
+    }
+
+    /// All steps, in no particular order.
+    pub fn steps(&self) -> impl Iterator<Item = (&StepPath, &StepRecord)> {
+        self.steps.iter()
+    }
+
+    /// Whether a signal has been consumed by this run.
+    pub fn has_consumed(&self, signal: SignalId) -> bool {
+        self.consumed_signals.contains(&signal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+    fn p(s: &str) -> StepPath {
+        StepPath::parse(s).unwrap()
+    }
+    fn started() -> Event {
+        Event::Started {
+            workflow: "w".into(),
+            version: 1,
+            input: raw("null"),
+        }
+    }
+    fn fold(events: Vec<Event>) -> Result<RunState, TransitionError> {
+        let entries: Vec<_> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| JournalEntry::new(i as u64 + 1, Timestamp::from_millis(i as i64), e))
+            .collect();
+        RunState::fold(&entries)
+    }
+    fn completed(path: &str, attempt: u32) -> Event {
+        Event::StepCompleted {
+            path: p(path),
+            ordinal: 0,
+            attempt,
+            output: raw("1"),
+        }
+    }
+    fn failed(path: &str, attempt: u32, retry: Option<i64>) -> Event {
+        Event::StepFailed {
+            path: p(path),
+            ordinal: 0,
+            attempt,
+            error: "boom".into(),
+            retry_at: retry.map(Timestamp::from_millis),
+        }
+    }
+
+    #[test]
+    fn first_event_must_be_started() {
+        assert!(matches!(
+            fold(vec![completed("a", 1)]),
+            Err(TransitionError::StartedMisplaced { seq: 1 })
+        ));
+        assert!(matches!(
+            fold(vec![started(), started()]),
+            Err(TransitionError::StartedMisplaced { seq: 2 })
+        ));
+    }
+
+    #[test]
+    fn gaps_are_refused() {
+        let mut s = fold(vec![started()]).unwrap();
+        let e = JournalEntry::new(3, Timestamp::from_millis(0), completed("a", 1));
+        assert_eq!(s.apply(&e), Err(TransitionError::Gap { last: 1, found: 3 }));
+    }
+
+    #[test]
+    fn step_completes_once() {
+        assert!(fold(vec![started(), completed("a", 1)]).is_ok());
+        assert!(matches!(
+            fold(vec![started(), completed("a", 1), completed("a", 2)]),
+            Err(TransitionError::StepConflict { seq: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn retries_count_up_then_complete_or_fail() {
+        let s = fold(vec![
+            started(),
+            failed("a", 1, Some(10)),
+            failed("a", 2, Some(20)),
+            completed("a", 3),
+        ])
+        .unwrap();
+        assert!(matches!(
+            s.step(&p("a")).unwrap().status,
+            StepStatus::Completed { attempt: 3, .. }
+        ));
+        let s = fold(vec![
+            started(),
+            failed("a", 1, Some(10)),
+            failed("a", 2, None),
+        ])
+        .unwrap();
+        assert!(matches!(
+            s.step(&p("a")).unwrap().status,
+            StepStatus::Failed { attempts: 2, .. }
+        ));
+        // An attempt number may not go backwards, and a failed-for-good step takes nothing more.
+        assert!(
+            fold(vec![
+                started(),
+                failed("a", 2, Some(10)),
+                failed("a", 1, Some(20))
+            ])
+            .is_err()
+        );
+        assert!(fold(vec![started(), failed("a", 1, None), completed("a", 2)]).is_err());
+    }
+
+    #[test]
+    fn retry_must_keep_its_ordinal() {
+        let moved = Event::StepCompleted {
+            path: p("a"),
+            ordinal: 1,
+            attempt: 2,
+            output: raw("1"),
+        };
+        assert!(fold(vec![started(), failed("a", 1, Some(5)), moved]).is_err());
+    }
+
+    #[test]
+    fn timers_start_then_fire() {
+        let start = Event::TimerStarted {
+            path: p("t"),
+            ordinal: 0,
+            wake_at: Timestamp::from_millis(9),
+        };
+        let fire = Event::TimerFired { path: p("t") };
+        assert!(fold(vec![started(), start.clone(), fire.clone()]).is_ok());
+        assert!(fold(vec![started(), fire.clone()]).is_err());
+        assert!(fold(vec![started(), start.clone(), fire.clone(), fire]).is_err());
+        assert!(fold(vec![started(), start.clone(), start]).is_err());
+    }
+
+    #[test]
+    fn waits_consume_a_signal_once() {
+        let wait = |path: &str| Event::WaitStarted {
+            path: p(path),
+            ordinal: 0,
+            event: "go".into(),
+            filter: None,
+            deadline: None,
+        };
+        let got = |path: &str, id: i64| Event::WaitCompleted {
+            path: p(path),
+            signal: Some(SignalId(id)),
+            payload: Some(raw("{}")),
+        };
+        let s = fold(vec![started(), wait("w1"), got("w1", 7)]).unwrap();
+        assert!(s.has_consumed(SignalId(7)));
+        assert!(matches!(
+            fold(vec![
+                started(),
+                wait("w1"),
+                got("w1", 7),
+                wait("w2"),
+                got("w2", 7)
+            ]),
+            Err(TransitionError::SignalReused { .. })
+        ));
+        assert!(fold(vec![started(), got("w1", 1)]).is_err());
+        let timeout = Event::WaitCompleted {
+            path: p("w1"),
+            signal: None,
+            payload: None,
+        };
+        assert!(fold(vec![started(), wait("w1"), timeout]).is_ok());
+    }
+
+    #[test]
+    fn nothing_follows_the_end() {
+        for end in [
+            Event::Completed { output: raw("1") },
+            Event::Failed { error: "x".into() },
+            Event::Cancelled { reason: "y".into() },
+        ] {
+            let s = fold(vec![started(), end.clone()]).unwrap();
+            assert_ne!(s.phase(), &RunPhase::Active);
+            assert!(matches!(
+                fold(vec![started(), end, completed("a", 1)]),
+                Err(TransitionError::AfterEnd { seq: 3 })
+            ));
+        }
+    }
+
+    #[test]
+    fn kinds_cannot_be_mixed_on_one_path() {
+        let start = Event::TimerStarted {
+            path: p("a"),
+            ordinal: 0,
+            wake_at: Timestamp::from_millis(9),
+        };
+        assert!(fold(vec![started(), start, completed("a", 1)]).is_err());
+    }
+}
