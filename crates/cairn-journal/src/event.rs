@@ -140,10 +140,7 @@ impl Event {
 
     /// Whether this event ends the run.
     pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. }
-        )
+        matches!(self, Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. })
     }
 
     /// The event as JSON text, the form stores keep.
@@ -191,12 +188,7 @@ mod tests {
         let text = event.to_json();
         let back = Event::from_json(&text).unwrap();
         match back {
-            Event::StepCompleted {
-                path,
-                ordinal,
-                attempt,
-                output,
-            } => {
+            Event::StepCompleted { path, ordinal, attempt, output } => {
                 assert_eq!(path.as_str(), "a/b[2]");
                 assert_eq!((ordinal, attempt), (3, 1));
                 assert_eq!(output.get(), r#"{"x": [1, 2]}"#);

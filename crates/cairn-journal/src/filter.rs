@@ -15,12 +15,10 @@ use serde_json::Value;
 /// ```
 pub fn json_contains(haystack: &Value, needle: &Value) -> bool {
     match (haystack, needle) {
-        (Value::Object(h), Value::Object(n)) => n
-            .iter()
-            .all(|(k, nv)| h.get(k).is_some_and(|hv| json_contains(hv, nv))),
-        (Value::Array(h), Value::Array(n)) => {
-            n.iter().all(|nv| h.iter().any(|hv| json_contains(hv, nv)))
+        (Value::Object(h), Value::Object(n)) => {
+            n.iter().all(|(k, nv)| h.get(k).is_some_and(|hv| json_contains(hv, nv)))
         }
+        (Value::Array(h), Value::Array(n)) => n.iter().all(|nv| h.iter().any(|hv| json_contains(hv, nv))),
         (Value::Number(h), Value::Number(n)) => h.as_f64() == n.as_f64(),
         (h, n) => h == n,
     }
@@ -33,10 +31,7 @@ mod tests {
 
     #[test]
     fn containment_cases() {
-        assert!(json_contains(
-            &json!({"a": {"b": 1, "c": 2}}),
-            &json!({"a": {"b": 1}})
-        ));
+        assert!(json_contains(&json!({"a": {"b": 1, "c": 2}}), &json!({"a": {"b": 1}})));
         assert!(json_contains(&json!({"a": 1}), &json!({})));
         assert!(!json_contains(&json!({"a": 1}), &json!({"b": 1})));
         assert!(!json_contains(&json!([1, 2]), &json!([3])));

@@ -131,12 +131,8 @@ impl ReplayCursor {
     pub fn new(state: &RunState) -> Self {
         let mut cursor = ReplayCursor::default();
         for (path, record) in state.steps() {
-            cursor
-                .journaled
-                .insert(path.clone(), (record.kind, record.ordinal));
-            cursor
-                .by_position
-                .insert((path.parent(), record.ordinal), path.clone());
+            cursor.journaled.insert(path.clone(), (record.kind, record.ordinal));
+            cursor.by_position.insert((path.parent(), record.ordinal), path.clone());
         }
         cursor
     }
@@ -178,41 +174,18 @@ impl ReplayCursor {
         Ok(replayed)
     }
 
-    fn order_mismatch(
-        &self,
-        scope: StepPath,
-        ordinal: u32,
-        found: &StepPath,
-        found_kind: StepKind,
-    ) -> NonDeterminism {
+    fn order_mismatch(&self, scope: StepPath, ordinal: u32, found: &StepPath, found_kind: StepKind) -> NonDeterminism {
         let expected = self.by_position.get(&(scope.clone(), ordinal)).cloned();
-        let expected_kind = expected
-            .as_ref()
-            .and_then(|p| self.journaled.get(p))
-            .map(|(k, _)| *k);
-        NonDeterminism::OrderMismatch {
-            scope,
-            ordinal,
-            expected,
-            expected_kind,
-            found: found.clone(),
-            found_kind,
-        }
+        let expected_kind = expected.as_ref().and_then(|p| self.journaled.get(p)).map(|(k, _)| *k);
+        NonDeterminism::OrderMismatch { scope, ordinal, expected, expected_kind, found: found.clone(), found_kind }
     }
 
     /// The body has finished: every journaled path must have been asked for.
     pub fn finish(&self) -> Result<(), NonDeterminism> {
-        let mut missing: Vec<_> = self
-            .journaled
-            .iter()
-            .filter(|(p, _)| !self.requested.contains(*p))
-            .collect();
+        let mut missing: Vec<_> = self.journaled.iter().filter(|(p, _)| !self.requested.contains(*p)).collect();
         missing.sort_by_key(|(p, (_, ordinal))| (p.parent(), *ordinal));
         match missing.first() {
-            Some((path, (kind, _))) => Err(NonDeterminism::Unreached {
-                path: (*path).clone(),
-                kind: *kind,
-            }),
+            Some((path, (kind, _))) => Err(NonDeterminism::Unreached { path: (*path).clone(), kind: *kind }),
             None => Ok(()),
         }
     }
@@ -232,11 +205,7 @@ mod tests {
         let mut entries = vec![JournalEntry::new(
             1,
             Timestamp::from_millis(0),
-            Event::Started {
-                workflow: "w".into(),
-                version: 1,
-                input: RawValue::from_string("null".into()).unwrap(),
-            },
+            Event::Started { workflow: "w".into(), version: 1, input: RawValue::from_string("null".into()).unwrap() },
         )];
         for (i, (path, ordinal)) in steps.iter().enumerate() {
             entries.push(JournalEntry::new(
@@ -256,18 +225,9 @@ mod tests {
     #[test]
     fn same_order_replays() {
         let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
-        assert_eq!(
-            c.request(&p("a"), StepKind::Step),
-            Ok(Replayed::Known { ordinal: 0 })
-        );
-        assert_eq!(
-            c.request(&p("b"), StepKind::Step),
-            Ok(Replayed::Known { ordinal: 1 })
-        );
-        assert_eq!(
-            c.request(&p("c"), StepKind::Step),
-            Ok(Replayed::New { ordinal: 2 })
-        );
+        assert_eq!(c.request(&p("a"), StepKind::Step), Ok(Replayed::Known { ordinal: 0 }));
+        assert_eq!(c.request(&p("b"), StepKind::Step), Ok(Replayed::Known { ordinal: 1 }));
+        assert_eq!(c.request(&p("c"), StepKind::Step), Ok(Replayed::New { ordinal: 2 }));
         assert!(c.finish().is_ok());
     }
 
@@ -284,10 +244,7 @@ mod tests {
         let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
         let err = c.request(&p("b"), StepKind::Step).unwrap_err();
         let text = err.to_string();
-        assert!(
-            text.contains("CAIRN-E0101") && text.contains("`a`") && text.contains("`b`"),
-            "{text}"
-        );
+        assert!(text.contains("CAIRN-E0101") && text.contains("`a`") && text.contains("`b`"), "{text}");
     }
 
     #[test]
@@ -295,10 +252,7 @@ mod tests {
         let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
         c.request(&p("a"), StepKind::Step).unwrap();
         let err = c.request(&p("x"), StepKind::Step).unwrap_err();
-        assert!(matches!(
-            err,
-            CursorError::NonDeterminism(NonDeterminism::OrderMismatch { ordinal: 1, .. })
-        ));
+        assert!(matches!(err, CursorError::NonDeterminism(NonDeterminism::OrderMismatch { ordinal: 1, .. })));
     }
 
     #[test]
@@ -335,9 +289,6 @@ mod tests {
     fn duplicate_paths_are_a_user_error() {
         let mut c = ReplayCursor::new(&RunState::new());
         c.request(&p("a"), StepKind::Step).unwrap();
-        assert_eq!(
-            c.request(&p("a"), StepKind::Sleep),
-            Err(CursorError::DuplicatePath(p("a")))
-        );
+        assert_eq!(c.request(&p("a"), StepKind::Sleep), Err(CursorError::DuplicatePath(p("a"))));
     }
 }

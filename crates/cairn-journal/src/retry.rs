@@ -60,28 +60,17 @@ impl RetryPolicy {
 
     /// Like [`exponential`](Self::exponential) but with the same delay each time.
     pub fn fixed(delay: Duration) -> Self {
-        Self {
-            backoff: Backoff::Fixed,
-            base: delay,
-            ..Self::exponential()
-        }
+        Self { backoff: Backoff::Fixed, base: delay, ..Self::exponential() }
     }
 
     /// Like [`exponential`](Self::exponential) but growing by `base` each time.
     pub fn linear(base: Duration) -> Self {
-        Self {
-            backoff: Backoff::Linear,
-            base,
-            ..Self::exponential()
-        }
+        Self { backoff: Backoff::Linear, base, ..Self::exponential() }
     }
 
     /// One attempt, no retries.
     pub fn none() -> Self {
-        Self {
-            max_attempts: 1,
-            ..Self::exponential()
-        }
+        Self { max_attempts: 1, ..Self::exponential() }
     }
 
     /// Total attempts, including the first (at least 1).
@@ -101,13 +90,7 @@ impl RetryPolicy {
     /// Growth factor for exponential backoff (values below 1 count as 1).
     #[must_use]
     pub fn factor(mut self, factor: f64) -> Self {
-        self.backoff = Backoff::Exponential {
-            factor: if factor.is_finite() {
-                factor.max(1.0)
-            } else {
-                1.0
-            },
-        };
+        self.backoff = Backoff::Exponential { factor: if factor.is_finite() { factor.max(1.0) } else { 1.0 } };
         self
     }
 
@@ -121,11 +104,7 @@ impl RetryPolicy {
     /// Up to this fraction (0–1) of each delay is taken off at random.
     #[must_use]
     pub fn jitter(mut self, fraction: f64) -> Self {
-        self.jitter = if fraction.is_finite() {
-            fraction.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
+        self.jitter = if fraction.is_finite() { fraction.clamp(0.0, 1.0) } else { 0.0 };
         self
     }
 
@@ -145,9 +124,7 @@ impl RetryPolicy {
         let raw = match self.backoff {
             Backoff::Fixed => base,
             Backoff::Linear => base * f64::from(n),
-            Backoff::Exponential { factor } => {
-                base * factor.powi(i32::try_from(n - 1).unwrap_or(i32::MAX))
-            }
+            Backoff::Exponential { factor } => base * factor.powi(i32::try_from(n - 1).unwrap_or(i32::MAX)),
         };
         let capped = raw.min(self.max_delay.as_secs_f64());
         let unit = (seed >> 11) as f64 / (1u64 << 53) as f64;
@@ -169,16 +146,12 @@ mod tests {
 
     #[test]
     fn fixed_linear_and_caps() {
-        let fixed = RetryPolicy::fixed(Duration::from_millis(500))
-            .attempts(4)
-            .jitter(0.0);
+        let fixed = RetryPolicy::fixed(Duration::from_millis(500)).attempts(4).jitter(0.0);
         assert_eq!(fixed.delay_after(1, 0), Some(Duration::from_millis(500)));
         assert_eq!(fixed.delay_after(3, 0), Some(Duration::from_millis(500)));
         assert_eq!(fixed.delay_after(4, 0), None);
-        let linear = RetryPolicy::linear(Duration::from_secs(1))
-            .attempts(10)
-            .jitter(0.0)
-            .max_delay(Duration::from_secs(3));
+        let linear =
+            RetryPolicy::linear(Duration::from_secs(1)).attempts(10).jitter(0.0).max_delay(Duration::from_secs(3));
         assert_eq!(linear.delay_after(2, 0), Some(Duration::from_secs(2)));
         assert_eq!(linear.delay_after(7, 0), Some(Duration::from_secs(3)));
         assert_eq!(RetryPolicy::none().delay_after(1, 0), None);
@@ -189,10 +162,7 @@ mod tests {
         let p = RetryPolicy::fixed(Duration::from_secs(10)).jitter(0.5);
         for seed in [0u64, 1, u64::MAX, RetryPolicy::seed(("run", "a", 1))] {
             let d = p.delay_after(1, seed).unwrap();
-            assert!(
-                d <= Duration::from_secs(10) && d >= Duration::from_secs(5),
-                "{d:?}"
-            );
+            assert!(d <= Duration::from_secs(10) && d >= Duration::from_secs(5), "{d:?}");
             assert_eq!(p.delay_after(1, seed), Some(d));
         }
     }

@@ -103,10 +103,7 @@ impl StepRecord {
     pub fn is_settled(&self) -> bool {
         matches!(
             self.status,
-            StepStatus::Completed { .. }
-                | StepStatus::Failed { .. }
-                | StepStatus::Slept
-                | StepStatus::Received { .. }
+            StepStatus::Completed { .. } | StepStatus::Failed { .. } | StepStatus::Slept | StepStatus::Received { .. }
         )
     }
 }
@@ -190,9 +187,7 @@ impl RunState {
     }
 
     /// Folds a whole journal, checking every transition.
-    pub fn fold<'a>(
-        entries: impl IntoIterator<Item = &'a JournalEntry>,
-    ) -> Result<RunState, TransitionError> {
+    pub fn fold<'a>(entries: impl IntoIterator<Item = &'a JournalEntry>) -> Result<RunState, TransitionError> {
         let mut state = RunState::new();
         for entry in entries {
             state.apply(entry)?;
@@ -203,10 +198,7 @@ impl RunState {
     /// Checks whether `event` may come next, without changing anything.
     pub fn check(&self, seq: u64, event: &Event) -> Result<(), TransitionError> {
         if seq != self.last_seq + 1 {
-            return Err(TransitionError::Gap {
-                last: self.last_seq,
-                found: seq,
-            });
+            return Err(TransitionError::Gap { last: self.last_seq, found: seq });
         }
         if matches!(event, Event::Started { .. }) != (self.last_seq == 0) {
             return Err(TransitionError::StartedMisplaced { seq });
@@ -214,72 +206,47 @@ impl RunState {
         if self.phase != RunPhase::Active {
             return Err(TransitionError::AfterEnd { seq });
         }
-        let conflict =
-            |path: &StepPath, existing: Option<&StepRecord>| TransitionError::StepConflict {
-                seq,
-                kind: crate::EventKindName::kind_name(event),
-                path: path.clone(),
-                state: existing.map_or_else(|| "absent".to_owned(), |r| format!("{:?}", r.status)),
-            };
+        let conflict = |path: &StepPath, existing: Option<&StepRecord>| TransitionError::StepConflict {
+            seq,
+            kind: crate::EventKindName::kind_name(event),
+            path: path.clone(),
+            state: existing.map_or_else(|| "absent".to_owned(), |r| format!("{:?}", r.status)),
+        };
         match event {
-            Event::StepCompleted {
-                path,
-                ordinal,
-                attempt,
-                ..
+            Event::StepCompleted { path, ordinal, attempt, .. } | Event::StepFailed { path, ordinal, attempt, .. } => {
+                match self.steps.get(path) {
+                    None => {}
+                    Some(
+                        r @ StepRecord {
+                            kind: StepKind::Step,
+                            status: StepStatus::Retrying { failed_attempts, .. },
+                            ..
+                        },
+                    ) if r.ordinal == *ordinal && *attempt > *failed_attempts => {}
+                    existing => return Err(conflict(path, existing)),
+                }
             }
-            | Event::StepFailed {
-                path,
-                ordinal,
-                attempt,
-                ..
-            } => match self.steps.get(path) {
-                None => {}
-                Some(
-                    r @ StepRecord {
-                        kind: StepKind::Step,
-                        status:
-                            StepStatus::Retrying {
-                                failed_attempts, ..
-                            },
-                        ..
-                    },
-                ) if r.ordinal == *ordinal && *attempt > *failed_attempts => {}
-                existing => return Err(conflict(path, existing)),
-            },
             Event::TimerStarted { path, .. } | Event::WaitStarted { path, .. } => {
                 if let Some(existing) = self.steps.get(path) {
                     return Err(conflict(path, Some(existing)));
                 }
             }
             Event::TimerFired { path } => match self.steps.get(path) {
-                Some(StepRecord {
-                    status: StepStatus::Sleeping { .. },
-                    ..
-                }) => {}
+                Some(StepRecord { status: StepStatus::Sleeping { .. }, .. }) => {}
                 existing => return Err(conflict(path, existing)),
             },
             Event::WaitCompleted { path, signal, .. } => {
                 match self.steps.get(path) {
-                    Some(StepRecord {
-                        status: StepStatus::Waiting { .. },
-                        ..
-                    }) => {}
+                    Some(StepRecord { status: StepStatus::Waiting { .. }, .. }) => {}
                     existing => return Err(conflict(path, existing)),
                 }
                 if let Some(signal) = signal {
                     if self.consumed_signals.contains(signal) {
-                        return Err(TransitionError::SignalReused {
-                            seq,
-                            signal: *signal,
-                        });
+                        return Err(TransitionError::SignalReused { seq, signal: *signal });
                     }
                 }
             }
-            Event::Started { .. }
-            | Event::Completed { .. }
-            | Event::Failed { .. }
-            | Event::Cancelled { .. } => {}
+            Event::Started { .. } | Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. } => {}
         }
         Ok(())
     }
@@ -289,99 +256,52 @@ impl RunState {
         self.check(entry.seq, &entry.event)?;
         self.last_seq = entry.seq;
         match &entry.event {
-            Event::Started {
-                workflow,
-                version,
-                input,
-            } => {
+            Event::Started { workflow, version, input } => {
                 self.workflow.clone_from(workflow);
                 self.version = *version;
                 self.input = Some(input.clone());
             }
-            Event::StepCompleted {
-                path,
-                ordinal,
-                attempt,
-                output,
-            } => {
+            Event::StepCompleted { path, ordinal, attempt, output } => {
                 self.set_step(
                     path,
                     StepKind::Step,
                     *ordinal,
-                    StepStatus::Completed {
-                        attempt: *attempt,
-                        output: output.clone(),
-                    },
+                    StepStatus::Completed { attempt: *attempt, output: output.clone() },
                 );
             }
-            Event::StepFailed {
-                path,
-                ordinal,
-                attempt,
-                error,
-                retry_at,
-            } => {
+            Event::StepFailed { path, ordinal, attempt, error, retry_at } => {
                 let status = match retry_at {
                     Some(retry_at) => StepStatus::Retrying {
                         failed_attempts: *attempt,
                         retry_at: *retry_at,
                         last_error: error.clone(),
                     },
-                    None => StepStatus::Failed {
-                        attempts: *attempt,
-                        error: error.clone(),
-                    },
+                    None => StepStatus::Failed { attempts: *attempt, error: error.clone() },
                 };
                 self.set_step(path, StepKind::Step, *ordinal, status);
             }
-            Event::TimerStarted {
-                path,
-                ordinal,
-                wake_at,
-            } => {
-                self.set_step(
-                    path,
-                    StepKind::Sleep,
-                    *ordinal,
-                    StepStatus::Sleeping { wake_at: *wake_at },
-                );
+            Event::TimerStarted { path, ordinal, wake_at } => {
+                self.set_step(path, StepKind::Sleep, *ordinal, StepStatus::Sleeping { wake_at: *wake_at });
             }
             Event::TimerFired { path } => {
                 if let Some(record) = self.steps.get_mut(path) {
                     record.status = StepStatus::Slept;
                 }
             }
-            Event::WaitStarted {
-                path,
-                ordinal,
-                event,
-                filter,
-                deadline,
-            } => {
+            Event::WaitStarted { path, ordinal, event, filter, deadline } => {
                 self.set_step(
                     path,
                     StepKind::Wait,
                     *ordinal,
-                    StepStatus::Waiting {
-                        event: event.clone(),
-                        filter: filter.clone(),
-                        deadline: *deadline,
-                    },
+                    StepStatus::Waiting { event: event.clone(), filter: filter.clone(), deadline: *deadline },
                 );
             }
-            Event::WaitCompleted {
-                path,
-                signal,
-                payload,
-            } => {
+            Event::WaitCompleted { path, signal, payload } => {
                 if let Some(signal) = signal {
                     self.consumed_signals.insert(*signal);
                 }
                 if let Some(record) = self.steps.get_mut(path) {
-                    record.status = StepStatus::Received {
-                        signal: *signal,
-                        payload: payload.clone(),
-                    };
+                    record.status = StepStatus::Received { signal: *signal, payload: payload.clone() };
                 }
             }
             Event::Completed { output } => self.phase = RunPhase::Completed(output.clone()),
@@ -392,14 +312,7 @@ impl RunState {
     }
 
     fn set_step(&mut self, path: &StepPath, kind: StepKind, ordinal: u32, status: StepStatus) {
-        self.steps.insert(
-            path.clone(),
-            StepRecord {
-                kind,
-                ordinal,
-                status,
-            },
-        );
+        self.steps.insert(path.clone(), StepRecord { kind, ordinal, status });
     }
 
     /// The workflow name from the `started` event.
@@ -454,11 +367,7 @@ mod tests {
         StepPath::parse(s).unwrap()
     }
     fn started() -> Event {
-        Event::Started {
-            workflow: "w".into(),
-            version: 1,
-            input: raw("null"),
-        }
+        Event::Started { workflow: "w".into(), version: 1, input: raw("null") }
     }
     fn fold(events: Vec<Event>) -> Result<RunState, TransitionError> {
         let entries: Vec<_> = events
@@ -469,12 +378,7 @@ mod tests {
         RunState::fold(&entries)
     }
     fn completed(path: &str, attempt: u32) -> Event {
-        Event::StepCompleted {
-            path: p(path),
-            ordinal: 0,
-            attempt,
-            output: raw("1"),
-        }
+        Event::StepCompleted { path: p(path), ordinal: 0, attempt, output: raw("1") }
     }
     fn failed(path: &str, attempt: u32, retry: Option<i64>) -> Event {
         Event::StepFailed {
@@ -488,14 +392,8 @@ mod tests {
 
     #[test]
     fn first_event_must_be_started() {
-        assert!(matches!(
-            fold(vec![completed("a", 1)]),
-            Err(TransitionError::StartedMisplaced { seq: 1 })
-        ));
-        assert!(matches!(
-            fold(vec![started(), started()]),
-            Err(TransitionError::StartedMisplaced { seq: 2 })
-        ));
+        assert!(matches!(fold(vec![completed("a", 1)]), Err(TransitionError::StartedMisplaced { seq: 1 })));
+        assert!(matches!(fold(vec![started(), started()]), Err(TransitionError::StartedMisplaced { seq: 2 })));
     }
 
     #[test]
@@ -516,57 +414,24 @@ mod tests {
 
     #[test]
     fn retries_count_up_then_complete_or_fail() {
-        let s = fold(vec![
-            started(),
-            failed("a", 1, Some(10)),
-            failed("a", 2, Some(20)),
-            completed("a", 3),
-        ])
-        .unwrap();
-        assert!(matches!(
-            s.step(&p("a")).unwrap().status,
-            StepStatus::Completed { attempt: 3, .. }
-        ));
-        let s = fold(vec![
-            started(),
-            failed("a", 1, Some(10)),
-            failed("a", 2, None),
-        ])
-        .unwrap();
-        assert!(matches!(
-            s.step(&p("a")).unwrap().status,
-            StepStatus::Failed { attempts: 2, .. }
-        ));
+        let s = fold(vec![started(), failed("a", 1, Some(10)), failed("a", 2, Some(20)), completed("a", 3)]).unwrap();
+        assert!(matches!(s.step(&p("a")).unwrap().status, StepStatus::Completed { attempt: 3, .. }));
+        let s = fold(vec![started(), failed("a", 1, Some(10)), failed("a", 2, None)]).unwrap();
+        assert!(matches!(s.step(&p("a")).unwrap().status, StepStatus::Failed { attempts: 2, .. }));
         // An attempt number may not go backwards, and a failed-for-good step takes nothing more.
-        assert!(
-            fold(vec![
-                started(),
-                failed("a", 2, Some(10)),
-                failed("a", 1, Some(20))
-            ])
-            .is_err()
-        );
+        assert!(fold(vec![started(), failed("a", 2, Some(10)), failed("a", 1, Some(20))]).is_err());
         assert!(fold(vec![started(), failed("a", 1, None), completed("a", 2)]).is_err());
     }
 
     #[test]
     fn retry_must_keep_its_ordinal() {
-        let moved = Event::StepCompleted {
-            path: p("a"),
-            ordinal: 1,
-            attempt: 2,
-            output: raw("1"),
-        };
+        let moved = Event::StepCompleted { path: p("a"), ordinal: 1, attempt: 2, output: raw("1") };
         assert!(fold(vec![started(), failed("a", 1, Some(5)), moved]).is_err());
     }
 
     #[test]
     fn timers_start_then_fire() {
-        let start = Event::TimerStarted {
-            path: p("t"),
-            ordinal: 0,
-            wake_at: Timestamp::from_millis(9),
-        };
+        let start = Event::TimerStarted { path: p("t"), ordinal: 0, wake_at: Timestamp::from_millis(9) };
         let fire = Event::TimerFired { path: p("t") };
         assert!(fold(vec![started(), start.clone(), fire.clone()]).is_ok());
         assert!(fold(vec![started(), fire.clone()]).is_err());
@@ -591,21 +456,11 @@ mod tests {
         let s = fold(vec![started(), wait("w1"), got("w1", 7)]).unwrap();
         assert!(s.has_consumed(SignalId(7)));
         assert!(matches!(
-            fold(vec![
-                started(),
-                wait("w1"),
-                got("w1", 7),
-                wait("w2"),
-                got("w2", 7)
-            ]),
+            fold(vec![started(), wait("w1"), got("w1", 7), wait("w2"), got("w2", 7)]),
             Err(TransitionError::SignalReused { .. })
         ));
         assert!(fold(vec![started(), got("w1", 1)]).is_err());
-        let timeout = Event::WaitCompleted {
-            path: p("w1"),
-            signal: None,
-            payload: None,
-        };
+        let timeout = Event::WaitCompleted { path: p("w1"), signal: None, payload: None };
         assert!(fold(vec![started(), wait("w1"), timeout]).is_ok());
     }
 
@@ -618,20 +473,13 @@ mod tests {
         ] {
             let s = fold(vec![started(), end.clone()]).unwrap();
             assert_ne!(s.phase(), &RunPhase::Active);
-            assert!(matches!(
-                fold(vec![started(), end, completed("a", 1)]),
-                Err(TransitionError::AfterEnd { seq: 3 })
-            ));
+            assert!(matches!(fold(vec![started(), end, completed("a", 1)]), Err(TransitionError::AfterEnd { seq: 3 })));
         }
     }
 
     #[test]
     fn kinds_cannot_be_mixed_on_one_path() {
-        let start = Event::TimerStarted {
-            path: p("a"),
-            ordinal: 0,
-            wake_at: Timestamp::from_millis(9),
-        };
+        let start = Event::TimerStarted { path: p("a"), ordinal: 0, wake_at: Timestamp::from_millis(9) };
         assert!(fold(vec![started(), start, completed("a", 1)]).is_err());
     }
 }

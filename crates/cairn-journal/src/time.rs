@@ -13,9 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// let t = Timestamp::from_millis(1_000);
 /// assert_eq!(t + Duration::from_secs(2), Timestamp::from_millis(3_000));
 /// ```
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 #[serde(transparent)]
 pub struct Timestamp(i64);
 
@@ -32,10 +30,7 @@ impl Timestamp {
 
     /// Converts a [`SystemTime`]; instants before the epoch clamp to the epoch.
     pub fn from_system_time(time: SystemTime) -> Self {
-        let millis = time
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
+        let millis = time.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
         Self(i64::try_from(millis).unwrap_or(i64::MAX))
     }
 

@@ -1,8 +1,7 @@
 //! Property tests over random valid and invalid journals.
 
 use cairn_journal::{
-    Event, JournalEntry, ReplayCursor, RunPhase, RunState, SignalId, StepKind, StepPath,
-    StepStatus, Timestamp,
+    Event, JournalEntry, ReplayCursor, RunPhase, RunState, SignalId, StepKind, StepPath, StepStatus, Timestamp,
 };
 use proptest::prelude::*;
 use serde_json::value::RawValue;
@@ -37,22 +36,14 @@ fn plan() -> impl Strategy<Value = Plan> {
 
 /// A valid journal: steps spread over two scopes, their events interleaved at random, plus maybe an end.
 fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, Plan)>)> {
-    (
-        proptest::collection::vec((plan(), any::<bool>()), 0..12),
-        any::<u64>(),
-        0u8..4,
-    )
-        .prop_map(|(plans, shuffle, end)| {
+    (proptest::collection::vec((plan(), any::<bool>()), 0..12), any::<u64>(), 0u8..4).prop_map(
+        |(plans, shuffle, end)| {
             let mut ordinals = [0u32; 2];
             let mut queues: Vec<Vec<Event>> = Vec::new();
             let mut steps = Vec::new();
             for (i, (plan, scoped)) in plans.into_iter().enumerate() {
                 let scope = usize::from(scoped);
-                let base = if scoped {
-                    StepPath::parse("inner").unwrap()
-                } else {
-                    StepPath::root()
-                };
+                let base = if scoped { StepPath::parse("inner").unwrap() } else { StepPath::root() };
                 let path = base.indexed_child("s", i as u64).unwrap();
                 let ordinal = ordinals[scope];
                 ordinals[scope] += 1;
@@ -78,12 +69,7 @@ fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, P
                                 retry_at: None,
                             }
                         } else {
-                            Event::StepCompleted {
-                                path: path.clone(),
-                                ordinal,
-                                attempt,
-                                output: raw("1"),
-                            }
+                            Event::StepCompleted { path: path.clone(), ordinal, attempt, output: raw("1") }
                         });
                     }
                     Plan::Sleep { fired } => {
@@ -117,32 +103,18 @@ fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, P
                 steps.push((path, plan));
             }
             // Interleave the per-step queues, keeping each step's own order.
-            let mut out = vec![Event::Started {
-                workflow: "w".into(),
-                version: 1,
-                input: raw("null"),
-            }];
+            let mut out = vec![Event::Started { workflow: "w".into(), version: 1, input: raw("null") }];
             let mut rng = shuffle;
             while queues.iter().any(|q| !q.is_empty()) {
-                rng = rng
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let live: Vec<usize> = (0..queues.len())
-                    .filter(|&i| !queues[i].is_empty())
-                    .collect();
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let live: Vec<usize> = (0..queues.len()).filter(|&i| !queues[i].is_empty()).collect();
                 let pick = live[(rng >> 33) as usize % live.len()];
                 out.push(queues[pick].remove(0));
             }
             match end {
-                1 => out.push(Event::Completed {
-                    output: raw("\"done\""),
-                }),
-                2 => out.push(Event::Failed {
-                    error: "bad".into(),
-                }),
-                3 => out.push(Event::Cancelled {
-                    reason: "stop".into(),
-                }),
+                1 => out.push(Event::Completed { output: raw("\"done\"") }),
+                2 => out.push(Event::Failed { error: "bad".into() }),
+                3 => out.push(Event::Cancelled { reason: "stop".into() }),
                 _ => {}
             }
             let entries = out
@@ -151,15 +123,12 @@ fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, P
                 .map(|(i, e)| JournalEntry::new(i as u64 + 1, Timestamp::from_millis(0), e))
                 .collect();
             (entries, steps)
-        })
+        },
+    )
 }
 
 fn renumber(events: Vec<Event>) -> Vec<JournalEntry> {
-    events
-        .into_iter()
-        .enumerate()
-        .map(|(i, e)| JournalEntry::new(i as u64 + 1, Timestamp::from_millis(0), e))
-        .collect()
+    events.into_iter().enumerate().map(|(i, e)| JournalEntry::new(i as u64 + 1, Timestamp::from_millis(0), e)).collect()
 }
 
 proptest! {
