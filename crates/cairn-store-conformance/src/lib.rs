@@ -1,0 +1,450 @@
+//! The conformance suite every [`Store`] backend must pass.
+//!
+//! Each check is an async function taking a fresh, empty store. The
+//! [`conformance_tests!`] macro turns the whole suite into `#[tokio::test]`s for one backend:
+//!
+//! ```ignore
+//! cairn_store_conformance::conformance_tests!(memory, || async {
+//!     (std::sync::Arc::new(cairn_store::MemoryStore::new()) as std::sync::Arc<dyn cairn_store::Store>, ())
+//! });
+//! ```
+
+use cairn_journal::{Event, RunState, SignalId, StepPath, Timestamp};
+use cairn_store::*;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+
+/// A store under test.
+pub type DynStore = Arc<dyn Store>;
+
+fn raw(s: &str) -> Box<RawValue> {
+    RawValue::from_string(s.to_owned()).expect("valid JSON in test")
+}
+
+fn t(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms)
+}
+
+fn new_run(id: &str, workflow: &str, key: Option<&str>, at: i64) -> NewRun {
+    NewRun {
+        id: RunId::new(id),
+        workflow: workflow.into(),
+        version: 1,
+        input: raw(r#"{"n":1}"#),
+        idempotency_key: key.map(Into::into),
+        created_at: t(at),
+    }
+}
+
+fn wf(name: &str) -> Vec<WorkflowKey> {
+    vec![WorkflowKey { name: name.into(), version: 1 }]
+}
+
+fn claim_req(owner: &str, workflow: &str, now: i64) -> ClaimRequest {
+    ClaimRequest {
+        owner: owner.into(),
+        workflows: wf(workflow),
+        now: t(now),
+        lease_now: t(now),
+        lease_until: t(now + 1_000),
+        limit: 100,
+    }
+}
+
+fn step(path: &str, ordinal: u32) -> Event {
+    Event::StepCompleted {
+        path: StepPath::parse(path).expect("valid path"),
+        ordinal,
+        attempt: 1,
+        output: raw("\"ok\""),
+    }
+}
+
+fn progress(run: &RunRecord, events: Vec<Event>) -> Append {
+    Append {
+        run_id: run.id.clone(),
+        epoch: run.epoch,
+        after_seq: run.last_seq,
+        events,
+        at: t(5),
+        update: RunUpdate::Progress,
+        consume_signal: None,
+    }
+}
+
+async fn claim_one(store: &DynStore, workflow: &str, now: i64) -> RunRecord {
+    let mut claimed = store.claim(&claim_req("w1", workflow, now)).await.expect("claim");
+    assert_eq!(claimed.len(), 1, "expected exactly one claimable run");
+    claimed.remove(0)
+}
+
+/// A new run is pending, with its `started` event as journal entry 1.
+pub async fn create_and_read_back(store: DynStore) {
+    let created = store.create_run(new_run("r1", "order", None, 10)).await.expect("create");
+    assert!(created.created);
+    let run = store.get_run(&RunId::new("r1")).await.expect("get").expect("exists");
+    assert_eq!((run.status, run.last_seq, run.epoch), (RunStatus::Pending, 1, 0));
+    assert_eq!(run.input.get(), r#"{"n":1}"#);
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.len(), 1);
+    assert!(matches!(&journal[0].event, Event::Started { workflow, version: 1, .. } if workflow == "order"));
+    assert!(store.get_run(&RunId::new("missing")).await.expect("get").is_none());
+}
+
+/// The same `(workflow, key)` returns the first run with `created: false`.
+pub async fn idempotent_create(store: DynStore) {
+    let first = store.create_run(new_run("a", "order", Some("k"), 1)).await.expect("create");
+    let second = store.create_run(new_run("b", "order", Some("k"), 2)).await.expect("create again");
+    assert!(first.created && !second.created);
+    assert_eq!(second.run.id, RunId::new("a"));
+    assert!(store.get_run(&RunId::new("b")).await.expect("get").is_none());
+    let other = store.create_run(new_run("c", "refund", Some("k"), 3)).await.expect("other workflow");
+    assert!(other.created, "keys are scoped to their workflow");
+}
+
+/// Eight concurrent creators with one key make exactly one run.
+pub async fn concurrent_idempotent_create(store: DynStore) {
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            store.create_run(new_run(&format!("run-{i}"), "order", Some("once"), i)).await
+        }));
+    }
+    let mut created = 0;
+    let mut ids = std::collections::HashSet::new();
+    for task in tasks {
+        let result = task.await.expect("task").expect("create");
+        created += usize::from(result.created);
+        ids.insert(result.run.id);
+    }
+    assert_eq!((created, ids.len()), (1, 1));
+    let page = store.list_runs(&RunFilter::default()).await.expect("list");
+    assert_eq!(page.runs.len(), 1);
+}
+
+/// A taken id is refused and the existing run is untouched.
+pub async fn duplicate_id_is_refused(store: DynStore) {
+    store.create_run(new_run("dup", "order", None, 1)).await.expect("create");
+    let mut other = new_run("dup", "refund", None, 2);
+    other.input = raw("[1]");
+    assert_eq!(store.create_run(other).await.unwrap_err(), StoreError::DuplicateRunId(RunId::new("dup")));
+    let run = store.get_run(&RunId::new("dup")).await.expect("get").expect("exists");
+    assert_eq!((run.workflow.as_str(), run.input.get()), ("order", r#"{"n":1}"#));
+    assert_eq!(store.read_journal(&run.id).await.expect("journal").len(), 1);
+}
+
+/// Claims lease ready runs of the named workflow versions only, bumping the epoch.
+pub async fn claim_respects_workflows_and_versions(store: DynStore) {
+    store.create_run(new_run("o", "order", None, 1)).await.expect("create");
+    store.create_run(new_run("r", "refund", None, 2)).await.expect("create");
+    let mut v2 = new_run("o2", "order", None, 3);
+    v2.version = 2;
+    store.create_run(v2).await.expect("create");
+    let claimed = store.claim(&claim_req("w1", "order", 10)).await.expect("claim");
+    assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec!["o"]);
+    assert_eq!((claimed[0].status, claimed[0].epoch), (RunStatus::Running, 1));
+    assert_eq!(claimed[0].lease_owner.as_deref(), Some("w1"));
+    assert!(store.claim(&claim_req("w2", "order", 10)).await.expect("claim").is_empty(), "leased runs are not ready");
+    for id in ["r", "o2"] {
+        let run = store.get_run(&RunId::new(id)).await.expect("get").expect("exists");
+        assert_eq!(run.status, RunStatus::Pending);
+    }
+}
+
+/// A worker whose lease expired and was reclaimed cannot append; nothing it sent is stored.
+pub async fn stale_epoch_is_fenced(store: DynStore) {
+    store.create_run(new_run("f", "order", None, 1)).await.expect("create");
+    let first = claim_one(&store, "order", 10).await;
+    // The lease runs to 1_010; at 2_000 another worker reclaims it.
+    let mut request = claim_req("w2", "order", 2_000);
+    request.lease_until = t(3_000);
+    let second = store.claim(&request).await.expect("reclaim");
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].epoch, first.epoch + 1);
+    let err = store.append(progress(&first, vec![step("a", 0)])).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { held: 1, current: 2, .. }), "{err:?}");
+    assert_eq!(store.read_journal(&first.id).await.expect("journal").len(), 1);
+    store.append(progress(&second[0], vec![step("a", 0)])).await.expect("new holder appends");
+    let lease = store
+        .heartbeat(&HeartbeatRequest {
+            owner: "w1".into(),
+            runs: vec![(first.id.clone(), first.epoch)],
+            lease_until: t(9),
+        })
+        .await
+        .expect("heartbeat");
+    assert!(!lease[0].held);
+}
+
+/// Appends must continue the journal where it ends; events are numbered densely.
+pub async fn append_checks_sequence(store: DynStore) {
+    store.create_run(new_run("s", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    store.append(progress(&run, vec![step("a", 0), step("b", 1)])).await.expect("append");
+    let err = store.append(progress(&run, vec![step("c", 2)])).await.unwrap_err();
+    assert!(matches!(err, StoreError::SequenceConflict { expected: 1, actual: 3, .. }), "{err:?}");
+    let mut next = progress(&run, vec![step("c", 2)]);
+    next.after_seq = 3;
+    store.append(next).await.expect("append after 3");
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    RunState::fold(&journal).expect("journal folds");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 4);
+}
+
+/// A suspended run becomes ready at its `wake_at`, not before.
+pub async fn suspended_runs_wake_on_time(store: DynStore) {
+    store.create_run(new_run("z", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut append = progress(
+        &run,
+        vec![Event::TimerStarted { path: StepPath::parse("nap").expect("path"), ordinal: 0, wake_at: t(500) }],
+    );
+    append.update =
+        RunUpdate::Suspend { reason: SuspendReason::Sleeping, wake_at: Some(t(500)), signals_after: None, now: t(10) };
+    store.append(append).await.expect("suspend");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!(
+        (row.status, row.suspend_reason, row.wake_at),
+        (RunStatus::Suspended, Some(SuspendReason::Sleeping), Some(t(500)))
+    );
+    assert_eq!(row.lease_owner, None);
+    assert_eq!(store.next_wake_at(&wf("order")).await.expect("next"), Some(t(500)));
+    assert_eq!(store.next_wake_at(&wf("refund")).await.expect("next"), None);
+    assert!(store.claim(&claim_req("w1", "order", 499)).await.expect("claim").is_empty());
+    let again = claim_one(&store, "order", 500).await;
+    assert_eq!((again.epoch, again.last_seq), (2, 2));
+}
+
+/// Signals are buffered before a wait, consumed once, and wake waiting runs.
+pub async fn signals_are_buffered_and_consumed_once(store: DynStore) {
+    store.create_run(new_run("g", "order", None, 1)).await.expect("create");
+    let early = store
+        .send_signal(NewSignal {
+            run_id: RunId::new("g"),
+            name: "go".into(),
+            payload: raw(r#"{"a":1}"#),
+            sent_at: t(2),
+        })
+        .await
+        .expect("signal before wait");
+    let run = claim_one(&store, "order", 10).await;
+    let signals = store.signals(&run.id).await.expect("signals");
+    assert_eq!(signals.len(), 1);
+    assert_eq!((signals[0].id, signals[0].name.as_str(), signals[0].consumed_seq), (early, "go", None));
+    let wait = StepPath::parse("w").expect("path");
+    let mut append = progress(
+        &run,
+        vec![
+            Event::WaitStarted { path: wait.clone(), ordinal: 0, event: "go".into(), filter: None, deadline: None },
+            Event::WaitCompleted { path: wait.clone(), signal: Some(early), payload: Some(raw(r#"{"a":1}"#)) },
+        ],
+    );
+    append.consume_signal = Some(early);
+    store.append(append).await.expect("consume");
+    assert_eq!(store.signals(&run.id).await.expect("signals")[0].consumed_seq, Some(3));
+
+    // Consuming it again is refused, and nothing of that append is stored.
+    let run = store.get_run(&run.id).await.expect("get").expect("exists");
+    let w2 = StepPath::parse("w2").expect("path");
+    let mut again = progress(
+        &run,
+        vec![
+            Event::WaitStarted { path: w2.clone(), ordinal: 1, event: "go".into(), filter: None, deadline: None },
+            Event::WaitCompleted { path: w2, signal: Some(early), payload: None },
+        ],
+    );
+    again.consume_signal = Some(early);
+    assert_eq!(store.append(again).await.unwrap_err(), StoreError::SignalUnavailable(early));
+    assert_eq!(store.read_journal(&run.id).await.expect("journal").len(), 3);
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 3);
+
+    // A run suspended waiting is woken by the next signal.
+    let mut suspend = progress(&run, vec![]);
+    suspend.update = RunUpdate::Suspend {
+        reason: SuspendReason::Waiting,
+        wake_at: Some(t(10_000)),
+        signals_after: Some(early),
+        now: t(20),
+    };
+    store.append(suspend).await.expect("suspend");
+    assert!(store.claim(&claim_req("w1", "order", 30)).await.expect("claim").is_empty());
+    store
+        .send_signal(NewSignal { run_id: run.id.clone(), name: "other".into(), payload: raw("{}"), sent_at: t(40) })
+        .await
+        .expect("signal");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(40)));
+    assert_eq!(claim_one(&store, "order", 40).await.id, run.id);
+}
+
+/// A signal that arrives while the run is held wakes it as soon as it suspends.
+pub async fn signal_during_execution_is_not_lost(store: DynStore) {
+    store.create_run(new_run("h", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let id = store
+        .send_signal(NewSignal { run_id: run.id.clone(), name: "go".into(), payload: raw("1"), sent_at: t(11) })
+        .await
+        .expect("signal");
+    let mut suspend = progress(&run, vec![]);
+    suspend.update = RunUpdate::Suspend {
+        reason: SuspendReason::Waiting,
+        wake_at: None,
+        signals_after: Some(SignalId(id.0 - 1)),
+        now: t(12),
+    };
+    store.append(suspend).await.expect("suspend");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
+}
+
+/// Signals and cancellations of unknown or finished runs are refused and store nothing.
+pub async fn finished_runs_refuse_signals_and_cancels(store: DynStore) {
+    let missing = RunId::new("nope");
+    let err = store
+        .send_signal(NewSignal { run_id: missing.clone(), name: "go".into(), payload: raw("1"), sent_at: t(1) })
+        .await
+        .unwrap_err();
+    assert_eq!(err, StoreError::RunNotFound(missing.clone()));
+    let cancel = |id: &RunId| CancelRequest { run_id: id.clone(), reason: "stop".into(), at: t(50), lease_now: t(50) };
+    assert_eq!(store.cancel(cancel(&missing)).await.unwrap_err(), StoreError::RunNotFound(missing));
+
+    store.create_run(new_run("done", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut finish = progress(&run, vec![Event::Completed { output: raw("7") }]);
+    finish.update = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("7")), error: None, at: t(20) };
+    store.append(finish).await.expect("finish");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!(
+        (row.status, row.output.as_ref().map(|o| o.get()), row.completed_at),
+        (RunStatus::Completed, Some("7"), Some(t(20)))
+    );
+    let err = store
+        .send_signal(NewSignal { run_id: run.id.clone(), name: "go".into(), payload: raw("1"), sent_at: t(30) })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::RunFinished { status: RunStatus::Completed, .. }));
+    assert!(store.signals(&run.id).await.expect("signals").is_empty());
+    assert!(matches!(store.cancel(cancel(&run.id)).await.unwrap_err(), StoreError::RunFinished { .. }));
+    assert_eq!(store.read_journal(&run.id).await.expect("journal").len(), 2);
+    assert!(store.claim(&claim_req("w1", "order", 10_000)).await.expect("claim").is_empty());
+}
+
+/// Cancelling an idle run ends it at once; a held run is flagged for its worker.
+pub async fn cancel_idle_and_held_runs(store: DynStore) {
+    store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
+    let outcome = store
+        .cancel(CancelRequest { run_id: RunId::new("idle"), reason: "user".into(), at: t(5), lease_now: t(5) })
+        .await
+        .expect("cancel");
+    assert_eq!(outcome, CancelOutcome::Cancelled);
+    let row = store.get_run(&RunId::new("idle")).await.expect("get").expect("exists");
+    assert_eq!(row.status, RunStatus::Cancelled);
+    let journal = store.read_journal(&row.id).await.expect("journal");
+    assert!(matches!(&journal.last().expect("entry").event, Event::Cancelled { reason } if reason == "user"));
+    RunState::fold(&journal).expect("folds");
+
+    store.create_run(new_run("held", "order", None, 2)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let outcome = store
+        .cancel(CancelRequest { run_id: run.id.clone(), reason: "user".into(), at: t(11), lease_now: t(11) })
+        .await
+        .expect("cancel");
+    assert_eq!(outcome, CancelOutcome::Requested);
+    let lease = store
+        .heartbeat(&HeartbeatRequest {
+            owner: "w1".into(),
+            runs: vec![(run.id.clone(), run.epoch)],
+            lease_until: t(2_000),
+        })
+        .await
+        .expect("heartbeat");
+    assert_eq!(lease, vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: true }]);
+    // If the holder suspends instead of finishing, the run wakes at once so it can be cancelled.
+    let mut suspend = progress(&run, vec![]);
+    suspend.update = RunUpdate::Suspend {
+        reason: SuspendReason::Sleeping,
+        wake_at: Some(t(99_999)),
+        signals_after: None,
+        now: t(12),
+    };
+    store.append(suspend).await.expect("suspend");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
+}
+
+/// A parked run is paused with its error and is not claimed again.
+pub async fn parked_runs_stay_parked(store: DynStore) {
+    store.create_run(new_run("p", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut park = progress(&run, vec![]);
+    park.update = RunUpdate::Park { error: "[CAIRN-E0101] drift".into() };
+    store.append(park).await.expect("park");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.error.as_deref()), (RunStatus::Paused, Some("[CAIRN-E0101] drift")));
+    assert!(store.claim(&claim_req("w1", "order", 99_999)).await.expect("claim").is_empty());
+}
+
+/// Listing filters by workflow, status and time, and pages by keyset without gaps or repeats.
+pub async fn list_filters_and_pages(store: DynStore) {
+    for i in 0..25 {
+        let workflow = if i % 5 == 0 { "refund" } else { "order" };
+        // Several runs share a creation time, so the id must break ties.
+        store.create_run(new_run(&format!("run-{i:02}"), workflow, None, i64::from(i / 3))).await.expect("create");
+    }
+    let mut seen = Vec::new();
+    let mut filter = RunFilter { limit: Some(7), ..Default::default() };
+    loop {
+        let page = store.list_runs(&filter).await.expect("list");
+        assert!(page.runs.len() <= 7);
+        seen.extend(page.runs.iter().map(|r| (r.created_at, r.id.clone())));
+        match page.next_cursor {
+            Some(cursor) => filter.cursor = Some(PageCursor::decode(&cursor.encode()).expect("cursor round-trips")),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 25);
+    let mut sorted = seen.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(seen, sorted, "newest first, no repeats");
+    sorted.dedup();
+    assert_eq!(sorted.len(), 25);
+
+    let refunds =
+        store.list_runs(&RunFilter { workflow: Some("refund".into()), ..Default::default() }).await.expect("list");
+    assert_eq!(refunds.runs.len(), 5);
+    let window = RunFilter { created_after: Some(t(2)), created_before: Some(t(4)), ..Default::default() };
+    assert_eq!(store.list_runs(&window).await.expect("list").runs.len(), 6);
+    store.claim(&claim_req("w1", "refund", 100)).await.expect("claim");
+    let running =
+        store.list_runs(&RunFilter { status: Some(RunStatus::Running), ..Default::default() }).await.expect("list");
+    assert_eq!(running.runs.len(), 5);
+    assert!(running.runs.iter().all(|r| r.workflow == "refund"));
+}
+
+/// Declares one `#[tokio::test]` per conformance check for a backend.
+///
+/// `$make` is an expression producing a future of `(store, guard)`: a fresh, empty [`DynStore`] and
+/// anything that must live as long as the test (a temporary directory, say).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($backend:ident, $make:expr) => {
+        mod $backend {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::conformance_tests!(@each $make;
+                create_and_read_back, idempotent_create, concurrent_idempotent_create, duplicate_id_is_refused,
+                claim_respects_workflows_and_versions, stale_epoch_is_fenced, append_checks_sequence,
+                suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
+                signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
+                cancel_idle_and_held_runs, parked_runs_stay_parked, list_filters_and_pages);
+        }
+    };
+    (@each $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (store, _guard): ($crate::DynStore, _) = ($make)().await;
+                $crate::$name(store).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,18 @@
+//! The conformance suite against the in-memory and SQLite stores.
+
+use cairn_store::{MemoryStore, SqliteOptions, SqliteStore, Store};
+use std::sync::Arc;
+
+cairn_store_conformance::conformance_tests!(memory, || async { (Arc::new(MemoryStore::new()) as Arc<dyn Store>, ()) });
+
+fn sqlite_store(options: SqliteOptions) -> (Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open_with(dir.path().join("cairn.db"), options).expect("open sqlite");
+    (Arc::new(store), dir)
+}
+
+cairn_store_conformance::conformance_tests!(sqlite, || async { sqlite_store(SqliteOptions::default()) });
+
+cairn_store_conformance::conformance_tests!(sqlite_batch_of_one, || async {
+    sqlite_store(SqliteOptions { max_batch: 1, ..SqliteOptions::default() })
+});

@@ -1,0 +1,74 @@
+//! Cairn's storage layer: one [`Store`] trait and the backends behind it.
+//!
+//! A store keeps runs (one summary row each), their journals (dense, append-only) and their
+//! signals. Every state change of a run is an [`Append`]: journal events plus the matching update
+//! of the summary row, checked against the appender's lease epoch and the journal's last sequence
+//! number, committed together. Backends group appends from many runs into one transaction.
+//!
+//! * [`MemoryStore`]: everything in process memory, for tests and benchmarks.
+//! * [`SqliteStore`] (feature `sqlite`, on by default): one file, WAL, one writer thread that
+//!   group-commits.
+//!
+//! Every backend passes the conformance suite in the `cairn-store-conformance` crate.
+
+mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod types;
+
+pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use types::*;
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed future returned by [`Store`] methods, so the trait can be used as `Arc<dyn Store>`.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Durable storage for runs, journals and signals.
+///
+/// Every method is atomic: it changes everything it describes or nothing. Implementations must
+/// pass the shared conformance suite (`cairn-store-conformance`).
+pub trait Store: Send + Sync + 'static {
+    /// Creates a run and its `started` event, or returns the run that already has the same
+    /// `(workflow, idempotency_key)` with `created: false`.
+    fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun>;
+
+    /// One run's summary row.
+    fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>>;
+
+    /// Runs matching `filter`, newest first, one page at a time.
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage>;
+
+    /// A run's whole journal in sequence order.
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<cairn_journal::JournalEntry>>;
+
+    /// A run's signals, oldest first; consumed ones carry the journal sequence that consumed them.
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>>;
+
+    /// Leases up to `request.limit` ready runs of the given workflows to `request.owner`: pending
+    /// runs, suspended runs whose `wake_at` has passed, and running runs whose lease expired.
+    /// Each claim bumps the run's epoch, fencing any previous holder.
+    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>>;
+
+    /// Appends events and updates the run row, if the caller still holds epoch `append.epoch` and
+    /// the journal still ends at `append.after_seq`.
+    fn append(&self, append: Append) -> StoreFuture<'_, ()>;
+
+    /// Extends leases still held; reports for each run whether it is held and whether a
+    /// cancellation was requested.
+    fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>>;
+
+    /// Delivers a signal to a run (buffered until a wait consumes it) and wakes the run if it waits.
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId>;
+
+    /// Cancels a run: at once if no live worker holds it, otherwise by flagging it for its worker.
+    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome>;
+
+    /// The earliest `wake_at` among suspended runs of these workflows.
+    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
+}
+
+pub use cairn_journal::{SignalId, Timestamp};

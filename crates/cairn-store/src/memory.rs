@@ -1,0 +1,351 @@
+use crate::{
+    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError, StoreFuture,
+    SuspendReason, WorkflowKey,
+};
+use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+/// A store in process memory: fast, shared by clones of one value, gone when the process exits.
+///
+/// For tests and benchmarks; it follows the same contract as the durable stores.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use cairn_store::{MemoryStore, Store, RunId};
+/// let store = MemoryStore::new();
+/// assert!(store.get_run(&RunId::new("nope")).await.unwrap().is_none());
+/// # });
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    runs: HashMap<RunId, RunRecord>,
+    journals: HashMap<RunId, Vec<JournalEntry>>,
+    signals: HashMap<RunId, Vec<SignalRecord>>,
+    idempotency: HashMap<(String, String), RunId>,
+    next_signal: i64,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied change: every method checks
+        // before it mutates. So a poisoned lock is still consistent.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn ready(run: &RunRecord, now: Timestamp, lease_now: Timestamp) -> bool {
+    match run.status {
+        RunStatus::Pending => true,
+        RunStatus::Suspended => run.wake_at.is_some_and(|w| w <= now),
+        RunStatus::Running => run.lease_expires_at.is_some_and(|e| e <= lease_now),
+        _ => false,
+    }
+}
+
+impl Inner {
+    fn run_mut(&mut self, id: &RunId) -> Result<&mut RunRecord, StoreError> {
+        self.runs.get_mut(id).ok_or_else(|| StoreError::RunNotFound(id.clone()))
+    }
+
+    fn append(&mut self, append: Append) -> Result<(), StoreError> {
+        let run = self.runs.get(&append.run_id).ok_or_else(|| StoreError::RunNotFound(append.run_id.clone()))?;
+        if run.epoch != append.epoch {
+            return Err(StoreError::Fenced { run_id: append.run_id, held: append.epoch, current: run.epoch });
+        }
+        if run.last_seq != append.after_seq {
+            return Err(StoreError::SequenceConflict {
+                run_id: append.run_id,
+                expected: append.after_seq,
+                actual: run.last_seq,
+            });
+        }
+        let signals = self.signals.entry(append.run_id.clone()).or_default();
+        if let Some(id) = append.consume_signal {
+            if !signals.iter().any(|s| s.id == id && s.consumed_seq.is_none()) {
+                return Err(StoreError::SignalUnavailable(id));
+            }
+        }
+        let new_last = append.after_seq + append.events.len() as u64;
+        if let Some(id) = append.consume_signal {
+            let consumed_at = append
+                .events
+                .iter()
+                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == id))
+                .map_or(new_last, |i| append.after_seq + 1 + i as u64);
+            if let Some(signal) = signals.iter_mut().find(|s| s.id == id) {
+                signal.consumed_seq = Some(consumed_at);
+            }
+        }
+        let fresh_signal = |after: SignalId| signals.iter().any(|s| s.consumed_seq.is_none() && s.id > after);
+        let wake_now = match &append.update {
+            RunUpdate::Suspend { signals_after: Some(after), .. } => fresh_signal(*after),
+            _ => false,
+        };
+        let run = self.runs.get_mut(&append.run_id).ok_or_else(|| StoreError::RunNotFound(append.run_id.clone()))?;
+        let journal = self.journals.entry(append.run_id.clone()).or_default();
+        for (i, event) in append.events.into_iter().enumerate() {
+            journal.push(JournalEntry::new(append.after_seq + 1 + i as u64, append.at, event));
+        }
+        run.last_seq = new_last;
+        run.updated_at = append.at;
+        apply_update(run, append.update, wake_now);
+        Ok(())
+    }
+}
+
+/// Applies a row update; shared by the memory store's append path.
+fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
+    match update {
+        RunUpdate::Progress => {}
+        RunUpdate::Suspend { reason, wake_at, now, .. } => {
+            run.status = RunStatus::Suspended;
+            run.suspend_reason = Some(reason);
+            run.wake_at = if wake_now || run.cancel_requested { Some(now) } else { wake_at };
+            run.lease_owner = None;
+            run.lease_expires_at = None;
+        }
+        RunUpdate::Finish { status, output, error, at } => {
+            run.status = status;
+            run.suspend_reason = None;
+            run.output = output;
+            run.error = error;
+            run.completed_at = Some(at);
+            run.wake_at = None;
+            run.lease_owner = None;
+            run.lease_expires_at = None;
+        }
+        RunUpdate::Park { error } => {
+            run.status = RunStatus::Paused;
+            run.suspend_reason = None;
+            run.error = Some(error);
+            run.wake_at = None;
+            run.lease_owner = None;
+            run.lease_expires_at = None;
+        }
+    }
+}
+
+fn matches_filter(run: &RunRecord, filter: &RunFilter) -> bool {
+    filter.workflow.as_ref().is_none_or(|w| &run.workflow == w)
+        && filter.status.is_none_or(|s| run.status == s)
+        && filter.created_after.is_none_or(|t| run.created_at >= t)
+        && filter.created_before.is_none_or(|t| run.created_at < t)
+        && filter.cursor.as_ref().is_none_or(|c| (run.created_at, &run.id) < (c.created_at, &c.id))
+}
+
+impl Store for MemoryStore {
+    fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
+        let result = (|| {
+            let mut inner = self.lock();
+            if let Some(key) = &run.idempotency_key {
+                if let Some(existing) = inner.idempotency.get(&(run.workflow.clone(), key.clone())) {
+                    let existing = inner.runs.get(existing).cloned().ok_or_else(|| {
+                        StoreError::Corrupt(format!("idempotency key {key:?} points at a missing run"))
+                    })?;
+                    return Ok(CreatedRun { run: existing, created: false });
+                }
+            }
+            if inner.runs.contains_key(&run.id) {
+                return Err(StoreError::DuplicateRunId(run.id));
+            }
+            let record = RunRecord {
+                id: run.id.clone(),
+                workflow: run.workflow.clone(),
+                version: run.version,
+                status: RunStatus::Pending,
+                suspend_reason: None,
+                input: run.input.clone(),
+                output: None,
+                error: None,
+                idempotency_key: run.idempotency_key.clone(),
+                created_at: run.created_at,
+                updated_at: run.created_at,
+                completed_at: None,
+                wake_at: None,
+                lease_owner: None,
+                lease_expires_at: None,
+                epoch: 0,
+                last_seq: 1,
+                cancel_requested: false,
+            };
+            let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input };
+            inner.journals.insert(run.id.clone(), vec![JournalEntry::new(1, run.created_at, started)]);
+            if let Some(key) = run.idempotency_key {
+                inner.idempotency.insert((run.workflow, key), run.id.clone());
+            }
+            inner.runs.insert(run.id, record.clone());
+            Ok(CreatedRun { run: record, created: true })
+        })();
+        Box::pin(async move { result })
+    }
+
+    fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
+        let result = self.lock().runs.get(id).cloned();
+        Box::pin(async move { Ok(result) })
+    }
+
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
+        let inner = self.lock();
+        let mut runs: Vec<RunRecord> = inner.runs.values().filter(|r| matches_filter(r, filter)).cloned().collect();
+        drop(inner);
+        runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        let size = filter.page_size();
+        let next_cursor = (runs.len() > size).then(|| {
+            let last = &runs[size - 1];
+            crate::PageCursor { created_at: last.created_at, id: last.id.clone() }
+        });
+        runs.truncate(size);
+        Box::pin(async move { Ok(RunPage { runs, next_cursor }) })
+    }
+
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let result = self.lock().journals.get(id).cloned().unwrap_or_default();
+        Box::pin(async move { Ok(result) })
+    }
+
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        let result = self.lock().signals.get(id).cloned().unwrap_or_default();
+        Box::pin(async move { Ok(result) })
+    }
+
+    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
+        let tags: HashSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
+        let mut inner = self.lock();
+        let mut ready_ids: Vec<(Timestamp, RunId)> = inner
+            .runs
+            .values()
+            .filter(|r| tags.contains(&(r.workflow.as_str(), r.version)) && ready(r, request.now, request.lease_now))
+            .map(|r| (r.wake_at.unwrap_or(r.created_at), r.id.clone()))
+            .collect();
+        ready_ids.sort();
+        ready_ids.truncate(request.limit);
+        let mut claimed = Vec::with_capacity(ready_ids.len());
+        for (_, id) in ready_ids {
+            if let Some(run) = inner.runs.get_mut(&id) {
+                run.status = RunStatus::Running;
+                run.suspend_reason = None;
+                run.wake_at = None;
+                run.lease_owner = Some(request.owner.clone());
+                run.lease_expires_at = Some(request.lease_until);
+                run.epoch += 1;
+                run.updated_at = request.now;
+                claimed.push(run.clone());
+            }
+        }
+        Box::pin(async move { Ok(claimed) })
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        let result = self.lock().append(append);
+        Box::pin(async move { result })
+    }
+
+    fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
+        let mut inner = self.lock();
+        let statuses = request
+            .runs
+            .iter()
+            .map(|(id, epoch)| match inner.runs.get_mut(id) {
+                Some(run)
+                    if run.epoch == *epoch
+                        && run.status == RunStatus::Running
+                        && run.lease_owner.as_deref() == Some(&request.owner) =>
+                {
+                    run.lease_expires_at = Some(request.lease_until);
+                    LeaseStatus { run_id: id.clone(), held: true, cancel_requested: run.cancel_requested }
+                }
+                other => LeaseStatus {
+                    run_id: id.clone(),
+                    held: false,
+                    cancel_requested: other.is_some_and(|r| r.cancel_requested),
+                },
+            })
+            .collect();
+        Box::pin(async move { Ok(statuses) })
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        let result = (|| {
+            let mut inner = self.lock();
+            let run = inner.run_mut(&signal.run_id)?;
+            if run.status.is_terminal() {
+                return Err(StoreError::RunFinished { run_id: signal.run_id, status: run.status });
+            }
+            if run.status == RunStatus::Suspended && run.suspend_reason == Some(SuspendReason::Waiting) {
+                run.wake_at = Some(run.wake_at.map_or(signal.sent_at, |w| w.min(signal.sent_at)));
+            }
+            inner.next_signal += 1;
+            let id = SignalId(inner.next_signal);
+            inner.signals.entry(signal.run_id).or_default().push(SignalRecord {
+                id,
+                name: signal.name,
+                payload: signal.payload,
+                sent_at: signal.sent_at,
+                consumed_seq: None,
+            });
+            Ok(id)
+        })();
+        Box::pin(async move { result })
+    }
+
+    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+        let result = (|| {
+            let mut inner = self.lock();
+            let run = inner.run_mut(&request.run_id)?;
+            if run.status.is_terminal() {
+                return Err(StoreError::RunFinished { run_id: request.run_id, status: run.status });
+            }
+            let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
+            if live {
+                run.cancel_requested = true;
+                return Ok(CancelOutcome::Requested);
+            }
+            run.epoch += 1;
+            run.cancel_requested = true;
+            let append = Append {
+                run_id: request.run_id.clone(),
+                epoch: run.epoch,
+                after_seq: run.last_seq,
+                events: vec![Event::Cancelled { reason: request.reason.clone() }],
+                at: request.at,
+                update: RunUpdate::Finish {
+                    status: RunStatus::Cancelled,
+                    output: None,
+                    error: Some(request.reason),
+                    at: request.at,
+                },
+                consume_signal: None,
+            };
+            inner.append(append)?;
+            Ok(CancelOutcome::Cancelled)
+        })();
+        Box::pin(async move { result })
+    }
+
+    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
+        let tags: HashSet<(&str, u32)> = workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
+        let next = self
+            .lock()
+            .runs
+            .values()
+            .filter(|r| r.status == RunStatus::Suspended && tags.contains(&(r.workflow.as_str(), r.version)))
+            .filter_map(|r| r.wake_at)
+            .min();
+        Box::pin(async move { Ok(next) })
+    }
+}

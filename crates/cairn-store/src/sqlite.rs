@@ -1,0 +1,818 @@
+//! The embedded SQLite backend: one file, WAL, one writer thread that group-commits.
+
+use crate::{
+    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
+    PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError,
+    StoreFuture, SuspendReason, WorkflowKey,
+};
+use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use serde_json::value::RawValue;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: a committed step survives power loss. The default.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: a committed step survives a process crash; the last commits may be
+    /// lost if the machine loses power. Several times cheaper per commit.
+    Normal,
+}
+
+impl Durability {
+    /// `full` or `normal`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Full => "full",
+            Durability::Normal => "normal",
+        }
+    }
+}
+
+/// Options for [`SqliteStore::open_with`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Commit durability.
+    pub durability: Durability,
+    /// How long a writer waits for another process's write lock.
+    pub busy_timeout: Duration,
+    /// Most commands folded into one transaction.
+    pub max_batch: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self { durability: Durability::Full, busy_timeout: Duration::from_secs(10), max_batch: 4096 }
+    }
+}
+
+/// Cairn's embedded default store: one SQLite file in WAL mode.
+///
+/// All writes go through one writer thread, which folds every command waiting in its queue into a
+/// single transaction (group commit), so a thousand runs stepping at once share one `fsync`.
+/// Reads use separate connections and never wait for the writer. Several processes may open the
+/// same file (a worker and the `cairn` CLI, say); SQLite's file lock serializes their writes.
+///
+/// ```no_run
+/// use cairn_store::{SqliteStore, SqliteOptions, Durability};
+/// let store = SqliteStore::open("cairn.db")?;
+/// let fast = SqliteStore::open_with("fast.db", SqliteOptions { durability: Durability::Normal, ..Default::default() })?;
+/// # Ok::<(), cairn_store::StoreError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    commands: mpsc::UnboundedSender<Command>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    path: Arc<PathBuf>,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+enum Command {
+    Create(NewRun, Reply<CreatedRun>),
+    Claim(ClaimRequest, Reply<Vec<RunRecord>>),
+    Append(Append, Reply<()>),
+    Heartbeat(HeartbeatRequest, Reply<Vec<LeaseStatus>>),
+    Signal(NewSignal, Reply<SignalId>),
+    Cancel(CancelRequest, Reply<CancelOutcome>),
+}
+
+enum Output {
+    Created(CreatedRun),
+    Claimed(Vec<RunRecord>),
+    Unit,
+    Leases(Vec<LeaseStatus>),
+    Signal(SignalId),
+    Cancel(CancelOutcome),
+}
+
+/// A command's failure; `dirty` when it may have written part of its change before failing.
+struct Failure {
+    error: StoreError,
+    dirty: bool,
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Self {
+        Failure { error: backend(e), dirty: true }
+    }
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn clean(error: StoreError) -> Failure {
+    Failure { error, dirty: false }
+}
+
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY NOT NULL,
+    workflow TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    suspend_reason TEXT,
+    input TEXT NOT NULL,
+    output TEXT,
+    error TEXT,
+    idempotency_key TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    completed_at INTEGER,
+    wake_at INTEGER,
+    lease_owner TEXT,
+    lease_expires_at INTEGER,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    last_seq INTEGER NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX IF NOT EXISTS runs_idempotency ON runs(workflow, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_wake ON runs(status, wake_at);
+CREATE INDEX IF NOT EXISTS runs_lease ON runs(status, lease_expires_at);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at, id);
+CREATE INDEX IF NOT EXISTS runs_workflow_created ON runs(workflow, created_at, id);
+CREATE TABLE IF NOT EXISTS journal (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    path TEXT,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    sent_at INTEGER NOT NULL,
+    consumed_seq INTEGER
+);
+CREATE INDEX IF NOT EXISTS signals_run ON signals(run_id, id);
+";
+
+const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
+     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested";
+
+fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
+    RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
+}
+
+fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> {
+    let status: String = row.get(3)?;
+    let reason: Option<String> = row.get(4)?;
+    let input: String = row.get(5)?;
+    let output: Option<String> = row.get(6)?;
+    let ts = |v: Option<i64>| v.map(Timestamp::from_millis);
+    let record = (|| {
+        Ok(RunRecord {
+            id: RunId::new(row.get::<_, String>(0).map_err(backend)?),
+            workflow: row.get(1).map_err(backend)?,
+            version: row.get(2).map_err(backend)?,
+            status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("unknown status {status}")))?,
+            suspend_reason: reason.as_deref().and_then(SuspendReason::parse),
+            input: raw(input)?,
+            output: output.map(raw).transpose()?,
+            error: row.get(7).map_err(backend)?,
+            idempotency_key: row.get(8).map_err(backend)?,
+            created_at: Timestamp::from_millis(row.get(9).map_err(backend)?),
+            updated_at: Timestamp::from_millis(row.get(10).map_err(backend)?),
+            completed_at: ts(row.get(11).map_err(backend)?),
+            wake_at: ts(row.get(12).map_err(backend)?),
+            lease_owner: row.get(13).map_err(backend)?,
+            lease_expires_at: ts(row.get(14).map_err(backend)?),
+            epoch: row.get::<_, i64>(15).map_err(backend)? as u64,
+            last_seq: row.get::<_, i64>(16).map_err(backend)? as u64,
+            cancel_requested: row.get::<_, i64>(17).map_err(backend)? != 0,
+        })
+    })();
+    Ok(record)
+}
+
+fn query_runs(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+) -> Result<Vec<RunRecord>, StoreError> {
+    let rows = stmt.query_map(params, row_to_run).map_err(backend)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row.map_err(backend)??);
+    }
+    Ok(out)
+}
+
+fn configure(conn: &Connection, options: &SqliteOptions) -> Result<(), StoreError> {
+    conn.busy_timeout(options.busy_timeout).map_err(backend)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    let synchronous = match options.durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = OFF;")).map_err(backend)?;
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (creating if needed) the database file at `path`.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path).map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
+        configure(&conn, &options)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Backend(format!("{} cannot use WAL mode (got {mode})", path.display())));
+        }
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(backend)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Backend(format!(
+                "{} was written by a newer Cairn (schema {version}, this build knows {SCHEMA_VERSION})",
+                path.display()
+            )));
+        }
+        conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+            .map_err(backend)?;
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let max_batch = options.max_batch.max(1);
+        std::thread::Builder::new()
+            .name("cairn-sqlite-writer".into())
+            .spawn(move || Writer { conn }.run(receiver, max_batch))
+            .map_err(|e| StoreError::Backend(format!("cannot start writer thread: {e}")))?;
+        let reader = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .map_err(backend)?;
+        configure(&reader, &options)?;
+        Ok(SqliteStore { commands, readers: Arc::new(Mutex::new(vec![reader])), path: Arc::new(path) })
+    }
+
+    /// The database file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn send<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Command,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.commands.send(make(reply));
+        async move {
+            sent.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?;
+            answer.await.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?
+        }
+    }
+
+    /// Runs `read` on a reader connection on the blocking pool.
+    fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<'static, T> {
+        let readers = Arc::clone(&self.readers);
+        let path = Arc::clone(&self.path);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let pooled = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let conn = match pooled {
+                    Some(conn) => conn,
+                    None => {
+                        let conn = Connection::open_with_flags(
+                            path.as_path(),
+                            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                        )
+                        .map_err(backend)?;
+                        conn.busy_timeout(Duration::from_secs(10)).map_err(backend)?;
+                        conn
+                    }
+                };
+                let result = read(&conn);
+                readers.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
+                result
+            })
+            .await
+            .map_err(|e| StoreError::Backend(format!("reader task failed: {e}")))?
+        })
+    }
+}
+
+struct Writer {
+    conn: Connection,
+}
+
+impl Writer {
+    fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Command>, max_batch: usize) {
+        let mut batch = Vec::with_capacity(max_batch.min(1024));
+        while let Some(first) = receiver.blocking_recv() {
+            batch.push(first);
+            while batch.len() < max_batch {
+                match receiver.try_recv() {
+                    Ok(command) => batch.push(command),
+                    Err(_) => break,
+                }
+            }
+            self.execute(&mut batch);
+        }
+    }
+
+    /// Executes a batch in one transaction. If any command failed after writing part of its
+    /// change, or the commit failed, the batch is rolled back and every command retried alone.
+    fn execute(&mut self, batch: &mut Vec<Command>) {
+        match self.transaction(batch) {
+            Ok(outputs) => {
+                for (command, output) in batch.drain(..).zip(outputs) {
+                    reply(command, output);
+                }
+            }
+            Err(_) => {
+                for command in batch.drain(..) {
+                    let output = match self.transaction(std::slice::from_ref(&command)) {
+                        Ok(mut outputs) => {
+                            outputs.pop().unwrap_or_else(|| Err(StoreError::Backend("no output".into())))
+                        }
+                        Err(error) => Err(error),
+                    };
+                    reply(command, output);
+                }
+            }
+        }
+    }
+
+    /// One transaction over `commands`; `Err` means it was rolled back.
+    fn transaction(&mut self, commands: &[Command]) -> Result<Vec<Result<Output, StoreError>>, StoreError> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+        let mut outputs = Vec::with_capacity(commands.len());
+        for command in commands {
+            match self.apply(command) {
+                Ok(output) => outputs.push(Ok(output)),
+                Err(Failure { error, dirty: false }) => outputs.push(Err(error)),
+                Err(Failure { error, dirty: true }) => {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return Err(error);
+                }
+            }
+        }
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(backend(e));
+        }
+        Ok(outputs)
+    }
+
+    fn apply(&mut self, command: &Command) -> Result<Output, Failure> {
+        match command {
+            Command::Create(run, _) => self.create(run).map(Output::Created),
+            Command::Claim(request, _) => self.claim(request).map(Output::Claimed),
+            Command::Append(append, _) => self.append(append).map(|()| Output::Unit),
+            Command::Heartbeat(request, _) => self.heartbeat(request).map(Output::Leases),
+            Command::Signal(signal, _) => self.signal(signal).map(Output::Signal),
+            Command::Cancel(request, _) => self.cancel(request).map(Output::Cancel),
+        }
+    }
+
+    fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, Failure> {
+        let mut stmt = self.conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?;
+        let run = stmt.query_row([id.as_str()], row_to_run).optional()?;
+        run.transpose().map_err(clean)
+    }
+
+    fn create(&mut self, run: &NewRun) -> Result<CreatedRun, Failure> {
+        if let Some(key) = &run.idempotency_key {
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE workflow = ?1 AND idempotency_key = ?2"
+            ))?;
+            if let Some(existing) = stmt.query_row([run.workflow.as_str(), key], row_to_run).optional()? {
+                return Ok(CreatedRun { run: existing.map_err(clean)?, created: false });
+            }
+        }
+        let at = run.created_at.as_millis();
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
+                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, 1) ON CONFLICT (id) DO NOTHING",
+            )?
+            .execute(params![run.id.as_str(), run.workflow, run.version, run.input.get(), run.idempotency_key, at])?;
+        if inserted == 0 {
+            return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
+        }
+        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
+        self.insert_event(&run.id, 1, run.created_at, &started)?;
+        let record = self.get_run(&run.id)?.ok_or_else(|| clean(StoreError::RunNotFound(run.id.clone())))?;
+        Ok(CreatedRun { run: record, created: true })
+    }
+
+    fn insert_event(&self, run_id: &RunId, seq: u64, at: Timestamp, event: &Event) -> Result<(), Failure> {
+        self.conn
+            .prepare_cached("INSERT INTO journal (run_id, seq, at, kind, path, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+            .execute(params![
+                run_id.as_str(),
+                seq as i64,
+                at.as_millis(),
+                event.kind_name(),
+                event.path().map(|p| p.as_str()),
+                event.to_json()
+            ])?;
+        Ok(())
+    }
+
+    fn claim(&mut self, request: &ClaimRequest) -> Result<Vec<RunRecord>, Failure> {
+        let tags: Vec<String> = request.workflows.iter().map(WorkflowKey::tag).collect();
+        let tags = serde_json::to_string(&tags).map_err(|e| clean(StoreError::InvalidInput(e.to_string())))?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "UPDATE runs SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = ?1,
+                 lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3
+             WHERE id IN (
+                 SELECT id FROM runs
+                 WHERE (status = 'pending'
+                        OR (status = 'suspended' AND wake_at <= ?3)
+                        OR (status = 'running' AND lease_expires_at <= ?4))
+                   AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                 ORDER BY coalesce(wake_at, created_at) LIMIT ?6)
+             RETURNING {RUN_COLUMNS}"
+        ))?;
+        query_runs(
+            &mut stmt,
+            params![
+                request.owner,
+                request.lease_until.as_millis(),
+                request.now.as_millis(),
+                request.lease_now.as_millis(),
+                tags,
+                request.limit as i64
+            ],
+        )
+        .map_err(|error| Failure { error, dirty: true })
+    }
+
+    fn append(&mut self, append: &Append) -> Result<(), Failure> {
+        let new_last = (append.after_seq + append.events.len() as u64) as i64;
+        let key = params![
+            new_last,
+            append.at.as_millis(),
+            append.run_id.as_str(),
+            append.epoch as i64,
+            append.after_seq as i64
+        ];
+        let changed = match &append.update {
+            RunUpdate::Progress => self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                )?
+                .execute(key)?,
+            RunUpdate::Suspend { reason, wake_at, signals_after, now } => self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'suspended', suspend_reason = ?6,
+                         lease_owner = NULL, lease_expires_at = NULL,
+                         wake_at = CASE WHEN cancel_requested = 1 OR (?7 IS NOT NULL AND EXISTS (
+                                 SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
+                             THEN ?8 ELSE ?9 END
+                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                )?
+                .execute(params![
+                    new_last,
+                    append.at.as_millis(),
+                    append.run_id.as_str(),
+                    append.epoch as i64,
+                    append.after_seq as i64,
+                    reason.as_str(),
+                    signals_after.map(|s| s.0),
+                    now.as_millis(),
+                    wake_at.map(Timestamp::as_millis)
+                ])?,
+            RunUpdate::Finish { status, output, error, at } => self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = ?6, suspend_reason = NULL, output = ?7,
+                         error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                )?
+                .execute(params![
+                    new_last,
+                    append.at.as_millis(),
+                    append.run_id.as_str(),
+                    append.epoch as i64,
+                    append.after_seq as i64,
+                    status.as_str(),
+                    output.as_ref().map(|o| o.get()),
+                    error,
+                    at.as_millis()
+                ])?,
+            RunUpdate::Park { error } => self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'paused', suspend_reason = NULL,
+                         error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                )?
+                .execute(params![
+                    new_last,
+                    append.at.as_millis(),
+                    append.run_id.as_str(),
+                    append.epoch as i64,
+                    append.after_seq as i64,
+                    error
+                ])?,
+        };
+        if changed == 0 {
+            return Err(clean(self.append_refusal(append)?));
+        }
+        if let Some(signal) = append.consume_signal {
+            let consumed_at = append
+                .events
+                .iter()
+                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == signal))
+                .map_or(new_last, |i| (append.after_seq + 1 + i as u64) as i64);
+            let consumed = self
+                .conn
+                .prepare_cached(
+                    "UPDATE signals SET consumed_seq = ?1 WHERE id = ?2 AND run_id = ?3 AND consumed_seq IS NULL",
+                )?
+                .execute(params![consumed_at, signal.0, append.run_id.as_str()])?;
+            if consumed == 0 {
+                return Err(Failure { error: StoreError::SignalUnavailable(signal), dirty: true });
+            }
+        }
+        for (i, event) in append.events.iter().enumerate() {
+            self.insert_event(&append.run_id, append.after_seq + 1 + i as u64, append.at, event)?;
+        }
+        Ok(())
+    }
+
+    fn append_refusal(&self, append: &Append) -> Result<StoreError, Failure> {
+        let found: Option<(i64, i64)> = self
+            .conn
+            .prepare_cached("SELECT epoch, last_seq FROM runs WHERE id = ?1")?
+            .query_row([append.run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        Ok(match found {
+            None => StoreError::RunNotFound(append.run_id.clone()),
+            Some((epoch, _)) if epoch as u64 != append.epoch => {
+                StoreError::Fenced { run_id: append.run_id.clone(), held: append.epoch, current: epoch as u64 }
+            }
+            Some((_, last)) => StoreError::SequenceConflict {
+                run_id: append.run_id.clone(),
+                expected: append.after_seq,
+                actual: last as u64,
+            },
+        })
+    }
+
+    fn heartbeat(&mut self, request: &HeartbeatRequest) -> Result<Vec<LeaseStatus>, Failure> {
+        let mut out = Vec::with_capacity(request.runs.len());
+        for (run_id, epoch) in &request.runs {
+            let held: Option<i64> = self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET lease_expires_at = ?1
+                     WHERE id = ?2 AND epoch = ?3 AND lease_owner = ?4 AND status = 'running'
+                     RETURNING cancel_requested",
+                )?
+                .query_row(
+                    params![request.lease_until.as_millis(), run_id.as_str(), *epoch as i64, request.owner],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let status = match held {
+                Some(cancel) => LeaseStatus { run_id: run_id.clone(), held: true, cancel_requested: cancel != 0 },
+                None => {
+                    let cancel: Option<i64> = self
+                        .conn
+                        .prepare_cached("SELECT cancel_requested FROM runs WHERE id = ?1")?
+                        .query_row([run_id.as_str()], |r| r.get(0))
+                        .optional()?;
+                    LeaseStatus { run_id: run_id.clone(), held: false, cancel_requested: cancel.unwrap_or(0) != 0 }
+                }
+            };
+            out.push(status);
+        }
+        Ok(out)
+    }
+
+    fn status_of(&self, run_id: &RunId) -> Result<RunRecord, Failure> {
+        self.get_run(run_id)?.ok_or_else(|| clean(StoreError::RunNotFound(run_id.clone())))
+    }
+
+    fn signal(&mut self, signal: &NewSignal) -> Result<SignalId, Failure> {
+        let run = self.status_of(&signal.run_id)?;
+        if run.status.is_terminal() {
+            return Err(clean(StoreError::RunFinished { run_id: signal.run_id.clone(), status: run.status }));
+        }
+        let id: i64 = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO signals (run_id, name, payload, sent_at) VALUES (?1, ?2, ?3, ?4) RETURNING id",
+            )?
+            .query_row(
+                params![signal.run_id.as_str(), signal.name, signal.payload.get(), signal.sent_at.as_millis()],
+                |r| r.get(0),
+            )?;
+        self.conn
+            .prepare_cached(
+                "UPDATE runs SET wake_at = min(coalesce(wake_at, ?2), ?2)
+                 WHERE id = ?1 AND status = 'suspended' AND suspend_reason = 'waiting'",
+            )?
+            .execute(params![signal.run_id.as_str(), signal.sent_at.as_millis()])?;
+        Ok(SignalId(id))
+    }
+
+    fn cancel(&mut self, request: &CancelRequest) -> Result<CancelOutcome, Failure> {
+        let run = self.status_of(&request.run_id)?;
+        if run.status.is_terminal() {
+            return Err(clean(StoreError::RunFinished { run_id: request.run_id.clone(), status: run.status }));
+        }
+        let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
+        if live {
+            self.conn
+                .prepare_cached("UPDATE runs SET cancel_requested = 1 WHERE id = ?1")?
+                .execute([request.run_id.as_str()])?;
+            return Ok(CancelOutcome::Requested);
+        }
+        let seq = run.last_seq + 1;
+        self.conn
+            .prepare_cached(
+                "UPDATE runs SET cancel_requested = 1, epoch = epoch + 1, last_seq = ?2, updated_at = ?3,
+                     status = 'cancelled', suspend_reason = NULL, error = ?4, completed_at = ?3, wake_at = NULL,
+                     lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1",
+            )?
+            .execute(params![request.run_id.as_str(), seq as i64, request.at.as_millis(), request.reason])?;
+        self.insert_event(&request.run_id, seq, request.at, &Event::Cancelled { reason: request.reason.clone() })?;
+        Ok(CancelOutcome::Cancelled)
+    }
+}
+
+fn reply(command: Command, output: Result<Output, StoreError>) {
+    fn send<T>(reply: Reply<T>, output: Result<Output, StoreError>, pick: impl FnOnce(Output) -> Option<T>) {
+        let value = output.and_then(|o| pick(o).ok_or_else(|| StoreError::Backend("mismatched writer output".into())));
+        // The caller may have stopped waiting; nothing to do then.
+        let _ = reply.send(value);
+    }
+    match command {
+        Command::Create(_, r) => send(r, output, |o| if let Output::Created(v) = o { Some(v) } else { None }),
+        Command::Claim(_, r) => send(r, output, |o| if let Output::Claimed(v) = o { Some(v) } else { None }),
+        Command::Append(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
+        Command::Heartbeat(_, r) => send(r, output, |o| if let Output::Leases(v) = o { Some(v) } else { None }),
+        Command::Signal(_, r) => send(r, output, |o| if let Output::Signal(v) = o { Some(v) } else { None }),
+        Command::Cancel(_, r) => send(r, output, |o| if let Output::Cancel(v) = o { Some(v) } else { None }),
+    }
+}
+
+fn read_run(conn: &Connection, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1")).map_err(backend)?;
+    stmt.query_row([id.as_str()], row_to_run).optional().map_err(backend)?.transpose()
+}
+
+impl Store for SqliteStore {
+    fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
+        Box::pin(self.send(|r| Command::Create(run, r)))
+    }
+
+    fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
+        let id = id.clone();
+        self.read(move |conn| read_run(conn, &id))
+    }
+
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
+        let filter = filter.clone();
+        self.read(move |conn| {
+            let size = filter.page_size();
+            let (cursor_at, cursor_id) = match &filter.cursor {
+                Some(PageCursor { created_at, id }) => (Some(created_at.as_millis()), Some(id.as_str().to_owned())),
+                None => (None, None),
+            };
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs
+                     WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
+                       AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4)
+                       AND (?5 IS NULL OR (created_at, id) < (?5, ?6))
+                     ORDER BY created_at DESC, id DESC LIMIT ?7"
+                ))
+                .map_err(backend)?;
+            let mut runs = query_runs(
+                &mut stmt,
+                params![
+                    filter.workflow,
+                    filter.status.map(RunStatus::as_str),
+                    filter.created_after.map(Timestamp::as_millis),
+                    filter.created_before.map(Timestamp::as_millis),
+                    cursor_at,
+                    cursor_id,
+                    (size + 1) as i64
+                ],
+            )?;
+            let next_cursor = (runs.len() > size).then(|| {
+                let last = &runs[size - 1];
+                PageCursor { created_at: last.created_at, id: last.id.clone() }
+            });
+            runs.truncate(size);
+            Ok(RunPage { runs, next_cursor })
+        })
+    }
+
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let id = id.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT seq, at, data FROM journal WHERE run_id = ?1 ORDER BY seq")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([id.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))
+                .map_err(backend)?;
+            let mut entries = Vec::new();
+            for row in rows {
+                let (seq, at, data) = row.map_err(backend)?;
+                let event = Event::from_json(&data)
+                    .map_err(|e| StoreError::Corrupt(format!("run {id} event #{seq} is unreadable: {e}")))?;
+                entries.push(JournalEntry::new(seq as u64, Timestamp::from_millis(at), event));
+            }
+            Ok(entries)
+        })
+    }
+
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        let id = id.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, name, payload, sent_at, consumed_seq FROM signals WHERE run_id = ?1 ORDER BY id",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([id.as_str()], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Option<i64>>(4)?,
+                    ))
+                })
+                .map_err(backend)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (sid, name, payload, sent_at, consumed) = row.map_err(backend)?;
+                out.push(SignalRecord {
+                    id: SignalId(sid),
+                    name,
+                    payload: raw(payload)?,
+                    sent_at: Timestamp::from_millis(sent_at),
+                    consumed_seq: consumed.map(|c| c as u64),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
+        let request = request.clone();
+        Box::pin(self.send(|r| Command::Claim(request, r)))
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        Box::pin(self.send(|r| Command::Append(append, r)))
+    }
+
+    fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
+        let request = request.clone();
+        Box::pin(self.send(|r| Command::Heartbeat(request, r)))
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        Box::pin(self.send(|r| Command::Signal(signal, r)))
+    }
+
+    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+        Box::pin(self.send(|r| Command::Cancel(request, r)))
+    }
+
+    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
+        let tags: Vec<String> = workflows.iter().map(WorkflowKey::tag).collect();
+        self.read(move |conn| {
+            let tags = serde_json::to_string(&tags).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+            conn.prepare_cached(
+                "SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+                   AND (workflow || '@' || version) IN (SELECT value FROM json_each(?1))",
+            )
+            .map_err(backend)?
+            .query_row([tags], |r| r.get::<_, Option<i64>>(0))
+            .map(|v| v.map(Timestamp::from_millis))
+            .map_err(backend)
+        })
+    }
+}

@@ -1,0 +1,470 @@
+use cairn_journal::{Event, SignalId, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::fmt;
+
+/// A run's identity: caller-given or generated, unique in a store forever.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// Wraps an id; see [`RunId::validate`] for what is accepted from callers.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Checks a caller-given id: 1 to 200 bytes, no control characters, no `/`.
+    pub fn validate(id: &str) -> Result<RunId, StoreError> {
+        if id.is_empty() || id.len() > 200 || id.chars().any(|c| c.is_control() || c == '/') {
+            return Err(StoreError::InvalidInput(format!(
+                "run id {id:?} must be 1 to 200 bytes without control characters or `/`"
+            )));
+        }
+        Ok(RunId(id.to_owned()))
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for RunId {
+    fn from(value: &str) -> Self {
+        RunId(value.to_owned())
+    }
+}
+
+/// A workflow name with one version: what a worker can execute.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkflowKey {
+    /// Registered name.
+    pub name: String,
+    /// Version.
+    pub version: u32,
+}
+
+impl WorkflowKey {
+    /// `name@version`, the form stores match on.
+    pub fn tag(&self) -> String {
+        format!("{}@{}", self.name, self.version)
+    }
+}
+
+/// Where a run stands. The names are the lowercase names of the design brief.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Created, not yet claimed by a worker.
+    Pending,
+    /// A worker holds it.
+    Running,
+    /// Waiting for time or a signal; no worker holds it.
+    Suspended,
+    /// Finished with an output.
+    Completed,
+    /// Finished with an error.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+    /// Parked until an operator acts (e.g. after a non-determinism error).
+    Paused,
+}
+
+impl RunStatus {
+    /// All statuses.
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Suspended,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Paused,
+    ];
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Suspended => "suspended",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Paused => "paused",
+        }
+    }
+
+    /// Parses a lowercase name.
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Whether the run has ended for good.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a suspended run is suspended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SuspendReason {
+    /// In a durable sleep.
+    Sleeping,
+    /// Waiting for a signal.
+    Waiting,
+    /// Waiting to retry a failed step.
+    BackingOff,
+}
+
+impl SuspendReason {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuspendReason::Sleeping => "sleeping",
+            SuspendReason::Waiting => "waiting",
+            SuspendReason::BackingOff => "backing-off",
+        }
+    }
+
+    /// Parses a kebab-case name.
+    pub fn parse(text: &str) -> Option<SuspendReason> {
+        [SuspendReason::Sleeping, SuspendReason::Waiting, SuspendReason::BackingOff]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+/// A run's summary row: everything listing needs, kept in step with the journal.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    /// Identity.
+    pub id: RunId,
+    /// Workflow name.
+    pub workflow: String,
+    /// Pinned workflow version.
+    pub version: u32,
+    /// Status.
+    pub status: RunStatus,
+    /// Why it is suspended, when it is.
+    pub suspend_reason: Option<SuspendReason>,
+    /// Input JSON.
+    pub input: Box<RawValue>,
+    /// Output JSON once completed.
+    pub output: Option<Box<RawValue>>,
+    /// Error once failed, or why it is paused.
+    pub error: Option<String>,
+    /// The caller's idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Last change.
+    pub updated_at: Timestamp,
+    /// When it ended.
+    pub completed_at: Option<Timestamp>,
+    /// When a suspended run becomes ready again.
+    pub wake_at: Option<Timestamp>,
+    /// Lease holder.
+    pub lease_owner: Option<String>,
+    /// Lease expiry.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Fencing epoch: bumped by every claim.
+    pub epoch: u64,
+    /// The journal's last sequence number.
+    pub last_seq: u64,
+    /// A cancellation waits for the lease holder.
+    pub cancel_requested: bool,
+}
+
+/// A run to create.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    /// Its id.
+    pub id: RunId,
+    /// Workflow name.
+    pub workflow: String,
+    /// Version to pin.
+    pub version: u32,
+    /// Input JSON.
+    pub input: Box<RawValue>,
+    /// Same key and workflow → the existing run.
+    pub idempotency_key: Option<String>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// The result of [`Store::create_run`](crate::Store::create_run).
+#[derive(Debug, Clone)]
+pub struct CreatedRun {
+    /// The run, new or existing.
+    pub run: RunRecord,
+    /// `false` when the idempotency key matched an existing run.
+    pub created: bool,
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Only this workflow.
+    pub workflow: Option<String>,
+    /// Only this status.
+    pub status: Option<RunStatus>,
+    /// Created at or after.
+    pub created_after: Option<Timestamp>,
+    /// Created before.
+    pub created_before: Option<Timestamp>,
+    /// Page size (default 100, at most 1000).
+    pub limit: Option<usize>,
+    /// Continue after this cursor (from [`RunPage::next_cursor`]).
+    pub cursor: Option<PageCursor>,
+}
+
+impl RunFilter {
+    /// The page size in force.
+    pub fn page_size(&self) -> usize {
+        self.limit.unwrap_or(100).clamp(1, 1000)
+    }
+}
+
+/// Where a page ended: the `(created_at, id)` of its last run (pages run newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageCursor {
+    /// Creation time of the last run listed.
+    pub created_at: Timestamp,
+    /// Its id.
+    pub id: RunId,
+}
+
+impl PageCursor {
+    /// The opaque text form, for APIs and the CLI.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.created_at.as_millis(), self.id)
+    }
+
+    /// Parses [`PageCursor::encode`]'s text.
+    pub fn decode(text: &str) -> Result<PageCursor, StoreError> {
+        let bad = || StoreError::InvalidInput(format!("invalid page cursor {text:?}"));
+        let (millis, id) = text.split_once(':').ok_or_else(bad)?;
+        let millis = millis.parse::<i64>().map_err(|_| bad())?;
+        Ok(PageCursor { created_at: Timestamp::from_millis(millis), id: RunId::new(id) })
+    }
+}
+
+/// One page of runs.
+#[derive(Debug, Clone)]
+pub struct RunPage {
+    /// The runs, newest first.
+    pub runs: Vec<RunRecord>,
+    /// Where the next page starts, if there may be one.
+    pub next_cursor: Option<PageCursor>,
+}
+
+/// A signal kept for a run.
+#[derive(Debug, Clone)]
+pub struct SignalRecord {
+    /// Identity, increasing in delivery order.
+    pub id: SignalId,
+    /// Signal name.
+    pub name: String,
+    /// Payload JSON.
+    pub payload: Box<RawValue>,
+    /// Delivery time.
+    pub sent_at: Timestamp,
+    /// The journal sequence of the wait that consumed it.
+    pub consumed_seq: Option<u64>,
+}
+
+/// A signal to deliver.
+#[derive(Debug, Clone)]
+pub struct NewSignal {
+    /// Target run.
+    pub run_id: RunId,
+    /// Signal name.
+    pub name: String,
+    /// Payload JSON.
+    pub payload: Box<RawValue>,
+    /// Delivery time (the engine's clock): a waiting run wakes at this instant.
+    pub sent_at: Timestamp,
+}
+
+/// A request to cancel a run.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    /// Target run.
+    pub run_id: RunId,
+    /// Why, journaled.
+    pub reason: String,
+    /// Now, by the engine's clock.
+    pub at: Timestamp,
+    /// Now, by the wall clock leases are measured with.
+    pub lease_now: Timestamp,
+}
+
+/// What [`Store::cancel`](crate::Store::cancel) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// No live worker held the run: it is cancelled now.
+    Cancelled,
+    /// A worker holds the run: it is flagged, and the worker cancels it.
+    Requested,
+}
+
+/// A worker asks for ready runs.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// The worker's identity.
+    pub owner: String,
+    /// Workflows (with versions) it can execute.
+    pub workflows: Vec<WorkflowKey>,
+    /// Now, by the engine's clock: suspended runs with `wake_at <= now` are ready.
+    pub now: Timestamp,
+    /// Now, by the wall clock: leases that expired before it are reclaimed.
+    pub lease_now: Timestamp,
+    /// The new leases' expiry.
+    pub lease_until: Timestamp,
+    /// How many runs at most.
+    pub limit: usize,
+}
+
+/// How an append changes the run row besides its last sequence number.
+#[derive(Debug, Clone)]
+pub enum RunUpdate {
+    /// The run goes on under the same lease.
+    Progress,
+    /// The run suspends and its lease is released.
+    Suspend {
+        /// Why.
+        reason: SuspendReason,
+        /// When to wake it (`None`: only a signal or cancellation wakes it).
+        wake_at: Option<Timestamp>,
+        /// Wake it at once instead if a signal newer than this arrived meanwhile (`Some(SignalId(0))`
+        /// counts every unconsumed signal); `None` ignores signals.
+        signals_after: Option<SignalId>,
+        /// Now, by the engine's clock (the wake time when woken at once).
+        now: Timestamp,
+    },
+    /// The run ends.
+    Finish {
+        /// `Completed`, `Failed` or `Cancelled`.
+        status: RunStatus,
+        /// Output when completed.
+        output: Option<Box<RawValue>>,
+        /// Error when failed, reason when cancelled.
+        error: Option<String>,
+        /// When it ended.
+        at: Timestamp,
+    },
+    /// The run is parked (status `paused`) with this error; the lease is released.
+    Park {
+        /// Why.
+        error: String,
+    },
+}
+
+/// Events to append to one run, and how its row changes, all or nothing.
+#[derive(Debug, Clone)]
+pub struct Append {
+    /// Target run.
+    pub run_id: RunId,
+    /// The appender's lease epoch; a mismatch is [`StoreError::Fenced`].
+    pub epoch: u64,
+    /// The journal's last sequence number as the appender knows it.
+    pub after_seq: u64,
+    /// The events, numbered `after_seq + 1…`.
+    pub events: Vec<Event>,
+    /// When they happened.
+    pub at: Timestamp,
+    /// The row change.
+    pub update: RunUpdate,
+    /// A signal the appended wait consumes.
+    pub consume_signal: Option<SignalId>,
+}
+
+/// A worker extends its leases.
+#[derive(Debug, Clone)]
+pub struct HeartbeatRequest {
+    /// The worker.
+    pub owner: String,
+    /// Runs with the epoch it holds them at.
+    pub runs: Vec<(RunId, u64)>,
+    /// New expiry.
+    pub lease_until: Timestamp,
+}
+
+/// A lease's state after a heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseStatus {
+    /// The run.
+    pub run_id: RunId,
+    /// Whether the worker still holds it.
+    pub held: bool,
+    /// Whether cancellation was requested.
+    pub cancel_requested: bool,
+}
+
+/// Everything a store can refuse or fail with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The appender's lease epoch is stale: another worker claimed the run.
+    #[error("[CAIRN-E0201] lease lost on run `{run_id}`: epoch {held} is stale (now {current}); this worker must stop")]
+    Fenced {
+        /// The run.
+        run_id: RunId,
+        /// Epoch the appender held.
+        held: u64,
+        /// Epoch in the store.
+        current: u64,
+    },
+    /// The journal does not end where the appender thought.
+    #[error("journal of run `{run_id}` ends at #{actual}, not #{expected}")]
+    SequenceConflict {
+        /// The run.
+        run_id: RunId,
+        /// What the appender expected.
+        expected: u64,
+        /// What the store holds.
+        actual: u64,
+    },
+    /// A signal was consumed already or belongs to another run.
+    #[error("signal {0:?} is not available to consume")]
+    SignalUnavailable(SignalId),
+    /// No such run.
+    #[error("[CAIRN-E0301] no run with id `{0}`")]
+    RunNotFound(RunId),
+    /// The id is taken.
+    #[error("[CAIRN-E0302] a run with id `{0}` already exists")]
+    DuplicateRunId(RunId),
+    /// The run has ended.
+    #[error("[CAIRN-E0303] run `{run_id}` has already ended ({status})")]
+    RunFinished {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The request itself was malformed.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// Stored data could not be read back.
+    #[error("corrupt data in store: {0}")]
+    Corrupt(String),
+    /// The backend failed (IO, SQL, closed).
+    #[error("store backend error: {0}")]
+    Backend(String),
+}
