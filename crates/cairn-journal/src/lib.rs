@@ -36,7 +36,7 @@ mod time;
 pub use event::{Event, EventKindName, JournalEntry, SignalId};
 pub use filter::json_contains;
 pub use path::{PathError, StepPath};
-pub use replay::{NonDeterminism, ReplayCursor, Replayed, StepKind};
+pub use replay::{CursorError, NonDeterminism, ReplayCursor, Replayed, StepKind};
 pub use retry::{Backoff, RetryPolicy};
 pub use state::{RunPhase, RunState, StepRecord, StepStatus, TransitionError};
 pub use time::Timestamp;

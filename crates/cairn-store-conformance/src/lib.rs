@@ -383,6 +383,21 @@ pub async fn parked_runs_stay_parked(store: DynStore) {
     assert!(store.claim(&claim_req("w1", "order", 99_999)).await.expect("claim").is_empty());
 }
 
+/// A released run is ready again for any worker at once, and its old epoch is fenced.
+pub async fn released_runs_are_ready_at_once(store: DynStore) {
+    store.create_run(new_run("rel", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut release = progress(&run, vec![step("a", 0)]);
+    release.update = RunUpdate::Release;
+    store.append(release).await.expect("release");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.lease_owner.as_deref(), row.last_seq), (RunStatus::Pending, None, 2));
+    let again = claim_one(&store, "order", 11).await;
+    assert_eq!(again.epoch, run.epoch + 1);
+    let err = store.append(progress(&row, vec![])).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+}
+
 /// Listing filters by workflow, status and time, and pages by keyset without gaps or repeats.
 pub async fn list_filters_and_pages(store: DynStore) {
     for i in 0..25 {
@@ -435,7 +450,8 @@ macro_rules! conformance_tests {
                 claim_respects_workflows_and_versions, stale_epoch_is_fenced, append_checks_sequence,
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
-                cancel_idle_and_held_runs, parked_runs_stay_parked, list_filters_and_pages);
+                cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
+                list_filters_and_pages);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

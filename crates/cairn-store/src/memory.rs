@@ -129,6 +129,13 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
             run.lease_owner = None;
             run.lease_expires_at = None;
         }
+        RunUpdate::Release => {
+            run.status = RunStatus::Pending;
+            run.suspend_reason = None;
+            run.wake_at = None;
+            run.lease_owner = None;
+            run.lease_expires_at = None;
+        }
         RunUpdate::Park { error } => {
             run.status = RunStatus::Paused;
             run.suspend_reason = None;

@@ -512,6 +512,14 @@ impl Writer {
                     error,
                     at.as_millis()
                 ])?,
+            RunUpdate::Release => self
+                .conn
+                .prepare_cached(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'pending', suspend_reason = NULL,
+                         wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                )?
+                .execute(key)?,
             RunUpdate::Park { error } => self
                 .conn
                 .prepare_cached(

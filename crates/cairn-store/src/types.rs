@@ -369,6 +369,9 @@ pub enum RunUpdate {
         /// When it ended.
         at: Timestamp,
     },
+    /// The worker stops executing the run without it having ended (e.g. on shutdown): the lease
+    /// is released and the run is ready for any worker at once (status `pending`).
+    Release,
     /// The run is parked (status `paused`) with this error; the lease is released.
     Park {
         /// Why.

@@ -1,0 +1,335 @@
+//! Starting, inspecting, signalling and cancelling runs.
+
+use crate::ClientError;
+use crate::clock::{Clock, SystemClock, wall_now};
+use crate::engine::{DEFAULT_MAX_PAYLOAD_BYTES, Local};
+use cairn_journal::{JournalEntry, SignalId};
+use cairn_store::{
+    CancelOutcome, CancelRequest, NewRun, NewSignal, RunFilter, RunId, RunPage, RunRecord, RunStatus, SignalRecord,
+    Store,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Starts, inspects, signals and cancels runs. Works with or without a worker in the process.
+///
+/// A client from [`Engine::client`](crate::Engine::client) knows the engine's workflows: it refuses
+/// unknown workflows and inputs that do not decode, and it hears about run completions at once.
+/// A detached client ([`Client::new`]) talks to the store only.
+///
+/// ```no_run
+/// use cairn::{Client, SqliteStore};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::new(SqliteStore::open("cairn.db")?);
+/// let page = client.list(&Default::default()).await?;
+/// for run in page.runs {
+///     println!("{} {} {}", run.id, run.workflow, run.status);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    local: Option<Arc<Local>>,
+    max_payload_bytes: usize,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("attached", &self.local.is_some()).finish()
+    }
+}
+
+/// A run that was started (or found by its idempotency key).
+#[derive(Debug, Clone)]
+pub struct RunHandle {
+    id: RunId,
+    created: bool,
+    client: Client,
+}
+
+impl RunHandle {
+    /// The run's id.
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// `false` when the idempotency key matched an existing run.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// Waits for the run to end and decodes its output.
+    pub async fn result<O: DeserializeOwned>(&self) -> Result<O, ClientError> {
+        self.client.result(&self.id).await
+    }
+}
+
+/// Options of a start, awaited to start the run. Made by [`Client::start`].
+#[must_use = "a start does nothing until awaited"]
+pub struct StartRun<'a> {
+    client: &'a Client,
+    workflow: String,
+    input: Result<Box<RawValue>, ClientError>,
+    id: Option<String>,
+    idempotency_key: Option<String>,
+    version: Option<u32>,
+}
+
+impl StartRun<'_> {
+    /// Use this run id instead of a generated one (unique per store, forever).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Starting again with the same workflow and key returns the existing run (`created: false`).
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Pin this version instead of the newest registered.
+    pub fn version(mut self, version: u32) -> Self {
+        self.version = Some(version);
+        self
+    }
+}
+
+impl<'a> IntoFuture for StartRun<'a> {
+    type Output = Result<RunHandle, ClientError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let input = self.input?;
+            self.client.start_raw(&self.workflow, input, self.id, self.idempotency_key, self.version).await
+        })
+    }
+}
+
+impl Client {
+    /// A client for `store` with no workflows of its own.
+    pub fn new(store: impl Store) -> Client {
+        Client::from_shared(Arc::new(store))
+    }
+
+    /// A detached client for a shared store.
+    pub fn from_shared(store: Arc<dyn Store>) -> Client {
+        Client { store, clock: Arc::new(SystemClock), local: None, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES }
+    }
+
+    pub(crate) fn attached(local: Arc<Local>) -> Client {
+        Client {
+            store: Arc::clone(&local.store),
+            clock: Arc::clone(&local.clock),
+            max_payload_bytes: local.config.max_payload_bytes,
+            local: Some(local),
+        }
+    }
+
+    /// The store this client uses.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn check_size(&self, payload: &RawValue) -> Result<(), ClientError> {
+        let size = payload.get().len();
+        if size > self.max_payload_bytes {
+            return Err(ClientError::PayloadTooLarge { size, limit: self.max_payload_bytes });
+        }
+        Ok(())
+    }
+
+    /// Starts a run of `workflow` with `input`; chain [`id`](StartRun::id),
+    /// [`idempotency_key`](StartRun::idempotency_key) or [`version`](StartRun::version), then await.
+    pub fn start<I: Serialize + ?Sized>(&self, workflow: &str, input: &I) -> StartRun<'_> {
+        StartRun {
+            client: self,
+            workflow: workflow.to_owned(),
+            input: serde_json::value::to_raw_value(input).map_err(|e| ClientError::InvalidPayload(e.to_string())),
+            id: None,
+            idempotency_key: None,
+            version: None,
+        }
+    }
+
+    /// Starts a run from raw JSON input.
+    pub async fn start_raw(
+        &self,
+        workflow: &str,
+        input: Box<RawValue>,
+        id: Option<String>,
+        idempotency_key: Option<String>,
+        version: Option<u32>,
+    ) -> Result<RunHandle, ClientError> {
+        self.check_size(&input)?;
+        let version = match &self.local {
+            Some(local) => {
+                let version = match version {
+                    Some(v) => v,
+                    None => {
+                        local.registry.latest(workflow).ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?
+                    }
+                };
+                let registered = local.registry.get(workflow, version).ok_or_else(|| {
+                    if local.registry.latest(workflow).is_none() {
+                        ClientError::UnknownWorkflow(workflow.into())
+                    } else {
+                        ClientError::UnknownVersion { name: workflow.into(), version }
+                    }
+                })?;
+                (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
+                version
+            }
+            None => version.unwrap_or(1),
+        };
+        if workflow.is_empty() {
+            return Err(ClientError::UnknownWorkflow(String::new()));
+        }
+        let id = match id {
+            Some(id) => RunId::validate(&id)?,
+            None => RunId::new(uuid::Uuid::now_v7().to_string()),
+        };
+        let created = self
+            .store
+            .create_run(NewRun {
+                id,
+                workflow: workflow.to_owned(),
+                version,
+                input,
+                idempotency_key,
+                created_at: self.clock.now(),
+            })
+            .await?;
+        if created.created {
+            if let Some(local) = &self.local {
+                local.wake_claimer();
+            }
+        }
+        Ok(RunHandle { id: created.run.id, created: created.created, client: self.clone() })
+    }
+
+    /// One run's summary.
+    pub async fn get(&self, id: &RunId) -> Result<RunRecord, ClientError> {
+        self.store.get_run(id).await?.ok_or_else(|| ClientError::RunNotFound(id.clone()))
+    }
+
+    /// Runs matching `filter`, newest first, one page at a time.
+    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, ClientError> {
+        Ok(self.store.list_runs(filter).await?)
+    }
+
+    /// A run's journal.
+    pub async fn journal(&self, id: &RunId) -> Result<Vec<JournalEntry>, ClientError> {
+        self.get(id).await?;
+        Ok(self.store.read_journal(id).await?)
+    }
+
+    /// A run's signals, consumed and buffered.
+    pub async fn signals(&self, id: &RunId) -> Result<Vec<SignalRecord>, ClientError> {
+        self.get(id).await?;
+        Ok(self.store.signals(id).await?)
+    }
+
+    /// Waits until the run ends; its output decoded, or why it did not complete. A run parked
+    /// (`paused`) also ends the wait, with an error.
+    pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ClientError> {
+        let mut poll = Duration::from_millis(20);
+        loop {
+            let watch = self.local.as_ref().map(|local| local.watch(id));
+            let run = self.get(id).await?;
+            match run.status {
+                RunStatus::Completed => {
+                    let output = run.output.map_or_else(|| "null".to_owned(), |o| o.get().to_owned());
+                    return serde_json::from_str(&output).map_err(|e| ClientError::InvalidPayload(e.to_string()));
+                }
+                RunStatus::Failed | RunStatus::Cancelled | RunStatus::Paused => {
+                    return Err(ClientError::RunDidNotComplete {
+                        run_id: run.id,
+                        status: run.status,
+                        message: run.error.unwrap_or_default(),
+                    });
+                }
+                RunStatus::Pending | RunStatus::Running | RunStatus::Suspended => {}
+            }
+            match watch {
+                Some(watch) => {
+                    let _ = tokio::time::timeout(poll, watch).await;
+                }
+                None => tokio::time::sleep(poll).await,
+            }
+            poll = (poll * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Delivers a signal. It is kept until a matching wait consumes it, even if the run is not
+    /// waiting yet.
+    pub async fn signal<P: Serialize + ?Sized>(
+        &self,
+        id: &RunId,
+        name: &str,
+        payload: &P,
+    ) -> Result<SignalId, ClientError> {
+        let payload =
+            serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string()))?;
+        self.signal_raw(id, name, payload).await
+    }
+
+    /// Delivers a signal with a raw JSON payload.
+    pub async fn signal_raw(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, ClientError> {
+        self.check_size(&payload)?;
+        if name.is_empty() {
+            return Err(ClientError::InvalidPayload("signal name is empty".into()));
+        }
+        let sent_at = self.clock.now();
+        let signal_id = self
+            .store
+            .send_signal(NewSignal { run_id: id.clone(), name: name.to_owned(), payload: payload.clone(), sent_at })
+            .await?;
+        if let Some(local) = &self.local {
+            if let Some(run) = local.active(id) {
+                run.deliver(SignalRecord {
+                    id: signal_id,
+                    name: name.to_owned(),
+                    payload,
+                    sent_at,
+                    consumed_seq: None,
+                });
+            }
+            local.wake_claimer();
+        }
+        Ok(signal_id)
+    }
+
+    /// Cancels a run. A run no worker holds is cancelled at once; a running one is stopped by
+    /// its worker, whose step code sees its cancellation token fire.
+    pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
+        let outcome = self
+            .store
+            .cancel(CancelRequest {
+                run_id: id.clone(),
+                reason: "cancelled".into(),
+                at: self.clock.now(),
+                lease_now: wall_now(),
+            })
+            .await?;
+        if let Some(local) = &self.local {
+            match outcome {
+                CancelOutcome::Requested => {
+                    if let Some(run) = local.active(id) {
+                        run.interrupt(crate::Interrupt::Cancelled);
+                    }
+                }
+                CancelOutcome::Cancelled => local.notify_watchers(id),
+            }
+        }
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,377 @@
+//! The context a workflow body gets, and its verbs.
+
+use crate::run::{Begun, RunShared};
+use crate::{StepError, WorkflowError};
+use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepStatus, Timestamp};
+use cairn_store::{RunId, SuspendReason};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The handle a workflow body uses for everything durable: steps, sleeps, waits, scopes.
+///
+/// `Ctx` is cheap to clone. Every verb takes a name; names are joined into paths with the
+/// enclosing [scopes](Ctx::scope), and each path may be used once per run.
+///
+/// ```no_run
+/// use cairn::prelude::*;
+/// use std::time::Duration;
+///
+/// async fn greet(ctx: Ctx, name: String) -> Result<String, WorkflowError> {
+///     let greeting = ctx.step("compose", || async { Ok::<_, StepError>(format!("hello {name}")) }).await?;
+///     ctx.sleep("pause", Duration::from_secs(60)).await?;
+///     let reply: Option<String> =
+///         ctx.wait_for_event("reply", EventFilter::any(), Duration::from_secs(3600)).await?;
+///     Ok(reply.unwrap_or(greeting))
+/// }
+/// ```
+#[derive(Clone)]
+pub struct Ctx {
+    shared: Arc<RunShared>,
+    scope: StepPath,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("run", &self.shared.id).field("scope", &self.scope).finish()
+    }
+}
+
+/// Which signals a wait accepts besides the name: all, or those whose payload contains a JSON value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventFilter(Option<serde_json::Value>);
+
+impl EventFilter {
+    /// Any payload.
+    pub fn any() -> Self {
+        Self(None)
+    }
+
+    /// Payloads that contain `value` (JSON containment, as PostgreSQL's `@>`).
+    pub fn matching(value: serde_json::Value) -> Self {
+        Self(Some(value))
+    }
+}
+
+fn decode<T: DeserializeOwned>(path: &StepPath, raw: &str) -> Result<T, WorkflowError> {
+    serde_json::from_str(raw).map_err(|e| WorkflowError::Payload { path: path.to_string(), message: e.to_string() })
+}
+
+impl Ctx {
+    pub(crate) fn new(shared: Arc<RunShared>) -> Self {
+        Self { shared, scope: StepPath::root() }
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &RunId {
+        &self.shared.id
+    }
+
+    /// The current scope's path (empty at the top level).
+    pub fn path(&self) -> &StepPath {
+        &self.scope
+    }
+
+    /// A token that fires when the run is cancelled or must stop; pass it into long step bodies.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.shared.stop.child_token()
+    }
+
+    /// A context whose steps live under `name/`. Use a scope per concurrent branch, so each
+    /// branch numbers its own steps.
+    pub fn scope(&self, name: &str) -> Result<Ctx, WorkflowError> {
+        Ok(Ctx { shared: Arc::clone(&self.shared), scope: self.scope.child(name)? })
+    }
+
+    /// A context whose steps live under `name[index]/`, for loop iterations.
+    pub fn scope_indexed(&self, name: &str, index: u64) -> Result<Ctx, WorkflowError> {
+        Ok(Ctx { shared: Arc::clone(&self.shared), scope: self.scope.indexed_child(name, index)? })
+    }
+
+    fn begin(&self, name: &str, kind: StepKind) -> Result<(StepPath, Begun), WorkflowError> {
+        let path = self.scope.child(name)?;
+        let begun = self.shared.begin(&path, kind)?;
+        Ok((path, begun))
+    }
+
+    /// A durable step: runs `body` and journals its result; on replay returns the journaled
+    /// result without calling `body`.
+    ///
+    /// The step's place in the run is taken when `step` is called, so steps created together
+    /// (e.g. collected for `join_all`) replay correctly whatever order they finish in. Chain
+    /// [`retry`](Step::retry) and [`timeout`](Step::timeout) before awaiting.
+    pub fn step<'a, T, F, Fut, E>(&self, name: &str, body: F) -> Step<'a, T, F>
+    where
+        T: Serialize + DeserializeOwned + Send + 'a,
+        F: FnMut() -> Fut + Send + 'a,
+        Fut: Future<Output = Result<T, E>> + Send + 'a,
+        E: Into<StepError> + 'a,
+    {
+        Step {
+            ctx: self.clone(),
+            begun: Some(self.begin(name, StepKind::Step)),
+            body: Some(Box::new(body)),
+            policy: RetryPolicy::default(),
+            timeout: None,
+            running: None,
+            _output: PhantomData,
+        }
+    }
+
+    /// A durable sleep: the deadline is journaled; a long sleep holds no memory or task.
+    pub fn sleep(
+        &self,
+        name: &str,
+        duration: Duration,
+    ) -> impl Future<Output = Result<(), WorkflowError>> + Send + 'static {
+        let begun = self.begin(name, StepKind::Sleep);
+        let deadline = self.shared.now() + duration;
+        self.sleep_inner(begun, deadline)
+    }
+
+    /// A durable sleep until an instant.
+    pub fn sleep_until(
+        &self,
+        name: &str,
+        deadline: Timestamp,
+    ) -> impl Future<Output = Result<(), WorkflowError>> + Send + 'static {
+        let begun = self.begin(name, StepKind::Sleep);
+        self.sleep_inner(begun, deadline)
+    }
+
+    fn sleep_inner(
+        &self,
+        begun: Result<(StepPath, Begun), WorkflowError>,
+        deadline: Timestamp,
+    ) -> impl Future<Output = Result<(), WorkflowError>> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            let (path, Begun { ordinal, record }) = begun?;
+            let wake_at = match record.map(|r| r.status) {
+                Some(StepStatus::Slept) => return Ok(()),
+                Some(StepStatus::Sleeping { wake_at }) => wake_at,
+                _ => {
+                    shared
+                        .append(vec![Event::TimerStarted { path: path.clone(), ordinal, wake_at: deadline }], None)
+                        .await?;
+                    deadline
+                }
+            };
+            shared.park(Some(wake_at), SuspendReason::Sleeping, false).await?;
+            shared.append(vec![Event::TimerFired { path }], None).await
+        }
+    }
+
+    /// Waits for a signal named `name` whose payload matches `filter`, consuming the oldest such
+    /// signal exactly once (signals sent before the wait are buffered). Returns `None` when
+    /// `timeout` passes first.
+    pub fn wait_for_event<T: DeserializeOwned + Send + 'static>(
+        &self,
+        name: &str,
+        filter: EventFilter,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Option<T>, WorkflowError>> + Send + 'static {
+        let begun = self.begin(name, StepKind::Wait);
+        let deadline = self.shared.now() + timeout;
+        let shared = Arc::clone(&self.shared);
+        let event = name.to_owned();
+        async move {
+            let (path, Begun { ordinal, record }) = begun?;
+            let (event, filter, deadline) = match record.map(|r| r.status) {
+                Some(StepStatus::Received { payload, .. }) => {
+                    return payload.map(|p| decode(&path, p.get())).transpose();
+                }
+                Some(StepStatus::Waiting { event, filter, deadline }) => (event, filter, deadline),
+                _ => {
+                    let EventFilter(filter) = filter;
+                    shared
+                        .append(
+                            vec![Event::WaitStarted {
+                                path: path.clone(),
+                                ordinal,
+                                event: event.clone(),
+                                filter: filter.clone(),
+                                deadline: Some(deadline),
+                            }],
+                            None,
+                        )
+                        .await?;
+                    (event, filter, Some(deadline))
+                }
+            };
+            loop {
+                shared.load_signals().await?;
+                if let Some(signal) = shared.take_signal(&event, filter.as_ref()) {
+                    let value = decode(&path, signal.payload.get());
+                    shared
+                        .append(
+                            vec![Event::WaitCompleted { path, signal: Some(signal.id), payload: Some(signal.payload) }],
+                            Some(signal.id),
+                        )
+                        .await?;
+                    return value.map(Some);
+                }
+                if deadline.is_some_and(|d| d <= shared.now()) {
+                    shared.append(vec![Event::WaitCompleted { path, signal: None, payload: None }], None).await?;
+                    return Ok(None);
+                }
+                shared.park(deadline, SuspendReason::Waiting, true).await?;
+            }
+        }
+    }
+}
+
+type BoxedBody<'a, F> = Box<F>;
+type Running<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>> + Send + 'a>>;
+
+/// A durable step being configured; await it to run it. Made by [`Ctx::step`].
+#[must_use = "a step does nothing until awaited"]
+pub struct Step<'a, T, F> {
+    ctx: Ctx,
+    begun: Option<Result<(StepPath, Begun), WorkflowError>>,
+    body: Option<BoxedBody<'a, F>>,
+    policy: RetryPolicy,
+    timeout: Option<Duration>,
+    running: Option<Running<'a, T>>,
+    _output: PhantomData<fn() -> T>,
+}
+
+impl<T, F> Step<'_, T, F> {
+    /// How failed attempts are retried (default: [`RetryPolicy::default`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Fails an attempt (retryably) that runs longer than `limit`.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+}
+
+impl<'a, T, F, Fut, E> Future for Step<'a, T, F>
+where
+    T: Serialize + DeserializeOwned + Send + 'a,
+    F: FnMut() -> Fut + Send + 'a,
+    Fut: Future<Output = Result<T, E>> + Send + 'a,
+    E: Into<StepError> + 'a,
+{
+    type Output = Result<T, WorkflowError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if this.running.is_none() {
+            let begun = this.begun.take().unwrap_or_else(|| Err(WorkflowError::failed("step polled after completion")));
+            let body = this.body.take();
+            let ctx = this.ctx.clone();
+            let policy = this.policy.clone();
+            let timeout = this.timeout;
+            this.running = Some(Box::pin(run_step(ctx, begun, body, policy, timeout)));
+        }
+        match this.running.as_mut() {
+            Some(running) => running.as_mut().poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+async fn run_step<T, F, Fut, E>(
+    ctx: Ctx,
+    begun: Result<(StepPath, Begun), WorkflowError>,
+    body: Option<Box<F>>,
+    policy: RetryPolicy,
+    timeout: Option<Duration>,
+) -> Result<T, WorkflowError>
+where
+    T: Serialize + DeserializeOwned,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Into<StepError>,
+{
+    let (path, Begun { ordinal, record }) = begun?;
+    let shared = &ctx.shared;
+    let mut attempt = 1;
+    match record.map(|r| r.status) {
+        Some(StepStatus::Completed { output, .. }) => return decode(&path, output.get()),
+        Some(StepStatus::Failed { attempts, error }) => {
+            return Err(WorkflowError::StepFailed { path, attempts, message: error });
+        }
+        Some(StepStatus::Retrying { failed_attempts, retry_at, .. }) => {
+            attempt = failed_attempts + 1;
+            shared.park(Some(retry_at), SuspendReason::BackingOff, false).await?;
+        }
+        _ => {}
+    }
+    let mut body = body.ok_or_else(|| WorkflowError::failed("step body missing"))?;
+    let limit = shared.local.config.max_payload_bytes;
+    loop {
+        shared.check()?;
+        let in_flight = shared.start_work();
+        let deadline = timeout.map(|t| shared.now() + t);
+        let attempt_result: Result<T, StepError> = tokio::select! {
+            biased;
+            () = shared.stop.cancelled() => return Err(shared.interrupted()),
+            result = body() => result.map_err(Into::into),
+            () = async {
+                match deadline {
+                    Some(at) => shared.local.clock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => Err(StepError::retryable(format!("timed out after {:?}", timeout.unwrap_or_default()))),
+        };
+        match attempt_result {
+            Ok(value) => {
+                let output = serde_json::value::to_raw_value(&value)
+                    .map_err(|e| WorkflowError::Payload { path: path.to_string(), message: e.to_string() })?;
+                if output.get().len() > limit {
+                    return Err(WorkflowError::PayloadTooLarge {
+                        path: path.to_string(),
+                        size: output.get().len(),
+                        limit,
+                    });
+                }
+                shared.append(vec![Event::StepCompleted { path, ordinal, attempt, output }], None).await?;
+                drop(in_flight);
+                return Ok(value);
+            }
+            Err(error) => {
+                let seed = RetryPolicy::seed((shared.id.as_str(), path.as_str(), attempt));
+                let delay = if error.is_retryable() { policy.delay_after(attempt, seed) } else { None };
+                let retry_at = delay.map(|d| shared.now() + d);
+                shared
+                    .append(
+                        vec![Event::StepFailed {
+                            path: path.clone(),
+                            ordinal,
+                            attempt,
+                            error: error.message().to_owned(),
+                            retry_at,
+                        }],
+                        None,
+                    )
+                    .await?;
+                drop(in_flight);
+                match retry_at {
+                    None => {
+                        return Err(WorkflowError::StepFailed {
+                            path,
+                            attempts: attempt,
+                            message: error.message().into(),
+                        });
+                    }
+                    Some(at) => {
+                        shared.park(Some(at), SuspendReason::BackingOff, false).await?;
+                        attempt += 1;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! The engine: a worker that claims ready runs, replays and executes them while it holds their
+//! leases, heartbeats those leases, and wakes runs when their timers come due.
+
+use crate::clock::{Clock, SystemClock, wall_now};
+use crate::registry::Registry;
+use crate::run::{RunShared, drive, replay_state};
+use crate::{Client, Ctx, EngineError, WorkflowError};
+use cairn_journal::{Event, JournalEntry};
+use cairn_store::{ClaimRequest, HeartbeatRequest, RunId, RunRecord, RunUpdate, Store, WorkflowKey};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Tunables of a worker. Every field has a sensible default.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) worker_id: String,
+    pub(crate) lease: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) suspend_grace: Duration,
+    pub(crate) max_active_runs: usize,
+    pub(crate) max_payload_bytes: usize,
+}
+
+/// The default payload limit: 4 MiB.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            worker_id: format!("worker-{}-{}", std::process::id(), &uuid::Uuid::now_v7().simple().to_string()[20..]),
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(500),
+            suspend_grace: Duration::from_secs(1),
+            max_active_runs: 1024,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+}
+
+/// What the worker side of an engine shares between its loops, its runs and its clients.
+pub(crate) struct Local {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) registry: Registry,
+    pub(crate) config: Config,
+    active: Mutex<HashMap<RunId, Arc<RunShared>>>,
+    running: AtomicUsize,
+    claimer: Notify,
+    waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<()>>>>,
+    shutdown: CancellationToken,
+}
+
+pub(crate) fn log_warning(message: &str) {
+    eprintln!("cairn: warning: {message}");
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Local {
+    /// Wakes the claim loop: something may be ready.
+    pub(crate) fn wake_claimer(&self) {
+        self.claimer.notify_one();
+    }
+
+    /// The live run with this id, if this worker executes it now.
+    pub(crate) fn active(&self, id: &RunId) -> Option<Arc<RunShared>> {
+        lock(&self.active).get(id).cloned()
+    }
+
+    /// A receiver that fires when this worker stops executing `id` (finished, suspended, stopped).
+    pub(crate) fn watch(&self, id: &RunId) -> oneshot::Receiver<()> {
+        let (sender, receiver) = oneshot::channel();
+        let mut waiters = lock(&self.waiters);
+        let list = waiters.entry(id.clone()).or_default();
+        list.retain(|s| !s.is_closed());
+        list.push(sender);
+        receiver
+    }
+
+    /// Tells everyone watching `id` to look again.
+    pub(crate) fn notify_watchers(&self, id: &RunId) {
+        if let Some(list) = lock(&self.waiters).remove(id) {
+            for sender in list {
+                let _ = sender.send(());
+            }
+        }
+    }
+
+    pub(crate) fn run_finished(&self, id: &RunId) {
+        lock(&self.active).remove(id);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.notify_watchers(id);
+        self.wake_claimer();
+    }
+
+    fn keys(&self) -> Vec<WorkflowKey> {
+        self.registry.keys()
+    }
+
+    fn lease_request(&self, limit: usize) -> ClaimRequest {
+        let lease_now = wall_now();
+        ClaimRequest {
+            owner: self.config.worker_id.clone(),
+            workflows: self.keys(),
+            now: self.clock.now(),
+            lease_now,
+            lease_until: lease_now + self.config.lease,
+            limit,
+        }
+    }
+}
+
+/// Starts the execution of one claimed run.
+fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
+    local.running.fetch_add(1, Ordering::SeqCst);
+    let local = Arc::clone(local);
+    tasks.spawn(async move {
+        let journal = if run.last_seq <= 1 {
+            let started =
+                Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
+            Ok(vec![JournalEntry::new(1, run.created_at, started)])
+        } else {
+            local.store.read_journal(&run.id).await
+        };
+        let journal = match journal {
+            Ok(journal) => journal,
+            Err(error) => {
+                log_warning(&format!("run {}: cannot read its journal: {error}", run.id));
+                local.run_finished(&run.id);
+                return;
+            }
+        };
+        let Some(registered) = local.registry.get(&run.workflow, run.version).cloned() else {
+            local.run_finished(&run.id);
+            return;
+        };
+        let state = match replay_state(&journal) {
+            Ok(state) => state,
+            Err(error) => {
+                let park = cairn_store::Append {
+                    run_id: run.id.clone(),
+                    epoch: run.epoch,
+                    after_seq: run.last_seq,
+                    events: Vec::new(),
+                    at: local.clock.now(),
+                    update: RunUpdate::Park { error: format!("[CAIRN-E0106] the journal does not fold: {error}") },
+                    consume_signal: None,
+                };
+                if let Err(error) = local.store.append(park).await {
+                    log_warning(&format!("run {}: cannot park it: {error}", run.id));
+                }
+                local.run_finished(&run.id);
+                return;
+            }
+        };
+        let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(&local), state));
+        lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
+        let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
+        drive(shared, body).await;
+    });
+}
+
+async fn claim_loop(local: Arc<Local>) {
+    let keys = local.keys();
+    let mut tasks = JoinSet::new();
+    loop {
+        if local.shutdown.is_cancelled() {
+            break;
+        }
+        let capacity = local.config.max_active_runs.saturating_sub(local.running.load(Ordering::SeqCst));
+        let mut full_batch = false;
+        if capacity > 0 && !keys.is_empty() {
+            match local.store.claim(&local.lease_request(capacity)).await {
+                Ok(runs) => {
+                    full_batch = runs.len() == capacity;
+                    for run in runs {
+                        spawn_run(&local, &mut tasks, run);
+                    }
+                }
+                Err(error) => log_warning(&format!("claim failed: {error}")),
+            }
+        }
+        while tasks.try_join_next().is_some() {}
+        if full_batch {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let next_wake = local.store.next_wake_at(&keys).await.ok().flatten();
+        let timer = async {
+            match next_wake {
+                Some(at) => local.clock.sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = local.claimer.notified() => {}
+            () = local.shutdown.cancelled() => break,
+            () = tokio::time::sleep(local.config.poll_interval) => {}
+            () = timer => {}
+        }
+    }
+    // Stop executing; the journal keeps everything, and the leases are handed back below.
+    tasks.shutdown().await;
+}
+
+async fn heartbeat_loop(local: Arc<Local>) {
+    let every = (local.config.lease / 3).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = local.shutdown.cancelled() => break,
+        }
+        let runs: Vec<(RunId, u64)> = lock(&local.active).values().map(|r| (r.id.clone(), r.epoch)).collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let request = HeartbeatRequest {
+            owner: local.config.worker_id.clone(),
+            runs,
+            lease_until: wall_now() + local.config.lease,
+        };
+        match local.store.heartbeat(&request).await {
+            Ok(statuses) => {
+                for status in statuses {
+                    let Some(run) = local.active(&status.run_id) else { continue };
+                    if !status.held {
+                        run.interrupt(crate::Interrupt::LeaseLost);
+                    } else if status.cancel_requested {
+                        run.interrupt(crate::Interrupt::Cancelled);
+                    }
+                }
+            }
+            Err(error) => log_warning(&format!("heartbeat failed: {error}")),
+        }
+    }
+}
+
+/// Configures and starts an [`Engine`]. Made by [`Engine::builder`].
+#[must_use = "call .start() to run the engine"]
+pub struct EngineBuilder {
+    store: Option<Arc<dyn Store>>,
+    clock: Arc<dyn Clock>,
+    registry: Registry,
+    duplicate: Option<(String, u32)>,
+    config: Config,
+}
+
+impl EngineBuilder {
+    /// The store runs are kept in (required).
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The store, already shared.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The clock for sleeps, timeouts and backoff (default: the system clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Registers `body` as version `version` of workflow `name`. New runs use the highest
+    /// registered version; a run keeps the version it started with.
+    pub fn register<I, O, F, Fut>(mut self, name: &str, version: u32, body: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(Ctx, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, WorkflowError>> + Send + 'static,
+    {
+        if !self.registry.insert(name, version, body) && self.duplicate.is_none() {
+            self.duplicate = Some((name.to_owned(), version));
+        }
+        self
+    }
+
+    /// This worker's identity in leases (default: `worker-<pid>-<random>`).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.config.worker_id = id.into();
+        self
+    }
+
+    /// How long a claimed run stays leased without a heartbeat (default 30 s). A crashed worker's
+    /// runs resume elsewhere after this long.
+    pub fn lease_duration(mut self, lease: Duration) -> Self {
+        self.config.lease = lease.max(Duration::from_millis(30));
+        self
+    }
+
+    /// How often the worker looks for ready runs it was not told about (default 500 ms).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.config.poll_interval = every;
+        self
+    }
+
+    /// Sleeps and backoffs ending within this long stay in memory instead of suspending (default 1 s).
+    pub fn suspend_grace(mut self, grace: Duration) -> Self {
+        self.config.suspend_grace = grace;
+        self
+    }
+
+    /// Most runs executing at once on this worker (default 1024).
+    pub fn max_active_runs(mut self, runs: usize) -> Self {
+        self.config.max_active_runs = runs.max(1);
+        self
+    }
+
+    /// Largest input, step output, signal payload or run output in bytes (default 4 MiB).
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.config.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Starts the worker's loops on the current Tokio runtime.
+    pub async fn start(self) -> Result<Engine, EngineError> {
+        let store = self.store.ok_or(EngineError::NoStore)?;
+        if let Some((name, version)) = self.duplicate {
+            return Err(EngineError::DuplicateWorkflow { name, version });
+        }
+        tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
+        let local = Arc::new(Local {
+            store: Arc::clone(&store),
+            clock: Arc::clone(&self.clock),
+            registry: self.registry,
+            config: self.config,
+            active: Mutex::new(HashMap::new()),
+            running: AtomicUsize::new(0),
+            claimer: Notify::new(),
+            waiters: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        });
+        let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
+        let heartbeat = tokio::spawn(heartbeat_loop(Arc::clone(&local)));
+        let client = Client::attached(Arc::clone(&local));
+        Ok(Engine { client, local, loops: Mutex::new(Some((claimer, heartbeat))) })
+    }
+}
+
+/// A running worker plus a [`Client`] for its store (an `Engine` derefs to its client).
+///
+/// ```
+/// use cairn::prelude::*;
+/// use cairn::MemoryStore;
+///
+/// async fn double(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
+///     ctx.step("double", || async move { Ok::<_, StepError>(n * 2) }).await
+/// }
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// let engine = Engine::builder().store(MemoryStore::new()).register("double", 1, double).start().await?;
+/// let run = engine.start("double", &21u64).await?;
+/// let answer: u64 = run.result().await?;
+/// assert_eq!(answer, 42);
+/// engine.shutdown().await;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct Engine {
+    client: Client,
+    local: Arc<Local>,
+    loops: Mutex<Option<(tokio::task::JoinHandle<()>, tokio::task::JoinHandle<()>)>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("worker_id", &self.local.config.worker_id).finish()
+    }
+}
+
+impl Engine {
+    /// A builder with default settings.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder {
+            store: None,
+            clock: Arc::new(SystemClock),
+            registry: Registry::default(),
+            duplicate: None,
+            config: Config::default(),
+        }
+    }
+
+    /// A client for this engine's store that knows its workflows.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// This worker's lease identity.
+    pub fn worker_id(&self) -> &str {
+        &self.local.config.worker_id
+    }
+
+    /// Stops claiming and executing, and hands the leases of runs in progress back so another
+    /// worker (or the next start) resumes them at once. Runs lose nothing: the journal has every
+    /// committed step.
+    pub async fn shutdown(&self) {
+        self.local.shutdown.cancel();
+        let loops = lock(&self.loops).take();
+        if let Some((claimer, heartbeat)) = loops {
+            let _ = claimer.await;
+            let _ = heartbeat.await;
+        }
+        let active: Vec<Arc<RunShared>> = lock(&self.local.active).drain().map(|(_, run)| run).collect();
+        for run in active {
+            if let Err(error) = run.release().await {
+                log_warning(&format!("run {}: could not hand its lease back: {error}", run.id));
+            }
+            self.local.notify_watchers(&run.id);
+        }
+    }
+}
+
+impl std::ops::Deref for Engine {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}

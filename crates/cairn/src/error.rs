@@ -1,0 +1,218 @@
+//! Errors: what step bodies return, what workflow bodies see, what clients get.
+
+use cairn_journal::{NonDeterminism, PathError, StepPath};
+use cairn_store::{RunId, RunStatus, StoreError};
+use std::fmt;
+
+/// The error a step body returns: retryable unless marked [terminal](StepError::terminal).
+///
+/// Any `std::error::Error` converts into a retryable `StepError`, so step bodies can use `?` on
+/// ordinary errors.
+///
+/// ```
+/// use cairn::StepError;
+/// let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
+/// let retry: StepError = io.into();
+/// assert!(retry.is_retryable());
+/// let stop = StepError::terminal("card declined");
+/// assert!(!stop.is_retryable());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepError {
+    message: String,
+    retryable: bool,
+}
+
+impl StepError {
+    /// A failure worth another attempt.
+    pub fn retryable(message: impl fmt::Display) -> Self {
+        Self { message: message.to_string(), retryable: true }
+    }
+
+    /// A failure that ends retrying at once, whatever the policy allows.
+    pub fn terminal(message: impl fmt::Display) -> Self {
+        Self { message: message.to_string(), retryable: false }
+    }
+
+    /// Whether the policy may try again.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
+    fn from(error: E) -> Self {
+        StepError::retryable(error)
+    }
+}
+
+/// Why a run must stop executing here. Workflow code should propagate it with `?`; the engine
+/// handles it whatever the body returns afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Interrupt {
+    /// The run was cancelled.
+    #[error("the run was cancelled")]
+    Cancelled,
+    /// This worker lost the run's lease; another worker owns it now.
+    #[error("[CAIRN-E0201] this worker lost the run's lease")]
+    LeaseLost,
+    /// The body diverged from the journal; the run is parked.
+    #[error(transparent)]
+    NonDeterminism(#[from] NonDeterminism),
+    /// The store failed; the run will be retried from its journal.
+    #[error("store failure: {0}")]
+    Store(StoreError),
+}
+
+/// What a workflow body sees go wrong, and what it returns to fail a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkflowError {
+    /// A step failed for good: its retries were exhausted or it returned a terminal error. The
+    /// body may compensate (saga) or propagate.
+    #[error("step `{path}` failed after {attempts} attempt(s): {message}")]
+    StepFailed {
+        /// The step.
+        path: StepPath,
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        message: String,
+    },
+    /// The workflow's own failure.
+    #[error("{0}")]
+    Failed(String),
+    /// A step name was not a valid path segment.
+    #[error(transparent)]
+    InvalidPath(#[from] PathError),
+    /// Two steps of this run used one path.
+    #[error("[CAIRN-E0102] two steps in this run use the path `{0}`: give each a unique name (use `name[i]` in loops)")]
+    DuplicatePath(StepPath),
+    /// A value could not be encoded or decoded as JSON.
+    #[error("[CAIRN-E0104] payload of `{path}` does not (de)serialize: {message}")]
+    Payload {
+        /// Where (the step path, or `input` / `output`).
+        path: String,
+        /// The serde error.
+        message: String,
+    },
+    /// A value is larger than the engine's payload limit; nothing was stored.
+    #[error("[CAIRN-E0105] payload of `{path}` is {size} bytes, over the {limit}-byte limit; nothing was stored")]
+    PayloadTooLarge {
+        /// Where.
+        path: String,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The run must stop here; propagate this.
+    #[error(transparent)]
+    Interrupted(#[from] Interrupt),
+}
+
+impl WorkflowError {
+    /// The workflow's own failure with a message.
+    pub fn failed(message: impl fmt::Display) -> Self {
+        WorkflowError::Failed(message.to_string())
+    }
+}
+
+/// What a [`Client`](crate::Client) call can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No workflow of that name is registered with this engine.
+    #[error("[CAIRN-E0304] unknown workflow `{0}`")]
+    UnknownWorkflow(String),
+    /// The workflow is registered, but not in that version.
+    #[error("[CAIRN-E0304] workflow `{name}` has no version {version}")]
+    UnknownVersion {
+        /// Name.
+        name: String,
+        /// Version asked for.
+        version: u32,
+    },
+    /// The input or payload is not what the workflow accepts.
+    #[error("[CAIRN-E0104] invalid payload: {0}")]
+    InvalidPayload(String),
+    /// The input or payload is over the size limit.
+    #[error("[CAIRN-E0105] payload is {size} bytes, over the {limit}-byte limit")]
+    PayloadTooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// No such run.
+    #[error("[CAIRN-E0301] no run with id `{0}`")]
+    RunNotFound(RunId),
+    /// The id is taken.
+    #[error("[CAIRN-E0302] a run with id `{0}` already exists")]
+    DuplicateRunId(RunId),
+    /// The run has already ended.
+    #[error("[CAIRN-E0303] run `{run_id}` has already ended ({status})")]
+    RunFinished {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The run ended without an output.
+    #[error("run `{run_id}` ended {status}: {message}")]
+    RunDidNotComplete {
+        /// The run.
+        run_id: RunId,
+        /// `failed`, `cancelled` or `paused`.
+        status: RunStatus,
+        /// Its error or reason.
+        message: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for ClientError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::RunNotFound(id) => ClientError::RunNotFound(id),
+            StoreError::DuplicateRunId(id) => ClientError::DuplicateRunId(id),
+            StoreError::RunFinished { run_id, status } => ClientError::RunFinished { run_id, status },
+            StoreError::InvalidInput(message) => ClientError::InvalidPayload(message),
+            other => ClientError::Store(other),
+        }
+    }
+}
+
+/// The engine could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// No store was given to the builder.
+    #[error("no store configured: call `.store(...)` on the builder")]
+    NoStore,
+    /// A workflow name and version were registered twice.
+    #[error("workflow `{name}` version {version} is registered twice")]
+    DuplicateWorkflow {
+        /// Name.
+        name: String,
+        /// Version.
+        version: u32,
+    },
+    /// `Engine::start` was called outside a Tokio runtime.
+    #[error("the engine must be started inside a Tokio runtime")]
+    NoRuntime,
+}

@@ -1,0 +1,75 @@
+//! Cairn: durable execution for Rust.
+//!
+//! A workflow is a plain `async fn(Ctx, Input) -> Result<Output, WorkflowError>`. Each
+//! [`ctx.step`](Ctx::step) is journaled, so a run survives crashes and restarts: on replay a
+//! completed step returns its journaled result without running again. Runs can
+//! [sleep](Ctx::sleep) for days, [wait for signals](Ctx::wait_for_event), retry failed steps with
+//! [backoff](RetryPolicy), and be listed, inspected, signalled and cancelled through a [`Client`].
+//!
+//! ```
+//! use cairn::prelude::*;
+//! use cairn::MemoryStore;
+//! use std::time::Duration;
+//!
+//! async fn order(ctx: Ctx, amount: u64) -> Result<String, WorkflowError> {
+//!     let reservation: String =
+//!         ctx.step("reserve", || async { Ok::<_, StepError>("r-1".to_owned()) }).await?;
+//!     let charged = ctx
+//!         .step("charge", || async move { if amount > 100 { Err(StepError::terminal("declined")) } else { Ok(amount) } })
+//!         .retry(RetryPolicy::exponential().attempts(3).base(Duration::from_millis(10)))
+//!         .await;
+//!     if charged.is_err() {
+//!         ctx.step("release", || async { Ok::<_, StepError>(()) }).await?;
+//!         return Err(WorkflowError::failed("payment declined"));
+//!     }
+//!     Ok(reservation)
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let engine = Engine::builder().store(MemoryStore::new()).register("order", 1, order).start().await?;
+//! let ok = engine.start("order", &10u64).idempotency_key("order-1").await?;
+//! assert_eq!(ok.result::<String>().await?, "r-1");
+//! let again = engine.start("order", &10u64).idempotency_key("order-1").await?;
+//! assert!(!again.created());
+//! let declined = engine.start("order", &500u64).await?;
+//! assert!(declined.result::<String>().await.is_err());
+//! engine.shutdown().await;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+mod client;
+mod clock;
+mod ctx;
+mod engine;
+mod error;
+mod registry;
+mod run;
+
+pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
+pub use cairn_store::{
+    CancelOutcome, MemoryStore, PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, SignalRecord, Store,
+    StoreError, SuspendReason,
+};
+#[cfg(feature = "sqlite")]
+pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
+pub use client::{Client, RunHandle, StartRun};
+pub use clock::{Clock, ManualClock, Sleep, SystemClock};
+pub use ctx::{Ctx, EventFilter, Step};
+pub use engine::{DEFAULT_MAX_PAYLOAD_BYTES, Engine, EngineBuilder};
+pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
+
+/// The journal layer, for tools that read journals.
+pub mod journal {
+    pub use cairn_journal::*;
+}
+
+/// The store layer, for tools and backends.
+pub mod store {
+    pub use cairn_store::*;
+}
+
+/// The common imports: `use cairn::prelude::*;`.
+pub mod prelude {
+    pub use crate::{Client, Ctx, Engine, EventFilter, RetryPolicy, RunId, StepError, WorkflowError};
+}
