@@ -1,0 +1,46 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use cairn::{Client, ManualClock, RunId, RunRecord, RunStatus, SqliteStore, Timestamp};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A fresh SQLite store in a temporary directory (kept alive by the returned guard).
+pub fn sqlite() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(dir.path().join("cairn.db")).expect("open sqlite");
+    (store, dir)
+}
+
+/// A virtual clock at a fixed, arbitrary instant.
+pub fn clock() -> ManualClock {
+    ManualClock::new(Timestamp::from_millis(1_700_000_000_000))
+}
+
+/// Polls until the run reaches `status`. The bound only turns a hang into a failure; no test
+/// asserts on how long anything took.
+pub async fn wait_for_status(client: &Client, id: &RunId, status: RunStatus) -> RunRecord {
+    for _ in 0..3_000 {
+        let run = client.get(id).await.expect("get run");
+        if run.status == status {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let run = client.get(id).await.expect("get run");
+    panic!("run {id} never reached {status}; it is {} ({:?})", run.status, run.error);
+}
+
+/// A shared call counter for step bodies.
+#[derive(Clone, Default)]
+pub struct Counter(Arc<AtomicUsize>);
+
+impl Counter {
+    pub fn hit(&self) -> usize {
+        self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
