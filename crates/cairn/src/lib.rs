@@ -71,5 +71,5 @@ pub mod store {
 
 /// The common imports: `use cairn::prelude::*;`.
 pub mod prelude {
-    pub use crate::{Client, Ctx, Engine, EventFilter, RetryPolicy, RunId, StepError, WorkflowError};
+    pub use crate::{Client, ClientError, Ctx, Engine, EventFilter, RetryPolicy, RunId, StepError, WorkflowError};
 }

@@ -1,0 +1,128 @@
+//! Cancellation is durable: of a sleeping run, and of a run inside a long step.
+
+mod common;
+
+use cairn::journal::Event;
+use cairn::prelude::*;
+use cairn::{CancelOutcome, RunStatus};
+use common::{Counter, clock, sqlite, wait_for_status};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_a_sleeping_run() {
+    let (store, _dir) = sqlite();
+    let after = Counter::default();
+    let wf = {
+        let after = after.clone();
+        move |ctx: Ctx, ()| {
+            let after = after.clone();
+            async move {
+                ctx.sleep("long", Duration::from_secs(86_400)).await?;
+                ctx.step("after", || async {
+                    after.hit();
+                    Ok::<_, StepError>(())
+                })
+                .await
+            }
+        }
+    };
+    let clock = clock();
+    let engine = Engine::builder().store(store).clock(clock.clone()).register("sleepy", 1, wf).start().await.unwrap();
+    let run = engine.start("sleepy", &()).await.unwrap();
+    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    assert_eq!(engine.cancel(run.id()).await.unwrap(), CancelOutcome::Cancelled);
+    let result = run.result::<()>().await;
+    assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
+    clock.advance(Duration::from_secs(86_400));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(after.get(), 0, "a cancelled run never runs again");
+    assert_eq!(engine.get(run.id()).await.unwrap().status, RunStatus::Cancelled);
+    assert!(matches!(engine.cancel(run.id()).await, Err(ClientError::RunFinished { .. })));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_a_run_inside_a_long_step() {
+    let (store, _dir) = sqlite();
+    let saw_cancel = Counter::default();
+    let started = Counter::default();
+    let wf = {
+        let saw_cancel = saw_cancel.clone();
+        let started = started.clone();
+        move |ctx: Ctx, ()| {
+            let saw_cancel = saw_cancel.clone();
+            let started = started.clone();
+            async move {
+                let token = ctx.cancellation_token();
+                ctx.step("long", || {
+                    let token = token.clone();
+                    let saw_cancel = saw_cancel.clone();
+                    let started = started.clone();
+                    async move {
+                        started.hit();
+                        // Step code that watches its token; its late result must be discarded.
+                        let watcher = tokio::spawn(async move {
+                            token.cancelled().await;
+                            saw_cancel.hit();
+                        });
+                        let _ = watcher.await;
+                        Ok::<_, StepError>("finished anyway".to_owned())
+                    }
+                })
+                .await
+            }
+        }
+    };
+    let engine = Engine::builder().store(store).clock(clock()).register("long", 1, wf).start().await.unwrap();
+    let run = engine.start("long", &()).await.unwrap();
+    while started.get() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(engine.cancel(run.id()).await.unwrap(), CancelOutcome::Requested);
+    let result = run.result::<String>().await;
+    assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
+    while saw_cancel.get() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let journal = engine.journal(run.id()).await.unwrap();
+    assert!(!journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })), "late result discarded");
+    assert!(matches!(journal.last().unwrap().event, Event::Cancelled { .. }));
+    cairn::journal::RunState::fold(&journal).unwrap();
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_from_another_process_reaches_the_worker_through_its_heartbeat() {
+    let (store, _dir) = sqlite();
+    let started = Counter::default();
+    let wf = {
+        let started = started.clone();
+        move |ctx: Ctx, ()| {
+            let started = started.clone();
+            async move {
+                ctx.step("forever", || async {
+                    started.hit();
+                    std::future::pending::<()>().await;
+                    Ok::<_, StepError>(())
+                })
+                .await
+            }
+        }
+    };
+    let engine = Engine::builder()
+        .store(store.clone())
+        .lease_duration(Duration::from_millis(300))
+        .register("forever", 1, wf)
+        .start()
+        .await
+        .unwrap();
+    let run = engine.start("forever", &()).await.unwrap();
+    while started.get() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A detached client (as the CLI is) only flags the run; the worker's heartbeat does the rest.
+    let outside = Client::new(store);
+    assert_eq!(outside.cancel(run.id()).await.unwrap(), CancelOutcome::Requested);
+    wait_for_status(&outside, run.id(), RunStatus::Cancelled).await;
+    engine.shutdown().await;
+}

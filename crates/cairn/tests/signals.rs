@@ -1,0 +1,96 @@
+//! Signals are buffered: sent before the wait, during it, or after its timeout.
+
+mod common;
+
+use cairn::prelude::*;
+use cairn::{RunStatus, SuspendReason};
+use common::{clock, sqlite, wait_for_status};
+use serde_json::json;
+use std::time::Duration;
+
+async fn approval(ctx: Ctx, user: u64) -> Result<Option<String>, WorkflowError> {
+    let verdict: Option<serde_json::Value> = ctx
+        .wait_for_event("approve", EventFilter::matching(json!({ "user": user })), Duration::from_secs(3600))
+        .await?;
+    Ok(verdict.map(|v| v["by"].as_str().unwrap_or_default().to_owned()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_sent_before_the_wait_is_kept() {
+    let (store, _dir) = sqlite();
+    // A detached client delivers the signal before any worker exists.
+    let client = Client::new(store.clone());
+    let run = client.start("approval", &7u64).id("early").await.unwrap();
+    client.signal(run.id(), "approve", &json!({ "user": 7, "by": "ana" })).await.unwrap();
+    let engine = Engine::builder().store(store).clock(clock()).register("approval", 1, approval).start().await.unwrap();
+    assert_eq!(engine.result::<Option<String>>(run.id()).await.unwrap().as_deref(), Some("ana"));
+    let signals = engine.signals(run.id()).await.unwrap();
+    assert_eq!(signals.len(), 1);
+    assert!(signals[0].consumed_seq.is_some());
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_during_the_wait_wakes_the_run_and_filters_apply() {
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder().store(store).clock(clock()).register("approval", 1, approval).start().await.unwrap();
+    let run = engine.start("approval", &7u64).await.unwrap();
+    let waiting = wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    assert_eq!(waiting.suspend_reason, Some(SuspendReason::Waiting));
+    // Wrong user and wrong name: both stay buffered, the run keeps waiting.
+    engine.signal(run.id(), "approve", &json!({ "user": 8, "by": "eve" })).await.unwrap();
+    engine.signal(run.id(), "reject", &json!({ "user": 7, "by": "eve" })).await.unwrap();
+    engine.signal(run.id(), "approve", &json!({ "user": 7, "by": "bob" })).await.unwrap();
+    engine.signal(run.id(), "approve", &json!({ "user": 7, "by": "cy" })).await.unwrap();
+    assert_eq!(run.result::<Option<String>>().await.unwrap().as_deref(), Some("bob"), "the oldest match wins");
+    let signals = engine.signals(run.id()).await.unwrap();
+    let consumed: Vec<bool> = signals.iter().map(|s| s.consumed_seq.is_some()).collect();
+    assert_eq!(consumed, vec![false, false, true, false]);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
+    let (store, _dir) = sqlite();
+    let clock = clock();
+    let engine = Engine::builder().store(store).clock(clock.clone()).register("approval", 1, approval).start().await.unwrap();
+    let run = engine.start("approval", &7u64).await.unwrap();
+    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(run.result::<Option<String>>().await.unwrap(), None, "timed out");
+    let late = engine.signal(run.id(), "approve", &json!({ "user": 7, "by": "late" })).await;
+    assert!(matches!(late, Err(ClientError::RunFinished { .. })), "{late:?}");
+
+    // A run that times out one wait and goes on still buffers signals for later waits.
+    async fn twice(ctx: Ctx, (): ()) -> Result<(bool, Option<u8>), WorkflowError> {
+        let first: Option<u8> = ctx.wait_for_event("first", EventFilter::any(), Duration::from_secs(10)).await?;
+        ctx.sleep("pause", Duration::from_secs(100)).await?;
+        let second: Option<u8> = ctx.wait_for_event("second", EventFilter::any(), Duration::from_secs(10)).await?;
+        Ok((first.is_none(), second))
+    }
+    engine.shutdown().await;
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder().store(store).clock(clock.clone()).register("twice", 1, twice).start().await.unwrap();
+    let run = engine.start("twice", &()).await.unwrap();
+    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    clock.advance(Duration::from_secs(10));
+    let sleeping = loop {
+        let r = engine.get(run.id()).await.unwrap();
+        if r.suspend_reason == Some(SuspendReason::Sleeping) {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert_eq!(sleeping.status, RunStatus::Suspended);
+    // "first" arrives after its wait timed out: kept, visible, unconsumed.
+    engine.signal(run.id(), "first", &1u8).await.unwrap();
+    engine.signal(run.id(), "second", &2u8).await.unwrap();
+    let buffered = engine.signals(run.id()).await.unwrap();
+    assert_eq!(buffered.len(), 2);
+    assert!(buffered.iter().all(|s| s.consumed_seq.is_none()));
+    clock.advance(Duration::from_secs(100));
+    assert_eq!(run.result::<(bool, Option<u8>)>().await.unwrap(), (true, Some(2)));
+    let after = engine.signals(run.id()).await.unwrap();
+    assert_eq!(after.iter().map(|s| (s.name.as_str(), s.consumed_seq.is_some())).collect::<Vec<_>>(), vec![("first", false), ("second", true)]);
+    engine.shutdown().await;
+}
