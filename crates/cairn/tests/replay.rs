@@ -119,8 +119,12 @@ async fn a_run_released_mid_step_resumes_on_the_next_engine() {
     assert_eq!(store.get_run(run.id()).await.unwrap().unwrap().status, RunStatus::Pending);
 
     gate.add_permits(10);
-    let second =
-        Engine::builder().shared_store(Arc::clone(&store)).register("slow", 1, make(calls.clone(), gate)).start().await.unwrap();
+    let second = Engine::builder()
+        .shared_store(Arc::clone(&store))
+        .register("slow", 1, make(calls.clone(), gate))
+        .start()
+        .await
+        .unwrap();
     assert_eq!(second.result::<u8>(run.id()).await.unwrap(), 7);
     assert_eq!(calls.get(), 2);
     let journal = second.journal(run.id()).await.unwrap();

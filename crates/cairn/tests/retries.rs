@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Fails its first `failures` attempts, then returns the attempt number.
-fn flaky(failures: usize, calls: Counter) -> impl Fn(Ctx, ()) -> futures::future::BoxFuture<'static, Result<usize, WorkflowError>> + Send + Sync + 'static {
+fn flaky(
+    failures: usize,
+    calls: Counter,
+) -> impl Fn(Ctx, ()) -> futures::future::BoxFuture<'static, Result<usize, WorkflowError>> + Send + Sync + 'static {
     move |ctx: Ctx, ()| {
         let calls = calls.clone();
         Box::pin(async move {
@@ -98,7 +101,11 @@ async fn exhausted_and_terminal_failures_reach_the_body() {
                 let charged = ctx
                     .step("charge", || async {
                         calls.hit();
-                        if terminal { Err::<u8, _>(StepError::terminal("declined")) } else { Err(StepError::retryable("busy")) }
+                        if terminal {
+                            Err::<u8, _>(StepError::terminal("declined"))
+                        } else {
+                            Err(StepError::retryable("busy"))
+                        }
                     })
                     .retry(RetryPolicy::fixed(Duration::from_millis(100)).attempts(3))
                     .await;

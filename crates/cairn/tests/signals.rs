@@ -53,7 +53,8 @@ async fn a_signal_during_the_wait_wakes_the_run_and_filters_apply() {
 async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
     let (store, _dir) = sqlite();
     let clock = clock();
-    let engine = Engine::builder().store(store).clock(clock.clone()).register("approval", 1, approval).start().await.unwrap();
+    let engine =
+        Engine::builder().store(store).clock(clock.clone()).register("approval", 1, approval).start().await.unwrap();
     let run = engine.start("approval", &7u64).await.unwrap();
     wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
     clock.advance(Duration::from_secs(3600));
@@ -91,6 +92,9 @@ async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
     clock.advance(Duration::from_secs(100));
     assert_eq!(run.result::<(bool, Option<u8>)>().await.unwrap(), (true, Some(2)));
     let after = engine.signals(run.id()).await.unwrap();
-    assert_eq!(after.iter().map(|s| (s.name.as_str(), s.consumed_seq.is_some())).collect::<Vec<_>>(), vec![("first", false), ("second", true)]);
+    assert_eq!(
+        after.iter().map(|s| (s.name.as_str(), s.consumed_seq.is_some())).collect::<Vec<_>>(),
+        vec![("first", false), ("second", true)]
+    );
     engine.shutdown().await;
 }

@@ -1,0 +1,93 @@
+//! Bad input gets a typed error and stores nothing that could corrupt a run.
+
+mod common;
+
+use cairn::journal::Event;
+use cairn::prelude::*;
+use cairn::{DEFAULT_MAX_PAYLOAD_BYTES, RunFilter, RunStatus};
+use common::sqlite;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+struct Order {
+    sku: String,
+    quantity: u32,
+}
+
+async fn order(ctx: Ctx, order: Order) -> Result<u32, WorkflowError> {
+    ctx.step("count", || async { Ok::<_, StepError>(order.quantity) }).await
+}
+
+async fn big(ctx: Ctx, size: usize) -> Result<usize, WorkflowError> {
+    let blob: String = ctx.step("blob", || async move { Ok::<_, StepError>("x".repeat(size)) }).await?;
+    Ok(blob.len())
+}
+
+async fn run_count(client: &Client) -> usize {
+    client.list(&RunFilter::default()).await.unwrap().runs.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_starts_are_refused_and_store_nothing() {
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder().store(store).register("order", 1, order).start().await.unwrap();
+
+    let unknown = engine.start("no-such-workflow", &1).await;
+    assert!(
+        matches!(unknown, Err(ClientError::UnknownWorkflow(ref name)) if name == "no-such-workflow"),
+        "{unknown:?}"
+    );
+    let version = engine.start("order", &Order { sku: "a".into(), quantity: 1 }).version(9).await;
+    assert!(matches!(version, Err(ClientError::UnknownVersion { version: 9, .. })), "{version:?}");
+    let undecodable = engine.start("order", &serde_json::json!({ "sku": 5 })).await;
+    assert!(matches!(undecodable, Err(ClientError::InvalidPayload(_))), "{undecodable:?}");
+    let bad_id = engine.start("order", &Order { sku: "a".into(), quantity: 1 }).id("a/b").await;
+    assert!(matches!(bad_id, Err(ClientError::InvalidPayload(_))), "{bad_id:?}");
+    assert_eq!(run_count(&engine).await, 0);
+
+    let first = engine.start("order", &Order { sku: "a".into(), quantity: 2 }).id("order-1").await.unwrap();
+    assert_eq!(first.result::<u32>().await.unwrap(), 2);
+    let duplicate = engine.start("order", &Order { sku: "b".into(), quantity: 3 }).id("order-1").await;
+    assert!(matches!(duplicate, Err(ClientError::DuplicateRunId(_))), "{duplicate:?}");
+    let kept = engine.get(first.id()).await.unwrap();
+    assert_eq!(kept.input.get(), r#"{"sku":"a","quantity":2}"#);
+
+    let late = engine.signal(first.id(), "anything", &1).await;
+    assert!(matches!(late, Err(ClientError::RunFinished { status: RunStatus::Completed, .. })), "{late:?}");
+    assert!(engine.signals(first.id()).await.unwrap().is_empty());
+    let missing = engine.signal(&RunId::new("ghost"), "x", &1).await;
+    assert!(matches!(missing, Err(ClientError::RunNotFound(_))), "{missing:?}");
+    assert_eq!(run_count(&engine).await, 1);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_payloads_are_refused() {
+    assert_eq!(DEFAULT_MAX_PAYLOAD_BYTES, 4 * 1024 * 1024);
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder().store(store).max_payload_bytes(1024).register("big", 1, big).start().await.unwrap();
+
+    let input = engine.start("big", &"y".repeat(2048)).await;
+    assert!(matches!(input, Err(ClientError::PayloadTooLarge { limit: 1024, .. })), "{input:?}");
+    assert_eq!(run_count(&engine).await, 0);
+
+    let small = engine.start("big", &10usize).await.unwrap();
+    assert_eq!(small.result::<usize>().await.unwrap(), 10);
+    let huge = engine.start("big", &5000usize).await.unwrap();
+    match huge.result::<usize>().await {
+        Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
+            assert!(message.contains("CAIRN-E0105") && message.contains("blob"), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let journal = engine.journal(huge.id()).await.unwrap();
+    assert!(
+        !journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })),
+        "the oversized output was not stored"
+    );
+    cairn::journal::RunState::fold(&journal).unwrap();
+
+    let signal = engine.signal(huge.id(), "x", &"z".repeat(2048)).await;
+    assert!(matches!(signal, Err(ClientError::PayloadTooLarge { .. }) | Err(ClientError::RunFinished { .. })));
+    engine.shutdown().await;
+}
