@@ -18,7 +18,7 @@ mod types;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use sqlite::{Durability, SqliteOptions, SqliteStore, sqlite_commit_floor_us};
 pub use types::*;
 
 use std::future::Future;

@@ -308,6 +308,30 @@ impl SqliteStore {
     }
 }
 
+/// The median time, in microseconds, of `commits` one-row commits to a fresh SQLite file at
+/// `path` in the store's journal mode and the given durability: the floor a durable step cannot
+/// go below on this file system. Used by `cairn bench`.
+pub fn sqlite_commit_floor_us(path: &Path, durability: Durability, commits: usize) -> Result<f64, StoreError> {
+    let conn = Connection::open(path).map_err(backend)?;
+    configure(&conn, &SqliteOptions { durability, ..SqliteOptions::default() })?;
+    conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)).map_err(backend)?;
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+        .map_err(backend)?;
+    let mut samples = Vec::with_capacity(commits);
+    for i in 0..commits.max(1) {
+        let start = std::time::Instant::now();
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+        conn.prepare_cached("INSERT INTO floor (id, value) VALUES (?1, '{\"step\":1}')")
+            .map_err(backend)?
+            .execute([i as i64])
+            .map_err(backend)?;
+        conn.execute_batch("COMMIT").map_err(backend)?;
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
 struct Writer {
     conn: Connection,
 }

@@ -1,0 +1,202 @@
+//! `cairn bench w1|w2`: the throughput and latency workloads of docs/benchmarks.md.
+
+use anyhow::{Context, Result, bail};
+use cairn::prelude::*;
+use cairn::{Durability, MemoryStore, SqliteOptions, SqliteStore, Store};
+use clap::{Args, ValueEnum};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(crate) enum Workload {
+    /// Throughput: many runs started at once.
+    W1,
+    /// Latency: one run at a time.
+    W2,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(crate) enum StoreKind {
+    /// In-process memory.
+    Memory,
+    /// An SQLite file (in a temporary directory under the current one, removed afterwards).
+    Sqlite,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(crate) enum DurabilityArg {
+    /// synchronous=FULL: commits survive power loss.
+    Full,
+    /// synchronous=NORMAL: commits survive a process crash.
+    Normal,
+}
+
+#[derive(Args)]
+pub(crate) struct BenchArgs {
+    /// Which workload.
+    workload: Workload,
+    /// Which store.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    store: StoreKind,
+    /// SQLite durability.
+    #[arg(long, value_enum, default_value = "full")]
+    durability: DurabilityArg,
+    /// Runs (default: 1000 for w1, 200 for w2).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Steps per run.
+    #[arg(long, default_value_t = 10)]
+    steps: usize,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `steps` sequential no-op steps returning a small JSON value; records when each step returned.
+fn noop_workflow(
+    marks: Arc<Mutex<Vec<Instant>>>,
+    record: bool,
+) -> impl Fn(Ctx, usize) -> futures::future::BoxFuture<'static, Result<usize, WorkflowError>> + Send + Sync + 'static {
+    move |ctx: Ctx, steps: usize| {
+        let marks = Arc::clone(&marks);
+        Box::pin(async move {
+            let mut total = 0;
+            for i in 0..steps {
+                let value: usize = ctx.step(&format!("s[{i}]"), || async move { Ok::<_, StepError>(i) }).await?;
+                total += value;
+                if record {
+                    marks.lock().unwrap_or_else(|p| p.into_inner()).push(Instant::now());
+                }
+            }
+            Ok(total)
+        })
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn sorted(mut values: Vec<f64>) -> Vec<f64> {
+    values.sort_by(f64::total_cmp);
+    values
+}
+
+pub(crate) async fn run(args: BenchArgs) -> Result<()> {
+    let runs = args.runs.unwrap_or(match args.workload {
+        Workload::W1 => 1000,
+        Workload::W2 => 200,
+    });
+    if runs == 0 || args.steps == 0 {
+        bail!("--runs and --steps must be at least 1");
+    }
+    let durability = match args.durability {
+        DurabilityArg::Full => Durability::Full,
+        DurabilityArg::Normal => Durability::Normal,
+    };
+    let dir = tempfile::Builder::new().prefix(".cairn-bench-").tempdir_in(".").context("creating a bench directory")?;
+    let (store, store_name, floor_us): (Arc<dyn Store>, &str, f64) = match args.store {
+        StoreKind::Memory => (Arc::new(MemoryStore::new()), "memory", 0.0),
+        StoreKind::Sqlite => {
+            let floor = cairn::store::sqlite_commit_floor_us(&dir.path().join("floor.db"), durability, 200)
+                .context("measuring the commit floor")?;
+            let options = SqliteOptions { durability, ..SqliteOptions::default() };
+            (Arc::new(SqliteStore::open_with(dir.path().join("bench.db"), options)?), "sqlite", floor)
+        }
+    };
+    let marks = Arc::new(Mutex::new(Vec::new()));
+    let engine = Engine::builder()
+        .shared_store(store)
+        .max_active_runs(runs.max(1))
+        .register("noop", 1, noop_workflow(Arc::clone(&marks), args.workload == Workload::W2))
+        .start()
+        .await?;
+
+    let mut run_ms = Vec::with_capacity(runs);
+    let mut step_us = Vec::new();
+    let started = Instant::now();
+    match args.workload {
+        Workload::W1 => {
+            let client = engine.client();
+            let tasks: Vec<_> = (0..runs)
+                .map(|_| {
+                    let client = client.clone();
+                    let steps = args.steps;
+                    tokio::spawn(async move {
+                        let begun = Instant::now();
+                        let handle = client.start("noop", &steps).await?;
+                        handle.result::<usize>().await?;
+                        Ok::<_, ClientError>(begun.elapsed())
+                    })
+                })
+                .collect();
+            for task in tasks {
+                run_ms.push(task.await??.as_secs_f64() * 1e3);
+            }
+        }
+        Workload::W2 => {
+            for _ in 0..runs {
+                marks.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                let begun = Instant::now();
+                let handle = engine.start("noop", &args.steps).await?;
+                handle.result::<usize>().await?;
+                run_ms.push(begun.elapsed().as_secs_f64() * 1e3);
+                let marks = marks.lock().unwrap_or_else(|p| p.into_inner());
+                step_us.extend(marks.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e6));
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    engine.shutdown().await;
+
+    let steps_total = runs * args.steps;
+    let run_sorted = sorted(run_ms);
+    let step_sorted = sorted(step_us);
+    let step_p50 = if step_sorted.is_empty() {
+        // W1 does not time single steps: the whole-run wall time per step stands in.
+        seconds * 1e6 / steps_total as f64
+    } else {
+        percentile(&step_sorted, 50.0)
+    };
+    let durability_name = if args.store == StoreKind::Memory { "none" } else { durability.as_str() };
+    let report = serde_json::json!({
+        "workload": match args.workload { Workload::W1 => "w1", Workload::W2 => "w2" },
+        "store": store_name,
+        "durability": durability_name,
+        "runs": runs,
+        "steps": steps_total,
+        "seconds": seconds,
+        "runs_per_sec": runs as f64 / seconds,
+        "steps_per_sec": steps_total as f64 / seconds,
+        "run_ms_p50": percentile(&run_sorted, 50.0),
+        "run_ms_p99": percentile(&run_sorted, 99.0),
+        "step_overhead_us_p50": step_p50,
+        "step_us_p99": percentile(&step_sorted, 99.0),
+        "floor_us": floor_us,
+    });
+    if !args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        println!(
+            "{} on {} ({}): {} runs x {} steps in {:.3} s = {:.0} runs/s, {:.0} steps/s; run p50 {:.2} ms, p99 {:.2} ms; step p50 {:.1} us; commit floor {:.1} us",
+            report["workload"].as_str().unwrap_or_default(),
+            store_name,
+            durability_name,
+            runs,
+            args.steps,
+            seconds,
+            runs as f64 / seconds,
+            steps_total as f64 / seconds,
+            percentile(&run_sorted, 50.0),
+            percentile(&run_sorted, 99.0),
+            step_p50,
+            floor_us
+        );
+    }
+    if args.json {
+        println!("{report}");
+    }
+    Ok(())
+}

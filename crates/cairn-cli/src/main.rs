@@ -1,0 +1,59 @@
+//! `cairn`: inspect, signal and cancel runs in a Cairn store; run the demo and the benchmarks.
+
+mod bench;
+mod demo;
+mod runs;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Durable execution for Rust: inspect and steer runs, run the demo, measure the engine.
+#[derive(Parser)]
+#[command(name = "cairn", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List, inspect, signal and cancel runs.
+    Runs {
+        #[command(subcommand)]
+        command: runs::RunsCommand,
+    },
+    /// Run a worker with example workflows (an order saga, a fan-out, a sleep woken by a signal)
+    /// until every run it started is done. Kill it and start it again: it resumes its runs.
+    Demo {
+        /// SQLite database file.
+        #[arg(long, env = "CAIRN_DB", default_value = "cairn.db")]
+        db: PathBuf,
+    },
+    /// Measure throughput (w1) or latency (w2).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Runs { command } => runs::run(command).await,
+            Command::Demo { db } => demo::run(&db).await,
+            Command::Bench(args) => bench::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

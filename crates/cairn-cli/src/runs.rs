@@ -1,0 +1,343 @@
+//! `cairn runs list|show|signal|cancel`.
+
+use anyhow::{Context, Result, bail};
+use cairn::journal::{Event, JournalEntry};
+use cairn::{
+    CancelOutcome, Client, PageCursor, RunFilter, RunId, RunRecord, RunStatus, SignalRecord, SqliteStore, Timestamp,
+};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub(crate) struct StoreArgs {
+    /// SQLite database file.
+    #[arg(long, env = "CAIRN_DB", default_value = "cairn.db", global = true)]
+    db: PathBuf,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only runs of this workflow.
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs with this status (pending, running, suspended, completed, failed, cancelled, paused).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many runs (default: all).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Continue after this cursor (printed on stderr when a page is cut short).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Print one JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run: its summary, journal and signals.
+    Show {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The run's id.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver a signal to a run (kept until a matching wait consumes it).
+    Signal {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The run's id.
+        id: String,
+        /// The signal's name.
+        event: String,
+        /// The payload, as JSON (default: null).
+        payload: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a run.
+    Cancel {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The run's id.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn open(path: &Path) -> Result<Client> {
+    if !path.exists() {
+        bail!("no Cairn database at {} (use --db PATH)", path.display());
+    }
+    let store = SqliteStore::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    Ok(Client::new(store))
+}
+
+pub(crate) fn time(t: Timestamp) -> String {
+    humantime::format_rfc3339_millis(t.to_system_time()).to_string()
+}
+
+fn opt_time(t: Option<Timestamp>) -> Value {
+    t.map_or(Value::Null, |t| Value::String(time(t)))
+}
+
+fn raw_json(raw: &serde_json::value::RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+}
+
+/// The JSON form of a run summary (`runs list --json` and `runs show --json`).
+pub(crate) fn run_json(run: &RunRecord) -> Value {
+    json!({
+        "id": run.id.as_str(),
+        "workflow": run.workflow,
+        "version": run.version,
+        "status": run.status.as_str(),
+        "suspend_reason": run.suspend_reason.map(|r| r.as_str()),
+        "created_at": time(run.created_at),
+        "updated_at": time(run.updated_at),
+        "completed_at": opt_time(run.completed_at),
+        "wake_at": opt_time(run.wake_at),
+        "idempotency_key": run.idempotency_key,
+        "error": run.error,
+        "steps": run.last_seq,
+    })
+}
+
+fn signal_json(signal: &SignalRecord) -> Value {
+    json!({
+        "id": signal.id.0,
+        "name": signal.name,
+        "payload": raw_json(&signal.payload),
+        "sent_at": time(signal.sent_at),
+        "consumed_seq": signal.consumed_seq,
+    })
+}
+
+fn entry_json(entry: &JournalEntry) -> Value {
+    let event: Value = serde_json::from_str(&entry.event.to_json()).unwrap_or(Value::Null);
+    json!({ "seq": entry.seq, "at": time(entry.at), "event": event })
+}
+
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = widths[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push('\n');
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn status_text(run: &RunRecord) -> String {
+    match run.suspend_reason {
+        Some(reason) if run.status == RunStatus::Suspended => format!("suspended ({})", reason.as_str()),
+        _ => run.status.to_string(),
+    }
+}
+
+fn describe(event: &Event) -> (String, String) {
+    let path = event.path().map(|p| p.to_string()).unwrap_or_default();
+    let detail = match event {
+        Event::Started { workflow, version, input } => format!("{workflow} v{version} input {}", input.get()),
+        Event::StepCompleted { attempt, output, .. } => format!("attempt {attempt} → {}", output.get()),
+        Event::StepFailed { attempt, error, retry_at, .. } => match retry_at {
+            Some(at) => format!("attempt {attempt} failed: {error}; retry at {}", time(*at)),
+            None => format!("attempt {attempt} failed for good: {error}"),
+        },
+        Event::TimerStarted { wake_at, .. } => format!("until {}", time(*wake_at)),
+        Event::WaitStarted { event, filter, deadline, .. } => format!(
+            "for `{event}`{}{}",
+            filter.as_ref().map(|f| format!(" matching {f}")).unwrap_or_default(),
+            deadline.map(|d| format!(" until {}", time(d))).unwrap_or_default()
+        ),
+        Event::WaitCompleted { signal: Some(id), payload, .. } => {
+            format!("got signal {} {}", id.0, payload.as_ref().map(|p| p.get()).unwrap_or("null"))
+        }
+        Event::WaitCompleted { signal: None, .. } => "timed out".to_owned(),
+        Event::Completed { output } => output.get().to_owned(),
+        Event::Failed { error } => error.clone(),
+        Event::Cancelled { reason } => reason.clone(),
+        Event::TimerFired { .. } => String::new(),
+        _ => String::new(),
+    };
+    (path, detail)
+}
+
+pub(crate) async fn run(command: RunsCommand) -> Result<()> {
+    match command {
+        RunsCommand::List { store, workflow, status, limit, cursor, json } => {
+            let client = open(&store.db)?;
+            let status = match status {
+                Some(s) => Some(RunStatus::parse(&s).with_context(|| {
+                    format!("unknown status {s:?}; expected one of pending, running, suspended, completed, failed, cancelled, paused")
+                })?),
+                None => None,
+            };
+            let mut filter = RunFilter {
+                workflow,
+                status,
+                cursor: cursor.as_deref().map(PageCursor::decode).transpose()?,
+                limit: Some(limit.unwrap_or(1000).min(1000)),
+                ..RunFilter::default()
+            };
+            let mut runs = Vec::new();
+            let mut next = None;
+            loop {
+                let page = client.list(&filter).await?;
+                runs.extend(page.runs);
+                match (page.next_cursor, limit) {
+                    (Some(cursor), Some(limit)) if runs.len() >= limit => {
+                        runs.truncate(limit);
+                        next = Some(cursor);
+                        break;
+                    }
+                    (Some(cursor), _) => filter.cursor = Some(cursor),
+                    (None, _) => break,
+                }
+            }
+            if json {
+                println!("{}", Value::Array(runs.iter().map(run_json).collect()));
+            } else {
+                let rows: Vec<Vec<String>> = runs
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.id.to_string(),
+                            r.workflow.clone(),
+                            status_text(r),
+                            time(r.created_at),
+                            r.completed_at.map(time).unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                println!("{}", table(&["ID", "WORKFLOW", "STATUS", "CREATED", "COMPLETED"], &rows));
+            }
+            if let Some(cursor) = next {
+                eprintln!("more runs: --cursor {}", cursor.encode());
+            }
+        }
+        RunsCommand::Show { store, id, json } => {
+            let client = open(&store.db)?;
+            let id = RunId::new(id);
+            let run = client.get(&id).await?;
+            let journal = client.journal(&id).await?;
+            let signals = client.signals(&id).await?;
+            if json {
+                let mut summary = run_json(&run);
+                summary["input"] = raw_json(&run.input);
+                summary["output"] = run.output.as_deref().map_or(Value::Null, raw_json);
+                let out = json!({
+                    "run": summary,
+                    "journal": journal.iter().map(entry_json).collect::<Vec<_>>(),
+                    "signals": signals.iter().map(signal_json).collect::<Vec<_>>(),
+                });
+                println!("{out}");
+            } else {
+                println!("run       {}", run.id);
+                println!("workflow  {} v{}", run.workflow, run.version);
+                println!("status    {}", status_text(&run));
+                println!("created   {}", time(run.created_at));
+                if let Some(at) = run.completed_at {
+                    println!("completed {}", time(at));
+                }
+                if let Some(at) = run.wake_at {
+                    println!("wakes     {}", time(at));
+                }
+                println!("input     {}", run.input.get());
+                if let Some(output) = &run.output {
+                    println!("output    {}", output.get());
+                }
+                if let Some(error) = &run.error {
+                    println!("error     {error}");
+                }
+                println!();
+                let rows: Vec<Vec<String>> = journal
+                    .iter()
+                    .map(|e| {
+                        let (path, detail) = describe(&e.event);
+                        vec![
+                            e.seq.to_string(),
+                            time(e.at),
+                            cairn::journal::EventKindName::kind_name(&e.event).into(),
+                            path,
+                            detail,
+                        ]
+                    })
+                    .collect();
+                println!("{}", table(&["SEQ", "AT", "EVENT", "PATH", "DETAIL"], &rows));
+                if !signals.is_empty() {
+                    println!();
+                    let rows: Vec<Vec<String>> = signals
+                        .iter()
+                        .map(|s| {
+                            vec![
+                                s.id.0.to_string(),
+                                s.name.clone(),
+                                s.payload.get().to_owned(),
+                                time(s.sent_at),
+                                s.consumed_seq
+                                    .map_or_else(|| "buffered".to_owned(), |seq| format!("consumed at #{seq}")),
+                            ]
+                        })
+                        .collect();
+                    println!("{}", table(&["SIGNAL", "NAME", "PAYLOAD", "SENT", "STATE"], &rows));
+                }
+            }
+        }
+        RunsCommand::Signal { store, id, event, payload, json } => {
+            let client = open(&store.db)?;
+            let payload: Value = match payload {
+                Some(text) => serde_json::from_str(&text).with_context(|| format!("payload {text:?} is not JSON"))?,
+                None => Value::Null,
+            };
+            let id = RunId::new(id);
+            let signal = client.signal(&id, &event, &payload).await?;
+            if json {
+                println!("{}", json!({ "run": id.as_str(), "signal": signal.0, "event": event }));
+            } else {
+                println!("signal {} `{event}` delivered to {id}", signal.0);
+            }
+        }
+        RunsCommand::Cancel { store, id, json } => {
+            let client = open(&store.db)?;
+            let id = RunId::new(id);
+            let outcome = client.cancel(&id).await?;
+            let state = match outcome {
+                CancelOutcome::Cancelled => "cancelled",
+                CancelOutcome::Requested => "cancel-requested",
+            };
+            if json {
+                println!("{}", json!({ "run": id.as_str(), "outcome": state }));
+            } else if outcome == CancelOutcome::Cancelled {
+                println!("{id} cancelled");
+            } else {
+                println!("{id} is running: its worker will cancel it at its next heartbeat");
+            }
+        }
+    }
+    Ok(())
+}
