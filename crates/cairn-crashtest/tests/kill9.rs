@@ -2,6 +2,7 @@
 //! signal) on an SQLite file is killed with SIGKILL at random moments and restarted, again and
 //! again. Every run must complete with the right output, every step must have exactly one
 //! completion, and a step body may have run twice only where a kill landed while it was in flight.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn::journal::{Event, RunState};
 use cairn::{Client, RunFilter, RunId, RunStatus, SqliteStore, Store};

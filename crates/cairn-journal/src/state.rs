@@ -240,10 +240,10 @@ impl RunState {
                     Some(StepRecord { status: StepStatus::Waiting { .. }, .. }) => {}
                     existing => return Err(conflict(path, existing)),
                 }
-                if let Some(signal) = signal {
-                    if self.consumed_signals.contains(signal) {
-                        return Err(TransitionError::SignalReused { seq, signal: *signal });
-                    }
+                if let Some(signal) = signal
+                    && self.consumed_signals.contains(signal)
+                {
+                    return Err(TransitionError::SignalReused { seq, signal: *signal });
                 }
             }
             Event::Started { .. } | Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. } => {}

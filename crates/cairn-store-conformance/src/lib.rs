@@ -9,6 +9,9 @@
 //! });
 //! ```
 
+// This crate is test code: a failed check panics, as in any test.
+#![allow(clippy::unwrap_used)]
+
 use cairn_journal::{Event, RunState, SignalId, StepPath, Timestamp};
 use cairn_store::*;
 use serde_json::value::RawValue;

@@ -1,4 +1,5 @@
 //! The conformance suite against the in-memory and SQLite stores.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn_store::{MemoryStore, SqliteOptions, SqliteStore, Store};
 use std::sync::Arc;

@@ -75,10 +75,10 @@ impl Inner {
             });
         }
         let signals = self.signals.entry(append.run_id.clone()).or_default();
-        if let Some(id) = append.consume_signal {
-            if !signals.iter().any(|s| s.id == id && s.consumed_seq.is_none()) {
-                return Err(StoreError::SignalUnavailable(id));
-            }
+        if let Some(id) = append.consume_signal
+            && !signals.iter().any(|s| s.id == id && s.consumed_seq.is_none())
+        {
+            return Err(StoreError::SignalUnavailable(id));
         }
         let new_last = append.after_seq + append.events.len() as u64;
         if let Some(id) = append.consume_signal {
@@ -159,13 +159,14 @@ impl Store for MemoryStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
         let result = (|| {
             let mut inner = self.lock();
-            if let Some(key) = &run.idempotency_key {
-                if let Some(existing) = inner.idempotency.get(&(run.workflow.clone(), key.clone())) {
-                    let existing = inner.runs.get(existing).cloned().ok_or_else(|| {
+            if let Some(key) = &run.idempotency_key
+                && let Some(existing) = inner.idempotency.get(&(run.workflow.clone(), key.clone()))
+            {
+                let existing =
+                    inner.runs.get(existing).cloned().ok_or_else(|| {
                         StoreError::Corrupt(format!("idempotency key {key:?} points at a missing run"))
                     })?;
-                    return Ok(CreatedRun { run: existing, created: false });
-                }
+                return Ok(CreatedRun { run: existing, created: false });
             }
             if inner.runs.contains_key(&run.id) {
                 return Err(StoreError::DuplicateRunId(run.id));

@@ -83,7 +83,7 @@ enum Command {
 }
 
 enum Output {
-    Created(CreatedRun),
+    Created(Box<CreatedRun>),
     Claimed(Vec<RunRecord>),
     Unit,
     Leases(Vec<LeaseStatus>),
@@ -397,7 +397,7 @@ impl Writer {
 
     fn apply(&mut self, command: &Command) -> Result<Output, Failure> {
         match command {
-            Command::Create(run, _) => self.create(run).map(Output::Created),
+            Command::Create(run, _) => self.create(run).map(|c| Output::Created(Box::new(c))),
             Command::Claim(request, _) => self.claim(request).map(Output::Claimed),
             Command::Append(append, _) => self.append(append).map(|()| Output::Unit),
             Command::Heartbeat(request, _) => self.heartbeat(request).map(Output::Leases),
@@ -695,7 +695,7 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
         let _ = reply.send(value);
     }
     match command {
-        Command::Create(_, r) => send(r, output, |o| if let Output::Created(v) = o { Some(v) } else { None }),
+        Command::Create(_, r) => send(r, output, |o| if let Output::Created(v) = o { Some(*v) } else { None }),
         Command::Claim(_, r) => send(r, output, |o| if let Output::Claimed(v) = o { Some(v) } else { None }),
         Command::Append(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
         Command::Heartbeat(_, r) => send(r, output, |o| if let Output::Leases(v) = o { Some(v) } else { None }),

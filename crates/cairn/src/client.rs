@@ -208,10 +208,10 @@ impl Client {
                 created_at: self.clock.now(),
             })
             .await?;
-        if created.created {
-            if let Some(local) = &self.local {
-                local.wake_claimer();
-            }
+        if created.created
+            && let Some(local) = &self.local
+        {
+            local.wake_claimer();
         }
         Ok(RunHandle { id: created.run.id, created: created.created, client: self.clone() })
     }

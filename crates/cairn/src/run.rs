@@ -269,10 +269,10 @@ impl RunShared {
     pub(crate) fn deliver(&self, signal: SignalRecord) {
         let mut exec = self.lock();
         exec.signals_seen = exec.signals_seen.max(signal.id);
-        if let Some(signals) = exec.signals.as_mut() {
-            if !signals.iter().any(|s| s.id == signal.id) {
-                signals.push(signal);
-            }
+        if let Some(signals) = exec.signals.as_mut()
+            && !signals.iter().any(|s| s.id == signal.id)
+        {
+            signals.push(signal);
         }
         drop(exec);
         self.signal_arrived.notify_waiters();

@@ -1,4 +1,5 @@
 //! Bad input gets a typed error and stores nothing that could corrupt a run.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

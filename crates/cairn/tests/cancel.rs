@@ -1,4 +1,5 @@
 //! Cancellation is durable: of a sleeping run, and of a run inside a long step.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Steps awaited concurrently replay correctly whatever order they finished in; idempotent
 //! starts under concurrent callers make one run.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! A changed step order between two engine lifetimes parks the run with a precise error and
 //! leaves the journal as it was.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! A completed step's body is never called again when a run resumes on a new engine.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 
@@ -97,7 +98,7 @@ async fn a_run_released_mid_step_resumes_on_the_next_engine() {
                     let gate = Arc::clone(&gate);
                     async move {
                         calls.hit();
-                        let _permit = gate.acquire().await.map_err(|e| StepError::terminal(e))?;
+                        let _permit = gate.acquire().await.map_err(StepError::terminal)?;
                         Ok::<_, StepError>(7u8)
                     }
                 })

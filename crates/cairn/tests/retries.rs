@@ -1,4 +1,5 @@
 //! Retries with backoff in virtual time; attempts and deadlines survive an engine restart.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Signals are buffered: sent before the wait, during it, or after its timeout.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
 
