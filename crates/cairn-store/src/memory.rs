@@ -171,26 +171,7 @@ impl Store for MemoryStore {
             if inner.runs.contains_key(&run.id) {
                 return Err(StoreError::DuplicateRunId(run.id));
             }
-            let record = RunRecord {
-                id: run.id.clone(),
-                workflow: run.workflow.clone(),
-                version: run.version,
-                status: RunStatus::Pending,
-                suspend_reason: None,
-                input: run.input.clone(),
-                output: None,
-                error: None,
-                idempotency_key: run.idempotency_key.clone(),
-                created_at: run.created_at,
-                updated_at: run.created_at,
-                completed_at: None,
-                wake_at: None,
-                lease_owner: None,
-                lease_expires_at: None,
-                epoch: 0,
-                last_seq: 1,
-                cancel_requested: false,
-            };
+            let record = RunRecord::pending(&run);
             let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input };
             inner.journals.insert(run.id.clone(), vec![JournalEntry::new(1, run.created_at, started)]);
             if let Some(key) = run.idempotency_key {

@@ -67,16 +67,28 @@ impl Default for SqliteOptions {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     commands: mpsc::UnboundedSender<Command>,
-    readers: Arc<Mutex<Vec<Connection>>>,
+    reads: std::sync::mpsc::Sender<ReadJob>,
     path: Arc<PathBuf>,
+    /// Dropped with the last clone, which stops the checkpoint thread.
+    _checkpoints: Arc<std::sync::mpsc::Sender<()>>,
 }
+
+/// How often the checkpoint thread copies the WAL back into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+
+/// A read to run on one of the reader threads' connections.
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+
+/// How many reader threads (each with its own read-only connection) a store keeps.
+const READER_THREADS: usize = 2;
 
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
 enum Command {
     Create(NewRun, Reply<CreatedRun>),
     Claim(ClaimRequest, Reply<Vec<RunRecord>>),
-    Append(Append, Reply<()>),
+    /// The append and its events already encoded as JSON (by the caller's thread, not the writer's).
+    Append(Append, Vec<String>, Reply<()>),
     Heartbeat(HeartbeatRequest, Reply<Vec<LeaseStatus>>),
     Signal(NewSignal, Reply<SignalId>),
     Cancel(CancelRequest, Reply<CancelOutcome>),
@@ -209,14 +221,17 @@ fn query_runs(
     Ok(out)
 }
 
-fn configure(conn: &Connection, options: &SqliteOptions) -> Result<(), StoreError> {
+fn configure(conn: &Connection, options: &SqliteOptions, cache_kib: u32) -> Result<(), StoreError> {
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(64);
     let synchronous = match options.durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
     };
-    conn.execute_batch(&format!("PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = OFF;")).map_err(backend)?;
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = OFF; PRAGMA cache_size = -{cache_kib};"
+    ))
+    .map_err(backend)?;
     Ok(())
 }
 
@@ -230,7 +245,7 @@ impl SqliteStore {
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
         let conn = Connection::open(&path).map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
-        configure(&conn, &options)?;
+        configure(&conn, &options, 65_536)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Backend(format!("{} cannot use WAL mode (got {mode})", path.display())));
@@ -244,19 +259,52 @@ impl SqliteStore {
         }
         conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
             .map_err(backend)?;
+        // Checkpoints run on their own thread so the writer does not stall on them; the writer
+        // checkpoints by itself only if the WAL grows past ~40 MB anyway.
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 10000;").map_err(backend)?;
+        let (checkpoints, stop) = std::sync::mpsc::channel::<()>();
+        let checkpointer = Connection::open(&path).map_err(backend)?;
+        configure(&checkpointer, &options, 2_000)?;
+        std::thread::Builder::new()
+            .name("cairn-sqlite-checkpoint".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY) {
+                    // A busy or failed passive checkpoint is retried at the next tick.
+                    let _ = checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            })
+            .map_err(|e| StoreError::Backend(format!("cannot start checkpoint thread: {e}")))?;
         let (commands, receiver) = mpsc::unbounded_channel();
         let max_batch = options.max_batch.max(1);
         std::thread::Builder::new()
             .name("cairn-sqlite-writer".into())
             .spawn(move || Writer { conn }.run(receiver, max_batch))
             .map_err(|e| StoreError::Backend(format!("cannot start writer thread: {e}")))?;
-        let reader = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
-        )
-        .map_err(backend)?;
-        configure(&reader, &options)?;
-        Ok(SqliteStore { commands, readers: Arc::new(Mutex::new(vec![reader])), path: Arc::new(path) })
+        let (reads, jobs) = std::sync::mpsc::channel::<ReadJob>();
+        let jobs = Arc::new(Mutex::new(jobs));
+        for i in 0..READER_THREADS {
+            let reader = Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .map_err(backend)?;
+            configure(&reader, &options, 16_384)?;
+            let jobs = Arc::clone(&jobs);
+            std::thread::Builder::new()
+                .name(format!("cairn-sqlite-reader-{i}"))
+                .spawn(move || {
+                    loop {
+                        // Take one job while holding the lock, run it without.
+                        let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        match job {
+                            Ok(job) => job(&reader),
+                            Err(_) => break,
+                        }
+                    }
+                })
+                .map_err(|e| StoreError::Backend(format!("cannot start reader thread: {e}")))?;
+        }
+        Ok(SqliteStore { commands, reads, path: Arc::new(path), _checkpoints: Arc::new(checkpoints) })
     }
 
     /// The database file's path.
@@ -276,34 +324,20 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `read` on a reader connection on the blocking pool.
+    /// Runs `read` on one of the reader threads.
     fn read<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> StoreFuture<'static, T> {
-        let readers = Arc::clone(&self.readers);
-        let path = Arc::clone(&self.path);
+        let (reply, answer) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn: &Connection| {
+            // The caller may have stopped waiting; nothing to do then.
+            let _ = reply.send(read(conn));
+        });
+        let sent = self.reads.send(job);
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                let pooled = readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                let conn = match pooled {
-                    Some(conn) => conn,
-                    None => {
-                        let conn = Connection::open_with_flags(
-                            path.as_path(),
-                            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                        )
-                        .map_err(backend)?;
-                        conn.busy_timeout(Duration::from_secs(10)).map_err(backend)?;
-                        conn
-                    }
-                };
-                let result = read(&conn);
-                readers.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
-                result
-            })
-            .await
-            .map_err(|e| StoreError::Backend(format!("reader task failed: {e}")))?
+            sent.map_err(|_| StoreError::Backend("the SQLite reader threads have stopped".into()))?;
+            answer.await.map_err(|_| StoreError::Backend("the SQLite reader threads have stopped".into()))?
         })
     }
 }
@@ -313,7 +347,7 @@ impl SqliteStore {
 /// go below on this file system. Used by `cairn bench`.
 pub fn sqlite_commit_floor_us(path: &Path, durability: Durability, commits: usize) -> Result<f64, StoreError> {
     let conn = Connection::open(path).map_err(backend)?;
-    configure(&conn, &SqliteOptions { durability, ..SqliteOptions::default() })?;
+    configure(&conn, &SqliteOptions { durability, ..SqliteOptions::default() }, 2_000)?;
     conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)).map_err(backend)?;
     conn.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
         .map_err(backend)?;
@@ -399,7 +433,7 @@ impl Writer {
         match command {
             Command::Create(run, _) => self.create(run).map(|c| Output::Created(Box::new(c))),
             Command::Claim(request, _) => self.claim(request).map(Output::Claimed),
-            Command::Append(append, _) => self.append(append).map(|()| Output::Unit),
+            Command::Append(append, encoded, _) => self.append(append, encoded).map(|()| Output::Unit),
             Command::Heartbeat(request, _) => self.heartbeat(request).map(Output::Leases),
             Command::Signal(signal, _) => self.signal(signal).map(Output::Signal),
             Command::Cancel(request, _) => self.cancel(request).map(Output::Cancel),
@@ -433,12 +467,11 @@ impl Writer {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
         }
         let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
-        self.insert_event(&run.id, 1, run.created_at, &started)?;
-        let record = self.get_run(&run.id)?.ok_or_else(|| clean(StoreError::RunNotFound(run.id.clone())))?;
-        Ok(CreatedRun { run: record, created: true })
+        self.insert_event(&run.id, 1, run.created_at, &started, &started.to_json())?;
+        Ok(CreatedRun { run: RunRecord::pending(run), created: true })
     }
 
-    fn insert_event(&self, run_id: &RunId, seq: u64, at: Timestamp, event: &Event) -> Result<(), Failure> {
+    fn insert_event(&self, run_id: &RunId, seq: u64, at: Timestamp, event: &Event, json: &str) -> Result<(), Failure> {
         self.conn
             .prepare_cached("INSERT INTO journal (run_id, seq, at, kind, path, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
             .execute(params![
@@ -447,7 +480,7 @@ impl Writer {
                 at.as_millis(),
                 event.kind_name(),
                 event.path().map(|p| p.as_str()),
-                event.to_json()
+                json
             ])?;
         Ok(())
     }
@@ -481,7 +514,7 @@ impl Writer {
         .map_err(|error| Failure { error, dirty: true })
     }
 
-    fn append(&mut self, append: &Append) -> Result<(), Failure> {
+    fn append(&mut self, append: &Append, encoded: &[String]) -> Result<(), Failure> {
         let new_last = (append.after_seq + append.events.len() as u64) as i64;
         let key = params![
             new_last,
@@ -579,8 +612,8 @@ impl Writer {
                 return Err(Failure { error: StoreError::SignalUnavailable(signal), dirty: true });
             }
         }
-        for (i, event) in append.events.iter().enumerate() {
-            self.insert_event(&append.run_id, append.after_seq + 1 + i as u64, append.at, event)?;
+        for (i, (event, json)) in append.events.iter().zip(encoded).enumerate() {
+            self.insert_event(&append.run_id, append.after_seq + 1 + i as u64, append.at, event, json)?;
         }
         Ok(())
     }
@@ -683,7 +716,8 @@ impl Writer {
                  WHERE id = ?1",
             )?
             .execute(params![request.run_id.as_str(), seq as i64, request.at.as_millis(), request.reason])?;
-        self.insert_event(&request.run_id, seq, request.at, &Event::Cancelled { reason: request.reason.clone() })?;
+        let cancelled = Event::Cancelled { reason: request.reason.clone() };
+        self.insert_event(&request.run_id, seq, request.at, &cancelled, &cancelled.to_json())?;
         Ok(CancelOutcome::Cancelled)
     }
 }
@@ -697,7 +731,7 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
     match command {
         Command::Create(_, r) => send(r, output, |o| if let Output::Created(v) = o { Some(*v) } else { None }),
         Command::Claim(_, r) => send(r, output, |o| if let Output::Claimed(v) = o { Some(v) } else { None }),
-        Command::Append(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
+        Command::Append(_, _, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
         Command::Heartbeat(_, r) => send(r, output, |o| if let Output::Leases(v) = o { Some(v) } else { None }),
         Command::Signal(_, r) => send(r, output, |o| if let Output::Signal(v) = o { Some(v) } else { None }),
         Command::Cancel(_, r) => send(r, output, |o| if let Output::Cancel(v) = o { Some(v) } else { None }),
@@ -817,7 +851,8 @@ impl Store for SqliteStore {
     }
 
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
-        Box::pin(self.send(|r| Command::Append(append, r)))
+        let encoded = append.events.iter().map(Event::to_json).collect();
+        Box::pin(self.send(|r| Command::Append(append, encoded, r)))
     }
 
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {

@@ -191,6 +191,32 @@ pub struct RunRecord {
     pub cancel_requested: bool,
 }
 
+impl RunRecord {
+    /// The summary row of a run just created from `run`.
+    pub fn pending(run: &NewRun) -> RunRecord {
+        RunRecord {
+            id: run.id.clone(),
+            workflow: run.workflow.clone(),
+            version: run.version,
+            status: RunStatus::Pending,
+            suspend_reason: None,
+            input: run.input.clone(),
+            output: None,
+            error: None,
+            idempotency_key: run.idempotency_key.clone(),
+            created_at: run.created_at,
+            updated_at: run.created_at,
+            completed_at: None,
+            wake_at: None,
+            lease_owner: None,
+            lease_expires_at: None,
+            epoch: 0,
+            last_seq: 1,
+            cancel_requested: false,
+        }
+    }
+}
+
 /// A run to create.
 #[derive(Debug, Clone)]
 pub struct NewRun {
