@@ -4,7 +4,7 @@ use crate::{
     SuspendReason, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 /// A store in process memory: fast, shared by clones of one value, gone when the process exits.
@@ -33,6 +33,28 @@ struct Inner {
     signals: HashMap<RunId, Vec<SignalRecord>>,
     idempotency: HashMap<(String, String), RunId>,
     next_signal: i64,
+    /// Runs that are or will become claimable, by when: the index claims and timers scan.
+    due: BTreeSet<(Due, Timestamp, RunId)>,
+}
+
+/// Why a run may become claimable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    /// Pending since its creation time.
+    Pending,
+    /// Suspended until its `wake_at`.
+    Timer,
+    /// Running under a lease that expires.
+    Lease,
+}
+
+fn due_key(run: &RunRecord) -> Option<(Due, Timestamp)> {
+    match run.status {
+        RunStatus::Pending => Some((Due::Pending, run.created_at)),
+        RunStatus::Suspended => run.wake_at.map(|w| (Due::Timer, w)),
+        RunStatus::Running => run.lease_expires_at.map(|e| (Due::Lease, e)),
+        _ => None,
+    }
 }
 
 impl MemoryStore {
@@ -48,18 +70,34 @@ impl MemoryStore {
     }
 }
 
-fn ready(run: &RunRecord, now: Timestamp, lease_now: Timestamp) -> bool {
-    match run.status {
-        RunStatus::Pending => true,
-        RunStatus::Suspended => run.wake_at.is_some_and(|w| w <= now),
-        RunStatus::Running => run.lease_expires_at.is_some_and(|e| e <= lease_now),
-        _ => false,
-    }
-}
-
 impl Inner {
-    fn run_mut(&mut self, id: &RunId) -> Result<&mut RunRecord, StoreError> {
-        self.runs.get_mut(id).ok_or_else(|| StoreError::RunNotFound(id.clone()))
+    /// Changes a run through `change`, keeping the `due` index in step.
+    fn modify<T>(&mut self, id: &RunId, change: impl FnOnce(&mut RunRecord) -> T) -> Result<T, StoreError> {
+        let run = self.runs.get_mut(id).ok_or_else(|| StoreError::RunNotFound(id.clone()))?;
+        let before = due_key(run);
+        let out = change(run);
+        let after = due_key(run);
+        if before != after {
+            if let Some((due, at)) = before {
+                self.due.remove(&(due, at, id.clone()));
+            }
+            if let Some((due, at)) = after {
+                self.due.insert((due, at, id.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` runs of `tags` in one `due` bucket that are due by `by`, earliest first.
+    fn due_runs(&self, due: Due, by: Option<Timestamp>, tags: &HashSet<(&str, u32)>, limit: usize) -> Vec<(Timestamp, RunId)> {
+        let start = (due, Timestamp::from_millis(i64::MIN), RunId::new(""));
+        self.due
+            .range(start..)
+            .take_while(|(d, at, _)| *d == due && by.is_none_or(|by| *at <= by))
+            .filter(|(_, _, id)| self.runs.get(id).is_some_and(|r| tags.contains(&(r.workflow.as_str(), r.version))))
+            .take(limit)
+            .map(|(_, at, id)| (*at, id.clone()))
+            .collect()
     }
 
     fn append(&mut self, append: Append) -> Result<(), StoreError> {
@@ -96,15 +134,16 @@ impl Inner {
             RunUpdate::Suspend { signals_after: Some(after), .. } => fresh_signal(*after),
             _ => false,
         };
-        let run = self.runs.get_mut(&append.run_id).ok_or_else(|| StoreError::RunNotFound(append.run_id.clone()))?;
         let journal = self.journals.entry(append.run_id.clone()).or_default();
         for (i, event) in append.events.into_iter().enumerate() {
             journal.push(JournalEntry::new(append.after_seq + 1 + i as u64, append.at, event));
         }
-        run.last_seq = new_last;
-        run.updated_at = append.at;
-        apply_update(run, append.update, wake_now);
-        Ok(())
+        let (at, update) = (append.at, append.update);
+        self.modify(&append.run_id, |run| {
+            run.last_seq = new_last;
+            run.updated_at = at;
+            apply_update(run, update, wake_now);
+        })
     }
 }
 
@@ -177,6 +216,9 @@ impl Store for MemoryStore {
             if let Some(key) = run.idempotency_key {
                 inner.idempotency.insert((run.workflow, key), run.id.clone());
             }
+            if let Some((due, at)) = due_key(&record) {
+                inner.due.insert((due, at, run.id.clone()));
+            }
             inner.runs.insert(run.id, record.clone());
             Ok(CreatedRun { run: record, created: true })
         })();
@@ -215,17 +257,14 @@ impl Store for MemoryStore {
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         let tags: HashSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let mut inner = self.lock();
-        let mut ready_ids: Vec<(Timestamp, RunId)> = inner
-            .runs
-            .values()
-            .filter(|r| tags.contains(&(r.workflow.as_str(), r.version)) && ready(r, request.now, request.lease_now))
-            .map(|r| (r.wake_at.unwrap_or(r.created_at), r.id.clone()))
-            .collect();
-        ready_ids.sort();
-        ready_ids.truncate(request.limit);
-        let mut claimed = Vec::with_capacity(ready_ids.len());
-        for (_, id) in ready_ids {
-            if let Some(run) = inner.runs.get_mut(&id) {
+        let mut ready = inner.due_runs(Due::Pending, None, &tags, request.limit);
+        ready.extend(inner.due_runs(Due::Timer, Some(request.now), &tags, request.limit));
+        ready.extend(inner.due_runs(Due::Lease, Some(request.lease_now), &tags, request.limit));
+        ready.sort();
+        ready.truncate(request.limit);
+        let mut claimed = Vec::with_capacity(ready.len());
+        for (_, id) in ready {
+            let run = inner.modify(&id, |run| {
                 run.status = RunStatus::Running;
                 run.suspend_reason = None;
                 run.wake_at = None;
@@ -233,8 +272,9 @@ impl Store for MemoryStore {
                 run.lease_expires_at = Some(request.lease_until);
                 run.epoch += 1;
                 run.updated_at = request.now;
-                claimed.push(run.clone());
-            }
+                run.clone()
+            });
+            claimed.extend(run.ok());
         }
         Box::pin(async move { Ok(claimed) })
     }
@@ -249,20 +289,17 @@ impl Store for MemoryStore {
         let statuses = request
             .runs
             .iter()
-            .map(|(id, epoch)| match inner.runs.get_mut(id) {
-                Some(run)
-                    if run.epoch == *epoch
+            .map(|(id, epoch)| {
+                let status = inner.modify(id, |run| {
+                    let held = run.epoch == *epoch
                         && run.status == RunStatus::Running
-                        && run.lease_owner.as_deref() == Some(&request.owner) =>
-                {
-                    run.lease_expires_at = Some(request.lease_until);
-                    LeaseStatus { run_id: id.clone(), held: true, cancel_requested: run.cancel_requested }
-                }
-                other => LeaseStatus {
-                    run_id: id.clone(),
-                    held: false,
-                    cancel_requested: other.is_some_and(|r| r.cancel_requested),
-                },
+                        && run.lease_owner.as_deref() == Some(&request.owner);
+                    if held {
+                        run.lease_expires_at = Some(request.lease_until);
+                    }
+                    LeaseStatus { run_id: id.clone(), held, cancel_requested: run.cancel_requested }
+                });
+                status.unwrap_or(LeaseStatus { run_id: id.clone(), held: false, cancel_requested: false })
             })
             .collect();
         Box::pin(async move { Ok(statuses) })
@@ -271,12 +308,18 @@ impl Store for MemoryStore {
     fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
         let result = (|| {
             let mut inner = self.lock();
-            let run = inner.run_mut(&signal.run_id)?;
-            if run.status.is_terminal() {
-                return Err(StoreError::RunFinished { run_id: signal.run_id, status: run.status });
-            }
-            if run.status == RunStatus::Suspended && run.suspend_reason == Some(SuspendReason::Waiting) {
-                run.wake_at = Some(run.wake_at.map_or(signal.sent_at, |w| w.min(signal.sent_at)));
+            let sent_at = signal.sent_at;
+            let refused = inner.modify(&signal.run_id, |run| {
+                if run.status.is_terminal() {
+                    return Some(run.status);
+                }
+                if run.status == RunStatus::Suspended && run.suspend_reason == Some(SuspendReason::Waiting) {
+                    run.wake_at = Some(run.wake_at.map_or(sent_at, |w| w.min(sent_at)));
+                }
+                None
+            })?;
+            if let Some(status) = refused {
+                return Err(StoreError::RunFinished { run_id: signal.run_id, status });
             }
             inner.next_signal += 1;
             let id = SignalId(inner.next_signal);
@@ -295,21 +338,27 @@ impl Store for MemoryStore {
     fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
         let result = (|| {
             let mut inner = self.lock();
-            let run = inner.run_mut(&request.run_id)?;
-            if run.status.is_terminal() {
-                return Err(StoreError::RunFinished { run_id: request.run_id, status: run.status });
+            let lease_now = request.lease_now;
+            let (status, live, epoch, last_seq) = inner.modify(&request.run_id, |run| {
+                let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > lease_now);
+                if !run.status.is_terminal() {
+                    run.cancel_requested = true;
+                    if !live {
+                        run.epoch += 1;
+                    }
+                }
+                (run.status, live, run.epoch, run.last_seq)
+            })?;
+            if status.is_terminal() {
+                return Err(StoreError::RunFinished { run_id: request.run_id, status });
             }
-            let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
             if live {
-                run.cancel_requested = true;
                 return Ok(CancelOutcome::Requested);
             }
-            run.epoch += 1;
-            run.cancel_requested = true;
             let append = Append {
                 run_id: request.run_id.clone(),
-                epoch: run.epoch,
-                after_seq: run.last_seq,
+                epoch,
+                after_seq: last_seq,
                 events: vec![Event::Cancelled { reason: request.reason.clone() }],
                 at: request.at,
                 update: RunUpdate::Finish {
@@ -328,13 +377,7 @@ impl Store for MemoryStore {
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
         let tags: HashSet<(&str, u32)> = workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
-        let next = self
-            .lock()
-            .runs
-            .values()
-            .filter(|r| r.status == RunStatus::Suspended && tags.contains(&(r.workflow.as_str(), r.version)))
-            .filter_map(|r| r.wake_at)
-            .min();
+        let next = self.lock().due_runs(Due::Timer, None, &tags, 1).first().map(|(at, _)| *at);
         Box::pin(async move { Ok(next) })
     }
 }

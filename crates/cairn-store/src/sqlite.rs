@@ -492,12 +492,16 @@ impl Writer {
             "UPDATE runs SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = ?1,
                  lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3
              WHERE id IN (
-                 SELECT id FROM runs
-                 WHERE (status = 'pending'
-                        OR (status = 'suspended' AND wake_at <= ?3)
-                        OR (status = 'running' AND lease_expires_at <= ?4))
-                   AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
-                 ORDER BY coalesce(wake_at, created_at) LIMIT ?6)
+                 SELECT id FROM (
+                     SELECT id, created_at AS due FROM runs WHERE status = 'pending'
+                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                     UNION ALL
+                     SELECT id, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
+                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                     UNION ALL
+                     SELECT id, lease_expires_at AS due FROM runs WHERE status = 'running' AND lease_expires_at <= ?4
+                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5)))
+                 ORDER BY due LIMIT ?6)
              RETURNING {RUN_COLUMNS}"
         ))?;
         query_runs(
