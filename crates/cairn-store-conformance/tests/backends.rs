@@ -17,3 +17,7 @@ cairn_store_conformance::conformance_tests!(sqlite, || async { sqlite_store(Sqli
 cairn_store_conformance::conformance_tests!(sqlite_batch_of_one, || async {
     sqlite_store(SqliteOptions { max_batch: 1, ..SqliteOptions::default() })
 });
+
+cairn_store_conformance::conformance_tests!(sqlite_writer_thread_only, || async {
+    sqlite_store(SqliteOptions { inline_when_idle: false, ..SqliteOptions::default() })
+});

@@ -89,7 +89,13 @@ impl Inner {
     }
 
     /// Up to `limit` runs of `tags` in one `due` bucket that are due by `by`, earliest first.
-    fn due_runs(&self, due: Due, by: Option<Timestamp>, tags: &HashSet<(&str, u32)>, limit: usize) -> Vec<(Timestamp, RunId)> {
+    fn due_runs(
+        &self,
+        due: Due,
+        by: Option<Timestamp>,
+        tags: &HashSet<(&str, u32)>,
+        limit: usize,
+    ) -> Vec<(Timestamp, RunId)> {
         let start = (due, Timestamp::from_millis(i64::MIN), RunId::new(""));
         self.due
             .range(start..)

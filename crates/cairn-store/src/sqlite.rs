@@ -9,6 +9,7 @@ use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::value::RawValue;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -43,11 +44,20 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// Most commands folded into one transaction.
     pub max_batch: usize,
+    /// When the writer is idle, let the caller commit its own command on its thread instead of
+    /// handing it to the writer thread: one command alone skips two thread hand-offs. Under load
+    /// every command goes through the writer thread and its group commit.
+    pub inline_when_idle: bool,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        Self { durability: Durability::Full, busy_timeout: Duration::from_secs(10), max_batch: 4096 }
+        Self {
+            durability: Durability::Full,
+            busy_timeout: Duration::from_secs(10),
+            max_batch: 4096,
+            inline_when_idle: true,
+        }
     }
 }
 
@@ -67,6 +77,7 @@ impl Default for SqliteOptions {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     commands: mpsc::UnboundedSender<Command>,
+    writer: Arc<WriterSlot>,
     reads: std::sync::mpsc::Sender<ReadJob>,
     path: Arc<PathBuf>,
     /// Dropped with the last clone, which stops the checkpoint thread.
@@ -276,9 +287,15 @@ impl SqliteStore {
             .map_err(|e| StoreError::Backend(format!("cannot start checkpoint thread: {e}")))?;
         let (commands, receiver) = mpsc::unbounded_channel();
         let max_batch = options.max_batch.max(1);
+        let writer = Arc::new(WriterSlot {
+            writer: Mutex::new(Writer { conn }),
+            pending: AtomicUsize::new(0),
+            inline: options.inline_when_idle,
+        });
+        let slot = Arc::clone(&writer);
         std::thread::Builder::new()
             .name("cairn-sqlite-writer".into())
-            .spawn(move || Writer { conn }.run(receiver, max_batch))
+            .spawn(move || slot.run(receiver, max_batch))
             .map_err(|e| StoreError::Backend(format!("cannot start writer thread: {e}")))?;
         let (reads, jobs) = std::sync::mpsc::channel::<ReadJob>();
         let jobs = Arc::new(Mutex::new(jobs));
@@ -304,7 +321,7 @@ impl SqliteStore {
                 })
                 .map_err(|e| StoreError::Backend(format!("cannot start reader thread: {e}")))?;
         }
-        Ok(SqliteStore { commands, reads, path: Arc::new(path), _checkpoints: Arc::new(checkpoints) })
+        Ok(SqliteStore { commands, writer, reads, path: Arc::new(path), _checkpoints: Arc::new(checkpoints) })
     }
 
     /// The database file's path.
@@ -317,7 +334,14 @@ impl SqliteStore {
         make: impl FnOnce(Reply<T>) -> Command,
     ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
         let (reply, answer) = oneshot::channel();
-        let sent = self.commands.send(make(reply));
+        let command = make(reply);
+        let sent = match self.writer.try_inline(command) {
+            None => Ok(()),
+            Some(command) => {
+                self.writer.pending.fetch_add(1, Ordering::SeqCst);
+                self.commands.send(command).map_err(drop)
+            }
+        };
         async move {
             sent.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?;
             answer.await.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?
@@ -370,8 +394,45 @@ struct Writer {
     conn: Connection,
 }
 
-impl Writer {
-    fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Command>, max_batch: usize) {
+/// The writer connection, shared by the writer thread and (when idle) inline callers.
+struct WriterSlot {
+    writer: Mutex<Writer>,
+    /// Commands handed to the writer thread and not yet executed.
+    pending: AtomicUsize,
+    inline: bool,
+}
+
+impl std::fmt::Debug for WriterSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterSlot").field("pending", &self.pending).field("inline", &self.inline).finish()
+    }
+}
+
+impl WriterSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Executes `command` on the caller's thread if nothing is queued or executing; otherwise
+    /// gives it back to be queued. Commands queued before stay ahead of it: an inline command
+    /// runs only when no queued command is outstanding.
+    fn try_inline(&self, command: Command) -> Option<Command> {
+        if !self.inline || self.pending.load(Ordering::SeqCst) != 0 {
+            return Some(command);
+        }
+        let mut writer = match self.writer.try_lock() {
+            Ok(writer) => writer,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Some(command),
+        };
+        if self.pending.load(Ordering::SeqCst) != 0 {
+            return Some(command);
+        }
+        writer.execute(&mut vec![command]);
+        None
+    }
+
+    fn run(&self, mut receiver: mpsc::UnboundedReceiver<Command>, max_batch: usize) {
         let mut batch = Vec::with_capacity(max_batch.min(1024));
         while let Some(first) = receiver.blocking_recv() {
             batch.push(first);
@@ -381,10 +442,15 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            self.execute(&mut batch);
+            let executed = batch.len();
+            let mut writer = self.lock();
+            writer.execute(&mut batch);
+            self.pending.fetch_sub(executed, Ordering::SeqCst);
         }
     }
+}
 
+impl Writer {
     /// Executes a batch in one transaction. If any command failed after writing part of its
     /// change, or the commit failed, the batch is rolled back and every command retried alone.
     fn execute(&mut self, batch: &mut Vec<Command>) {
