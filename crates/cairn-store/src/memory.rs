@@ -118,29 +118,35 @@ impl Inner {
                 actual: run.last_seq,
             });
         }
-        let signals = self.signals.entry(append.run_id.clone()).or_default();
+        let no_signals = Vec::new();
+        let signals = self.signals.get(&append.run_id).unwrap_or(&no_signals);
         if let Some(id) = append.consume_signal
             && !signals.iter().any(|s| s.id == id && s.consumed_seq.is_none())
         {
             return Err(StoreError::SignalUnavailable(id));
         }
         let new_last = append.after_seq + append.events.len() as u64;
+        let wake_now = match &append.update {
+            RunUpdate::Suspend { signals_after: Some(after), .. } => {
+                signals.iter().any(|s| s.consumed_seq.is_none() && s.id > *after && Some(s.id) != append.consume_signal)
+            }
+            _ => false,
+        };
         if let Some(id) = append.consume_signal {
             let consumed_at = append
                 .events
                 .iter()
                 .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == id))
                 .map_or(new_last, |i| append.after_seq + 1 + i as u64);
-            if let Some(signal) = signals.iter_mut().find(|s| s.id == id) {
+            let signal = self.signals.get_mut(&append.run_id).and_then(|list| list.iter_mut().find(|s| s.id == id));
+            if let Some(signal) = signal {
                 signal.consumed_seq = Some(consumed_at);
             }
         }
-        let fresh_signal = |after: SignalId| signals.iter().any(|s| s.consumed_seq.is_none() && s.id > after);
-        let wake_now = match &append.update {
-            RunUpdate::Suspend { signals_after: Some(after), .. } => fresh_signal(*after),
-            _ => false,
+        let journal = match self.journals.get_mut(&append.run_id) {
+            Some(journal) => journal,
+            None => self.journals.entry(append.run_id.clone()).or_default(),
         };
-        let journal = self.journals.entry(append.run_id.clone()).or_default();
         for (i, event) in append.events.into_iter().enumerate() {
             journal.push(JournalEntry::new(append.after_seq + 1 + i as u64, append.at, event));
         }

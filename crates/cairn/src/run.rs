@@ -59,8 +59,14 @@ pub(crate) struct InFlight<'a>(&'a RunShared);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.lock().in_flight -= 1;
-        self.0.changed.notify_one();
+        let mut exec = self.0.lock();
+        exec.in_flight -= 1;
+        // Only the last step finishing while something is parked can make the run suspendable.
+        let worth_a_look = exec.in_flight == 0 && !exec.suspensions.is_empty();
+        drop(exec);
+        if worth_a_look {
+            self.0.changed.notify_one();
+        }
     }
 }
 
