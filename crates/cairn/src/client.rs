@@ -114,6 +114,25 @@ impl<'a> IntoFuture for StartRun<'a> {
     }
 }
 
+/// The result of a run that has ended (or is parked), or `None` while it goes on.
+fn outcome<O: DeserializeOwned>(
+    id: &RunId,
+    status: RunStatus,
+    output: Option<Box<RawValue>>,
+    error: Option<String>,
+) -> Option<Result<O, ClientError>> {
+    match status {
+        RunStatus::Completed => {
+            let output = output.map_or_else(|| "null".to_owned(), |o| o.get().to_owned());
+            Some(serde_json::from_str(&output).map_err(|e| ClientError::InvalidPayload(e.to_string())))
+        }
+        RunStatus::Failed | RunStatus::Cancelled | RunStatus::Paused => {
+            Some(Err(ClientError::RunDidNotComplete { run_id: id.clone(), status, message: error.unwrap_or_default() }))
+        }
+        RunStatus::Pending | RunStatus::Running | RunStatus::Suspended => None,
+    }
+}
+
 impl Client {
     /// A client for `store` with no workflows of its own.
     pub fn new(store: impl Store) -> Client {
@@ -245,23 +264,16 @@ impl Client {
         loop {
             let watch = self.local.as_ref().map(|local| local.watch(id));
             let run = self.get(id).await?;
-            match run.status {
-                RunStatus::Completed => {
-                    let output = run.output.map_or_else(|| "null".to_owned(), |o| o.get().to_owned());
-                    return serde_json::from_str(&output).map_err(|e| ClientError::InvalidPayload(e.to_string()));
-                }
-                RunStatus::Failed | RunStatus::Cancelled | RunStatus::Paused => {
-                    return Err(ClientError::RunDidNotComplete {
-                        run_id: run.id,
-                        status: run.status,
-                        message: run.error.unwrap_or_default(),
-                    });
-                }
-                RunStatus::Pending | RunStatus::Running | RunStatus::Suspended => {}
+            if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {
+                return result;
             }
             match watch {
                 Some(watch) => {
-                    let _ = tokio::time::timeout(poll, watch).await;
+                    if let Ok(Ok(Some(ended))) = tokio::time::timeout(poll, watch).await {
+                        if let Some(result) = outcome(id, ended.status, ended.output, ended.error) {
+                            return result;
+                        }
+                    }
                 }
                 None => tokio::time::sleep(poll).await,
             }
@@ -327,7 +339,7 @@ impl Client {
                         run.interrupt(crate::Interrupt::Cancelled);
                     }
                 }
-                CancelOutcome::Cancelled => local.notify_watchers(id),
+                CancelOutcome::Cancelled => local.notify_watchers(id, None),
             }
         }
         Ok(outcome)

@@ -29,6 +29,14 @@ pub(crate) struct Config {
     pub(crate) max_payload_bytes: usize,
 }
 
+/// How a run ended on this worker, as its watchers learn it without reading the store.
+#[derive(Debug, Clone)]
+pub(crate) struct Ended {
+    pub(crate) status: cairn_store::RunStatus,
+    pub(crate) output: Option<Box<serde_json::value::RawValue>>,
+    pub(crate) error: Option<String>,
+}
+
 /// The default payload limit: 4 MiB.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
 
@@ -54,7 +62,7 @@ pub(crate) struct Local {
     active: Mutex<HashMap<RunId, Arc<RunShared>>>,
     running: AtomicUsize,
     claimer: Notify,
-    waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<()>>>>,
+    waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
     shutdown: CancellationToken,
 }
 
@@ -77,8 +85,9 @@ impl Local {
         lock(&self.active).get(id).cloned()
     }
 
-    /// A receiver that fires when this worker stops executing `id` (finished, suspended, stopped).
-    pub(crate) fn watch(&self, id: &RunId) -> oneshot::Receiver<()> {
+    /// A receiver that fires when this worker stops executing `id`: with how it ended if it
+    /// ended here, `None` if it suspended or stopped (look at the store then).
+    pub(crate) fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>> {
         let (sender, receiver) = oneshot::channel();
         let mut waiters = lock(&self.waiters);
         let list = waiters.entry(id.clone()).or_default();
@@ -87,19 +96,19 @@ impl Local {
         receiver
     }
 
-    /// Tells everyone watching `id` to look again.
-    pub(crate) fn notify_watchers(&self, id: &RunId) {
+    /// Tells everyone watching `id` how it ended, or (with `None`) to look again.
+    pub(crate) fn notify_watchers(&self, id: &RunId, ended: Option<Ended>) {
         if let Some(list) = lock(&self.waiters).remove(id) {
             for sender in list {
-                let _ = sender.send(());
+                let _ = sender.send(ended.clone());
             }
         }
     }
 
-    pub(crate) fn run_finished(&self, id: &RunId) {
+    pub(crate) fn run_finished(&self, id: &RunId, ended: Option<Ended>) {
         lock(&self.active).remove(id);
         self.running.fetch_sub(1, Ordering::SeqCst);
-        self.notify_watchers(id);
+        self.notify_watchers(id, ended);
         self.wake_claimer();
     }
 
@@ -136,12 +145,12 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
             Ok(journal) => journal,
             Err(error) => {
                 log_warning(&format!("run {}: cannot read its journal: {error}", run.id));
-                local.run_finished(&run.id);
+                local.run_finished(&run.id, None);
                 return;
             }
         };
         let Some(registered) = local.registry.get(&run.workflow, run.version).cloned() else {
-            local.run_finished(&run.id);
+            local.run_finished(&run.id, None);
             return;
         };
         let state = match replay_state(&journal) {
@@ -159,7 +168,7 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
                 if let Err(error) = local.store.append(park).await {
                     log_warning(&format!("run {}: cannot park it: {error}", run.id));
                 }
-                local.run_finished(&run.id);
+                local.run_finished(&run.id, None);
                 return;
             }
         };
@@ -419,7 +428,7 @@ impl Engine {
             if let Err(error) = run.release().await {
                 log_warning(&format!("run {}: could not hand its lease back: {error}", run.id));
             }
-            self.local.notify_watchers(&run.id);
+            self.local.notify_watchers(&run.id, None);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One run executing on this worker: its replay state, its appends, and the driver that decides
 //! when it finishes, suspends or stops.
 
-use crate::engine::Local;
+use crate::engine::{Ended, Local};
 use crate::{Interrupt, WorkflowError};
 use cairn_journal::{
     CursorError, Event, JournalEntry, ReplayCursor, Replayed, RunState, SignalId, StepKind, StepPath, StepRecord,
@@ -340,65 +340,58 @@ pub(crate) async fn drive(shared: Arc<RunShared>, mut body: crate::registry::Bod
         error,
         at: now,
     };
-    let result = match (interrupt, outcome) {
+    // What to record: events plus the row change, or nothing when this worker may not write.
+    let plan: Option<(Vec<Event>, RunUpdate)> = match (interrupt, outcome) {
         (Some(Interrupt::Cancelled), _) => {
             let reason = "cancelled".to_owned();
-            shared
-                .append_raw(
-                    vec![Event::Cancelled { reason: reason.clone() }],
-                    finish(RunStatus::Cancelled, None, Some(reason)),
-                    None,
-                )
-                .await
+            Some((vec![Event::Cancelled { reason: reason.clone() }], finish(RunStatus::Cancelled, None, Some(reason))))
         }
-        (Some(Interrupt::NonDeterminism(error)), _) => {
-            shared.append_raw(Vec::new(), RunUpdate::Park { error: error.to_string() }, None).await
-        }
-        (Some(Interrupt::LeaseLost | Interrupt::Store(_)), _) => Ok(()),
-        (None, Outcome::Suspend(plan)) => shared.append_raw(Vec::new(), plan, None).await,
+        (Some(Interrupt::NonDeterminism(error)), _) => Some((Vec::new(), RunUpdate::Park { error: error.to_string() })),
+        (Some(Interrupt::LeaseLost | Interrupt::Store(_)), _) | (None, Outcome::Interrupted) => None,
+        (None, Outcome::Suspend(plan)) => Some((Vec::new(), plan)),
         (None, Outcome::Returned(Ok(output))) => {
             let unreached = shared.lock().cursor.finish();
             let limit = shared.local.config.max_payload_bytes;
             match unreached {
-                Err(error) => shared.append_raw(Vec::new(), RunUpdate::Park { error: error.to_string() }, None).await,
+                Err(error) => Some((Vec::new(), RunUpdate::Park { error: error.to_string() })),
                 Ok(()) if output.get().len() > limit => {
                     let error =
                         WorkflowError::PayloadTooLarge { path: "output".into(), size: output.get().len(), limit }
                             .to_string();
-                    shared
-                        .append_raw(
-                            vec![Event::Failed { error: error.clone() }],
-                            finish(RunStatus::Failed, None, Some(error)),
-                            None,
-                        )
-                        .await
+                    Some((vec![Event::Failed { error: error.clone() }], finish(RunStatus::Failed, None, Some(error))))
                 }
-                Ok(()) => {
-                    shared
-                        .append_raw(
-                            vec![Event::Completed { output: output.clone() }],
-                            finish(RunStatus::Completed, Some(output), None),
-                            None,
-                        )
-                        .await
-                }
+                Ok(()) => Some((
+                    vec![Event::Completed { output: output.clone() }],
+                    finish(RunStatus::Completed, Some(output), None),
+                )),
             }
         }
         (None, Outcome::Returned(Err(error))) => {
             let error = error.to_string();
-            shared
-                .append_raw(
-                    vec![Event::Failed { error: error.clone() }],
-                    finish(RunStatus::Failed, None, Some(error)),
-                    None,
-                )
-                .await
+            Some((vec![Event::Failed { error: error.clone() }], finish(RunStatus::Failed, None, Some(error))))
         }
-        (None, Outcome::Interrupted) => Ok(()),
     };
-    if let Err(error) = result {
-        // The lease was lost or the store failed: another claim will pick the run up from its journal.
-        crate::engine::log_warning(&format!("run {}: could not record its outcome: {error}", shared.id));
-    }
-    shared.local.run_finished(&shared.id);
+    let ended = match plan {
+        None => None,
+        Some((events, update)) => {
+            let ended = match &update {
+                RunUpdate::Finish { status, output, error, .. } => {
+                    Some(Ended { status: *status, output: output.clone(), error: error.clone() })
+                }
+                RunUpdate::Park { error } => {
+                    Some(Ended { status: RunStatus::Paused, output: None, error: Some(error.clone()) })
+                }
+                _ => None,
+            };
+            match shared.append_raw(events, update, None).await {
+                Ok(()) => ended,
+                Err(error) => {
+                    // The lease was lost or the store failed: a later claim resumes from the journal.
+                    crate::engine::log_warning(&format!("run {}: could not record its outcome: {error}", shared.id));
+                    None
+                }
+            }
+        }
+    };
+    shared.local.run_finished(&shared.id, ended);
 }
