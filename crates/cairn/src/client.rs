@@ -269,10 +269,10 @@ impl Client {
             }
             match watch {
                 Some(watch) => {
-                    if let Ok(Ok(Some(ended))) = tokio::time::timeout(poll, watch).await {
-                        if let Some(result) = outcome(id, ended.status, ended.output, ended.error) {
-                            return result;
-                        }
+                    if let Ok(Ok(Some(ended))) = tokio::time::timeout(poll, watch).await
+                        && let Some(result) = outcome(id, ended.status, ended.output, ended.error)
+                    {
+                        return result;
                     }
                 }
                 None => tokio::time::sleep(poll).await,
