@@ -586,83 +586,55 @@ impl Writer {
 
     fn append(&mut self, append: &Append, encoded: &[String]) -> Result<(), Failure> {
         let new_last = (append.after_seq + append.events.len() as u64) as i64;
-        let key = params![
-            new_last,
-            append.at.as_millis(),
-            append.run_id.as_str(),
-            append.epoch as i64,
-            append.after_seq as i64
-        ];
-        let changed = match &append.update {
-            RunUpdate::Progress => self
-                .conn
-                .prepare_cached(
-                    "UPDATE runs SET last_seq = ?1, updated_at = ?2 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
-                )?
-                .execute(key)?,
-            RunUpdate::Suspend { reason, wake_at, signals_after, now } => self
-                .conn
-                .prepare_cached(
-                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'suspended', suspend_reason = ?6,
-                         lease_owner = NULL, lease_expires_at = NULL,
-                         wake_at = CASE WHEN cancel_requested = 1 OR (?7 IS NOT NULL AND EXISTS (
-                                 SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
-                             THEN ?8 ELSE ?9 END
-                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
-                )?
-                .execute(params![
-                    new_last,
-                    append.at.as_millis(),
-                    append.run_id.as_str(),
-                    append.epoch as i64,
-                    append.after_seq as i64,
-                    reason.as_str(),
-                    signals_after.map(|s| s.0),
-                    now.as_millis(),
-                    wake_at.map(Timestamp::as_millis)
-                ])?,
-            RunUpdate::Finish { status, output, error, at } => self
-                .conn
-                .prepare_cached(
-                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = ?6, suspend_reason = NULL, output = ?7,
-                         error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
-                )?
-                .execute(params![
-                    new_last,
-                    append.at.as_millis(),
-                    append.run_id.as_str(),
-                    append.epoch as i64,
-                    append.after_seq as i64,
-                    status.as_str(),
-                    output.as_ref().map(|o| o.get()),
-                    error,
-                    at.as_millis()
-                ])?,
-            RunUpdate::Release => self
-                .conn
-                .prepare_cached(
-                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'pending', suspend_reason = NULL,
-                         wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
-                )?
-                .execute(key)?,
-            RunUpdate::Park { error } => self
-                .conn
-                .prepare_cached(
-                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'paused', suspend_reason = NULL,
-                         error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
-                )?
-                .execute(params![
-                    new_last,
-                    append.at.as_millis(),
-                    append.run_id.as_str(),
-                    append.epoch as i64,
-                    append.after_seq as i64,
-                    error
-                ])?,
+        // Every variant checks the lease epoch and the journal's end, and moves both forward.
+        let (sql, extra): (&str, Vec<Box<dyn rusqlite::ToSql>>) = match &append.update {
+            RunUpdate::Progress => (
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                Vec::new(),
+            ),
+            RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'suspended', suspend_reason = ?6,
+                     lease_owner = NULL, lease_expires_at = NULL,
+                     wake_at = CASE WHEN cancel_requested = 1 OR (?7 IS NOT NULL AND EXISTS (
+                             SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
+                         THEN ?8 ELSE ?9 END
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                vec![
+                    Box::new(reason.as_str()),
+                    Box::new(signals_after.map(|s| s.0)),
+                    Box::new(now.as_millis()),
+                    Box::new(wake_at.map(Timestamp::as_millis)),
+                ],
+            ),
+            RunUpdate::Finish { status, output, error, at } => (
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = ?6, suspend_reason = NULL, output = ?7,
+                     error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                vec![
+                    Box::new(status.as_str()),
+                    Box::new(output.as_ref().map(|o| o.get().to_owned())),
+                    Box::new(error.clone()),
+                    Box::new(at.as_millis()),
+                ],
+            ),
+            RunUpdate::Release => (
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'pending', suspend_reason = NULL,
+                     wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                Vec::new(),
+            ),
+            RunUpdate::Park { error } => (
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'paused', suspend_reason = NULL,
+                     error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                vec![Box::new(error.clone())],
+            ),
         };
+        let (at, run_id, epoch, after_seq) =
+            (append.at.as_millis(), append.run_id.as_str(), append.epoch as i64, append.after_seq as i64);
+        let mut bound: Vec<&dyn rusqlite::ToSql> = vec![&new_last, &at, &run_id, &epoch, &after_seq];
+        bound.extend(extra.iter().map(|p| p.as_ref()));
+        let changed = self.conn.prepare_cached(sql)?.execute(bound.as_slice())?;
         if changed == 0 {
             return Err(clean(self.append_refusal(append)?));
         }
