@@ -92,3 +92,22 @@ async fn oversized_payloads_are_refused() {
     assert!(matches!(signal, Err(ClientError::PayloadTooLarge { .. }) | Err(ClientError::RunFinished { .. })));
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_limit_is_four_mebibytes() {
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder().store(store).register("big", 1, big).start().await.unwrap();
+    // A string of n bytes is n + 2 bytes of JSON.
+    let fits = engine.start("big", &(DEFAULT_MAX_PAYLOAD_BYTES - 2)).await.unwrap();
+    assert_eq!(fits.result::<usize>().await.unwrap(), DEFAULT_MAX_PAYLOAD_BYTES - 2);
+    let over = engine.start("big", &(DEFAULT_MAX_PAYLOAD_BYTES - 1)).await.unwrap();
+    match over.result::<usize>().await {
+        Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
+            assert!(message.contains("CAIRN-E0105") && message.contains("4194305"), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let journal = engine.journal(over.id()).await.unwrap();
+    assert!(!journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })));
+    engine.shutdown().await;
+}

@@ -1,0 +1,100 @@
+//! The `cairn` binary against a real SQLite file: the JSON contract of `runs list`, signal, cancel,
+//! error exits, and the demo running to completion.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use cairn::{Client, RunId, SqliteStore};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cairn(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cairn")).args(args).output().unwrap()
+}
+
+fn stdout_json(output: &Output) -> Value {
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+async fn seed(db: &Path) {
+    let client = Client::new(SqliteStore::open(db).unwrap());
+    client.start("order", &serde_json::json!({ "n": 1 })).id("run-a").await.unwrap();
+    client.start("refund", &2).id("run-b").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_list_show_signal_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    seed(&db).await;
+    let db = db.to_str().unwrap();
+
+    let list = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    let runs = list.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        for field in ["id", "workflow", "status", "created_at", "completed_at"] {
+            assert!(run.get(field).is_some(), "missing {field} in {run}");
+        }
+        assert_eq!(run["status"], "pending");
+        assert!(run["completed_at"].is_null());
+    }
+    let orders = stdout_json(&cairn(&["runs", "list", "--db", db, "--json", "--workflow", "order"]));
+    assert_eq!(orders.as_array().unwrap().len(), 1);
+    assert_eq!(orders[0]["id"], "run-a");
+
+    let table = cairn(&["runs", "list", "--db", db]);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(text.starts_with("ID") && text.contains("run-a") && text.contains("pending"), "{text}");
+
+    let signal = stdout_json(&cairn(&["runs", "signal", "run-a", "approve", r#"{"by":"cli"}"#, "--db", db, "--json"]));
+    assert_eq!(signal["event"], "approve");
+    let shown = stdout_json(&cairn(&["runs", "show", "run-a", "--db", db, "--json"]));
+    assert_eq!(shown["run"]["input"]["n"], 1);
+    assert_eq!(shown["signals"][0]["payload"]["by"], "cli");
+    assert!(shown["signals"][0]["consumed_seq"].is_null(), "buffered until a wait consumes it");
+    assert_eq!(shown["journal"][0]["event"]["started"]["workflow"], "order");
+
+    let cancel = stdout_json(&cairn(&["runs", "cancel", "run-b", "--db", db, "--json"]));
+    assert_eq!(cancel["outcome"], "cancelled");
+    let cancelled = stdout_json(&cairn(&["runs", "list", "--db", db, "--json", "--status", "cancelled"]));
+    assert_eq!(cancelled[0]["id"], "run-b");
+    assert!(cancelled[0]["completed_at"].is_string());
+
+    // Bad input: clear errors, non-zero exits, nothing stored.
+    let again = cairn(&["runs", "cancel", "run-b", "--db", db]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("CAIRN-E0303"));
+    let missing = cairn(&["runs", "show", "nope", "--db", db]);
+    assert!(!missing.status.success());
+    let bad_payload = cairn(&["runs", "signal", "run-a", "x", "{not json", "--db", db]);
+    assert!(!bad_payload.status.success());
+    let bad_status = cairn(&["runs", "list", "--db", db, "--status", "sleeping"]);
+    assert!(!bad_status.status.success());
+    let no_db = cairn(&["runs", "list", "--db", dir.path().join("absent.db").to_str().unwrap()]);
+    assert!(!no_db.status.success());
+    assert!(!dir.path().join("absent.db").exists(), "listing must not create a database");
+    let client = Client::new(SqliteStore::open(db).unwrap());
+    assert_eq!(client.signals(&RunId::new("run-a")).await.unwrap().len(), 1);
+}
+
+#[test]
+fn the_demo_runs_to_completion_and_a_second_start_begins_a_new_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("demo.db");
+    let db = db.to_str().unwrap();
+    let first = cairn(&["demo", "--db", db]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let text = String::from_utf8(first.stdout).unwrap();
+    assert!(text.contains("all 8 demo runs are done"), "{text}");
+    let runs = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 8);
+    assert!(runs.iter().all(|r| r["status"] == "completed"), "{runs:?}");
+    let compensated = runs.iter().find(|r| r["id"] == "demo-1-order-3").unwrap();
+    assert_eq!(compensated["status"], "completed");
+    let second = cairn(&["demo", "--db", db]);
+    assert!(second.status.success());
+    assert!(String::from_utf8(second.stdout).unwrap().contains("starting demo batch 2"));
+}
