@@ -224,7 +224,10 @@ impl Store for MemoryStore {
             }
             let record = RunRecord::pending(&run);
             let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input };
-            inner.journals.insert(run.id.clone(), vec![JournalEntry::new(1, run.created_at, started)]);
+            // Room for a typical run's journal, so appends rarely reallocate under the lock.
+            let mut journal = Vec::with_capacity(16);
+            journal.push(JournalEntry::new(1, run.created_at, started));
+            inner.journals.insert(run.id.clone(), journal);
             if let Some(key) = run.idempotency_key {
                 inner.idempotency.insert((run.workflow, key), run.id.clone());
             }

@@ -6,12 +6,12 @@ use crate::registry::Registry;
 use crate::run::{RunShared, drive, replay_state};
 use crate::{Client, Ctx, EngineError, WorkflowError};
 use cairn_journal::{Event, JournalEntry};
-use cairn_store::{ClaimRequest, HeartbeatRequest, RunId, RunRecord, RunUpdate, Store, WorkflowKey};
+use cairn_store::{ClaimRequest, HeartbeatRequest, RunId, RunRecord, RunUpdate, Store};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, oneshot};
@@ -61,6 +61,8 @@ pub(crate) struct Local {
     pub(crate) config: Config,
     active: Mutex<HashMap<RunId, Arc<RunShared>>>,
     running: AtomicUsize,
+    /// The last claim took as many runs as there was room for: more may be waiting.
+    at_capacity: AtomicBool,
     claimer: Notify,
     waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
     shutdown: CancellationToken,
@@ -109,23 +111,20 @@ impl Local {
         lock(&self.active).remove(id);
         self.running.fetch_sub(1, Ordering::SeqCst);
         self.notify_watchers(id, ended);
-        self.wake_claimer();
-    }
-
-    fn keys(&self) -> Vec<WorkflowKey> {
-        self.registry.keys()
-    }
-
-    fn lease_request(&self, limit: usize) -> ClaimRequest {
-        let lease_now = wall_now();
-        ClaimRequest {
-            owner: self.config.worker_id.clone(),
-            workflows: self.keys(),
-            now: self.clock.now(),
-            lease_now,
-            lease_until: lease_now + self.config.lease,
-            limit,
+        // A freed slot matters only if the last claim was cut short by capacity; new, woken and
+        // signalled runs wake the claimer themselves.
+        if self.at_capacity.load(Ordering::SeqCst) {
+            self.wake_claimer();
         }
+    }
+
+    /// Brings a claim request's clocks and limit up to date.
+    fn refresh(&self, request: &mut ClaimRequest, limit: usize) {
+        let lease_now = wall_now();
+        request.now = self.clock.now();
+        request.lease_now = lease_now;
+        request.lease_until = lease_now + self.config.lease;
+        request.limit = limit;
     }
 }
 
@@ -180,16 +179,25 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
 }
 
 async fn claim_loop(local: Arc<Local>) {
-    let keys = local.keys();
+    let keys = local.registry.keys();
+    let mut request = ClaimRequest {
+        owner: local.config.worker_id.clone(),
+        workflows: keys.clone(),
+        now: local.clock.now(),
+        lease_now: wall_now(),
+        lease_until: wall_now(),
+        limit: 0,
+    };
     let mut tasks = JoinSet::new();
     loop {
         if local.shutdown.is_cancelled() {
             break;
         }
         let capacity = local.config.max_active_runs.saturating_sub(local.running.load(Ordering::SeqCst));
-        let mut full_batch = false;
+        let mut full_batch = capacity == 0;
         if capacity > 0 && !keys.is_empty() {
-            match local.store.claim(&local.lease_request(capacity)).await {
+            local.refresh(&mut request, capacity);
+            match local.store.claim(&request).await {
                 Ok(runs) => {
                     full_batch = runs.len() == capacity;
                     for run in runs {
@@ -199,8 +207,9 @@ async fn claim_loop(local: Arc<Local>) {
                 Err(error) => log_warning(&format!("claim failed: {error}")),
             }
         }
+        local.at_capacity.store(full_batch, Ordering::SeqCst);
         while tasks.try_join_next().is_some() {}
-        if full_batch {
+        if full_batch && capacity > 0 {
             tokio::task::yield_now().await;
             continue;
         }
@@ -349,6 +358,7 @@ impl EngineBuilder {
             config: self.config,
             active: Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
+            at_capacity: AtomicBool::new(false),
             claimer: Notify::new(),
             waiters: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),

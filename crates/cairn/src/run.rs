@@ -383,8 +383,16 @@ pub(crate) async fn drive(shared: Arc<RunShared>, mut body: crate::registry::Bod
                 }
                 _ => None,
             };
+            // A suspension's wake-up time is news to the claim loop, which may be sleeping
+            // towards a later one.
+            let suspends = matches!(update, RunUpdate::Suspend { .. });
             match shared.append_raw(events, update, None).await {
-                Ok(()) => ended,
+                Ok(()) => {
+                    if suspends {
+                        shared.local.wake_claimer();
+                    }
+                    ended
+                }
                 Err(error) => {
                     // The lease was lost or the store failed: a later claim resumes from the journal.
                     crate::engine::log_warning(&format!("run {}: could not record its outcome: {error}", shared.id));
