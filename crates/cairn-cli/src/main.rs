@@ -5,6 +5,11 @@ mod demo;
 mod runs;
 
 use clap::{Parser, Subcommand};
+
+// Steps are allocated on the runtime's threads and freed on the store's writer thread; glibc's
+// allocator pays for that hand-off, mimalloc much less (see docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::PathBuf;
 
 /// Durable execution for Rust: inspect and steer runs, run the demo, measure the engine.
