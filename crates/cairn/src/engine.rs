@@ -173,6 +173,10 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
         };
         let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(&local), state));
         lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
+        if run.cancel_requested {
+            // Cancelled while another worker held it, which then went away: finish the cancel.
+            shared.interrupt(crate::Interrupt::Cancelled);
+        }
         let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
         drive(shared, body).await;
     });
