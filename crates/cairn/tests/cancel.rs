@@ -127,3 +127,70 @@ async fn a_cancel_from_another_process_reaches_the_worker_through_its_heartbeat(
     wait_for_status(&outside, run.id(), RunStatus::Cancelled).await;
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
+    use cairn::Store;
+    use cairn::store::{CancelRequest, ClaimRequest, NewRun, WorkflowKey};
+    let (store, _dir) = sqlite();
+    let wall = || cairn::Timestamp::from_system_time(std::time::SystemTime::now());
+    store
+        .create_run(NewRun {
+            id: cairn::RunId::new("orphan"),
+            workflow: "forever".into(),
+            version: 1,
+            input: serde_json::value::to_raw_value(&()).unwrap(),
+            idempotency_key: None,
+            created_at: wall(),
+        })
+        .await
+        .unwrap();
+    // A worker that claims the run for 300 ms and then disappears without a trace.
+    let claimed = store
+        .claim(&ClaimRequest {
+            owner: "ghost".into(),
+            workflows: vec![WorkflowKey { name: "forever".into(), version: 1 }],
+            now: wall(),
+            lease_now: wall(),
+            lease_until: wall() + Duration::from_millis(300),
+            limit: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let flagged = store
+        .cancel(CancelRequest {
+            run_id: cairn::RunId::new("orphan"),
+            reason: "stop".into(),
+            at: wall(),
+            lease_now: wall(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(flagged, CancelOutcome::Requested);
+
+    let ran = Counter::default();
+    let wf = {
+        let ran = ran.clone();
+        move |ctx: Ctx, ()| {
+            let ran = ran.clone();
+            async move {
+                ctx.step("work", || async {
+                    ran.hit();
+                    Ok::<_, StepError>(())
+                })
+                .await
+            }
+        }
+    };
+    let engine = Engine::builder()
+        .store(store)
+        .poll_interval(Duration::from_millis(50))
+        .register("forever", 1, wf)
+        .start()
+        .await
+        .unwrap();
+    wait_for_status(&engine, &cairn::RunId::new("orphan"), RunStatus::Cancelled).await;
+    assert_eq!(ran.get(), 0, "the body of a cancelled run does not run");
+    engine.shutdown().await;
+}
