@@ -1,0 +1,635 @@
+//! The PostgreSQL implementation of [`Store`].
+
+use crate::schema::{MIGRATIONS, valid_schema_name};
+use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
+use cairn_store::{
+    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
+    PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError,
+    StoreFuture, SuspendReason, WorkflowKey,
+};
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+/// How to reach the database and where to keep Cairn's tables.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// A libpq-style URL or key=value string, e.g. `postgres://user@host:5432/db`.
+    pub url: String,
+    /// Schema for Cairn's tables (created if missing). Default `cairn`.
+    pub schema: String,
+    /// Most pooled connections. Default 16.
+    pub pool_size: usize,
+}
+
+impl PostgresOptions {
+    /// Options for `url` with the default schema and pool size.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), schema: "cairn".into(), pool_size: 16 }
+    }
+
+    /// Use this schema.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Pool at most this many connections.
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+}
+
+/// Runs, journals and signals in PostgreSQL, shared by any number of worker processes.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    sql: Arc<Sql>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").field("schema", &self.sql.schema).finish()
+    }
+}
+
+fn backend(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
+     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested";
+
+/// Every statement, with the schema name filled in once.
+struct Sql {
+    schema: String,
+    get_run: String,
+    by_key: String,
+    insert_run: String,
+    insert_events: String,
+    list: String,
+    journal: String,
+    signals: String,
+    claim: String,
+    refusal: String,
+    consume: String,
+    heartbeat: String,
+    cancel_flag: String,
+    insert_signal: String,
+    wake_waiting: String,
+    lock_run: String,
+    cancel_now: String,
+    next_wake: String,
+    progress: String,
+    suspend: String,
+    finish: String,
+    release: String,
+    park: String,
+}
+
+impl Sql {
+    fn new(schema: &str) -> Sql {
+        let s = format!("\"{schema}\"");
+        let update = |set: &str| {
+            format!(
+                "UPDATE {s}.runs SET last_seq = $1, updated_at = $2{set} WHERE id = $3 AND epoch = $4 AND last_seq = $5"
+            )
+        };
+        Sql {
+            schema: schema.to_owned(),
+            get_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1"),
+            by_key: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2"),
+            insert_run: format!(
+                "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, 1) ON CONFLICT DO NOTHING"
+            ),
+            insert_events: format!(
+                "INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                 SELECT $1, seq, $2, kind, path, data
+                 FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) AS e(seq, kind, path, data)"
+            ),
+            list: format!(
+                "SELECT {RUN_COLUMNS} FROM {s}.runs
+                 WHERE ($1::text IS NULL OR workflow = $1) AND ($2::text IS NULL OR status = $2)
+                   AND ($3::bigint IS NULL OR created_at >= $3) AND ($4::bigint IS NULL OR created_at < $4)
+                   AND ($5::bigint IS NULL OR (created_at, id) < ($5, $6::text))
+                 ORDER BY created_at DESC, id DESC LIMIT $7"
+            ),
+            journal: format!("SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 ORDER BY seq"),
+            signals: format!(
+                "SELECT id, name, payload, sent_at, consumed_seq FROM {s}.signals WHERE run_id = $1 ORDER BY id"
+            ),
+            claim: format!(
+                "WITH ready AS (
+                     SELECT id FROM {s}.runs
+                     WHERE (status = 'pending'
+                            OR (status = 'suspended' AND wake_at <= $3)
+                            OR (status = 'running' AND lease_expires_at <= $4))
+                       AND (workflow || '@' || version) = ANY($5)
+                     ORDER BY coalesce(wake_at, created_at)
+                     LIMIT $6
+                     FOR UPDATE SKIP LOCKED)
+                 UPDATE {s}.runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
+                     lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3
+                 FROM ready WHERE r.id = ready.id
+                 RETURNING {}",
+                RUN_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ")
+            ),
+            refusal: format!("SELECT epoch, last_seq FROM {s}.runs WHERE id = $1"),
+            consume: format!(
+                "UPDATE {s}.signals SET consumed_seq = $1 WHERE id = $2 AND run_id = $3 AND consumed_seq IS NULL"
+            ),
+            heartbeat: format!(
+                "UPDATE {s}.runs SET lease_expires_at = $1
+                 WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
+                 RETURNING cancel_requested"
+            ),
+            cancel_flag: format!("SELECT cancel_requested FROM {s}.runs WHERE id = $1"),
+            insert_signal: format!(
+                "INSERT INTO {s}.signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id"
+            ),
+            wake_waiting: format!(
+                "UPDATE {s}.runs SET wake_at = least(coalesce(wake_at, $2), $2)
+                 WHERE id = $1 AND status = 'suspended' AND suspend_reason = 'waiting'"
+            ),
+            lock_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1 FOR UPDATE"),
+            cancel_now: format!(
+                "UPDATE {s}.runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
+                     status = 'cancelled', suspend_reason = NULL, error = $4, completed_at = $3, wake_at = NULL,
+                     lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = $1"
+            ),
+            next_wake: format!(
+                "SELECT min(wake_at) FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+                   AND (workflow || '@' || version) = ANY($1)"
+            ),
+            progress: update(""),
+            suspend: update(&format!(
+                ", status = 'suspended', suspend_reason = $6, lease_owner = NULL, lease_expires_at = NULL,
+                 wake_at = CASE WHEN cancel_requested OR ($7::bigint IS NOT NULL AND EXISTS (
+                         SELECT 1 FROM {s}.signals g WHERE g.run_id = {s}.runs.id AND g.consumed_seq IS NULL AND g.id > $7))
+                     THEN $8 ELSE $9::bigint END"
+            )),
+            finish: update(
+                ", status = $6, suspend_reason = NULL, output = $7, error = $8, completed_at = $9, wake_at = NULL,
+                 lease_owner = NULL, lease_expires_at = NULL",
+            ),
+            release: update(
+                ", status = 'pending', suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL",
+            ),
+            park: update(
+                ", status = 'paused', suspend_reason = NULL, error = $6, wake_at = NULL, lease_owner = NULL,
+                 lease_expires_at = NULL",
+            ),
+        }
+    }
+}
+
+fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
+    RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
+}
+
+fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
+    let get_ts = |i: usize| -> Result<Option<Timestamp>, StoreError> {
+        Ok(row.try_get::<_, Option<i64>>(i).map_err(backend)?.map(Timestamp::from_millis))
+    };
+    let status: String = row.try_get(3).map_err(backend)?;
+    let reason: Option<String> = row.try_get(4).map_err(backend)?;
+    Ok(RunRecord {
+        id: RunId::new(row.try_get::<_, String>(0).map_err(backend)?),
+        workflow: row.try_get(1).map_err(backend)?,
+        version: u32::try_from(row.try_get::<_, i32>(2).map_err(backend)?).unwrap_or(0),
+        status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("unknown status {status}")))?,
+        suspend_reason: reason.as_deref().and_then(SuspendReason::parse),
+        input: raw(row.try_get(5).map_err(backend)?)?,
+        output: row.try_get::<_, Option<String>>(6).map_err(backend)?.map(raw).transpose()?,
+        error: row.try_get(7).map_err(backend)?,
+        idempotency_key: row.try_get(8).map_err(backend)?,
+        created_at: Timestamp::from_millis(row.try_get(9).map_err(backend)?),
+        updated_at: Timestamp::from_millis(row.try_get(10).map_err(backend)?),
+        completed_at: get_ts(11)?,
+        wake_at: get_ts(12)?,
+        lease_owner: row.try_get(13).map_err(backend)?,
+        lease_expires_at: get_ts(14)?,
+        epoch: row.try_get::<_, i64>(15).map_err(backend)? as u64,
+        last_seq: row.try_get::<_, i64>(16).map_err(backend)? as u64,
+        cancel_requested: row.try_get(17).map_err(backend)?,
+    })
+}
+
+fn tags(workflows: &[WorkflowKey]) -> Vec<String> {
+    workflows.iter().map(WorkflowKey::tag).collect()
+}
+
+/// Inserts `events` as journal entries `after_seq + 1…` in one statement.
+async fn insert_events(
+    client: &impl GenericClient,
+    sql: &Sql,
+    run_id: &RunId,
+    after_seq: u64,
+    at: Timestamp,
+    events: &[Event],
+) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let seqs: Vec<i64> = (0..events.len()).map(|i| (after_seq + 1 + i as u64) as i64).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind_name()).collect();
+    let paths: Vec<Option<&str>> = events.iter().map(|e| e.path().map(|p| p.as_str())).collect();
+    let data: Vec<String> = events.iter().map(Event::to_json).collect();
+    let statement = client.prepare_cached(&sql.insert_events).await.map_err(backend)?;
+    client
+        .execute(&statement, &[&run_id.as_str(), &at.as_millis(), &seqs, &kinds, &paths, &data])
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+impl PostgresStore {
+    /// Connects, creates the schema if needed and applies pending migrations. Safe when several
+    /// processes start at once: migrations run under a transaction-scoped advisory lock.
+    pub async fn connect(options: PostgresOptions) -> Result<PostgresStore, StoreError> {
+        if !valid_schema_name(&options.schema) {
+            return Err(StoreError::InvalidInput(format!(
+                "schema name {:?} must be letters, digits and `_`, starting with a letter or `_`",
+                options.schema
+            )));
+        }
+        let config: tokio_postgres::Config =
+            options.url.parse().map_err(|e| StoreError::InvalidInput(format!("database URL: {e}")))?;
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(backend)?;
+        let store = PostgresStore { pool, sql: Arc::new(Sql::new(&options.schema)) };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The schema holding Cairn's tables.
+    pub fn schema(&self) -> &str {
+        &self.sql.schema
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let schema = format!("\"{}\"", self.sql.schema);
+        let tx = client.transaction().await.map_err(backend)?;
+        // One lock for all of Cairn's migrations in this database, held until commit.
+        tx.batch_execute("SELECT pg_advisory_xact_lock(7171171717)").await.map_err(backend)?;
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE IF NOT EXISTS {schema}.migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now());"
+        ))
+        .await
+        .map_err(backend)?;
+        let row = tx
+            .query_one(&format!("SELECT coalesce(max(version), 0) FROM {schema}.migrations"), &[])
+            .await
+            .map_err(backend)?;
+        let current: i32 = row.try_get(0).map_err(backend)?;
+        let known = MIGRATIONS.len() as i32;
+        if current > known {
+            return Err(StoreError::Backend(format!(
+                "schema {schema} is at migration {current}; this build knows {known}: upgrade Cairn"
+            )));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            tx.batch_execute(&migration.replace("{schema}", &schema)).await.map_err(backend)?;
+            tx.execute(&format!("INSERT INTO {schema}.migrations (version) VALUES ($1)"), &[&(index as i32 + 1)])
+                .await
+                .map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn create(&self, run: NewRun) -> Result<CreatedRun, StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let find_by_key = async |key: &str| -> Result<Option<RunRecord>, StoreError> {
+            let statement = tx.prepare_cached(&sql.by_key).await.map_err(backend)?;
+            let row = tx.query_opt(&statement, &[&run.workflow, &key]).await.map_err(backend)?;
+            row.as_ref().map(row_to_run).transpose()
+        };
+        if let Some(key) = &run.idempotency_key
+            && let Some(existing) = find_by_key(key).await?
+        {
+            return Ok(CreatedRun { run: existing, created: false });
+        }
+        let statement = tx.prepare_cached(&sql.insert_run).await.map_err(backend)?;
+        let inserted = tx
+            .execute(
+                &statement,
+                &[
+                    &run.id.as_str(),
+                    &run.workflow,
+                    &(run.version as i32),
+                    &run.input.get(),
+                    &run.idempotency_key,
+                    &run.created_at.as_millis(),
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        if inserted == 0 {
+            // Either the id is taken or a concurrent start with the same key won.
+            if let Some(key) = &run.idempotency_key
+                && let Some(existing) = find_by_key(key).await?
+            {
+                return Ok(CreatedRun { run: existing, created: false });
+            }
+            return Err(StoreError::DuplicateRunId(run.id));
+        }
+        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
+        insert_events(&tx, sql, &run.id, 0, run.created_at, std::slice::from_ref(&started)).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(CreatedRun { run: RunRecord::pending(&run), created: true })
+    }
+
+    async fn append_inner(&self, append: Append) -> Result<(), StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let new_last = (append.after_seq + append.events.len() as u64) as i64;
+        let (at, epoch, after) = (append.at.as_millis(), append.epoch as i64, append.after_seq as i64);
+        let run_id = append.run_id.as_str();
+        let key: [&(dyn ToSql + Sync); 5] = [&new_last, &at, &run_id, &epoch, &after];
+        let (text, extra): (&str, Vec<Box<dyn ToSql + Sync + Send>>) = match &append.update {
+            RunUpdate::Progress => (&sql.progress, Vec::new()),
+            RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
+                &sql.suspend,
+                vec![
+                    Box::new(reason.as_str()),
+                    Box::new(signals_after.map(|s| s.0)),
+                    Box::new(now.as_millis()),
+                    Box::new(wake_at.map(Timestamp::as_millis)),
+                ],
+            ),
+            RunUpdate::Finish { status, output, error, at } => (
+                &sql.finish,
+                vec![
+                    Box::new(status.as_str()),
+                    Box::new(output.as_ref().map(|o| o.get().to_owned())),
+                    Box::new(error.clone()),
+                    Box::new(at.as_millis()),
+                ],
+            ),
+            RunUpdate::Release => (&sql.release, Vec::new()),
+            RunUpdate::Park { error } => (&sql.park, vec![Box::new(error.clone())]),
+        };
+        let mut bound: Vec<&(dyn ToSql + Sync)> = key.to_vec();
+        bound.extend(extra.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
+        let statement = tx.prepare_cached(text).await.map_err(backend)?;
+        if tx.execute(&statement, &bound).await.map_err(backend)? == 0 {
+            let statement = tx.prepare_cached(&sql.refusal).await.map_err(backend)?;
+            let row = tx.query_opt(&statement, &[&run_id]).await.map_err(backend)?;
+            return Err(match row {
+                None => StoreError::RunNotFound(append.run_id),
+                Some(row) => {
+                    let current = row.try_get::<_, i64>(0).map_err(backend)? as u64;
+                    let actual = row.try_get::<_, i64>(1).map_err(backend)? as u64;
+                    if current != append.epoch {
+                        StoreError::Fenced { run_id: append.run_id, held: append.epoch, current }
+                    } else {
+                        StoreError::SequenceConflict { run_id: append.run_id, expected: append.after_seq, actual }
+                    }
+                }
+            });
+        }
+        if let Some(signal) = append.consume_signal {
+            let consumed_at = append
+                .events
+                .iter()
+                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == signal))
+                .map_or(new_last, |i| after + 1 + i as i64);
+            let statement = tx.prepare_cached(&sql.consume).await.map_err(backend)?;
+            if tx.execute(&statement, &[&consumed_at, &signal.0, &run_id]).await.map_err(backend)? == 0 {
+                return Err(StoreError::SignalUnavailable(signal));
+            }
+        }
+        insert_events(&tx, sql, &append.run_id, append.after_seq, append.at, &append.events).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn cancel_inner(&self, request: CancelRequest) -> Result<CancelOutcome, StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let statement = tx.prepare_cached(&sql.lock_run).await.map_err(backend)?;
+        let row = tx.query_opt(&statement, &[&request.run_id.as_str()]).await.map_err(backend)?;
+        let run =
+            row.as_ref().map(row_to_run).transpose()?.ok_or_else(|| StoreError::RunNotFound(request.run_id.clone()))?;
+        if run.status.is_terminal() {
+            return Err(StoreError::RunFinished { run_id: request.run_id, status: run.status });
+        }
+        let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
+        if live {
+            tx.execute(
+                &format!("UPDATE \"{}\".runs SET cancel_requested = true WHERE id = $1", sql.schema),
+                &[&request.run_id.as_str()],
+            )
+            .await
+            .map_err(backend)?;
+            tx.commit().await.map_err(backend)?;
+            return Ok(CancelOutcome::Requested);
+        }
+        let seq = run.last_seq + 1;
+        let statement = tx.prepare_cached(&sql.cancel_now).await.map_err(backend)?;
+        tx.execute(&statement, &[&request.run_id.as_str(), &(seq as i64), &request.at.as_millis(), &request.reason])
+            .await
+            .map_err(backend)?;
+        let cancelled = Event::Cancelled { reason: request.reason.clone() };
+        insert_events(&tx, sql, &request.run_id, run.last_seq, request.at, &[cancelled]).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(CancelOutcome::Cancelled)
+    }
+
+    async fn signal_inner(&self, signal: NewSignal) -> Result<SignalId, StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let statement = tx.prepare_cached(&sql.lock_run).await.map_err(backend)?;
+        let row = tx.query_opt(&statement, &[&signal.run_id.as_str()]).await.map_err(backend)?;
+        let run =
+            row.as_ref().map(row_to_run).transpose()?.ok_or_else(|| StoreError::RunNotFound(signal.run_id.clone()))?;
+        if run.status.is_terminal() {
+            return Err(StoreError::RunFinished { run_id: signal.run_id, status: run.status });
+        }
+        let statement = tx.prepare_cached(&sql.insert_signal).await.map_err(backend)?;
+        let row = tx
+            .query_one(
+                &statement,
+                &[&signal.run_id.as_str(), &signal.name, &signal.payload.get(), &signal.sent_at.as_millis()],
+            )
+            .await
+            .map_err(backend)?;
+        let id: i64 = row.try_get(0).map_err(backend)?;
+        let statement = tx.prepare_cached(&sql.wake_waiting).await.map_err(backend)?;
+        tx.execute(&statement, &[&signal.run_id.as_str(), &signal.sent_at.as_millis()]).await.map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(SignalId(id))
+    }
+
+    async fn query_runs(&self, text: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<RunRecord>, StoreError> {
+        let client = self.pool.get().await.map_err(backend)?;
+        let statement = client.prepare_cached(text).await.map_err(backend)?;
+        let rows = client.query(&statement, params).await.map_err(backend)?;
+        rows.iter().map(row_to_run).collect()
+    }
+}
+
+impl Store for PostgresStore {
+    fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
+        Box::pin(self.create(run))
+    }
+
+    fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
+        Box::pin(async move { Ok(self.query_runs(&self.sql.get_run, &[&id.as_str()]).await?.pop()) })
+    }
+
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
+        Box::pin(async move {
+            let size = filter.page_size();
+            let (cursor_at, cursor_id) = match &filter.cursor {
+                Some(PageCursor { created_at, id }) => (Some(created_at.as_millis()), Some(id.as_str().to_owned())),
+                None => (None, None),
+            };
+            let status = filter.status.map(RunStatus::as_str);
+            let limit = (size + 1) as i64;
+            let mut runs = self
+                .query_runs(
+                    &self.sql.list,
+                    &[
+                        &filter.workflow,
+                        &status,
+                        &filter.created_after.map(Timestamp::as_millis),
+                        &filter.created_before.map(Timestamp::as_millis),
+                        &cursor_at,
+                        &cursor_id,
+                        &limit,
+                    ],
+                )
+                .await?;
+            let next_cursor = (runs.len() > size).then(|| {
+                let last = &runs[size - 1];
+                PageCursor { created_at: last.created_at, id: last.id.clone() }
+            });
+            runs.truncate(size);
+            Ok(RunPage { runs, next_cursor })
+        })
+    }
+
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.journal).await.map_err(backend)?;
+            let rows = client.query(&statement, &[&id.as_str()]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    let seq: i64 = row.try_get(0).map_err(backend)?;
+                    let at: i64 = row.try_get(1).map_err(backend)?;
+                    let data: &str = row.try_get(2).map_err(backend)?;
+                    let event = Event::from_json(data)
+                        .map_err(|e| StoreError::Corrupt(format!("run {id} event #{seq} is unreadable: {e}")))?;
+                    Ok(JournalEntry::new(seq as u64, Timestamp::from_millis(at), event))
+                })
+                .collect()
+        })
+    }
+
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.signals).await.map_err(backend)?;
+            let rows = client.query(&statement, &[&id.as_str()]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(SignalRecord {
+                        id: SignalId(row.try_get(0).map_err(backend)?),
+                        name: row.try_get(1).map_err(backend)?,
+                        payload: raw(row.try_get(2).map_err(backend)?)?,
+                        sent_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+                        consumed_seq: row.try_get::<_, Option<i64>>(4).map_err(backend)?.map(|s| s as u64),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
+        Box::pin(async move {
+            let tags = tags(&request.workflows);
+            let limit = request.limit as i64;
+            self.query_runs(
+                &self.sql.claim,
+                &[
+                    &request.owner,
+                    &request.lease_until.as_millis(),
+                    &request.now.as_millis(),
+                    &request.lease_now.as_millis(),
+                    &tags,
+                    &limit,
+                ],
+            )
+            .await
+        })
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        Box::pin(self.append_inner(append))
+    }
+
+    fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let beat = client.prepare_cached(&self.sql.heartbeat).await.map_err(backend)?;
+            let flag = client.prepare_cached(&self.sql.cancel_flag).await.map_err(backend)?;
+            let mut out = Vec::with_capacity(request.runs.len());
+            for (run_id, epoch) in &request.runs {
+                let held = client
+                    .query_opt(
+                        &beat,
+                        &[&request.lease_until.as_millis(), &run_id.as_str(), &(*epoch as i64), &request.owner],
+                    )
+                    .await
+                    .map_err(backend)?;
+                let status = match held {
+                    Some(row) => LeaseStatus {
+                        run_id: run_id.clone(),
+                        held: true,
+                        cancel_requested: row.try_get(0).map_err(backend)?,
+                    },
+                    None => {
+                        let row = client.query_opt(&flag, &[&run_id.as_str()]).await.map_err(backend)?;
+                        let cancel = match row {
+                            Some(row) => row.try_get(0).map_err(backend)?,
+                            None => false,
+                        };
+                        LeaseStatus { run_id: run_id.clone(), held: false, cancel_requested: cancel }
+                    }
+                };
+                out.push(status);
+            }
+            Ok(out)
+        })
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        Box::pin(self.signal_inner(signal))
+    }
+
+    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+        Box::pin(self.cancel_inner(request))
+    }
+
+    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.next_wake).await.map_err(backend)?;
+            let row = client.query_one(&statement, &[&tags(workflows)]).await.map_err(backend)?;
+            Ok(row.try_get::<_, Option<i64>>(0).map_err(backend)?.map(Timestamp::from_millis))
+        })
+    }
+}
