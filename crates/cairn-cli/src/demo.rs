@@ -1,11 +1,10 @@
 //! `cairn demo`: a worker with three example workflows, run to completion with live progress.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use cairn::prelude::*;
-use cairn::{Client, RunFilter, RunId, RunStatus, SqliteStore};
+use cairn::{Client, RunFilter, RunId, RunStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 /// Pretend work: a short, visible delay.
@@ -126,10 +125,11 @@ async fn choose_batch(client: &Client) -> Result<(u32, bool)> {
     })
 }
 
-pub(crate) async fn run(db: &Path) -> Result<()> {
-    let store = SqliteStore::open(db).with_context(|| format!("cannot open {}", db.display()))?;
+pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
+    let store = store_args.open(true).await?;
+    let place = store_args.describe();
     let engine = Engine::builder()
-        .store(store)
+        .shared_store(store)
         .lease_duration(Duration::from_secs(3))
         .register("order-saga", 1, order_saga)
         .register("fan-out", 1, fan_out)
@@ -138,12 +138,9 @@ pub(crate) async fn run(db: &Path) -> Result<()> {
         .await?;
     let (batch, resuming) = choose_batch(&engine).await?;
     if resuming {
-        println!(
-            "resuming demo batch {batch} from {} (runs a killed worker held resume when its lease expires)",
-            db.display()
-        );
+        println!("resuming demo batch {batch} from {place} (runs a killed worker held resume when its lease expires)");
     } else {
-        println!("starting demo batch {batch} in {}", db.display());
+        println!("starting demo batch {batch} in {place}");
     }
     let mut ids = Vec::new();
     for (suffix, workflow, input) in plan() {
@@ -200,6 +197,6 @@ pub(crate) async fn run(db: &Path) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     engine.shutdown().await;
-    println!("all {} demo runs are done; inspect them with `cairn runs list --db {}`", ids.len(), db.display());
+    println!("all {} demo runs are done; inspect them with `cairn runs list` (same store options)", ids.len());
     Ok(())
 }

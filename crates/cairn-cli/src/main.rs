@@ -10,7 +10,6 @@ use clap::{Parser, Subcommand};
 // allocator pays for that hand-off, mimalloc much less (see docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use std::path::PathBuf;
 
 /// Durable execution for Rust: inspect and steer runs, run the demo, measure the engine.
 #[derive(Parser)]
@@ -30,9 +29,8 @@ enum Command {
     /// Run a worker with example workflows (an order saga, a fan-out, a sleep woken by a signal)
     /// until every run it started is done. Kill it and start it again: it resumes its runs.
     Demo {
-        /// SQLite database file.
-        #[arg(long, env = "CAIRN_DB", default_value = "cairn.db")]
-        db: PathBuf,
+        #[command(flatten)]
+        store: runs::StoreArgs,
     },
     /// Measure throughput (w1) or latency (w2).
     Bench(bench::BenchArgs),
@@ -50,7 +48,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Runs { command } => runs::run(command).await,
-            Command::Demo { db } => demo::run(&db).await,
+            Command::Demo { store } => demo::run(&store).await,
             Command::Bench(args) => bench::run(args).await,
         }
     });

@@ -7,13 +7,46 @@ use cairn::{
 };
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-#[derive(Args)]
+/// Where the runs are: an SQLite file (`--db`, the default) or PostgreSQL (`--database-url`).
+#[derive(Args, Clone)]
 pub(crate) struct StoreArgs {
     /// SQLite database file.
     #[arg(long, env = "CAIRN_DB", default_value = "cairn.db", global = true)]
     db: PathBuf,
+    /// PostgreSQL URL (e.g. postgres://user@host/db); takes precedence over --db.
+    #[arg(long, env = "CAIRN_DATABASE_URL", global = true)]
+    database_url: Option<String>,
+    /// PostgreSQL schema holding Cairn's tables.
+    #[arg(long, env = "CAIRN_SCHEMA", default_value = "cairn", global = true)]
+    schema: String,
+}
+
+impl StoreArgs {
+    /// Opens the store; an SQLite file must already exist (`create` says whether to make one).
+    pub(crate) async fn open(&self, create: bool) -> Result<std::sync::Arc<dyn cairn::Store>> {
+        if let Some(url) = &self.database_url {
+            let options = cairn_postgres::PostgresOptions::new(url).schema(&self.schema);
+            let store = cairn_postgres::PostgresStore::connect(options)
+                .await
+                .with_context(|| format!("cannot open PostgreSQL schema {:?}", self.schema))?;
+            return Ok(std::sync::Arc::new(store));
+        }
+        if !create && !self.db.exists() {
+            bail!("no Cairn database at {} (use --db PATH or --database-url URL)", self.db.display());
+        }
+        let store = SqliteStore::open(&self.db).with_context(|| format!("cannot open {}", self.db.display()))?;
+        Ok(std::sync::Arc::new(store))
+    }
+
+    /// A short description of the store for messages.
+    pub(crate) fn describe(&self) -> String {
+        match &self.database_url {
+            Some(_) => format!("PostgreSQL schema {}", self.schema),
+            None => self.db.display().to_string(),
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -74,12 +107,8 @@ pub(crate) enum RunsCommand {
     },
 }
 
-fn open(path: &Path) -> Result<Client> {
-    if !path.exists() {
-        bail!("no Cairn database at {} (use --db PATH)", path.display());
-    }
-    let store = SqliteStore::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    Ok(Client::new(store))
+async fn open(store: &StoreArgs) -> Result<Client> {
+    Ok(Client::from_shared(store.open(false).await?))
 }
 
 pub(crate) fn time(t: Timestamp) -> String {
@@ -190,7 +219,7 @@ fn describe(event: &Event) -> (String, String) {
 pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
         RunsCommand::List { store, workflow, status, limit, cursor, json } => {
-            let client = open(&store.db)?;
+            let client = open(&store).await?;
             let status = match status {
                 Some(s) => Some(RunStatus::parse(&s).with_context(|| {
                     format!("unknown status {s:?}; expected one of pending, running, suspended, completed, failed, cancelled, paused")
@@ -241,7 +270,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Show { store, id, json } => {
-            let client = open(&store.db)?;
+            let client = open(&store).await?;
             let id = RunId::new(id);
             let run = client.get(&id).await?;
             let journal = client.journal(&id).await?;
@@ -309,7 +338,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Signal { store, id, event, payload, json } => {
-            let client = open(&store.db)?;
+            let client = open(&store).await?;
             let payload: Value = match payload {
                 Some(text) => serde_json::from_str(&text).with_context(|| format!("payload {text:?} is not JSON"))?,
                 None => Value::Null,
@@ -323,7 +352,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Cancel { store, id, json } => {
-            let client = open(&store.db)?;
+            let client = open(&store).await?;
             let id = RunId::new(id);
             let outcome = client.cancel(&id).await?;
             let state = match outcome {
