@@ -1,16 +1,17 @@
-//! A worker process for the crash tests: it executes `crashy` runs on an SQLite file, writing an
-//! execution log line each time a step body starts, until it is killed or (with
-//! `--exit-when-done`) every run has completed.
+//! A worker process for the crash tests: it executes `crashy` runs, writing an execution log line
+//! when each step body begins and ends, until it is killed or (with `--exit-when-done`) every run
+//! has completed.
 //!
-//! Usage: `crash-worker DB LOG RUNS [--exit-when-done]`
+//! Usage: `crash-worker STORE LOG RUNS [--schema NAME] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]`
+//! where STORE is an SQLite file path or a `postgres://` URL.
 
 use cairn::prelude::*;
-use cairn::{RunFilter, RunStatus, SqliteStore};
+use cairn::{RunFilter, RunStatus, SqliteStore, Store};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// What every step returns: the value and the process that computed it.
 #[derive(Serialize, Deserialize)]
@@ -20,72 +21,104 @@ struct Out {
 }
 
 #[derive(Clone)]
-struct Log(Arc<PathBuf>);
+struct Worker {
+    log: Arc<PathBuf>,
+    extra_steps: u64,
+    pause_ms: u64,
+}
 
-impl Log {
-    /// Appends `begin RUN PATH PID` before a step body does anything.
-    fn begin(&self, run: &RunId, path: &str) -> Result<(), StepError> {
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(self.0.as_path())?;
-        file.write_all(format!("begin {run} {path} {}\n", std::process::id()).as_bytes())?;
+fn micros() -> u128 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
+}
+
+impl Worker {
+    /// Appends `WHAT RUN PATH PID MICROS` to the execution log.
+    fn log(&self, what: &str, run: &RunId, path: &str) -> Result<(), StepError> {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(self.log.as_path())?;
+        file.write_all(format!("{what} {run} {path} {} {}\n", std::process::id(), micros()).as_bytes())?;
         Ok(())
+    }
+
+    fn pause(&self, run: &RunId, step: &str) -> Duration {
+        let seed =
+            run.as_str().bytes().chain(step.bytes()).fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        Duration::from_millis(self.pause_ms / 5 + seed % self.pause_ms.max(1))
+    }
+
+    async fn step(&self, ctx: &Ctx, name: &str, value: u64) -> Result<u64, WorkflowError> {
+        let run = ctx.run_id().clone();
+        let out: Out = ctx
+            .step(name, || {
+                let run = run.clone();
+                async move {
+                    self.log("begin", &run, name)?;
+                    tokio::time::sleep(self.pause(&run, name)).await;
+                    self.log("end", &run, name)?;
+                    Ok::<_, StepError>(Out { pid: std::process::id(), value })
+                }
+            })
+            .await?;
+        Ok(out.value)
+    }
+
+    /// Five steps, a durable sleep, a wait for a signal, then `extra_steps` more steps.
+    async fn crashy(&self, ctx: Ctx, index: u64) -> Result<u64, WorkflowError> {
+        let a = self.step(&ctx, "a", index + 1).await?;
+        let b = self.step(&ctx, "b", a * 2).await?;
+        // Even runs nap within the grace period (in memory); odd ones suspend and are woken later.
+        let nap = if index % 2 == 0 { 300 } else { 1500 };
+        ctx.sleep("nap", Duration::from_millis(nap)).await?;
+        let go: Option<serde_json::Value> = ctx
+            .wait_for_event("go", EventFilter::matching(serde_json::json!({ "run": index })), Duration::from_secs(3600))
+            .await?;
+        let n = go.and_then(|v| v["n"].as_u64()).ok_or_else(|| WorkflowError::failed("signal without n"))?;
+        let c = self.step(&ctx, "c", b + n).await?;
+        let d = self.step(&ctx, "d", c * 3).await?;
+        let mut value = self.step(&ctx, "e", d + 1).await?;
+        for i in 0..self.extra_steps {
+            value = self.step(&ctx, &format!("x[{i}]"), value + i).await?;
+        }
+        Ok(value)
     }
 }
 
-fn pause(run: &RunId, step: &str) -> Duration {
-    let seed =
-        run.as_str().bytes().chain(step.bytes()).fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
-    Duration::from_millis(20 + seed % 100)
-}
-
-async fn step(ctx: &Ctx, log: &Log, name: &str, value: u64) -> Result<u64, WorkflowError> {
-    let run = ctx.run_id().clone();
-    let out: Out = ctx
-        .step(name, || {
-            let log = log.clone();
-            let run = run.clone();
-            async move {
-                log.begin(&run, name)?;
-                tokio::time::sleep(pause(&run, name)).await;
-                Ok::<_, StepError>(Out { pid: std::process::id(), value })
-            }
-        })
-        .await?;
-    Ok(out.value)
-}
-
-/// Five steps, a durable sleep and a wait for a signal.
-async fn crashy(ctx: Ctx, log: Log, index: u64) -> Result<u64, WorkflowError> {
-    let a = step(&ctx, &log, "a", index + 1).await?;
-    let b = step(&ctx, &log, "b", a * 2).await?;
-    // Even runs nap within the grace period (in memory); odd ones suspend and are woken later.
-    let nap = if index.is_multiple_of(2) { 300 } else { 1500 };
-    ctx.sleep("nap", Duration::from_millis(nap)).await?;
-    let go: Option<serde_json::Value> = ctx
-        .wait_for_event("go", EventFilter::matching(serde_json::json!({ "run": index })), Duration::from_secs(3600))
-        .await?;
-    let n = go.and_then(|v| v["n"].as_u64()).ok_or_else(|| WorkflowError::failed("signal without n"))?;
-    let c = step(&ctx, &log, "c", b + n).await?;
-    let d = step(&ctx, &log, "d", c * 3).await?;
-    step(&ctx, &log, "e", d + 1).await
+fn option(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        return Err("usage: crash-worker DB LOG RUNS [--exit-when-done]".into());
+        return Err(
+            "usage: crash-worker STORE LOG RUNS [--schema NAME] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]"
+                .into(),
+        );
     }
-    let store = SqliteStore::open(&args[1])?;
-    let log = Log(Arc::new(PathBuf::from(&args[2])));
+    let store: Arc<dyn Store> = if args[1].starts_with("postgres://") || args[1].starts_with("postgresql://") {
+        let schema = option(&args, "--schema").unwrap_or_else(|| "cairn".into());
+        let options = cairn_postgres::PostgresOptions::new(&args[1]).schema(schema);
+        Arc::new(cairn_postgres::PostgresStore::connect(options).await?)
+    } else {
+        Arc::new(SqliteStore::open(&args[1])?)
+    };
+    let worker = Worker {
+        log: Arc::new(PathBuf::from(&args[2])),
+        extra_steps: option(&args, "--extra-steps").map(|v| v.parse()).transpose()?.unwrap_or(0),
+        pause_ms: option(&args, "--pause-ms").map(|v| v.parse()).transpose()?.unwrap_or(120),
+    };
     let runs: usize = args[3].parse()?;
     let exit_when_done = args.iter().any(|a| a == "--exit-when-done");
     let engine = Engine::builder()
-        .store(store)
+        .shared_store(store)
         .lease_duration(Duration::from_secs(1))
         .poll_interval(Duration::from_millis(100))
         // Few runs at a time, so the work spreads over the worker's life and kills land mid-step.
         .max_active_runs(10)
-        .register("crashy", 1, move |ctx: Ctx, index: u64| crashy(ctx, log.clone(), index))
+        .register("crashy", 1, move |ctx: Ctx, index: u64| {
+            let worker = worker.clone();
+            async move { worker.crashy(ctx, index).await }
+        })
         .start()
         .await?;
     loop {

@@ -1,0 +1,239 @@
+//! What the crash tests share: spawning and killing real worker processes, signalling runs, and
+//! checking every run, every journal and the execution log afterwards.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use cairn::journal::{Event, RunState};
+use cairn::{Client, RunFilter, RunId, RunStatus, Store};
+use std::collections::{HashMap, HashSet};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant, SystemTime};
+
+pub const BASE_STEPS: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+/// What run `index` must return with `extra` steps after the first five.
+pub fn expected(index: u64, extra: u64) -> u64 {
+    let b = (index + 1) * 2;
+    let mut value = (b + index * 7) * 3 + 1;
+    for i in 0..extra {
+        value += i;
+    }
+    value
+}
+
+pub fn steps(extra: u64) -> Vec<String> {
+    BASE_STEPS.iter().map(|s| (*s).to_owned()).chain((0..extra).map(|i| format!("x[{i}]"))).collect()
+}
+
+pub fn now_micros() -> u128 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
+}
+
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn seeded() -> Rng {
+        let seed = now_micros() as u64;
+        eprintln!("crash test seed {seed}");
+        Rng(seed)
+    }
+
+    pub fn next(&mut self, below: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+pub fn spawn(store: &str, log: &std::path::Path, runs: u64, options: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_crash-worker"))
+        .arg(store)
+        .arg(log)
+        .arg(runs.to_string())
+        .args(options)
+        .spawn()
+        .expect("spawn crash-worker")
+}
+
+/// SIGKILLs `child`, reaps it and returns its pid and the moment it was certainly dead.
+pub fn kill(child: &mut Child) -> (u32, u128) {
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    (child.id(), now_micros())
+}
+
+/// Waits for a worker started with `--exit-when-done` to finish; it must exit successfully.
+pub async fn finish(child: &mut Child, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "worker exited with {status}");
+            return;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("a worker did not finish the runs");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn create_runs(client: &Client, runs: u64) {
+    for i in 0..runs {
+        client.start("crashy", &i).id(format!("run-{i:03}")).await.expect("start");
+    }
+}
+
+pub async fn signal_range(client: &Client, range: std::ops::Range<u64>) {
+    for i in range {
+        let payload = serde_json::json!({ "run": i, "n": i * 7 });
+        client.signal(&RunId::new(format!("run-{i:03}")), "go", &payload).await.expect("signal");
+    }
+}
+
+struct Execution {
+    pid: u32,
+    begin: u128,
+    end: Option<u128>,
+}
+
+/// Checks everything a crash test promises:
+/// * every run completed with the right output and its journal folds;
+/// * every step has exactly one completion;
+/// * a step body ran again only in a process that was killed while it had that step in flight;
+/// * no step body of a run ever ran in two processes at the same time.
+pub async fn verify(
+    client: &Client,
+    store: &dyn Store,
+    log: &std::path::Path,
+    runs: u64,
+    extra: u64,
+    killed: &HashMap<u32, u128>,
+) -> usize {
+    let steps = steps(extra);
+    let page = client.list(&RunFilter { limit: Some(1000), ..RunFilter::default() }).await.expect("list");
+    assert_eq!(page.runs.len() as u64, runs);
+    let mut committed_by: HashMap<(String, String), u32> = HashMap::new();
+    for run in &page.runs {
+        assert_eq!(run.status, RunStatus::Completed, "run {} is {} ({:?})", run.id, run.status, run.error);
+        let index: u64 = run.id.as_str()[4..].parse().expect("index");
+        let output: u64 = serde_json::from_str(run.output.as_ref().expect("output").get()).expect("u64");
+        assert_eq!(output, expected(index, extra), "output of {}", run.id);
+        let journal = store.read_journal(&run.id).await.expect("journal");
+        RunState::fold(&journal).expect("journal folds");
+        let mut completions: HashMap<String, usize> = HashMap::new();
+        for entry in &journal {
+            if let Event::StepCompleted { path, output, .. } = &entry.event {
+                *completions.entry(path.to_string()).or_default() += 1;
+                let out: serde_json::Value = serde_json::from_str(output.get()).expect("json");
+                committed_by.insert((run.id.to_string(), path.to_string()), out["pid"].as_u64().expect("pid") as u32);
+            }
+        }
+        for step in &steps {
+            assert_eq!(completions.get(step), Some(&1), "run {} step {step}", run.id);
+        }
+        assert_eq!(completions.len(), steps.len());
+        assert!(journal.iter().any(|e| matches!(&e.event, Event::WaitCompleted { signal: Some(_), .. })));
+    }
+
+    let text = std::fs::read_to_string(log).expect("log");
+    let mut executions: HashMap<(String, String), Vec<Execution>> = HashMap::new();
+    let mut order: Vec<(String, String, u32)> = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        assert_eq!(parts.len(), 5, "log line {line:?}");
+        let key = (parts[1].to_owned(), parts[2].to_owned());
+        let pid: u32 = parts[3].parse().expect("pid");
+        let at: u128 = parts[4].parse().expect("micros");
+        let list = executions.entry(key.clone()).or_default();
+        match parts[0] {
+            "begin" => {
+                list.push(Execution { pid, begin: at, end: None });
+                order.push((key.0, key.1, pid));
+            }
+            "end" => {
+                let open = list.iter_mut().rev().find(|e| e.pid == pid && e.end.is_none()).expect("end without begin");
+                open.end = Some(at);
+            }
+            other => panic!("unknown log line kind {other}"),
+        }
+    }
+    let mut reruns = 0;
+    for (position, (run, path, pid)) in order.iter().enumerate() {
+        let committer = committed_by[&(run.clone(), path.clone())];
+        if *pid == committer {
+            continue;
+        }
+        reruns += 1;
+        assert!(
+            killed.contains_key(pid),
+            "{run}/{path} ran in {pid}, which was not killed, but {committer} committed it"
+        );
+        let later = order[position + 1..].iter().any(|(r, _, p)| r == run && p == pid);
+        assert!(!later, "{run}/{path} in {pid} was not in flight when {pid} was killed");
+    }
+    for ((run, path), list) in &executions {
+        let by_committer = list.iter().filter(|e| e.pid == committed_by[&(run.clone(), path.clone())]).count();
+        assert_eq!(by_committer, 1, "{run}/{path} ran more than once in the process that committed it");
+        for (i, a) in list.iter().enumerate() {
+            for b in &list[i + 1..] {
+                if a.pid == b.pid {
+                    continue;
+                }
+                let until = |e: &Execution| e.end.or_else(|| killed.get(&e.pid).copied()).unwrap_or(u128::MAX);
+                let overlap = a.begin < until(b) && b.begin < until(a);
+                assert!(!overlap, "{run}/{path} ran in {} and {} at the same time", a.pid, b.pid);
+            }
+        }
+    }
+    let mut runs_with_steps = HashSet::new();
+    for (run, _) in executions.keys() {
+        runs_with_steps.insert(run.clone());
+    }
+    assert_eq!(runs_with_steps.len() as u64, runs);
+    reruns
+}
+
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A PostgreSQL schema of the test's own, dropped when the test ends.
+pub struct Schema {
+    pub url: String,
+    pub name: String,
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                if let Ok((client, connection)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                    tokio::spawn(connection);
+                    let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE")).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A store in a fresh schema of the test database, or `None` (said loudly) when no server answers
+/// and `CAIRN_REQUIRE_POSTGRES` is not `1`.
+pub async fn postgres(tag: &str) -> Option<(cairn_postgres::PostgresStore, Schema)> {
+    let url = std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+    let name = format!("cairn_{tag}_{}", std::process::id());
+    let options = cairn_postgres::PostgresOptions::new(&url).schema(&name);
+    match cairn_postgres::PostgresStore::connect(options).await {
+        Ok(store) => Some((store, Schema { url, name })),
+        Err(error) if std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() == Ok("1") => {
+            panic!("CAIRN_REQUIRE_POSTGRES=1 but PostgreSQL at {url} is not usable: {error}")
+        }
+        Err(error) => {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n!!! SKIPPED: PostgreSQL test `{tag}` (no server at {url}: {error}).\n!!! Set CAIRN_TEST_DATABASE_URL, or CAIRN_REQUIRE_POSTGRES=1 to fail instead.\n"
+            );
+            None
+        }
+    }
+}
