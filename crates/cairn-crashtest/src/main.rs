@@ -66,7 +66,7 @@ impl Worker {
         let a = self.step(&ctx, "a", index + 1).await?;
         let b = self.step(&ctx, "b", a * 2).await?;
         // Even runs nap within the grace period (in memory); odd ones suspend and are woken later.
-        let nap = if index % 2 == 0 { 300 } else { 1500 };
+        let nap = if index.is_multiple_of(2) { 300 } else { 1500 };
         ctx.sleep("nap", Duration::from_millis(nap)).await?;
         let go: Option<serde_json::Value> = ctx
             .wait_for_event("go", EventFilter::matching(serde_json::json!({ "run": index })), Duration::from_secs(3600))
