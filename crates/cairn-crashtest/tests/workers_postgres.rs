@@ -1,0 +1,134 @@
+//! Workers sharing one PostgreSQL database: a worker whose lease was taken over is fenced and
+//! stops; a worker only touches the workflows (and versions) it registered; a client with no
+//! workflows starts, signals and cancels runs that workers execute.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use cairn::journal::Event;
+use cairn::prelude::*;
+use cairn::{RunStatus, Store};
+use common::postgres;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
+    for _ in 0..3_000 {
+        if client.get(id).await.unwrap().status == status {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("run {id} never reached {status}");
+}
+
+#[test]
+fn a_stalled_worker_loses_its_lease_and_cannot_append() {
+    let main = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let Some((store, _schema)) = main.block_on(postgres("fencing")) else { return };
+    let store: Arc<dyn Store> = Arc::new(store);
+    let client = Client::from_shared(Arc::clone(&store));
+    let run = main.block_on(async { client.start("race", &()).id("contested").await }).unwrap();
+
+    // Worker A lives on a one-thread runtime whose thread its step body blocks: no heartbeats.
+    let stalled = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let a_store = Arc::clone(&store);
+    let worker_a = std::thread::spawn(move || {
+        stalled.block_on(async move {
+            let engine = Engine::builder()
+                .shared_store(a_store)
+                .worker_id("worker-a")
+                .lease_duration(Duration::from_millis(300))
+                .register("race", 1, |ctx: Ctx, ()| async move {
+                    ctx.step("work", || async {
+                        std::thread::sleep(Duration::from_millis(1500));
+                        Ok::<_, StepError>("A".to_owned())
+                    })
+                    .await
+                })
+                .start()
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            engine.shutdown().await;
+        });
+    });
+    // Let A claim it and stall; then B, healthy, reclaims the run once A's lease has expired.
+    main.block_on(async {
+        while store.get_run(run.id()).await.unwrap().unwrap().lease_owner.as_deref() != Some("worker-a") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    main.block_on(async {
+        let b = Engine::builder()
+            .shared_store(Arc::clone(&store))
+            .worker_id("worker-b")
+            .poll_interval(Duration::from_millis(50))
+            .register("race", 1, |ctx: Ctx, ()| async move {
+                ctx.step("work", || async { Ok::<_, StepError>("B".to_owned()) }).await
+            })
+            .start()
+            .await
+            .unwrap();
+        assert_eq!(b.result::<String>(run.id()).await.unwrap(), "B");
+        worker_a.join().unwrap();
+        let journal = store.read_journal(run.id()).await.unwrap();
+        let completions: Vec<&str> = journal
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::StepCompleted { output, .. } => Some(output.get()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(completions, vec!["\"B\""], "the fenced worker's late result was not stored");
+        cairn::journal::RunState::fold(&journal).unwrap();
+        let row = store.get_run(run.id()).await.unwrap().unwrap();
+        assert_eq!((row.status, row.epoch), (RunStatus::Completed, 2));
+        b.shutdown().await;
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
+    let Some((store, _schema)) = postgres("registered").await else { return };
+    let store: Arc<dyn Store> = Arc::new(store);
+    // A client with no workflows starts runs of workflows and versions no process here has yet.
+    let client = Client::from_shared(Arc::clone(&store));
+    for i in 0..3 {
+        client.start("alpha", &i).id(format!("alpha-{i}")).await.unwrap();
+        client.start("beta", &i).id(format!("beta-{i}")).await.unwrap();
+    }
+    client.start("alpha", &9).id("alpha-v2").version(2).await.unwrap();
+    let waiting = client.start("gamma", &()).id("gamma").await.unwrap();
+    let doomed = client.start("gamma", &()).id("doomed").await.unwrap();
+
+    let worker = Engine::builder()
+        .shared_store(Arc::clone(&store))
+        .poll_interval(Duration::from_millis(50))
+        .register("alpha", 1, |ctx: Ctx, n: u32| async move {
+            ctx.step("double", || async move { Ok::<_, StepError>(n * 2) }).await
+        })
+        .register("gamma", 1, |ctx: Ctx, ()| async move {
+            let got: Option<String> = ctx.wait_for_event("go", EventFilter::any(), Duration::from_secs(3600)).await?;
+            Ok(got.unwrap_or_default())
+        })
+        .start()
+        .await
+        .unwrap();
+    for i in 0..3u32 {
+        assert_eq!(client.result::<u32>(&RunId::new(format!("alpha-{i}"))).await.unwrap(), i * 2);
+    }
+    wait_status(&client, waiting.id(), RunStatus::Suspended).await;
+    client.signal(waiting.id(), "go", &"from a detached client").await.unwrap();
+    assert_eq!(client.result::<String>(waiting.id()).await.unwrap(), "from a detached client");
+    wait_status(&client, doomed.id(), RunStatus::Suspended).await;
+    client.cancel(doomed.id()).await.unwrap();
+    assert_eq!(client.get(doomed.id()).await.unwrap().status, RunStatus::Cancelled);
+
+    for id in ["beta-0", "beta-1", "beta-2", "alpha-v2"] {
+        let run = store.get_run(&RunId::new(id)).await.unwrap().unwrap();
+        assert_eq!((run.status, run.epoch, run.lease_owner), (RunStatus::Pending, 0, None), "{id} was touched");
+        assert_eq!(store.read_journal(&run.id).await.unwrap().len(), 1);
+    }
+    worker.shutdown().await;
+}
