@@ -21,6 +21,8 @@ pub(crate) enum StoreKind {
     Memory,
     /// An SQLite file (in a temporary directory under the current one, removed afterwards).
     Sqlite,
+    /// PostgreSQL at --database-url, in a fresh schema dropped afterwards.
+    Postgres,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -50,6 +52,9 @@ pub(crate) struct BenchArgs {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// PostgreSQL URL for `--store postgres`.
+    #[arg(long, env = "CAIRN_DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    database_url: String,
 }
 
 /// `steps` sequential no-op steps returning a small JSON value; records when each step returned.
@@ -99,6 +104,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         DurabilityArg::Normal => Durability::Normal,
     };
     let dir = tempfile::Builder::new().prefix(".cairn-bench-").tempdir_in(".").context("creating a bench directory")?;
+    let mut bench_schema: Option<cairn_postgres::PostgresStore> = None;
     let (store, store_name, floor_us): (Arc<dyn Store>, &str, f64) = match args.store {
         StoreKind::Memory => (Arc::new(MemoryStore::new()), "memory", 0.0),
         StoreKind::Sqlite => {
@@ -106,6 +112,14 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
                 .context("measuring the commit floor")?;
             let options = SqliteOptions { durability, ..SqliteOptions::default() };
             (Arc::new(SqliteStore::open_with(dir.path().join("bench.db"), options)?), "sqlite", floor)
+        }
+        StoreKind::Postgres => {
+            let schema = format!("cairn_bench_{}", std::process::id());
+            let options = cairn_postgres::PostgresOptions::new(&args.database_url).schema(&schema);
+            let store = cairn_postgres::PostgresStore::connect(options).await?;
+            let floor = store.commit_floor_us(200).await?;
+            bench_schema = Some(store.clone());
+            (Arc::new(store), "postgres", floor)
         }
     };
     let marks = Arc::new(Mutex::new(Vec::new()));
@@ -152,6 +166,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     }
     let seconds = started.elapsed().as_secs_f64();
     engine.shutdown().await;
+    if let Some(store) = bench_schema {
+        store.drop_schema().await?;
+    }
 
     let steps_total = runs * args.steps;
     let run_sorted = sorted(run_ms);
@@ -162,7 +179,11 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     } else {
         percentile(&step_sorted, 50.0)
     };
-    let durability_name = if args.store == StoreKind::Memory { "none" } else { durability.as_str() };
+    let durability_name = match args.store {
+        StoreKind::Memory => "none",
+        StoreKind::Sqlite => durability.as_str(),
+        StoreKind::Postgres => "synchronous_commit=on",
+    };
     let report = serde_json::json!({
         "workload": match args.workload { Workload::W1 => "w1", Workload::W2 => "w2" },
         "store": store_name,

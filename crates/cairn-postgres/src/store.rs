@@ -272,6 +272,37 @@ impl PostgresStore {
         &self.sql.schema
     }
 
+    /// The median time, in microseconds, of `commits` one-row `INSERT` transactions (one round
+    /// trip each, `BEGIN`/`COMMIT` included) into a scratch table of this schema: the floor a
+    /// durable step cannot go below on this server. Used by `cairn bench`.
+    pub async fn commit_floor_us(&self, commits: usize) -> Result<f64, StoreError> {
+        let client = self.pool.get().await.map_err(backend)?;
+        let table = format!("\"{}\".floor", self.sql.schema);
+        client
+            .batch_execute(&format!("CREATE TABLE IF NOT EXISTS {table} (id BIGINT PRIMARY KEY, value TEXT NOT NULL)"))
+            .await
+            .map_err(backend)?;
+        let mut samples = Vec::with_capacity(commits);
+        for i in 0..commits.max(1) {
+            let start = std::time::Instant::now();
+            client
+                .batch_execute(&format!("BEGIN; INSERT INTO {table} VALUES ({i}, '{{\"step\":1}}'); COMMIT;"))
+                .await
+                .map_err(backend)?;
+            samples.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+        client.batch_execute(&format!("DROP TABLE {table}")).await.map_err(backend)?;
+        samples.sort_by(f64::total_cmp);
+        Ok(samples[samples.len() / 2])
+    }
+
+    /// Drops this store's schema and everything in it. For benchmarks and tests that made a
+    /// schema of their own; never call it on a schema that holds runs you want.
+    pub async fn drop_schema(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await.map_err(backend)?;
+        client.batch_execute(&format!("DROP SCHEMA \"{}\" CASCADE", self.sql.schema)).await.map_err(backend)
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let schema = format!("\"{}\"", self.sql.schema);
