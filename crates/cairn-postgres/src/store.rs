@@ -75,7 +75,6 @@ struct Sql {
     signals: String,
     claim: String,
     refusal: String,
-    consume: String,
     heartbeat: String,
     cancel_flag: String,
     insert_signal: String,
@@ -93,9 +92,26 @@ struct Sql {
 impl Sql {
     fn new(schema: &str) -> Sql {
         let s = format!("\"{schema}\"");
-        let update = |set: &str| {
+        // One statement per append, so a step commits in one round trip: the run-row update checks
+        // the lease epoch, the journal's end and (when the append consumes a signal) that the
+        // signal is still free; the signal and journal writes happen only if it matched.
+        let append = |set: &str| {
             format!(
-                "UPDATE {s}.runs SET last_seq = $1, updated_at = $2{set} WHERE id = $3 AND epoch = $4 AND last_seq = $5"
+                "WITH upd AS (
+                     UPDATE {s}.runs SET last_seq = $1, updated_at = $2{set}
+                     WHERE id = $3 AND epoch = $4 AND last_seq = $5
+                       AND ($6::bigint IS NULL OR EXISTS (
+                           SELECT 1 FROM {s}.signals g WHERE g.id = $6 AND g.run_id = $3 AND g.consumed_seq IS NULL))
+                     RETURNING id),
+                 sig AS (
+                     UPDATE {s}.signals SET consumed_seq = $7
+                     WHERE id = $6 AND run_id = $3 AND EXISTS (SELECT 1 FROM upd) RETURNING id),
+                 ins AS (
+                     INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                     SELECT $3, e.seq, $2, e.kind, e.path, e.data
+                     FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[]) AS e(seq, kind, path, data)
+                     WHERE EXISTS (SELECT 1 FROM upd) RETURNING 1)
+                 SELECT count(*) FROM upd"
             )
         };
         Sql {
@@ -139,9 +155,6 @@ impl Sql {
                 RUN_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ")
             ),
             refusal: format!("SELECT epoch, last_seq FROM {s}.runs WHERE id = $1"),
-            consume: format!(
-                "UPDATE {s}.signals SET consumed_seq = $1 WHERE id = $2 AND run_id = $3 AND consumed_seq IS NULL"
-            ),
             heartbeat: format!(
                 "UPDATE {s}.runs SET lease_expires_at = $1
                  WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
@@ -166,22 +179,22 @@ impl Sql {
                 "SELECT min(wake_at) FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
                    AND (workflow || '@' || version) = ANY($1)"
             ),
-            progress: update(""),
-            suspend: update(&format!(
-                ", status = 'suspended', suspend_reason = $6, lease_owner = NULL, lease_expires_at = NULL,
-                 wake_at = CASE WHEN cancel_requested OR ($7::bigint IS NOT NULL AND EXISTS (
-                         SELECT 1 FROM {s}.signals g WHERE g.run_id = {s}.runs.id AND g.consumed_seq IS NULL AND g.id > $7))
-                     THEN $8 ELSE $9::bigint END"
+            progress: append(""),
+            suspend: append(&format!(
+                ", status = 'suspended', suspend_reason = $12, lease_owner = NULL, lease_expires_at = NULL,
+                 wake_at = CASE WHEN cancel_requested OR ($13::bigint IS NOT NULL AND EXISTS (
+                         SELECT 1 FROM {s}.signals g WHERE g.run_id = {s}.runs.id AND g.consumed_seq IS NULL AND g.id > $13))
+                     THEN $14 ELSE $15::bigint END"
             )),
-            finish: update(
-                ", status = $6, suspend_reason = NULL, output = $7, error = $8, completed_at = $9, wake_at = NULL,
+            finish: append(
+                ", status = $12, suspend_reason = NULL, output = $13, error = $14, completed_at = $15, wake_at = NULL,
                  lease_owner = NULL, lease_expires_at = NULL",
             ),
-            release: update(
+            release: append(
                 ", status = 'pending', suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL",
             ),
-            park: update(
-                ", status = 'paused', suspend_reason = NULL, error = $6, wake_at = NULL, lease_owner = NULL,
+            park: append(
+                ", status = 'paused', suspend_reason = NULL, error = $12, wake_at = NULL, lease_owner = NULL,
                  lease_expires_at = NULL",
             ),
         }
@@ -380,13 +393,22 @@ impl PostgresStore {
     }
 
     async fn append_inner(&self, append: Append) -> Result<(), StoreError> {
-        let mut client = self.pool.get().await.map_err(backend)?;
-        let tx = client.transaction().await.map_err(backend)?;
+        let client = self.pool.get().await.map_err(backend)?;
         let sql = &self.sql;
         let new_last = (append.after_seq + append.events.len() as u64) as i64;
         let (at, epoch, after) = (append.at.as_millis(), append.epoch as i64, append.after_seq as i64);
         let run_id = append.run_id.as_str();
-        let key: [&(dyn ToSql + Sync); 5] = [&new_last, &at, &run_id, &epoch, &after];
+        let signal = append.consume_signal.map(|s| s.0);
+        let consumed_at = append
+            .consume_signal
+            .and_then(|id| {
+                append.events.iter().position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == id))
+            })
+            .map_or(new_last, |i| after + 1 + i as i64);
+        let seqs: Vec<i64> = (0..append.events.len()).map(|i| after + 1 + i as i64).collect();
+        let kinds: Vec<&str> = append.events.iter().map(|e| e.kind_name()).collect();
+        let paths: Vec<Option<&str>> = append.events.iter().map(|e| e.path().map(|p| p.as_str())).collect();
+        let data: Vec<String> = append.events.iter().map(Event::to_json).collect();
         let (text, extra): (&str, Vec<Box<dyn ToSql + Sync + Send>>) = match &append.update {
             RunUpdate::Progress => (&sql.progress, Vec::new()),
             RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
@@ -410,38 +432,31 @@ impl PostgresStore {
             RunUpdate::Release => (&sql.release, Vec::new()),
             RunUpdate::Park { error } => (&sql.park, vec![Box::new(error.clone())]),
         };
-        let mut bound: Vec<&(dyn ToSql + Sync)> = key.to_vec();
+        let mut bound: Vec<&(dyn ToSql + Sync)> =
+            vec![&new_last, &at, &run_id, &epoch, &after, &signal, &consumed_at, &seqs, &kinds, &paths, &data];
         bound.extend(extra.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
-        let statement = tx.prepare_cached(text).await.map_err(backend)?;
-        if tx.execute(&statement, &bound).await.map_err(backend)? == 0 {
-            let statement = tx.prepare_cached(&sql.refusal).await.map_err(backend)?;
-            let row = tx.query_opt(&statement, &[&run_id]).await.map_err(backend)?;
-            return Err(match row {
-                None => StoreError::RunNotFound(append.run_id),
-                Some(row) => {
-                    let current = row.try_get::<_, i64>(0).map_err(backend)? as u64;
-                    let actual = row.try_get::<_, i64>(1).map_err(backend)? as u64;
-                    if current != append.epoch {
-                        StoreError::Fenced { run_id: append.run_id, held: append.epoch, current }
-                    } else {
-                        StoreError::SequenceConflict { run_id: append.run_id, expected: append.after_seq, actual }
-                    }
+        let statement = client.prepare_cached(text).await.map_err(backend)?;
+        let row = client.query_one(&statement, &bound).await.map_err(backend)?;
+        if row.try_get::<_, i64>(0).map_err(backend)? == 1 {
+            return Ok(());
+        }
+        // Nothing was written; say why.
+        let statement = client.prepare_cached(&sql.refusal).await.map_err(backend)?;
+        let row = client.query_opt(&statement, &[&run_id]).await.map_err(backend)?;
+        Err(match row {
+            None => StoreError::RunNotFound(append.run_id),
+            Some(row) => {
+                let current = row.try_get::<_, i64>(0).map_err(backend)? as u64;
+                let actual = row.try_get::<_, i64>(1).map_err(backend)? as u64;
+                if current != append.epoch {
+                    StoreError::Fenced { run_id: append.run_id, held: append.epoch, current }
+                } else if actual != append.after_seq {
+                    StoreError::SequenceConflict { run_id: append.run_id, expected: append.after_seq, actual }
+                } else {
+                    StoreError::SignalUnavailable(SignalId(signal.unwrap_or_default()))
                 }
-            });
-        }
-        if let Some(signal) = append.consume_signal {
-            let consumed_at = append
-                .events
-                .iter()
-                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == signal))
-                .map_or(new_last, |i| after + 1 + i as i64);
-            let statement = tx.prepare_cached(&sql.consume).await.map_err(backend)?;
-            if tx.execute(&statement, &[&consumed_at, &signal.0, &run_id]).await.map_err(backend)? == 0 {
-                return Err(StoreError::SignalUnavailable(signal));
             }
-        }
-        insert_events(&tx, sql, &append.run_id, append.after_seq, append.at, &append.events).await?;
-        tx.commit().await.map_err(backend)
+        })
     }
 
     async fn cancel_inner(&self, request: CancelRequest) -> Result<CancelOutcome, StoreError> {
