@@ -9,7 +9,9 @@ use cairn_store::{
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
@@ -48,7 +50,14 @@ impl PostgresOptions {
 pub struct PostgresStore {
     pool: Pool,
     sql: Arc<Sql>,
+    appends: mpsc::UnboundedSender<AppendJob>,
 }
+
+/// An append waiting for the writer task, and where its outcome goes.
+type AppendJob = (Append, oneshot::Sender<Result<(), StoreError>>);
+
+/// Most appends folded into one transaction.
+const MAX_ROUND: usize = 2048;
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -82,6 +91,7 @@ struct Sql {
     lock_run: String,
     cancel_now: String,
     next_wake: String,
+    append_batch: String,
     progress: String,
     suspend: String,
     finish: String,
@@ -179,6 +189,23 @@ impl Sql {
                 "SELECT min(wake_at) FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
                    AND (workflow || '@' || version) = ANY($1)"
             ),
+            append_batch: format!(
+                "WITH input AS (
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
+                         AS i(id, epoch, after_seq, new_last, at)),
+                 upd AS (
+                     UPDATE {s}.runs r SET last_seq = i.new_last, updated_at = i.at FROM input i
+                     WHERE r.id = i.id AND r.epoch = i.epoch AND r.last_seq = i.after_seq
+                     RETURNING r.id),
+                 ins AS (
+                     INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                     SELECT e.run_id, e.seq, e.at, e.kind, e.path, e.data
+                     FROM unnest($6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[])
+                         AS e(run_id, seq, at, kind, path, data)
+                     WHERE e.run_id IN (SELECT id FROM upd)
+                     RETURNING 1)
+                 SELECT id FROM upd"
+            ),
             progress: append(""),
             suspend: append(&format!(
                 ", status = 'suspended', suspend_reason = $12, lease_owner = NULL, lease_expires_at = NULL,
@@ -275,8 +302,11 @@ impl PostgresStore {
             options.url.parse().map_err(|e| StoreError::InvalidInput(format!("database URL: {e}")))?;
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(backend)?;
-        let store = PostgresStore { pool, sql: Arc::new(Sql::new(&options.schema)) };
+        let sql = Arc::new(Sql::new(&options.schema));
+        let (appends, jobs) = mpsc::unbounded_channel();
+        let store = PostgresStore { pool: pool.clone(), sql: Arc::clone(&sql), appends };
         store.migrate().await?;
+        tokio::spawn(writer(pool, sql, jobs));
         Ok(store)
     }
 
@@ -391,10 +421,11 @@ impl PostgresStore {
         tx.commit().await.map_err(backend)?;
         Ok(CreatedRun { run: RunRecord::pending(&run), created: true })
     }
+}
 
-    async fn append_inner(&self, append: Append) -> Result<(), StoreError> {
-        let client = self.pool.get().await.map_err(backend)?;
-        let sql = &self.sql;
+/// Executes one append as one statement on `client` (a connection or an open transaction).
+async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> Result<(), StoreError> {
+    {
         let new_last = (append.after_seq + append.events.len() as u64) as i64;
         let (at, epoch, after) = (append.at.as_millis(), append.epoch as i64, append.after_seq as i64);
         let run_id = append.run_id.as_str();
@@ -440,25 +471,138 @@ impl PostgresStore {
         if row.try_get::<_, i64>(0).map_err(backend)? == 1 {
             return Ok(());
         }
-        // Nothing was written; say why.
-        let statement = client.prepare_cached(&sql.refusal).await.map_err(backend)?;
-        let row = client.query_opt(&statement, &[&run_id]).await.map_err(backend)?;
-        Err(match row {
-            None => StoreError::RunNotFound(append.run_id),
-            Some(row) => {
-                let current = row.try_get::<_, i64>(0).map_err(backend)? as u64;
-                let actual = row.try_get::<_, i64>(1).map_err(backend)? as u64;
-                if current != append.epoch {
-                    StoreError::Fenced { run_id: append.run_id, held: append.epoch, current }
-                } else if actual != append.after_seq {
-                    StoreError::SequenceConflict { run_id: append.run_id, expected: append.after_seq, actual }
-                } else {
-                    StoreError::SignalUnavailable(SignalId(signal.unwrap_or_default()))
-                }
-            }
-        })
+        Err(refusal(client, sql, append).await?)
     }
+}
 
+/// Why an append that matched nothing was refused (read after the fact; nothing was written).
+async fn refusal(client: &impl GenericClient, sql: &Sql, append: &Append) -> Result<StoreError, StoreError> {
+    let statement = client.prepare_cached(&sql.refusal).await.map_err(backend)?;
+    let row = client.query_opt(&statement, &[&append.run_id.as_str()]).await.map_err(backend)?;
+    let run_id = append.run_id.clone();
+    Ok(match row {
+        None => StoreError::RunNotFound(run_id),
+        Some(row) => {
+            let current = row.try_get::<_, i64>(0).map_err(backend)? as u64;
+            let actual = row.try_get::<_, i64>(1).map_err(backend)? as u64;
+            if current != append.epoch {
+                StoreError::Fenced { run_id, held: append.epoch, current }
+            } else if actual != append.after_seq {
+                StoreError::SequenceConflict { run_id, expected: append.after_seq, actual }
+            } else {
+                StoreError::SignalUnavailable(append.consume_signal.unwrap_or(SignalId(0)))
+            }
+        }
+    })
+}
+
+/// The group-commit writer: drains queued appends into rounds (at most one append per run per
+/// round, so a run's appends keep their order), and commits each round as one transaction: plain
+/// progress appends as one batched statement, the others one statement each. If the transaction
+/// fails as a whole, every append of the round is retried alone.
+async fn writer(pool: Pool, sql: Arc<Sql>, mut jobs: mpsc::UnboundedReceiver<AppendJob>) {
+    let mut pending: VecDeque<AppendJob> = VecDeque::new();
+    loop {
+        if pending.is_empty() {
+            match jobs.recv().await {
+                Some(job) => pending.push_back(job),
+                None => return,
+            }
+        }
+        while pending.len() < MAX_ROUND {
+            match jobs.try_recv() {
+                Ok(job) => pending.push_back(job),
+                Err(_) => break,
+            }
+        }
+        let mut runs_in_round = HashSet::new();
+        let mut round = Vec::new();
+        let mut later = VecDeque::new();
+        for job in pending.drain(..) {
+            if runs_in_round.insert(job.0.run_id.clone()) {
+                round.push(job);
+            } else {
+                later.push_back(job);
+            }
+        }
+        pending = later;
+        // A lone append commits by itself: one statement, one round trip, no BEGIN/COMMIT.
+        let outcomes = if round.len() > 1
+            && let Ok(outcomes) = commit_round(&pool, &sql, &round).await
+        {
+            outcomes
+        } else {
+            let mut outcomes = Vec::with_capacity(round.len());
+            for (append, _) in &round {
+                let outcome = match pool.get().await {
+                    Ok(client) => append_one(&client, &sql, append).await,
+                    Err(error) => Err(backend(error)),
+                };
+                outcomes.push(outcome);
+            }
+            outcomes
+        };
+        for ((_, reply), outcome) in round.into_iter().zip(outcomes) {
+            // The appender may have stopped waiting; nothing to do then.
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// One round in one transaction; `Err` means it was rolled back and nothing was written.
+async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    let mut client = pool.get().await.map_err(backend)?;
+    let tx = client.transaction().await.map_err(backend)?;
+    let batchable = |a: &Append| matches!(a.update, RunUpdate::Progress) && a.consume_signal.is_none();
+    let batch: Vec<&Append> = round.iter().map(|(a, _)| a).filter(|a| batchable(a)).collect();
+    let mut applied: HashSet<String> = HashSet::new();
+    if !batch.is_empty() {
+        let ids: Vec<&str> = batch.iter().map(|a| a.run_id.as_str()).collect();
+        let epochs: Vec<i64> = batch.iter().map(|a| a.epoch as i64).collect();
+        let afters: Vec<i64> = batch.iter().map(|a| a.after_seq as i64).collect();
+        let lasts: Vec<i64> = batch.iter().map(|a| (a.after_seq + a.events.len() as u64) as i64).collect();
+        let ats: Vec<i64> = batch.iter().map(|a| a.at.as_millis()).collect();
+        let (mut e_ids, mut e_seqs, mut e_ats, mut e_kinds, mut e_paths, mut e_data) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for append in &batch {
+            for (i, event) in append.events.iter().enumerate() {
+                e_ids.push(append.run_id.as_str());
+                e_seqs.push((append.after_seq + 1 + i as u64) as i64);
+                e_ats.push(append.at.as_millis());
+                e_kinds.push(event.kind_name());
+                e_paths.push(event.path().map(|p| p.as_str()));
+                e_data.push(event.to_json());
+            }
+        }
+        let statement = tx.prepare_cached(&sql.append_batch).await.map_err(backend)?;
+        let rows = tx
+            .query(
+                &statement,
+                &[&ids, &epochs, &afters, &lasts, &ats, &e_ids, &e_seqs, &e_ats, &e_kinds, &e_paths, &e_data],
+            )
+            .await
+            .map_err(backend)?;
+        for row in rows {
+            applied.insert(row.try_get::<_, String>(0).map_err(backend)?);
+        }
+    }
+    let mut outcomes = Vec::with_capacity(round.len());
+    for (append, _) in round {
+        let outcome = if batchable(append) {
+            if applied.contains(append.run_id.as_str()) { Ok(()) } else { Err(refusal(&tx, sql, append).await?) }
+        } else {
+            match append_one(&tx, sql, append).await {
+                Err(StoreError::Backend(message)) => return Err(StoreError::Backend(message)),
+                other => other,
+            }
+        };
+        outcomes.push(outcome);
+    }
+    tx.commit().await.map_err(backend)?;
+    Ok(outcomes)
+}
+
+impl PostgresStore {
     async fn cancel_inner(&self, request: CancelRequest) -> Result<CancelOutcome, StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
@@ -624,7 +768,13 @@ impl Store for PostgresStore {
     }
 
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
-        Box::pin(self.append_inner(append))
+        let (reply, outcome) = oneshot::channel();
+        // Submitted now, not when first polled: appends to one run reach the writer in call order.
+        let sent = self.appends.send((append, reply));
+        Box::pin(async move {
+            sent.map_err(|_| StoreError::Backend("the PostgreSQL writer task has stopped".into()))?;
+            outcome.await.map_err(|_| StoreError::Backend("the PostgreSQL writer task has stopped".into()))?
+        })
     }
 
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
