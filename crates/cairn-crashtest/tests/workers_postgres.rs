@@ -132,3 +132,32 @@ async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
     }
     worker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_workers_are_woken_by_notify_not_polling() {
+    let Some((store, schema)) = postgres("notify").await else { return };
+    // The worker would poll only once an hour: new runs and signals must reach it by NOTIFY.
+    let worker = Engine::builder()
+        .store(store)
+        .poll_interval(Duration::from_secs(3600))
+        .register("ping", 1, |ctx: Ctx, n: u32| async move {
+            let add: Option<u32> = ctx.wait_for_event("add", EventFilter::any(), Duration::from_secs(3600)).await?;
+            ctx.step("sum", || async move { Ok::<_, StepError>(n + add.unwrap_or(0)) }).await
+        })
+        .start()
+        .await
+        .unwrap();
+    // Another "process": its own store, its own connections.
+    let other =
+        cairn_postgres::PostgresStore::connect(cairn_postgres::PostgresOptions::new(&schema.url).schema(&schema.name))
+            .await
+            .unwrap();
+    let client = Client::new(other);
+    // (A notification sent before the worker's listener subscribed is covered: the listener
+    // wakes the worker once right after it subscribes.)
+    let run = client.start("ping", &40u32).await.unwrap();
+    wait_status(&client, run.id(), RunStatus::Suspended).await;
+    client.signal(run.id(), "add", &2u32).await.unwrap();
+    assert_eq!(client.result::<u32>(run.id()).await.unwrap(), 42);
+    worker.shutdown().await;
+}

@@ -11,7 +11,8 @@ use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMe
 use serde_json::value::RawValue;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_postgres::AsyncMessage;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
@@ -51,6 +52,9 @@ pub struct PostgresStore {
     pool: Pool,
     sql: Arc<Sql>,
     appends: mpsc::UnboundedSender<AppendJob>,
+    config: tokio_postgres::Config,
+    /// Bumped on every `NOTIFY` on the schema's channel; the listener starts on first use.
+    wakeups: Arc<std::sync::OnceLock<watch::Sender<u64>>>,
 }
 
 /// An append waiting for the writer task, and where its outcome goes.
@@ -91,6 +95,7 @@ struct Sql {
     lock_run: String,
     cancel_now: String,
     next_wake: String,
+    notify: String,
     append_batch: String,
     progress: String,
     suspend: String,
@@ -189,6 +194,8 @@ impl Sql {
                 "SELECT min(wake_at) FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
                    AND (workflow || '@' || version) = ANY($1)"
             ),
+            // The channel is the schema's name: one channel per Cairn installation.
+            notify: "SELECT pg_notify($1, '')".to_owned(),
             append_batch: format!(
                 "WITH input AS (
                      SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
@@ -300,11 +307,18 @@ impl PostgresStore {
         }
         let config: tokio_postgres::Config =
             options.url.parse().map_err(|e| StoreError::InvalidInput(format!("database URL: {e}")))?;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(backend)?;
         let sql = Arc::new(Sql::new(&options.schema));
         let (appends, jobs) = mpsc::unbounded_channel();
-        let store = PostgresStore { pool: pool.clone(), sql: Arc::clone(&sql), appends };
+        let store = PostgresStore {
+            pool: pool.clone(),
+            sql: Arc::clone(&sql),
+            appends,
+            config,
+            wakeups: Arc::new(std::sync::OnceLock::new()),
+        };
         store.migrate().await?;
         tokio::spawn(writer(pool, sql, jobs));
         Ok(store)
@@ -418,8 +432,56 @@ impl PostgresStore {
         }
         let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
         insert_events(&tx, sql, &run.id, 0, run.created_at, std::slice::from_ref(&started)).await?;
+        notify(&tx, sql).await?;
         tx.commit().await.map_err(backend)?;
         Ok(CreatedRun { run: RunRecord::pending(&run), created: true })
+    }
+}
+
+/// Tells every listening worker, at commit, that runs may have become ready.
+async fn notify(client: &impl GenericClient, sql: &Sql) -> Result<(), StoreError> {
+    let statement = client.prepare_cached(&sql.notify).await.map_err(backend)?;
+    client.execute(&statement, &[&sql.schema]).await.map_err(backend)?;
+    Ok(())
+}
+
+/// Keeps a connection listening on the schema's channel and bumps `wakeups` on each notification
+/// (and once after every (re)connection, since notifications sent meanwhile were missed). Ends
+/// when nobody can subscribe any more.
+async fn listen(
+    config: tokio_postgres::Config,
+    channel: String,
+    wakeups: Arc<std::sync::OnceLock<watch::Sender<u64>>>,
+) {
+    let Some(sender) = wakeups.get() else { return };
+    loop {
+        if let Ok((client, mut connection)) = config.connect(NoTls).await {
+            let (done, mut finished) = oneshot::channel::<()>();
+            let bump = wakeups.clone();
+            let driver = tokio::spawn(async move {
+                while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    match message {
+                        Ok(AsyncMessage::Notification(_)) => {
+                            if let Some(sender) = bump.get() {
+                                sender.send_modify(|n| *n = n.wrapping_add(1));
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                let _ = done.send(());
+            });
+            if client.batch_execute(&format!("LISTEN \"{channel}\"")).await.is_ok() {
+                sender.send_modify(|n| *n = n.wrapping_add(1));
+                let _ = (&mut finished).await;
+            }
+            driver.abort();
+        }
+        if Arc::strong_count(&wakeups) == 1 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
 
@@ -658,6 +720,7 @@ impl PostgresStore {
         let id: i64 = row.try_get(0).map_err(backend)?;
         let statement = tx.prepare_cached(&sql.wake_waiting).await.map_err(backend)?;
         tx.execute(&statement, &[&signal.run_id.as_str(), &signal.sent_at.as_millis()]).await.map_err(backend)?;
+        notify(&tx, sql).await?;
         tx.commit().await.map_err(backend)?;
         Ok(SignalId(id))
     }
@@ -818,6 +881,19 @@ impl Store for PostgresStore {
 
     fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
         Box::pin(self.cancel_inner(request))
+    }
+
+    fn wakeups(&self) -> Option<watch::Receiver<u64>> {
+        let mut started = false;
+        let sender = self.wakeups.get_or_init(|| {
+            started = true;
+            watch::Sender::new(0)
+        });
+        let receiver = sender.subscribe();
+        if started {
+            tokio::spawn(listen(self.config.clone(), self.sql.schema.clone(), Arc::clone(&self.wakeups)));
+        }
+        Some(receiver)
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -69,6 +69,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The earliest `wake_at` among suspended runs of these workflows.
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
+
+    /// For stores shared between processes: a receiver that changes whenever another process may
+    /// have made runs ready (a new run, a signal, a cancellation), so idle workers need not poll.
+    /// `None` (the default): workers rely on local notifications and polling.
+    fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 pub use cairn_journal::{SignalId, Timestamp};

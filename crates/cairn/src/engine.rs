@@ -193,6 +193,7 @@ async fn claim_loop(local: Arc<Local>) {
         limit: 0,
     };
     let mut tasks = JoinSet::new();
+    let mut wakeups = local.store.wakeups();
     loop {
         if local.shutdown.is_cancelled() {
             break;
@@ -224,11 +225,24 @@ async fn claim_loop(local: Arc<Local>) {
                 None => std::future::pending().await,
             }
         };
+        let remote = async {
+            match wakeups.as_mut() {
+                // A closed channel means no more remote wake-ups: fall back to polling.
+                Some(receiver) => {
+                    if receiver.changed().await.is_err() {
+                        wakeups = None;
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = local.claimer.notified() => {}
             () = local.shutdown.cancelled() => break,
             () = tokio::time::sleep(local.config.poll_interval) => {}
             () = timer => {}
+            () = remote => {}
         }
     }
     // Stop executing; the journal keeps everything, and the leases are handed back below.
