@@ -25,18 +25,21 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
 #[test]
 fn a_stalled_worker_loses_its_lease_and_cannot_append() {
     let main = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let Some((store, _schema)) = main.block_on(postgres("fencing")) else { return };
+    let Some((store, schema)) = main.block_on(postgres("fencing")) else { return };
     let store: Arc<dyn Store> = Arc::new(store);
     let client = Client::from_shared(Arc::clone(&store));
     let run = main.block_on(async { client.start("race", &()).id("contested").await }).unwrap();
 
     // Worker A lives on a one-thread runtime whose thread its step body blocks: no heartbeats.
+    // Like a separate process, it has its own store (its connections are driven by its runtime).
     let stalled = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let a_store = Arc::clone(&store);
+    let (url, name) = (schema.url.clone(), schema.name.clone());
     let worker_a = std::thread::spawn(move || {
         stalled.block_on(async move {
+            let options = cairn_postgres::PostgresOptions::new(&url).schema(&name);
+            let a_store = cairn_postgres::PostgresStore::connect(options).await.unwrap();
             let engine = Engine::builder()
-                .shared_store(a_store)
+                .store(a_store)
                 .worker_id("worker-a")
                 .lease_duration(Duration::from_millis(300))
                 .register("race", 1, |ctx: Ctx, ()| async move {
