@@ -21,3 +21,9 @@ cairn_store_conformance::conformance_tests!(sqlite_batch_of_one, || async {
 cairn_store_conformance::conformance_tests!(sqlite_writer_thread_only, || async {
     sqlite_store(SqliteOptions { inline_when_idle: false, ..SqliteOptions::default() })
 });
+
+cairn_store_conformance::conformance_tests!(jsonl, || async {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = cairn_store::JsonlStore::open(dir.path()).expect("open jsonl");
+    (Arc::new(store) as Arc<dyn Store>, dir)
+});

@@ -8,14 +8,18 @@
 //! * [`MemoryStore`]: everything in process memory, for tests and benchmarks.
 //! * [`SqliteStore`] (feature `sqlite`, on by default): one file, WAL, one writer thread that
 //!   group-commits.
+//! * [`JsonlStore`]: one append-only JSON-lines file per run under a data directory; no native
+//!   dependency, human-readable, single-writer.
 //!
 //! Every backend passes the conformance suite in the `cairn-store-conformance` crate.
 
+mod jsonl;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;
 
+pub use jsonl::JsonlStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SqliteOptions, SqliteStore, sqlite_commit_floor_us};

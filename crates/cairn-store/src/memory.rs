@@ -63,6 +63,21 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// Puts back a run as a durable store recorded it (used when a file store opens).
+    pub(crate) fn restore(&self, run: RunRecord, journal: Vec<JournalEntry>, signals: Vec<SignalRecord>) {
+        let mut inner = self.lock();
+        if let Some(key) = &run.idempotency_key {
+            inner.idempotency.insert((run.workflow.clone(), key.clone()), run.id.clone());
+        }
+        if let Some((due, at)) = due_key(&run) {
+            inner.due.insert((due, at, run.id.clone()));
+        }
+        inner.next_signal = signals.iter().map(|s| s.id.0).fold(inner.next_signal, i64::max);
+        inner.journals.insert(run.id.clone(), journal);
+        inner.signals.insert(run.id.clone(), signals);
+        inner.runs.insert(run.id.clone(), run);
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave a half-applied change: every method checks
         // before it mutates. So a poisoned lock is still consistent.

@@ -151,7 +151,7 @@ impl SuspendReason {
 }
 
 /// A run's summary row: everything listing needs, kept in step with the journal.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     /// Identity.
     pub id: RunId,
@@ -301,7 +301,7 @@ pub struct RunPage {
 }
 
 /// A signal kept for a run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SignalRecord {
     /// Identity, increasing in delivery order.
     pub id: SignalId,

@@ -1,0 +1,375 @@
+//! The JSONL file store: one append-only, human-readable file per run.
+
+use crate::{
+    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, MemoryStore, NewRun,
+    NewSignal, RunFilter, RunId, RunPage, RunRecord, SignalRecord, Store, StoreError, StoreFuture, WorkflowKey,
+};
+use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One line of a run's journal file.
+///
+/// Events are followed by a `row` line with the run's summary after the change; the `row` line is
+/// the commit marker. Events not followed by a `row` line were not committed (the process died
+/// mid-write) and are dropped when the store opens, as is a torn last line.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Line {
+    Event { seq: u64, at: Timestamp, event: Event },
+    Row { run: RunRecord, consumed: Option<(SignalId, u64)> },
+}
+
+/// Runs kept as JSON lines under a data directory: `runs/<id>.jsonl` (journal events and the
+/// summary rows that commit them), `runs/<id>.signals.jsonl` (delivered signals) and
+/// `runs/<id>.summary.json` (the latest summary, for `cat` and `grep`). Greppable, needs no native
+/// library, and single-writer: a lock file keeps a second process out.
+///
+/// The whole store is held in memory while open; every committed change is appended and
+/// `fsync`ed by the call that makes it (synchronously, so changes land in call order). Leases and claims live in memory only: whoever opens the
+/// store next holds the lock, so every earlier lease holder is gone.
+///
+/// ```no_run
+/// let store = cairn_store::JsonlStore::open("cairn-data")?;
+/// # Ok::<(), cairn_store::StoreError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct JsonlStore {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    runs_dir: PathBuf,
+    memory: MemoryStore,
+    /// Serializes every change, so memory and files change in the same order.
+    writes: std::sync::Mutex<()>,
+    /// Set when a write failed: memory and disk may differ, so the store refuses further work.
+    broken: AtomicBool,
+    _lock: File,
+}
+
+fn io(context: &str, path: &Path, error: std::io::Error) -> StoreError {
+    StoreError::Backend(format!("{context} {}: {error}", path.display()))
+}
+
+/// A file-name-safe form of a run id: `[A-Za-z0-9_-]` kept, everything else `%XX`.
+fn file_stem(id: &RunId) -> String {
+    let mut out = String::with_capacity(id.as_str().len());
+    for byte in id.as_str().bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The complete lines of `bytes` and the byte length they cover; a last line without `\n` is torn.
+fn complete_lines(bytes: &[u8]) -> Vec<(usize, &[u8])> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    for (i, byte) in bytes.iter().enumerate() {
+        if *byte == b'\n' {
+            lines.push((i + 1, &bytes[start..i]));
+            start = i + 1;
+        }
+    }
+    lines
+}
+
+/// Reads a run's journal file, keeping only committed changes; truncates anything after them.
+fn load_journal(path: &Path) -> Result<Option<(RunRecord, Vec<JournalEntry>, Vec<(SignalId, u64)>)>, StoreError> {
+    let bytes = std::fs::read(path).map_err(|e| io("cannot read", path, e))?;
+    let mut committed_len = 0;
+    let mut committed: Option<(RunRecord, Vec<JournalEntry>, Vec<(SignalId, u64)>)> = None;
+    let mut pending: Vec<JournalEntry> = Vec::new();
+    let lines = complete_lines(&bytes);
+    for (index, (end, line)) in lines.iter().enumerate() {
+        match serde_json::from_slice::<Line>(line) {
+            Ok(Line::Event { seq, at, event }) => pending.push(JournalEntry::new(seq, at, event)),
+            Ok(Line::Row { run, consumed }) => {
+                let (_, journal, consumptions) = committed.get_or_insert_with(|| (run.clone(), Vec::new(), Vec::new()));
+                journal.append(&mut pending);
+                consumptions.extend(consumed);
+                if let Some(state) = committed.as_mut() {
+                    state.0 = run;
+                }
+                committed_len = *end;
+            }
+            Err(error) => {
+                // A garbled line is acceptable only in the uncommitted tail.
+                let commit_follows = lines[index + 1..]
+                    .iter()
+                    .any(|(_, l)| matches!(serde_json::from_slice::<Line>(l), Ok(Line::Row { .. })));
+                if commit_follows {
+                    return Err(StoreError::Corrupt(format!("{} line {}: {error}", path.display(), index + 1)));
+                }
+                break;
+            }
+        }
+    }
+    if committed_len < bytes.len() {
+        let file = OpenOptions::new().write(true).open(path).map_err(|e| io("cannot open", path, e))?;
+        file.set_len(committed_len as u64).map_err(|e| io("cannot truncate", path, e))?;
+        file.sync_all().map_err(|e| io("cannot sync", path, e))?;
+    }
+    Ok(committed)
+}
+
+/// Reads a run's signals file; truncates a torn or garbled tail.
+fn load_signals(path: &Path) -> Result<Vec<SignalRecord>, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("cannot read", path, e)),
+    };
+    let mut signals = Vec::new();
+    let mut good_len = 0;
+    for (end, line) in complete_lines(&bytes) {
+        match serde_json::from_slice::<SignalRecord>(line) {
+            Ok(signal) => {
+                signals.push(signal);
+                good_len = end;
+            }
+            Err(_) => break,
+        }
+    }
+    if good_len < bytes.len() {
+        let file = OpenOptions::new().write(true).open(path).map_err(|e| io("cannot open", path, e))?;
+        file.set_len(good_len as u64).map_err(|e| io("cannot truncate", path, e))?;
+    }
+    Ok(signals)
+}
+
+/// The value of a memory-store future, which is ready when returned.
+fn ready<T>(mut future: StoreFuture<'_, T>) -> Result<T, StoreError> {
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(value) => value,
+        std::task::Poll::Pending => Err(StoreError::Backend("the in-memory index did not answer at once".into())),
+    }
+}
+
+impl JsonlStore {
+    /// Opens (creating if needed) the data directory `dir`. Fails if another process has it open.
+    pub fn open(dir: impl AsRef<Path>) -> Result<JsonlStore, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        let runs_dir = dir.join("runs");
+        std::fs::create_dir_all(&runs_dir).map_err(|e| io("cannot create", &runs_dir, e))?;
+        let lock_path = dir.join("cairn.lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| io("cannot open", &lock_path, e))?;
+        lock.try_lock().map_err(|_| {
+            StoreError::Backend(format!(
+                "{} is in use by another process (lock file {})",
+                dir.display(),
+                lock_path.display()
+            ))
+        })?;
+        let memory = MemoryStore::new();
+        let entries = std::fs::read_dir(&runs_dir).map_err(|e| io("cannot list", &runs_dir, e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| io("cannot list", &runs_dir, e))?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            let Some(stem) = name.strip_suffix(".jsonl").filter(|s| !s.ends_with(".signals")) else { continue };
+            let Some((run, journal, consumptions)) = load_journal(&path)? else { continue };
+            let mut signals = load_signals(&runs_dir.join(format!("{stem}.signals.jsonl")))?;
+            for (id, seq) in consumptions {
+                if let Some(signal) = signals.iter_mut().find(|s| s.id == id) {
+                    signal.consumed_seq = Some(seq);
+                }
+            }
+            memory.restore(run, journal, signals);
+        }
+        Ok(JsonlStore {
+            inner: Arc::new(Shared {
+                runs_dir,
+                memory,
+                writes: std::sync::Mutex::new(()),
+                broken: AtomicBool::new(false),
+                _lock: lock,
+            }),
+        })
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.inner.broken.load(Ordering::SeqCst) {
+            return Err(StoreError::Backend("a write to the data directory failed; reopen the store".into()));
+        }
+        Ok(())
+    }
+
+    /// Appends lines to a run file and syncs it; a failure breaks the store.
+    fn write_lines(&self, file: &Path, lines: &[String]) -> Result<(), StoreError> {
+        let result = (|| {
+            let mut handle = OpenOptions::new().create(true).append(true).open(file)?;
+            let mut text = String::new();
+            for line in lines {
+                text.push_str(line);
+                text.push('\n');
+            }
+            handle.write_all(text.as_bytes())?;
+            handle.sync_data()
+        })();
+        result.map_err(|e| {
+            self.inner.broken.store(true, Ordering::SeqCst);
+            io("cannot write", file, e)
+        })
+    }
+
+    /// Commits a run's new events and its summary row (the commit marker), then refreshes the
+    /// summary sidecar.
+    fn commit(
+        &self,
+        id: &RunId,
+        events: Vec<JournalEntry>,
+        consumed: Option<(SignalId, u64)>,
+    ) -> Result<(), StoreError> {
+        let run = ready(self.inner.memory.get_run(id))?
+            .ok_or_else(|| StoreError::Corrupt(format!("run {id} vanished from memory")))?;
+        let stem = file_stem(id);
+        let mut lines = Vec::with_capacity(events.len() + 1);
+        for entry in events {
+            let line = Line::Event { seq: entry.seq, at: entry.at, event: entry.event };
+            lines.push(serde_json::to_string(&line).map_err(|e| StoreError::Backend(e.to_string()))?);
+        }
+        let summary = serde_json::to_string(&run).map_err(|e| StoreError::Backend(e.to_string()))?;
+        lines
+            .push(serde_json::to_string(&Line::Row { run, consumed }).map_err(|e| StoreError::Backend(e.to_string()))?);
+        self.write_lines(&self.inner.runs_dir.join(format!("{stem}.jsonl")), &lines)?;
+        // The sidecar is a convenience copy; the journal file is the truth, so a failure here is
+        // repaired at the next commit and by the next open.
+        let sidecar = self.inner.runs_dir.join(format!("{stem}.summary.json"));
+        let temporary = self.inner.runs_dir.join(format!("{stem}.summary.json.tmp"));
+        if std::fs::write(&temporary, summary).is_ok() {
+            let _ = std::fs::rename(&temporary, &sidecar);
+        }
+        Ok(())
+    }
+
+    /// The journal entries of `id` after `after_seq`.
+    fn tail(&self, id: &RunId, after_seq: u64) -> Result<Vec<JournalEntry>, StoreError> {
+        let journal = ready(self.inner.memory.read_journal(id))?;
+        Ok(journal.into_iter().filter(|e| e.seq > after_seq).collect())
+    }
+}
+
+impl JsonlStore {
+    fn writing(&self) -> Result<std::sync::MutexGuard<'_, ()>, StoreError> {
+        self.check()?;
+        Ok(self.inner.writes.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn create_now(&self, run: NewRun) -> Result<CreatedRun, StoreError> {
+        let _writes = self.writing()?;
+        let created = ready(self.inner.memory.create_run(run))?;
+        if created.created {
+            let events = self.tail(&created.run.id, 0)?;
+            self.commit(&created.run.id, events, None)?;
+        }
+        Ok(created)
+    }
+
+    fn append_now(&self, append: Append) -> Result<(), StoreError> {
+        let _writes = self.writing()?;
+        let id = append.run_id.clone();
+        let after_seq = append.after_seq;
+        let consumed = append.consume_signal.map(|signal| {
+            let seq = append
+                .events
+                .iter()
+                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == signal))
+                .map_or(after_seq + append.events.len() as u64, |i| after_seq + 1 + i as u64);
+            (signal, seq)
+        });
+        ready(self.inner.memory.append(append))?;
+        let events = self.tail(&id, after_seq)?;
+        self.commit(&id, events, consumed)
+    }
+
+    fn signal_now(&self, signal: NewSignal) -> Result<SignalId, StoreError> {
+        let _writes = self.writing()?;
+        let run_id = signal.run_id.clone();
+        let id = ready(self.inner.memory.send_signal(signal))?;
+        let record = ready(self.inner.memory.signals(&run_id))?
+            .into_iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| StoreError::Corrupt("a delivered signal vanished".into()))?;
+        let line = serde_json::to_string(&record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        self.write_lines(&self.inner.runs_dir.join(format!("{}.signals.jsonl", file_stem(&run_id))), &[line])?;
+        // The run may have been woken (its wake_at changed): commit its row.
+        self.commit(&run_id, Vec::new(), None)?;
+        Ok(id)
+    }
+
+    fn cancel_now(&self, request: CancelRequest) -> Result<CancelOutcome, StoreError> {
+        let _writes = self.writing()?;
+        let id = request.run_id.clone();
+        let before = ready(self.inner.memory.get_run(&id))?.map_or(0, |r| r.last_seq);
+        let outcome = ready(self.inner.memory.cancel(request))?;
+        let events = self.tail(&id, before)?;
+        self.commit(&id, events, None)?;
+        Ok(outcome)
+    }
+}
+
+impl Store for JsonlStore {
+    fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
+        let result = self.create_now(run);
+        Box::pin(async move { result })
+    }
+
+    fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
+        self.inner.memory.get_run(id)
+    }
+
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
+        self.inner.memory.list_runs(filter)
+    }
+
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        self.inner.memory.read_journal(id)
+    }
+
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        self.inner.memory.signals(id)
+    }
+
+    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
+        let result = self.writing().and_then(|_writes| ready(self.inner.memory.claim(request)));
+        Box::pin(async move { result })
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        let result = self.append_now(append);
+        Box::pin(async move { result })
+    }
+
+    fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
+        self.inner.memory.heartbeat(request)
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        let result = self.signal_now(signal);
+        Box::pin(async move { result })
+    }
+
+    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+        let result = self.cancel_now(request);
+        Box::pin(async move { result })
+    }
+
+    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
+        self.inner.memory.next_wake_at(workflows)
+    }
+}

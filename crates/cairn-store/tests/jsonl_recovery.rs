@@ -1,0 +1,171 @@
+//! The JSONL store survives restarts and torn writes: what was committed is read back exactly,
+//! a torn or uncommitted tail is dropped (never misread), and the store goes on from there.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use cairn_journal::{Event, RunState, StepPath, Timestamp};
+use cairn_store::*;
+use serde_json::value::RawValue;
+use std::io::Write;
+
+fn raw(s: &str) -> Box<RawValue> {
+    RawValue::from_string(s.to_owned()).unwrap()
+}
+
+fn step(name: &str, ordinal: u32, output: &str) -> Event {
+    Event::StepCompleted { path: StepPath::parse(name).unwrap(), ordinal, attempt: 1, output: raw(output) }
+}
+
+async fn seeded(dir: &std::path::Path) -> RunRecord {
+    let store = JsonlStore::open(dir).unwrap();
+    store
+        .create_run(NewRun {
+            id: RunId::new("run/1 ü"),
+            workflow: "order".into(),
+            version: 1,
+            input: raw(r#"{"n":1}"#),
+            idempotency_key: Some("k".into()),
+            created_at: Timestamp::from_millis(1),
+        })
+        .await
+        .unwrap();
+    let claimed = store
+        .claim(&ClaimRequest {
+            owner: "w".into(),
+            workflows: vec![WorkflowKey { name: "order".into(), version: 1 }],
+            now: Timestamp::from_millis(2),
+            lease_now: Timestamp::from_millis(2),
+            lease_until: Timestamp::from_millis(10_000),
+            limit: 1,
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    let signal = store
+        .send_signal(NewSignal {
+            run_id: claimed.id.clone(),
+            name: "go".into(),
+            payload: raw("7"),
+            sent_at: Timestamp::from_millis(3),
+        })
+        .await
+        .unwrap();
+    let wait = StepPath::parse("w").unwrap();
+    store
+        .append(Append {
+            run_id: claimed.id.clone(),
+            epoch: claimed.epoch,
+            after_seq: 1,
+            events: vec![
+                step("a", 0, "1"),
+                Event::WaitStarted { path: wait.clone(), ordinal: 1, event: "go".into(), filter: None, deadline: None },
+                Event::WaitCompleted { path: wait, signal: Some(signal), payload: Some(raw("7")) },
+            ],
+            at: Timestamp::from_millis(4),
+            update: RunUpdate::Progress,
+            consume_signal: Some(signal),
+        })
+        .await
+        .unwrap();
+    store.get_run(&claimed.id).await.unwrap().unwrap()
+}
+
+fn journal_file(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_str().unwrap().ends_with(".jsonl") && !p.to_str().unwrap().ends_with(".signals.jsonl"))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_reopened_store_reads_back_everything_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = seeded(dir.path()).await;
+    let store = JsonlStore::open(dir.path()).unwrap();
+    let after = store.get_run(&before.id).await.unwrap().unwrap();
+    assert_eq!((after.last_seq, after.epoch, after.status), (before.last_seq, before.epoch, before.status));
+    let journal = store.read_journal(&before.id).await.unwrap();
+    assert_eq!(journal.len(), 4);
+    RunState::fold(&journal).unwrap();
+    let signals = store.signals(&before.id).await.unwrap();
+    assert_eq!(signals[0].consumed_seq, Some(4), "the consumption survived");
+    // The idempotency key survived too.
+    let again = store
+        .create_run(NewRun {
+            id: RunId::new("other"),
+            workflow: "order".into(),
+            version: 1,
+            input: raw("{}"),
+            idempotency_key: Some("k".into()),
+            created_at: Timestamp::from_millis(9),
+        })
+        .await
+        .unwrap();
+    assert!(!again.created);
+    // A second process cannot open the same directory.
+    assert!(JsonlStore::open(dir.path()).is_err());
+}
+
+#[tokio::test]
+async fn torn_and_uncommitted_tails_are_dropped_not_misread() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = seeded(dir.path()).await;
+    let file = journal_file(dir.path());
+    let committed = std::fs::read(&file).unwrap();
+    {
+        // An event whose commit row never made it, then half a line: a crash mid-append.
+        let mut handle = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+        let event = serde_json::json!({ "event": { "seq": 5, "at": 5, "event": { "step_completed": {
+            "path": "b", "ordinal": 2, "attempt": 1, "output": 2 } } } });
+        writeln!(handle, "{event}").unwrap();
+        handle.write_all(br#"{"row":{"run":{"id":"run/1 "#).unwrap();
+    }
+    let store = JsonlStore::open(dir.path()).unwrap();
+    let run = store.get_run(&before.id).await.unwrap().unwrap();
+    assert_eq!(run.last_seq, 4, "the uncommitted step is not in the run");
+    assert_eq!(store.read_journal(&run.id).await.unwrap().len(), 4);
+    assert_eq!(std::fs::read(&file).unwrap(), committed, "the file is cut back to its last commit");
+    // And the store goes on from there: the same step commits cleanly now.
+    let mut claimed = store
+        .claim(&ClaimRequest {
+            owner: "w2".into(),
+            workflows: vec![WorkflowKey { name: "order".into(), version: 1 }],
+            now: Timestamp::from_millis(20_000),
+            lease_now: Timestamp::from_millis(20_000),
+            lease_until: Timestamp::from_millis(30_000),
+            limit: 1,
+        })
+        .await
+        .unwrap();
+    let claimed = claimed.remove(0);
+    store
+        .append(Append {
+            run_id: claimed.id.clone(),
+            epoch: claimed.epoch,
+            after_seq: 4,
+            events: vec![step("b", 2, "2")],
+            at: Timestamp::from_millis(20_001),
+            update: RunUpdate::Progress,
+            consume_signal: None,
+        })
+        .await
+        .unwrap();
+    drop(store);
+    let reopened = JsonlStore::open(dir.path()).unwrap();
+    let journal = reopened.read_journal(&claimed.id).await.unwrap();
+    assert_eq!(journal.len(), 5);
+    RunState::fold(&journal).unwrap();
+}
+
+#[tokio::test]
+async fn a_garbled_committed_line_is_reported_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    seeded(dir.path()).await;
+    let file = journal_file(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap();
+    // Corrupt the first line, which a later commit row vouches for.
+    let garbled = text.replacen("started", "st@rted", 1);
+    std::fs::write(&file, garbled).unwrap();
+    let error = JsonlStore::open(dir.path()).unwrap_err();
+    assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+}
