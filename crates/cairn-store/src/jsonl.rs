@@ -83,23 +83,33 @@ fn complete_lines(bytes: &[u8]) -> Vec<(usize, &[u8])> {
     lines
 }
 
+/// What a run's journal file holds once its uncommitted tail is dropped.
+struct Loaded {
+    run: RunRecord,
+    journal: Vec<JournalEntry>,
+    /// Signals consumed, with the journal sequence that consumed each.
+    consumed: Vec<(SignalId, u64)>,
+}
+
 /// Reads a run's journal file, keeping only committed changes; truncates anything after them.
-fn load_journal(path: &Path) -> Result<Option<(RunRecord, Vec<JournalEntry>, Vec<(SignalId, u64)>)>, StoreError> {
+fn load_journal(path: &Path) -> Result<Option<Loaded>, StoreError> {
     let bytes = std::fs::read(path).map_err(|e| io("cannot read", path, e))?;
     let mut committed_len = 0;
-    let mut committed: Option<(RunRecord, Vec<JournalEntry>, Vec<(SignalId, u64)>)> = None;
+    let mut committed: Option<Loaded> = None;
     let mut pending: Vec<JournalEntry> = Vec::new();
     let lines = complete_lines(&bytes);
     for (index, (end, line)) in lines.iter().enumerate() {
         match serde_json::from_slice::<Line>(line) {
             Ok(Line::Event { seq, at, event }) => pending.push(JournalEntry::new(seq, at, event)),
             Ok(Line::Row { run, consumed }) => {
-                let (_, journal, consumptions) = committed.get_or_insert_with(|| (run.clone(), Vec::new(), Vec::new()));
-                journal.append(&mut pending);
-                consumptions.extend(consumed);
-                if let Some(state) = committed.as_mut() {
-                    state.0 = run;
-                }
+                let loaded = committed.get_or_insert_with(|| Loaded {
+                    run: run.clone(),
+                    journal: Vec::new(),
+                    consumed: Vec::new(),
+                });
+                loaded.journal.append(&mut pending);
+                loaded.consumed.extend(consumed);
+                loaded.run = run;
                 committed_len = *end;
             }
             Err(error) => {
@@ -182,9 +192,9 @@ impl JsonlStore {
             let path = entry.map_err(|e| io("cannot list", &runs_dir, e))?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
             let Some(stem) = name.strip_suffix(".jsonl").filter(|s| !s.ends_with(".signals")) else { continue };
-            let Some((run, journal, consumptions)) = load_journal(&path)? else { continue };
+            let Some(Loaded { run, journal, consumed }) = load_journal(&path)? else { continue };
             let mut signals = load_signals(&runs_dir.join(format!("{stem}.signals.jsonl")))?;
-            for (id, seq) in consumptions {
+            for (id, seq) in consumed {
                 if let Some(signal) = signals.iter_mut().find(|s| s.id == id) {
                     signal.consumed_seq = Some(seq);
                 }
