@@ -9,7 +9,8 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-/// Where the runs are: an SQLite file (`--db`, the default) or PostgreSQL (`--database-url`).
+/// Where the runs are: an SQLite file (`--db`, the default), PostgreSQL (`--database-url`) or a
+/// JSONL data directory (`--data-dir`).
 #[derive(Args, Clone)]
 pub(crate) struct StoreArgs {
     /// SQLite database file.
@@ -21,6 +22,9 @@ pub(crate) struct StoreArgs {
     /// PostgreSQL schema holding Cairn's tables.
     #[arg(long, env = "CAIRN_SCHEMA", default_value = "cairn", global = true)]
     schema: String,
+    /// JSONL data directory (one file per run); takes precedence over --db.
+    #[arg(long, env = "CAIRN_DATA_DIR", global = true)]
+    data_dir: Option<PathBuf>,
 }
 
 impl StoreArgs {
@@ -33,6 +37,14 @@ impl StoreArgs {
                 .with_context(|| format!("cannot open PostgreSQL schema {:?}", self.schema))?;
             return Ok(std::sync::Arc::new(store));
         }
+        if let Some(dir) = &self.data_dir {
+            if !create && !dir.exists() {
+                bail!("no Cairn data directory at {}", dir.display());
+            }
+            let store =
+                cairn::store::JsonlStore::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+            return Ok(std::sync::Arc::new(store));
+        }
         if !create && !self.db.exists() {
             bail!("no Cairn database at {} (use --db PATH or --database-url URL)", self.db.display());
         }
@@ -42,9 +54,10 @@ impl StoreArgs {
 
     /// A short description of the store for messages.
     pub(crate) fn describe(&self) -> String {
-        match &self.database_url {
-            Some(_) => format!("PostgreSQL schema {}", self.schema),
-            None => self.db.display().to_string(),
+        match (&self.database_url, &self.data_dir) {
+            (Some(_), _) => format!("PostgreSQL schema {}", self.schema),
+            (None, Some(dir)) => format!("JSONL directory {}", dir.display()),
+            (None, None) => self.db.display().to_string(),
         }
     }
 }
