@@ -23,7 +23,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         epoch BIGINT NOT NULL DEFAULT 0,
         last_seq BIGINT NOT NULL,
         cancel_requested BOOLEAN NOT NULL DEFAULT false
-    );
+    ) WITH (fillfactor = 70);
     CREATE UNIQUE INDEX runs_idempotency ON {schema}.runs (workflow, idempotency_key) WHERE idempotency_key IS NOT NULL;
     CREATE INDEX runs_wake ON {schema}.runs (status, wake_at);
     CREATE INDEX runs_lease ON {schema}.runs (status, lease_expires_at);
