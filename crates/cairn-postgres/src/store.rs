@@ -198,10 +198,20 @@ impl Sql {
             notify: "SELECT pg_notify($1, '')".to_owned(),
             append_batch: format!(
                 "WITH input AS (
-                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
-                         AS i(id, epoch, after_seq, new_last, at)),
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
+                                          $12::bool[], $13::text[], $14::text[], $15::text[], $16::bigint[])
+                         AS i(id, epoch, after_seq, new_last, at, finish, status, output, error, completed_at)),
                  upd AS (
-                     UPDATE {s}.runs r SET last_seq = i.new_last, updated_at = i.at FROM input i
+                     UPDATE {s}.runs r SET last_seq = i.new_last, updated_at = i.at,
+                         status = CASE WHEN i.finish THEN i.status ELSE r.status END,
+                         suspend_reason = CASE WHEN i.finish THEN NULL ELSE r.suspend_reason END,
+                         output = CASE WHEN i.finish THEN i.output ELSE r.output END,
+                         error = CASE WHEN i.finish THEN i.error ELSE r.error END,
+                         completed_at = CASE WHEN i.finish THEN i.completed_at ELSE r.completed_at END,
+                         wake_at = CASE WHEN i.finish THEN NULL ELSE r.wake_at END,
+                         lease_owner = CASE WHEN i.finish THEN NULL ELSE r.lease_owner END,
+                         lease_expires_at = CASE WHEN i.finish THEN NULL ELSE r.lease_expires_at END
+                     FROM input i
                      WHERE r.id = i.id AND r.epoch = i.epoch AND r.last_seq = i.after_seq
                      RETURNING r.id),
                  ins AS (
@@ -615,7 +625,9 @@ async fn writer(pool: Pool, sql: Arc<Sql>, mut jobs: mpsc::UnboundedReceiver<App
 async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     let mut client = pool.get().await.map_err(backend)?;
     let tx = client.transaction().await.map_err(backend)?;
-    let batchable = |a: &Append| matches!(a.update, RunUpdate::Progress) && a.consume_signal.is_none();
+    // Progress and finishing appends that consume no signal go in one batched statement.
+    let batchable =
+        |a: &Append| matches!(a.update, RunUpdate::Progress | RunUpdate::Finish { .. }) && a.consume_signal.is_none();
     let batch: Vec<&Append> = round.iter().map(|(a, _)| a).filter(|a| batchable(a)).collect();
     let mut applied: HashSet<String> = HashSet::new();
     if !batch.is_empty() {
@@ -624,6 +636,26 @@ async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec
         let afters: Vec<i64> = batch.iter().map(|a| a.after_seq as i64).collect();
         let lasts: Vec<i64> = batch.iter().map(|a| (a.after_seq + a.events.len() as u64) as i64).collect();
         let ats: Vec<i64> = batch.iter().map(|a| a.at.as_millis()).collect();
+        let (mut finishes, mut statuses, mut outputs, mut errors, mut completions) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for append in &batch {
+            match &append.update {
+                RunUpdate::Finish { status, output, error, at } => {
+                    finishes.push(true);
+                    statuses.push(Some(status.as_str()));
+                    outputs.push(output.as_ref().map(|o| o.get()));
+                    errors.push(error.as_deref());
+                    completions.push(Some(at.as_millis()));
+                }
+                _ => {
+                    finishes.push(false);
+                    statuses.push(None);
+                    outputs.push(None);
+                    errors.push(None);
+                    completions.push(None);
+                }
+            }
+        }
         let (mut e_ids, mut e_seqs, mut e_ats, mut e_kinds, mut e_paths, mut e_data) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for append in &batch {
@@ -640,7 +672,24 @@ async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec
         let rows = tx
             .query(
                 &statement,
-                &[&ids, &epochs, &afters, &lasts, &ats, &e_ids, &e_seqs, &e_ats, &e_kinds, &e_paths, &e_data],
+                &[
+                    &ids,
+                    &epochs,
+                    &afters,
+                    &lasts,
+                    &ats,
+                    &e_ids,
+                    &e_seqs,
+                    &e_ats,
+                    &e_kinds,
+                    &e_paths,
+                    &e_data,
+                    &finishes,
+                    &statuses,
+                    &outputs,
+                    &errors,
+                    &completions,
+                ],
             )
             .await
             .map_err(backend)?;

@@ -65,3 +65,97 @@ async fn postgres() -> Option<(Arc<dyn Store>, Schema)> {
 }
 
 cairn_store_conformance::conformance_tests!(postgres, postgres);
+
+/// Appends submitted together are committed together (one round of the writer), and each still
+/// gets its own outcome: progress and finishes applied, stale epochs and sequences refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_submitted_together_keep_their_own_outcomes() {
+    use cairn_journal::{Event, StepPath, Timestamp};
+    use cairn_store::*;
+    use serde_json::value::RawValue;
+    let Some((store, _schema)) = postgres().await else { return };
+    let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+    let t = Timestamp::from_millis;
+    for i in 0..12 {
+        store
+            .create_run(NewRun {
+                id: RunId::new(format!("r{i}")),
+                workflow: "w".into(),
+                version: 1,
+                input: raw("1"),
+                idempotency_key: None,
+                created_at: t(i),
+            })
+            .await
+            .unwrap();
+    }
+    let claimed = store
+        .claim(&ClaimRequest {
+            owner: "me".into(),
+            workflows: vec![WorkflowKey { name: "w".into(), version: 1 }],
+            now: t(100),
+            lease_now: t(100),
+            lease_until: t(100_000),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 12);
+    let step = Event::StepCompleted { path: StepPath::parse("s").unwrap(), ordinal: 0, attempt: 1, output: raw("2") };
+    let appends = claimed.iter().enumerate().map(|(i, run)| {
+        let (epoch, after_seq, update, events) = match i % 4 {
+            0 => (run.epoch, 1, RunUpdate::Progress, vec![step.clone()]),
+            1 => (
+                run.epoch,
+                1,
+                RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("9")), error: None, at: t(200) },
+                vec![step.clone(), Event::Completed { output: raw("9") }],
+            ),
+            2 => (run.epoch + 7, 1, RunUpdate::Progress, vec![step.clone()]),
+            _ => (run.epoch, 5, RunUpdate::Progress, vec![step.clone()]),
+        };
+        store.append(Append {
+            run_id: run.id.clone(),
+            epoch,
+            after_seq,
+            events,
+            at: t(150),
+            update,
+            consume_signal: None,
+        })
+    });
+    let outcomes = futures_join(appends.collect()).await;
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let run = store.get_run(&claimed[i].id).await.unwrap().unwrap();
+        let journal = store.read_journal(&run.id).await.unwrap();
+        match i % 4 {
+            0 => {
+                assert!(outcome.is_ok(), "{outcome:?}");
+                assert_eq!((run.status, run.last_seq, journal.len()), (RunStatus::Running, 2, 2));
+            }
+            1 => {
+                assert!(outcome.is_ok(), "{outcome:?}");
+                assert_eq!((run.status, run.last_seq, journal.len()), (RunStatus::Completed, 3, 3));
+                assert_eq!(run.output.unwrap().get(), "9");
+                assert_eq!(run.lease_owner, None);
+            }
+            2 => {
+                assert!(matches!(outcome, Err(StoreError::Fenced { .. })), "{outcome:?}");
+                assert_eq!((run.last_seq, journal.len()), (1, 1));
+            }
+            _ => {
+                assert!(matches!(outcome, Err(StoreError::SequenceConflict { .. })), "{outcome:?}");
+                assert_eq!((run.last_seq, journal.len()), (1, 1));
+            }
+        }
+    }
+}
+
+/// Awaits boxed store futures together (all were submitted when created).
+async fn futures_join(futures: Vec<cairn_store::StoreFuture<'_, ()>>) -> Vec<Result<(), cairn_store::StoreError>> {
+    let mut out = Vec::with_capacity(futures.len());
+    for future in futures {
+        out.push(future.await);
+    }
+    out
+}
