@@ -497,54 +497,47 @@ async fn listen(
 
 /// Executes one append as one statement on `client` (a connection or an open transaction).
 async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> Result<(), StoreError> {
-    {
-        let new_last = (append.after_seq + append.events.len() as u64) as i64;
-        let (at, epoch, after) = (append.at.as_millis(), append.epoch as i64, append.after_seq as i64);
-        let run_id = append.run_id.as_str();
-        let signal = append.consume_signal.map(|s| s.0);
-        let consumed_at = append
-            .consume_signal
-            .and_then(|id| {
-                append.events.iter().position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == id))
-            })
-            .map_or(new_last, |i| after + 1 + i as i64);
-        let seqs: Vec<i64> = (0..append.events.len()).map(|i| after + 1 + i as i64).collect();
-        let kinds: Vec<&str> = append.events.iter().map(|e| e.kind_name()).collect();
-        let paths: Vec<Option<&str>> = append.events.iter().map(|e| e.path().map(|p| p.as_str())).collect();
-        let data: Vec<String> = append.events.iter().map(Event::to_json).collect();
-        let (text, extra): (&str, Vec<Box<dyn ToSql + Sync + Send>>) = match &append.update {
-            RunUpdate::Progress => (&sql.progress, Vec::new()),
-            RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
-                &sql.suspend,
-                vec![
-                    Box::new(reason.as_str()),
-                    Box::new(signals_after.map(|s| s.0)),
-                    Box::new(now.as_millis()),
-                    Box::new(wake_at.map(Timestamp::as_millis)),
-                ],
-            ),
-            RunUpdate::Finish { status, output, error, at } => (
-                &sql.finish,
-                vec![
-                    Box::new(status.as_str()),
-                    Box::new(output.as_ref().map(|o| o.get().to_owned())),
-                    Box::new(error.clone()),
-                    Box::new(at.as_millis()),
-                ],
-            ),
-            RunUpdate::Release => (&sql.release, Vec::new()),
-            RunUpdate::Park { error } => (&sql.park, vec![Box::new(error.clone())]),
-        };
-        let mut bound: Vec<&(dyn ToSql + Sync)> =
-            vec![&new_last, &at, &run_id, &epoch, &after, &signal, &consumed_at, &seqs, &kinds, &paths, &data];
-        bound.extend(extra.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
-        let statement = client.prepare_cached(text).await.map_err(backend)?;
-        let row = client.query_one(&statement, &bound).await.map_err(backend)?;
-        if row.try_get::<_, i64>(0).map_err(backend)? == 1 {
-            return Ok(());
-        }
-        Err(refusal(client, sql, append).await?)
+    let new_last = (append.after_seq + append.events.len() as u64) as i64;
+    let (at, epoch, after) = (append.at.as_millis(), append.epoch as i64, append.after_seq as i64);
+    let run_id = append.run_id.as_str();
+    let signal = append.consume_signal.map(|s| s.0);
+    let consumed_at = append.consumed().map_or(new_last, |(_, seq)| seq as i64);
+    let seqs: Vec<i64> = (0..append.events.len()).map(|i| after + 1 + i as i64).collect();
+    let kinds: Vec<&str> = append.events.iter().map(|e| e.kind_name()).collect();
+    let paths: Vec<Option<&str>> = append.events.iter().map(|e| e.path().map(|p| p.as_str())).collect();
+    let data: Vec<String> = append.events.iter().map(Event::to_json).collect();
+    let (text, extra): (&str, Vec<Box<dyn ToSql + Sync + Send>>) = match &append.update {
+        RunUpdate::Progress => (&sql.progress, Vec::new()),
+        RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
+            &sql.suspend,
+            vec![
+                Box::new(reason.as_str()),
+                Box::new(signals_after.map(|s| s.0)),
+                Box::new(now.as_millis()),
+                Box::new(wake_at.map(Timestamp::as_millis)),
+            ],
+        ),
+        RunUpdate::Finish { status, output, error, at } => (
+            &sql.finish,
+            vec![
+                Box::new(status.as_str()),
+                Box::new(output.as_ref().map(|o| o.get().to_owned())),
+                Box::new(error.clone()),
+                Box::new(at.as_millis()),
+            ],
+        ),
+        RunUpdate::Release => (&sql.release, Vec::new()),
+        RunUpdate::Park { error } => (&sql.park, vec![Box::new(error.clone())]),
+    };
+    let mut bound: Vec<&(dyn ToSql + Sync)> =
+        vec![&new_last, &at, &run_id, &epoch, &after, &signal, &consumed_at, &seqs, &kinds, &paths, &data];
+    bound.extend(extra.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
+    let statement = client.prepare_cached(text).await.map_err(backend)?;
+    let row = client.query_one(&statement, &bound).await.map_err(backend)?;
+    if row.try_get::<_, i64>(0).map_err(backend)? == 1 {
+        return Ok(());
     }
+    Err(refusal(client, sql, append).await?)
 }
 
 /// Why an append that matched nothing was refused (read after the fact; nothing was written).

@@ -294,14 +294,7 @@ impl JsonlStore {
         let _writes = self.writing()?;
         let id = append.run_id.clone();
         let after_seq = append.after_seq;
-        let consumed = append.consume_signal.map(|signal| {
-            let seq = append
-                .events
-                .iter()
-                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == signal))
-                .map_or(after_seq + append.events.len() as u64, |i| after_seq + 1 + i as u64);
-            (signal, seq)
-        });
+        let consumed = append.consumed();
         ready(self.inner.memory.append(append))?;
         let events = self.tail(&id, after_seq)?;
         self.commit(&id, events, consumed)

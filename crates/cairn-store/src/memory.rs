@@ -147,12 +147,7 @@ impl Inner {
             }
             _ => false,
         };
-        if let Some(id) = append.consume_signal {
-            let consumed_at = append
-                .events
-                .iter()
-                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == id))
-                .map_or(new_last, |i| append.after_seq + 1 + i as u64);
+        if let Some((id, consumed_at)) = append.consumed() {
             let signal = self.signals.get_mut(&append.run_id).and_then(|list| list.iter_mut().find(|s| s.id == id));
             if let Some(signal) = signal {
                 signal.consumed_seq = Some(consumed_at);

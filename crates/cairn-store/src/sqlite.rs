@@ -638,12 +638,8 @@ impl Writer {
         if changed == 0 {
             return Err(clean(self.append_refusal(append)?));
         }
-        if let Some(signal) = append.consume_signal {
-            let consumed_at = append
-                .events
-                .iter()
-                .position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == signal))
-                .map_or(new_last, |i| (append.after_seq + 1 + i as u64) as i64);
+        if let Some((signal, consumed_at)) = append.consumed() {
+            let consumed_at = consumed_at as i64;
             let consumed = self
                 .conn
                 .prepare_cached(

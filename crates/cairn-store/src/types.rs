@@ -424,6 +424,18 @@ pub struct Append {
     pub consume_signal: Option<SignalId>,
 }
 
+impl Append {
+    /// The signal this append consumes and the sequence number of the event that consumes it
+    /// (the `wait_completed` naming it, or the append's last event).
+    pub fn consumed(&self) -> Option<(SignalId, u64)> {
+        let signal = self.consume_signal?;
+        let position =
+            self.events.iter().position(|e| matches!(e, Event::WaitCompleted { signal: Some(s), .. } if *s == signal));
+        let last = self.after_seq + self.events.len() as u64;
+        Some((signal, position.map_or(last, |i| self.after_seq + 1 + i as u64)))
+    }
+}
+
 /// A worker extends its leases.
 #[derive(Debug, Clone)]
 pub struct HeartbeatRequest {
