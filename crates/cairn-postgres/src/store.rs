@@ -793,7 +793,7 @@ impl Store for PostgresStore {
             };
             let status = filter.status.map(RunStatus::as_str);
             let limit = (size + 1) as i64;
-            let mut runs = self
+            let runs = self
                 .query_runs(
                     &self.sql.list,
                     &[
@@ -807,12 +807,7 @@ impl Store for PostgresStore {
                     ],
                 )
                 .await?;
-            let next_cursor = (runs.len() > size).then(|| {
-                let last = &runs[size - 1];
-                PageCursor { created_at: last.created_at, id: last.id.clone() }
-            });
-            runs.truncate(size);
-            Ok(RunPage { runs, next_cursor })
+            Ok(RunPage::cut(runs, size))
         })
     }
 

@@ -260,13 +260,8 @@ impl Store for MemoryStore {
         let mut runs: Vec<RunRecord> = inner.runs.values().filter(|r| matches_filter(r, filter)).cloned().collect();
         drop(inner);
         runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        let size = filter.page_size();
-        let next_cursor = (runs.len() > size).then(|| {
-            let last = &runs[size - 1];
-            crate::PageCursor { created_at: last.created_at, id: last.id.clone() }
-        });
-        runs.truncate(size);
-        Box::pin(async move { Ok(RunPage { runs, next_cursor }) })
+        let page = RunPage::cut(runs, filter.page_size());
+        Box::pin(async move { Ok(page) })
     }
 
     fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {

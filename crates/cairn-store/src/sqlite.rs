@@ -808,7 +808,7 @@ impl Store for SqliteStore {
                      ORDER BY created_at DESC, id DESC LIMIT ?7"
                 ))
                 .map_err(backend)?;
-            let mut runs = query_runs(
+            let runs = query_runs(
                 &mut stmt,
                 params![
                     filter.workflow,
@@ -820,12 +820,7 @@ impl Store for SqliteStore {
                     (size + 1) as i64
                 ],
             )?;
-            let next_cursor = (runs.len() > size).then(|| {
-                let last = &runs[size - 1];
-                PageCursor { created_at: last.created_at, id: last.id.clone() }
-            });
-            runs.truncate(size);
-            Ok(RunPage { runs, next_cursor })
+            Ok(RunPage::cut(runs, size))
         })
     }
 

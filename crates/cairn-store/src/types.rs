@@ -300,6 +300,19 @@ pub struct RunPage {
     pub next_cursor: Option<PageCursor>,
 }
 
+impl RunPage {
+    /// A page from `runs` fetched with one more than `size` (newest first): the extra run, if
+    /// any, only tells that another page follows.
+    pub fn cut(mut runs: Vec<RunRecord>, size: usize) -> RunPage {
+        let next_cursor = (runs.len() > size && size > 0).then(|| {
+            let last = &runs[size - 1];
+            PageCursor { created_at: last.created_at, id: last.id.clone() }
+        });
+        runs.truncate(size);
+        RunPage { runs, next_cursor }
+    }
+}
+
 /// A signal kept for a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SignalRecord {
