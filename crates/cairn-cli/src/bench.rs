@@ -52,6 +52,9 @@ pub(crate) struct BenchArgs {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// Worker processes sharing the work (`--store postgres` only): this one plus N-1 more.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
     /// PostgreSQL URL for `--store postgres`.
     #[arg(long, env = "CAIRN_DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
     database_url: String,
@@ -91,6 +94,43 @@ fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values
 }
 
+/// Arguments of the hidden `bench-worker` subcommand.
+#[derive(Args)]
+pub(crate) struct WorkerArgs {
+    #[arg(long)]
+    database_url: String,
+    #[arg(long)]
+    schema: String,
+    #[arg(long)]
+    max_active_runs: usize,
+}
+
+/// An extra bench worker: executes `noop` runs until it is killed.
+pub(crate) async fn worker(args: WorkerArgs) -> Result<()> {
+    let options = cairn_postgres::PostgresOptions::new(&args.database_url).schema(&args.schema);
+    let store = cairn_postgres::PostgresStore::connect(options).await?;
+    let _engine = Engine::builder()
+        .store(store)
+        .max_active_runs(args.max_active_runs)
+        .register("noop", 1, noop_workflow(Arc::new(Mutex::new(Vec::new())), false))
+        .start()
+        .await?;
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// Kills the extra worker processes when the bench ends, however it ends.
+struct Workers(Vec<std::process::Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let runs = args.runs.unwrap_or(match args.workload {
         Workload::W1 => 1000,
@@ -105,6 +145,12 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     };
     let dir = tempfile::Builder::new().prefix(".cairn-bench-").tempdir_in(".").context("creating a bench directory")?;
     let mut bench_schema: Option<cairn_postgres::PostgresStore> = None;
+    let mut schema_name = String::new();
+    if args.workers > 1 && args.store != StoreKind::Postgres {
+        bail!("--workers needs --store postgres");
+    }
+    let workers = args.workers.max(1);
+    let per_worker = runs.div_ceil(workers);
     let (store, store_name, floor_us): (Arc<dyn Store>, &str, f64) = match args.store {
         StoreKind::Memory => (Arc::new(MemoryStore::new()), "memory", 0.0),
         StoreKind::Sqlite => {
@@ -115,6 +161,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         }
         StoreKind::Postgres => {
             let schema = format!("cairn_bench_{}", std::process::id());
+            schema_name = schema.clone();
             let options = cairn_postgres::PostgresOptions::new(&args.database_url).schema(&schema);
             let store = cairn_postgres::PostgresStore::connect(options).await?;
             let floor = store.commit_floor_us(200).await?;
@@ -123,9 +170,20 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         }
     };
     let marks = Arc::new(Mutex::new(Vec::new()));
+    let extra = Workers(
+        (1..workers)
+            .map(|_| {
+                std::process::Command::new(std::env::current_exe()?)
+                    .args(["bench-worker", "--database-url", &args.database_url, "--schema", &schema_name])
+                    .args(["--max-active-runs", &per_worker.to_string()])
+                    .spawn()
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .context("starting the extra bench workers")?,
+    );
     let engine = Engine::builder()
         .shared_store(store)
-        .max_active_runs(runs.max(1))
+        .max_active_runs(per_worker.max(1))
         .register("noop", 1, noop_workflow(Arc::clone(&marks), args.workload == Workload::W2))
         .start()
         .await?;
@@ -166,6 +224,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     }
     let seconds = started.elapsed().as_secs_f64();
     engine.shutdown().await;
+    drop(extra);
     if let Some(store) = bench_schema {
         store.drop_schema().await?;
     }
@@ -189,6 +248,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         "store": store_name,
         "durability": durability_name,
         "runs": runs,
+        "workers": workers,
         "steps": steps_total,
         "seconds": seconds,
         "runs_per_sec": runs as f64 / seconds,
@@ -201,10 +261,11 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     });
     if !args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         println!(
-            "{} on {} ({}): {} runs x {} steps in {:.3} s = {:.0} runs/s, {:.0} steps/s; run p50 {:.2} ms, p99 {:.2} ms; step p50 {:.1} us; commit floor {:.1} us",
+            "{} on {} ({}, {} worker(s)): {} runs x {} steps in {:.3} s = {:.0} runs/s, {:.0} steps/s; run p50 {:.2} ms, p99 {:.2} ms; step p50 {:.1} us; commit floor {:.1} us",
             report["workload"].as_str().unwrap_or_default(),
             store_name,
             durability_name,
+            workers,
             runs,
             args.steps,
             seconds,

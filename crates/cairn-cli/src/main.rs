@@ -34,6 +34,9 @@ enum Command {
     },
     /// Measure throughput (w1) or latency (w2).
     Bench(bench::BenchArgs),
+    /// An extra worker process for `bench --workers N` (started by the bench itself).
+    #[command(hide = true)]
+    BenchWorker(bench::WorkerArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +53,7 @@ fn main() -> std::process::ExitCode {
             Command::Runs { command } => runs::run(command).await,
             Command::Demo { store } => demo::run(&store).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::BenchWorker(args) => bench::worker(args).await,
         }
     });
     match result {
