@@ -24,6 +24,30 @@ enum Line {
     Row { run: RunRecord, consumed: Option<(SignalId, u64)> },
 }
 
+/// How an event line is written; reads back as [`Line::Event`] without cloning the event.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum EventLine<'a> {
+    Event { seq: u64, at: Timestamp, event: &'a Event },
+}
+
+fn encode(value: &impl Serialize) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Backend(e.to_string()))
+}
+
+/// The journal lines of `events` numbered from `after_seq + 1`.
+fn event_lines<'a>(
+    after_seq: u64,
+    at: Timestamp,
+    events: impl IntoIterator<Item = &'a Event>,
+) -> Result<Vec<String>, StoreError> {
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| encode(&EventLine::Event { seq: after_seq + 1 + i as u64, at, event }))
+        .collect()
+}
+
 /// Runs kept as JSON lines under a data directory: `runs/<id>.jsonl` (journal events and the
 /// summary rows that commit them), `runs/<id>.signals.jsonl` (delivered signals) and
 /// `runs/<id>.summary.json` (the latest summary, for `cat` and `grep`). Greppable, needs no native
@@ -237,25 +261,14 @@ impl JsonlStore {
         })
     }
 
-    /// Commits a run's new events and its summary row (the commit marker), then refreshes the
+    /// Commits a run's new event lines and its summary row (the commit marker), then refreshes the
     /// summary sidecar.
-    fn commit(
-        &self,
-        id: &RunId,
-        events: Vec<JournalEntry>,
-        consumed: Option<(SignalId, u64)>,
-    ) -> Result<(), StoreError> {
+    fn commit(&self, id: &RunId, mut lines: Vec<String>, consumed: Option<(SignalId, u64)>) -> Result<(), StoreError> {
         let run = ready(self.inner.memory.get_run(id))?
             .ok_or_else(|| StoreError::Corrupt(format!("run {id} vanished from memory")))?;
         let stem = file_stem(id);
-        let mut lines = Vec::with_capacity(events.len() + 1);
-        for entry in events {
-            let line = Line::Event { seq: entry.seq, at: entry.at, event: entry.event };
-            lines.push(serde_json::to_string(&line).map_err(|e| StoreError::Backend(e.to_string()))?);
-        }
-        let summary = serde_json::to_string(&run).map_err(|e| StoreError::Backend(e.to_string()))?;
-        lines
-            .push(serde_json::to_string(&Line::Row { run, consumed }).map_err(|e| StoreError::Backend(e.to_string()))?);
+        let summary = encode(&run)?;
+        lines.push(encode(&Line::Row { run, consumed })?);
         self.write_lines(&self.inner.runs_dir.join(format!("{stem}.jsonl")), &lines)?;
         // The sidecar is a convenience copy; the journal file is the truth, so a failure here is
         // repaired at the next commit and by the next open.
@@ -267,10 +280,12 @@ impl JsonlStore {
         Ok(())
     }
 
-    /// The journal entries of `id` after `after_seq`.
-    fn tail(&self, id: &RunId, after_seq: u64) -> Result<Vec<JournalEntry>, StoreError> {
+    /// The journal lines of the events the memory index appended to `id` after `after_seq` (for
+    /// the changes whose events the index makes: creating and cancelling a run).
+    fn tail(&self, id: &RunId, after_seq: u64) -> Result<Vec<String>, StoreError> {
         let journal = ready(self.inner.memory.read_journal(id))?;
-        Ok(journal.into_iter().filter(|e| e.seq > after_seq).collect())
+        let new = journal.iter().filter(|e| e.seq > after_seq);
+        new.map(|e| encode(&EventLine::Event { seq: e.seq, at: e.at, event: &e.event })).collect()
     }
 }
 
@@ -293,11 +308,11 @@ impl JsonlStore {
     fn append_now(&self, append: Append) -> Result<(), StoreError> {
         let _writes = self.writing()?;
         let id = append.run_id.clone();
-        let after_seq = append.after_seq;
         let consumed = append.consumed();
+        // Encoded from the append itself: the run's journal so far is not read again.
+        let lines = event_lines(append.after_seq, append.at, &append.events)?;
         ready(self.inner.memory.append(append))?;
-        let events = self.tail(&id, after_seq)?;
-        self.commit(&id, events, consumed)
+        self.commit(&id, lines, consumed)
     }
 
     fn signal_now(&self, signal: NewSignal) -> Result<SignalId, StoreError> {
@@ -308,7 +323,7 @@ impl JsonlStore {
             .into_iter()
             .find(|s| s.id == id)
             .ok_or_else(|| StoreError::Corrupt("a delivered signal vanished".into()))?;
-        let line = serde_json::to_string(&record).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let line = encode(&record)?;
         self.write_lines(&self.inner.runs_dir.join(format!("{}.signals.jsonl", file_stem(&run_id))), &[line])?;
         // The run may have been woken (its wake_at changed): commit its row.
         self.commit(&run_id, Vec::new(), None)?;
