@@ -90,6 +90,7 @@ struct Sql {
     refusal: String,
     heartbeat: String,
     cancel_flag: String,
+    request_cancel: String,
     insert_signal: String,
     wake_waiting: String,
     lock_run: String,
@@ -176,6 +177,7 @@ impl Sql {
                  RETURNING cancel_requested"
             ),
             cancel_flag: format!("SELECT cancel_requested FROM {s}.runs WHERE id = $1"),
+            request_cancel: format!("UPDATE {s}.runs SET cancel_requested = true WHERE id = $1"),
             insert_signal: format!(
                 "INSERT INTO {s}.signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id"
             ),
@@ -281,6 +283,37 @@ fn tags(workflows: &[WorkflowKey]) -> Vec<String> {
     workflows.iter().map(WorkflowKey::tag).collect()
 }
 
+/// Journal rows as column arrays, the shape `unnest` takes them in.
+#[derive(Default)]
+struct JournalColumns<'a> {
+    run_ids: Vec<&'a str>,
+    seqs: Vec<i64>,
+    ats: Vec<i64>,
+    kinds: Vec<&'static str>,
+    paths: Vec<Option<&'a str>>,
+    data: Vec<String>,
+}
+
+impl<'a> JournalColumns<'a> {
+    /// Adds `events` of `run_id` as entries `after_seq + 1…`.
+    fn push(&mut self, run_id: &'a RunId, after_seq: u64, at: Timestamp, events: &'a [Event]) {
+        for (i, event) in events.iter().enumerate() {
+            self.run_ids.push(run_id.as_str());
+            self.seqs.push((after_seq + 1 + i as u64) as i64);
+            self.ats.push(at.as_millis());
+            self.kinds.push(event.kind_name());
+            self.paths.push(event.path().map(|p| p.as_str()));
+            self.data.push(event.to_json());
+        }
+    }
+
+    fn of(run_id: &'a RunId, after_seq: u64, at: Timestamp, events: &'a [Event]) -> Self {
+        let mut columns = JournalColumns::default();
+        columns.push(run_id, after_seq, at, events);
+        columns
+    }
+}
+
 /// Inserts `events` as journal entries `after_seq + 1…` in one statement.
 async fn insert_events(
     client: &impl GenericClient,
@@ -293,13 +326,10 @@ async fn insert_events(
     if events.is_empty() {
         return Ok(());
     }
-    let seqs: Vec<i64> = (0..events.len()).map(|i| (after_seq + 1 + i as u64) as i64).collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e.kind_name()).collect();
-    let paths: Vec<Option<&str>> = events.iter().map(|e| e.path().map(|p| p.as_str())).collect();
-    let data: Vec<String> = events.iter().map(Event::to_json).collect();
+    let rows = JournalColumns::of(run_id, after_seq, at, events);
     let statement = client.prepare_cached(&sql.insert_events).await.map_err(backend)?;
     client
-        .execute(&statement, &[&run_id.as_str(), &at.as_millis(), &seqs, &kinds, &paths, &data])
+        .execute(&statement, &[&run_id.as_str(), &at.as_millis(), &rows.seqs, &rows.kinds, &rows.paths, &rows.data])
         .await
         .map_err(backend)?;
     Ok(())
@@ -502,10 +532,7 @@ async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> 
     let run_id = append.run_id.as_str();
     let signal = append.consume_signal.map(|s| s.0);
     let consumed_at = append.consumed().map_or(new_last, |(_, seq)| seq as i64);
-    let seqs: Vec<i64> = (0..append.events.len()).map(|i| after + 1 + i as i64).collect();
-    let kinds: Vec<&str> = append.events.iter().map(|e| e.kind_name()).collect();
-    let paths: Vec<Option<&str>> = append.events.iter().map(|e| e.path().map(|p| p.as_str())).collect();
-    let data: Vec<String> = append.events.iter().map(Event::to_json).collect();
+    let rows = JournalColumns::of(&append.run_id, append.after_seq, append.at, &append.events);
     let (text, extra): (&str, Vec<Box<dyn ToSql + Sync + Send>>) = match &append.update {
         RunUpdate::Progress => (&sql.progress, Vec::new()),
         RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
@@ -529,8 +556,19 @@ async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> 
         RunUpdate::Release => (&sql.release, Vec::new()),
         RunUpdate::Park { error } => (&sql.park, vec![Box::new(error.clone())]),
     };
-    let mut bound: Vec<&(dyn ToSql + Sync)> =
-        vec![&new_last, &at, &run_id, &epoch, &after, &signal, &consumed_at, &seqs, &kinds, &paths, &data];
+    let mut bound: Vec<&(dyn ToSql + Sync)> = vec![
+        &new_last,
+        &at,
+        &run_id,
+        &epoch,
+        &after,
+        &signal,
+        &consumed_at,
+        &rows.seqs,
+        &rows.kinds,
+        &rows.paths,
+        &rows.data,
+    ];
     bound.extend(extra.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
     let statement = client.prepare_cached(text).await.map_err(backend)?;
     let row = client.query_one(&statement, &bound).await.map_err(backend)?;
@@ -649,17 +687,9 @@ async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec
                 }
             }
         }
-        let (mut e_ids, mut e_seqs, mut e_ats, mut e_kinds, mut e_paths, mut e_data) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut rows = JournalColumns::default();
         for append in &batch {
-            for (i, event) in append.events.iter().enumerate() {
-                e_ids.push(append.run_id.as_str());
-                e_seqs.push((append.after_seq + 1 + i as u64) as i64);
-                e_ats.push(append.at.as_millis());
-                e_kinds.push(event.kind_name());
-                e_paths.push(event.path().map(|p| p.as_str()));
-                e_data.push(event.to_json());
-            }
+            rows.push(&append.run_id, append.after_seq, append.at, &append.events);
         }
         let statement = tx.prepare_cached(&sql.append_batch).await.map_err(backend)?;
         let rows = tx
@@ -671,12 +701,12 @@ async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec
                     &afters,
                     &lasts,
                     &ats,
-                    &e_ids,
-                    &e_seqs,
-                    &e_ats,
-                    &e_kinds,
-                    &e_paths,
-                    &e_data,
+                    &rows.run_ids,
+                    &rows.seqs,
+                    &rows.ats,
+                    &rows.kinds,
+                    &rows.paths,
+                    &rows.data,
                     &finishes,
                     &statuses,
                     &outputs,
@@ -720,12 +750,8 @@ impl PostgresStore {
         }
         let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
         if live {
-            tx.execute(
-                &format!("UPDATE \"{}\".runs SET cancel_requested = true WHERE id = $1", sql.schema),
-                &[&request.run_id.as_str()],
-            )
-            .await
-            .map_err(backend)?;
+            let statement = tx.prepare_cached(&sql.request_cancel).await.map_err(backend)?;
+            tx.execute(&statement, &[&request.run_id.as_str()]).await.map_err(backend)?;
             tx.commit().await.map_err(backend)?;
             return Ok(CancelOutcome::Requested);
         }
