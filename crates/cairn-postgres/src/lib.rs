@@ -15,5 +15,6 @@
 
 mod schema;
 mod store;
+pub mod testing;
 
 pub use store::{PostgresOptions, PostgresStore};

@@ -192,48 +192,10 @@ pub async fn verify(
     reruns
 }
 
-pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-/// A PostgreSQL schema of the test's own, dropped when the test ends.
-pub struct Schema {
-    pub url: String,
-    pub name: String,
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                if let Ok((client, connection)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
-                    tokio::spawn(connection);
-                    let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE")).await;
-                }
-            });
-        })
-        .join();
-    }
-}
+pub use cairn_postgres::testing::TestSchema as Schema;
 
 /// A store in a fresh schema of the test database, or `None` (said loudly) when no server answers
 /// and `CAIRN_REQUIRE_POSTGRES` is not `1`.
 pub async fn postgres(tag: &str) -> Option<(cairn_postgres::PostgresStore, Schema)> {
-    let url = std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    let name = format!("cairn_{tag}_{}", std::process::id());
-    let options = cairn_postgres::PostgresOptions::new(&url).schema(&name);
-    match cairn_postgres::PostgresStore::connect(options).await {
-        Ok(store) => Some((store, Schema { url, name })),
-        Err(error) if std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() == Ok("1") => {
-            panic!("CAIRN_REQUIRE_POSTGRES=1 but PostgreSQL at {url} is not usable: {error}")
-        }
-        Err(error) => {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n!!! SKIPPED: PostgreSQL test `{tag}` (no server at {url}: {error}).\n!!! Set CAIRN_TEST_DATABASE_URL, or CAIRN_REQUIRE_POSTGRES=1 to fail instead.\n"
-            );
-            None
-        }
-    }
+    cairn_postgres::testing::test_store(tag).await
 }
