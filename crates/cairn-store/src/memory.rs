@@ -171,39 +171,31 @@ impl Inner {
 
 /// Applies a row update; shared by the memory store's append path.
 fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
+    if matches!(update, RunUpdate::Progress) {
+        return;
+    }
+    // Every other update ends the appender's hold on the run.
+    run.lease_owner = None;
+    run.lease_expires_at = None;
+    run.suspend_reason = None;
+    run.wake_at = None;
     match update {
         RunUpdate::Progress => {}
         RunUpdate::Suspend { reason, wake_at, now, .. } => {
             run.status = RunStatus::Suspended;
             run.suspend_reason = Some(reason);
             run.wake_at = if wake_now || run.cancel_requested { Some(now) } else { wake_at };
-            run.lease_owner = None;
-            run.lease_expires_at = None;
         }
         RunUpdate::Finish { status, output, error, at } => {
             run.status = status;
-            run.suspend_reason = None;
             run.output = output;
             run.error = error;
             run.completed_at = Some(at);
-            run.wake_at = None;
-            run.lease_owner = None;
-            run.lease_expires_at = None;
         }
-        RunUpdate::Release => {
-            run.status = RunStatus::Pending;
-            run.suspend_reason = None;
-            run.wake_at = None;
-            run.lease_owner = None;
-            run.lease_expires_at = None;
-        }
+        RunUpdate::Release => run.status = RunStatus::Pending,
         RunUpdate::Park { error } => {
             run.status = RunStatus::Paused;
-            run.suspend_reason = None;
             run.error = Some(error);
-            run.wake_at = None;
-            run.lease_owner = None;
-            run.lease_expires_at = None;
         }
     }
 }

@@ -227,7 +227,6 @@ impl Ctx {
     }
 }
 
-type BoxedBody<'a, F> = Box<F>;
 type Running<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>> + Send + 'a>>;
 
 /// A durable step being configured; await it to run it. Made by [`Ctx::step`].
@@ -235,7 +234,7 @@ type Running<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>> + Se
 pub struct Step<'a, T, F> {
     ctx: Ctx,
     begun: Option<Result<(StepPath, Begun), WorkflowError>>,
-    body: Option<BoxedBody<'a, F>>,
+    body: Option<Box<F>>,
     policy: RetryPolicy,
     timeout: Option<Duration>,
     running: Option<Running<'a, T>>,

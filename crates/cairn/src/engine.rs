@@ -3,7 +3,7 @@
 
 use crate::clock::{Clock, SystemClock, wall_now};
 use crate::registry::Registry;
-use crate::run::{RunShared, drive, replay_state};
+use crate::run::{RunShared, drive};
 use crate::{Client, Ctx, EngineError, WorkflowError};
 use cairn_journal::{Event, JournalEntry};
 use cairn_store::{ClaimRequest, HeartbeatRequest, RunId, RunRecord, RunUpdate, Store};
@@ -152,7 +152,7 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
             local.run_finished(&run.id, None);
             return;
         };
-        let state = match replay_state(&journal) {
+        let state = match cairn_journal::RunState::fold(&journal) {
             Ok(state) => state,
             Err(error) => {
                 let park = cairn_store::Append {

@@ -4,8 +4,7 @@
 use crate::engine::{Ended, Local};
 use crate::{Interrupt, WorkflowError};
 use cairn_journal::{
-    CursorError, Event, JournalEntry, ReplayCursor, Replayed, RunState, SignalId, StepKind, StepPath, StepRecord,
-    Timestamp,
+    CursorError, Event, ReplayCursor, Replayed, RunState, SignalId, StepKind, StepPath, StepRecord, Timestamp,
 };
 use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, StoreError, SuspendReason};
 use serde_json::value::RawValue;
@@ -308,11 +307,6 @@ enum Outcome {
     Returned(Result<Box<RawValue>, WorkflowError>),
     Interrupted,
     Suspend(RunUpdate),
-}
-
-/// Builds the replay state from a claimed run's journal.
-pub(crate) fn replay_state(journal: &[JournalEntry]) -> Result<RunState, cairn_journal::TransitionError> {
-    RunState::fold(journal)
 }
 
 /// Drives a run's body until it returns, suspends or is interrupted, then records the outcome.
