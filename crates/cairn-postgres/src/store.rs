@@ -51,14 +51,29 @@ impl PostgresOptions {
 pub struct PostgresStore {
     pool: Pool,
     sql: Arc<Sql>,
-    appends: mpsc::UnboundedSender<AppendJob>,
+    jobs: mpsc::UnboundedSender<Job>,
     config: tokio_postgres::Config,
     /// Bumped on every `NOTIFY` on the schema's channel; the listener starts on first use.
     wakeups: Arc<std::sync::OnceLock<watch::Sender<u64>>>,
 }
 
-/// An append waiting for the writer task, and where its outcome goes.
-type AppendJob = (Append, oneshot::Sender<Result<(), StoreError>>);
+/// Where the writer task sends a job's outcome.
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// A write waiting for the writer task.
+enum Job {
+    Append(Append, Reply<()>),
+    Create(NewRun, Reply<CreatedRun>),
+}
+
+impl Job {
+    fn run_id(&self) -> &RunId {
+        match self {
+            Job::Append(append, _) => &append.run_id,
+            Job::Create(run, _) => &run.id,
+        }
+    }
+}
 
 /// Most appends folded into one transaction.
 const MAX_ROUND: usize = 2048;
@@ -81,7 +96,7 @@ struct Sql {
     schema: String,
     get_run: String,
     by_key: String,
-    insert_run: String,
+    create_batch: String,
     insert_events: String,
     list: String,
     journal: String,
@@ -134,9 +149,21 @@ impl Sql {
             schema: schema.to_owned(),
             get_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1"),
             by_key: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2"),
-            insert_run: format!(
-                "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, 1) ON CONFLICT DO NOTHING"
+            // New runs skip any id or idempotency-key conflict (the caller looks the winner up);
+            // only inserted runs get their `started` entry; one notification wakes idle workers
+            // when anything was inserted (the cross join makes the `woke` CTE run).
+            create_batch: format!(
+                "WITH ins AS (
+                     INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
+                     SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at, 1
+                     FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[])
+                         AS i(id, workflow, version, input, key, created_at)
+                     ON CONFLICT DO NOTHING
+                     RETURNING id),
+                 {journal},
+                 woke AS (SELECT pg_notify($13, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
+                 SELECT ins.id FROM ins CROSS JOIN (SELECT count(*) FROM woke) AS notified",
+                journal = journal_cte(&s, 7, "ins")
             ),
             insert_events: format!(
                 "INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
@@ -216,14 +243,9 @@ impl Sql {
                      FROM input i
                      WHERE r.id = i.id AND r.epoch = i.epoch AND r.last_seq = i.after_seq
                      RETURNING r.id),
-                 ins AS (
-                     INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
-                     SELECT e.run_id, e.seq, e.at, e.kind, e.path, e.data
-                     FROM unnest($6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[])
-                         AS e(run_id, seq, at, kind, path, data)
-                     WHERE e.run_id IN (SELECT id FROM upd)
-                     RETURNING 1)
-                 SELECT id FROM upd"
+                 {journal}
+                 SELECT id FROM upd",
+                journal = journal_cte(&s, 6, "upd")
             ),
             progress: append(""),
             suspend: append(&format!(
@@ -245,6 +267,26 @@ impl Sql {
             ),
         }
     }
+}
+
+/// A CTE inserting the journal rows of [`JournalColumns`] bound as parameters `$first…$first+5`,
+/// only for runs whose id the CTE `gate` returned.
+fn journal_cte(s: &str, first: usize, gate: &str) -> String {
+    let p = |i: usize| first + i;
+    format!(
+        "journal_rows AS (
+             INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+             SELECT e.run_id, e.seq, e.at, e.kind, e.path, e.data
+             FROM unnest(${}::text[], ${}::bigint[], ${}::bigint[], ${}::text[], ${}::text[], ${}::text[])
+                 AS e(run_id, seq, at, kind, path, data)
+             WHERE e.run_id IN (SELECT id FROM {gate}))",
+        p(0),
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5)
+    )
 }
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
@@ -351,16 +393,16 @@ impl PostgresStore {
             Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(backend)?;
         let sql = Arc::new(Sql::new(&options.schema));
-        let (appends, jobs) = mpsc::unbounded_channel();
+        let (jobs, queue) = mpsc::unbounded_channel();
         let store = PostgresStore {
             pool: pool.clone(),
             sql: Arc::clone(&sql),
-            appends,
+            jobs,
             config,
             wakeups: Arc::new(std::sync::OnceLock::new()),
         };
         store.migrate().await?;
-        tokio::spawn(writer(pool, sql, jobs));
+        tokio::spawn(writer(pool, sql, queue));
         Ok(store)
     }
 
@@ -431,51 +473,6 @@ impl PostgresStore {
         }
         tx.commit().await.map_err(backend)
     }
-
-    async fn create(&self, run: NewRun) -> Result<CreatedRun, StoreError> {
-        let mut client = self.pool.get().await.map_err(backend)?;
-        let tx = client.transaction().await.map_err(backend)?;
-        let sql = &self.sql;
-        let find_by_key = async |key: &str| -> Result<Option<RunRecord>, StoreError> {
-            let statement = tx.prepare_cached(&sql.by_key).await.map_err(backend)?;
-            let row = tx.query_opt(&statement, &[&run.workflow, &key]).await.map_err(backend)?;
-            row.as_ref().map(row_to_run).transpose()
-        };
-        if let Some(key) = &run.idempotency_key
-            && let Some(existing) = find_by_key(key).await?
-        {
-            return Ok(CreatedRun { run: existing, created: false });
-        }
-        let statement = tx.prepare_cached(&sql.insert_run).await.map_err(backend)?;
-        let inserted = tx
-            .execute(
-                &statement,
-                &[
-                    &run.id.as_str(),
-                    &run.workflow,
-                    &(run.version as i32),
-                    &run.input.get(),
-                    &run.idempotency_key,
-                    &run.created_at.as_millis(),
-                ],
-            )
-            .await
-            .map_err(backend)?;
-        if inserted == 0 {
-            // Either the id is taken or a concurrent start with the same key won.
-            if let Some(key) = &run.idempotency_key
-                && let Some(existing) = find_by_key(key).await?
-            {
-                return Ok(CreatedRun { run: existing, created: false });
-            }
-            return Err(StoreError::DuplicateRunId(run.id));
-        }
-        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
-        insert_events(&tx, sql, &run.id, 0, run.created_at, std::slice::from_ref(&started)).await?;
-        notify(&tx, sql).await?;
-        tx.commit().await.map_err(backend)?;
-        Ok(CreatedRun { run: RunRecord::pending(&run), created: true })
-    }
 }
 
 /// Tells every listening worker, at commit, that runs may have become ready.
@@ -523,6 +520,76 @@ async fn listen(
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
+}
+
+/// Creates `runs` (distinct ids) in one statement on `client` (a connection or an open
+/// transaction); per run, the run or why it was refused. A run whose idempotency key is taken
+/// comes back as the existing run with `created: false`.
+async fn create_batch(
+    client: &impl GenericClient,
+    sql: &Sql,
+    runs: &[&NewRun],
+) -> Result<Vec<Result<CreatedRun, StoreError>>, StoreError> {
+    let started: Vec<Event> = runs
+        .iter()
+        .map(|run| Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() })
+        .collect();
+    let mut rows = JournalColumns::default();
+    for (run, event) in runs.iter().zip(&started) {
+        rows.push(&run.id, 0, run.created_at, std::slice::from_ref(event));
+    }
+    let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+    let workflows: Vec<&str> = runs.iter().map(|r| r.workflow.as_str()).collect();
+    let versions: Vec<i32> = runs.iter().map(|r| r.version as i32).collect();
+    let inputs: Vec<&str> = runs.iter().map(|r| r.input.get()).collect();
+    let keys: Vec<Option<&str>> = runs.iter().map(|r| r.idempotency_key.as_deref()).collect();
+    let created_ats: Vec<i64> = runs.iter().map(|r| r.created_at.as_millis()).collect();
+    let statement = client.prepare_cached(&sql.create_batch).await.map_err(backend)?;
+    let inserted = client
+        .query(
+            &statement,
+            &[
+                &ids,
+                &workflows,
+                &versions,
+                &inputs,
+                &keys,
+                &created_ats,
+                &rows.run_ids,
+                &rows.seqs,
+                &rows.ats,
+                &rows.kinds,
+                &rows.paths,
+                &rows.data,
+                &sql.schema,
+            ],
+        )
+        .await
+        .map_err(backend)?;
+    let inserted: HashSet<&str> =
+        inserted.iter().map(|row| row.try_get::<_, &str>(0)).collect::<Result<_, _>>().map_err(backend)?;
+    let mut outcomes = Vec::with_capacity(runs.len());
+    for run in runs {
+        let outcome = if inserted.contains(run.id.as_str()) {
+            Ok(CreatedRun { run: RunRecord::pending(run), created: true })
+        } else {
+            // The id or the idempotency key is taken; the key's owner, if any, is the answer.
+            let existing = match &run.idempotency_key {
+                Some(key) => {
+                    let statement = client.prepare_cached(&sql.by_key).await.map_err(backend)?;
+                    let row = client.query_opt(&statement, &[&run.workflow, key]).await.map_err(backend)?;
+                    row.as_ref().map(row_to_run).transpose()?
+                }
+                None => None,
+            };
+            match existing {
+                Some(run) => Ok(CreatedRun { run, created: false }),
+                None => Err(StoreError::DuplicateRunId(run.id.clone())),
+            }
+        };
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
 }
 
 /// Executes one append as one statement on `client` (a connection or an open transaction).
@@ -599,67 +666,101 @@ async fn refusal(client: &impl GenericClient, sql: &Sql, append: &Append) -> Res
     })
 }
 
-/// The group-commit writer: drains queued appends into rounds (at most one append per run per
-/// round, so a run's appends keep their order), and commits each round as one transaction: plain
-/// progress appends as one batched statement, the others one statement each. If the transaction
-/// fails as a whole, every append of the round is retried alone.
-async fn writer(pool: Pool, sql: Arc<Sql>, mut jobs: mpsc::UnboundedReceiver<AppendJob>) {
-    let mut pending: VecDeque<AppendJob> = VecDeque::new();
+/// The group-commit writer: drains queued jobs into rounds (at most one job per run per round, so
+/// a run's writes keep their order) and commits each round as one transaction: new runs in one
+/// statement, plain progress and finishing appends in another, other appends one statement each.
+/// A lone job commits by itself in one statement. If a round's transaction fails as a whole,
+/// every job of the round is retried alone.
+async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Job>) {
+    let mut pending: VecDeque<Job> = VecDeque::new();
     loop {
         if pending.is_empty() {
-            match jobs.recv().await {
+            match queue.recv().await {
                 Some(job) => pending.push_back(job),
                 None => return,
             }
         }
         while pending.len() < MAX_ROUND {
-            match jobs.try_recv() {
+            match queue.try_recv() {
                 Ok(job) => pending.push_back(job),
                 Err(_) => break,
             }
         }
         let mut runs_in_round = HashSet::new();
-        let mut round = Vec::new();
+        let (mut creates, mut appends) = (Vec::new(), Vec::new());
         let mut later = VecDeque::new();
         for job in pending.drain(..) {
-            if runs_in_round.insert(job.0.run_id.clone()) {
-                round.push(job);
-            } else {
+            if !runs_in_round.insert(job.run_id().clone()) {
                 later.push_back(job);
+                continue;
+            }
+            match job {
+                Job::Create(run, reply) => creates.push((run, reply)),
+                Job::Append(append, reply) => appends.push((append, reply)),
             }
         }
         pending = later;
-        // A lone append commits by itself: one statement, one round trip, no BEGIN/COMMIT.
-        let outcomes = if round.len() > 1
-            && let Ok(outcomes) = commit_round(&pool, &sql, &round).await
-        {
-            outcomes
+        let new_runs: Vec<&NewRun> = creates.iter().map(|(run, _)| run).collect();
+        let writes: Vec<&Append> = appends.iter().map(|(append, _)| append).collect();
+        let committed = if new_runs.len() + writes.len() > 1 {
+            commit_round(&pool, &sql, &new_runs, &writes).await.ok()
         } else {
-            let mut outcomes = Vec::with_capacity(round.len());
-            for (append, _) in &round {
-                let outcome = match pool.get().await {
-                    Ok(client) => append_one(&client, &sql, append).await,
-                    Err(error) => Err(backend(error)),
-                };
-                outcomes.push(outcome);
-            }
-            outcomes
+            None
         };
-        for ((_, reply), outcome) in round.into_iter().zip(outcomes) {
-            // The appender may have stopped waiting; nothing to do then.
+        let (created, appended) = match committed {
+            Some(outcomes) => outcomes,
+            None => each_alone(&pool, &sql, &new_runs, &writes).await,
+        };
+        // A caller may have stopped waiting; nothing to do then.
+        for ((_, reply), outcome) in creates.into_iter().zip(created) {
+            let _ = reply.send(outcome);
+        }
+        for ((_, reply), outcome) in appends.into_iter().zip(appended) {
             let _ = reply.send(outcome);
         }
     }
 }
 
+/// Outcomes of a round's creates and appends, in order.
+type RoundOutcomes = (Vec<Result<CreatedRun, StoreError>>, Vec<Result<(), StoreError>>);
+
+/// Each job in its own statement (and so its own transaction).
+async fn each_alone(pool: &Pool, sql: &Sql, runs: &[&NewRun], appends: &[&Append]) -> RoundOutcomes {
+    let mut created = Vec::with_capacity(runs.len());
+    for run in runs {
+        let outcome = match pool.get().await {
+            Ok(client) => create_batch(&client, sql, &[run]).await.and_then(|mut one| {
+                one.pop().unwrap_or_else(|| Err(StoreError::Backend("a create came back without an outcome".into())))
+            }),
+            Err(error) => Err(backend(error)),
+        };
+        created.push(outcome);
+    }
+    let mut appended = Vec::with_capacity(appends.len());
+    for append in appends {
+        let outcome = match pool.get().await {
+            Ok(client) => append_one(&client, sql, append).await,
+            Err(error) => Err(backend(error)),
+        };
+        appended.push(outcome);
+    }
+    (created, appended)
+}
+
 /// One round in one transaction; `Err` means it was rolled back and nothing was written.
-async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+async fn commit_round(
+    pool: &Pool,
+    sql: &Sql,
+    runs: &[&NewRun],
+    round: &[&Append],
+) -> Result<RoundOutcomes, StoreError> {
     let mut client = pool.get().await.map_err(backend)?;
     let tx = client.transaction().await.map_err(backend)?;
+    let created = if runs.is_empty() { Vec::new() } else { create_batch(&tx, sql, runs).await? };
     // Progress and finishing appends that consume no signal go in one batched statement.
     let batchable =
         |a: &Append| matches!(a.update, RunUpdate::Progress | RunUpdate::Finish { .. }) && a.consume_signal.is_none();
-    let batch: Vec<&Append> = round.iter().map(|(a, _)| a).filter(|a| batchable(a)).collect();
+    let batch: Vec<&Append> = round.iter().copied().filter(|a| batchable(a)).collect();
     let mut applied: HashSet<String> = HashSet::new();
     if !batch.is_empty() {
         let ids: Vec<&str> = batch.iter().map(|a| a.run_id.as_str()).collect();
@@ -721,7 +822,7 @@ async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec
         }
     }
     let mut outcomes = Vec::with_capacity(round.len());
-    for (append, _) in round {
+    for append in round {
         let outcome = if batchable(append) {
             if applied.contains(append.run_id.as_str()) { Ok(()) } else { Err(refusal(&tx, sql, append).await?) }
         } else {
@@ -733,7 +834,7 @@ async fn commit_round(pool: &Pool, sql: &Sql, round: &[AppendJob]) -> Result<Vec
         outcomes.push(outcome);
     }
     tx.commit().await.map_err(backend)?;
-    Ok(outcomes)
+    Ok((created, outcomes))
 }
 
 impl PostgresStore {
@@ -801,9 +902,21 @@ impl PostgresStore {
     }
 }
 
+/// The outcome of a job handed to the writer task.
+async fn writer_outcome<T>(
+    sent: Result<(), mpsc::error::SendError<Job>>,
+    outcome: oneshot::Receiver<Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let stopped = || StoreError::Backend("the PostgreSQL writer task has stopped".into());
+    sent.map_err(|_| stopped())?;
+    outcome.await.map_err(|_| stopped())?
+}
+
 impl Store for PostgresStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
-        Box::pin(self.create(run))
+        let (reply, outcome) = oneshot::channel();
+        let sent = self.jobs.send(Job::Create(run, reply));
+        Box::pin(writer_outcome(sent, outcome))
     }
 
     fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
@@ -896,11 +1009,8 @@ impl Store for PostgresStore {
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
         let (reply, outcome) = oneshot::channel();
         // Submitted now, not when first polled: appends to one run reach the writer in call order.
-        let sent = self.appends.send((append, reply));
-        Box::pin(async move {
-            sent.map_err(|_| StoreError::Backend("the PostgreSQL writer task has stopped".into()))?;
-            outcome.await.map_err(|_| StoreError::Backend("the PostgreSQL writer task has stopped".into()))?
-        })
+        let sent = self.jobs.send(Job::Append(append, reply));
+        Box::pin(writer_outcome(sent, outcome))
     }
 
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {

@@ -126,6 +126,51 @@ pub async fn concurrent_idempotent_create(store: DynStore) {
     assert_eq!(page.runs.len(), 1);
 }
 
+/// Many creates at once (which a backend may commit together) each get their own answer: new
+/// ids are created, a repeated id is refused, a repeated key returns the one run that won.
+pub async fn concurrent_mixed_creates(store: DynStore) {
+    let mut tasks = Vec::new();
+    let mut spawn = |id: String, key: Option<&'static str>, at: i64| {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move { (id.clone(), store.create_run(new_run(&id, "order", key, at)).await) }));
+    };
+    for i in 0..10 {
+        spawn(format!("new-{i}"), None, i);
+    }
+    for i in 0..3 {
+        spawn("twice".into(), None, 20 + i);
+    }
+    for i in 0..5 {
+        spawn(format!("keyed-{i}"), Some("k"), 30 + i);
+    }
+    let (mut fresh, mut refused, mut keyed_created, mut keyed_ids) = (0, 0, 0, std::collections::HashSet::new());
+    for task in tasks {
+        let (id, result) = task.await.expect("task");
+        match result {
+            Ok(created) if id.starts_with("keyed-") => {
+                keyed_created += usize::from(created.created);
+                keyed_ids.insert(created.run.id);
+            }
+            Ok(created) => {
+                assert!(created.created, "{id} is new");
+                assert_eq!(created.run.id.as_str(), id);
+                fresh += 1;
+            }
+            Err(error) => {
+                assert_eq!(error, StoreError::DuplicateRunId(RunId::new("twice")));
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((fresh, refused), (11, 2));
+    assert_eq!((keyed_created, keyed_ids.len()), (1, 1));
+    let page = store.list_runs(&RunFilter::default()).await.expect("list");
+    assert_eq!(page.runs.len(), 12);
+    for run in &page.runs {
+        assert_eq!(store.read_journal(&run.id).await.expect("journal").len(), 1, "{} has one started entry", run.id);
+    }
+}
+
 /// A taken id is refused and the existing run is untouched.
 pub async fn duplicate_id_is_refused(store: DynStore) {
     store.create_run(new_run("dup", "order", None, 1)).await.expect("create");
@@ -450,7 +495,8 @@ macro_rules! conformance_tests {
             #[allow(unused_imports)]
             use super::*;
             $crate::conformance_tests!(@each $make;
-                create_and_read_back, idempotent_create, concurrent_idempotent_create, duplicate_id_is_refused,
+                create_and_read_back, idempotent_create, concurrent_idempotent_create, concurrent_mixed_creates,
+                duplicate_id_is_refused,
                 claim_respects_workflows_and_versions, stale_epoch_is_fenced, append_checks_sequence,
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,

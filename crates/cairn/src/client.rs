@@ -262,7 +262,18 @@ impl Client {
     pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ClientError> {
         let mut poll = Duration::from_millis(20);
         loop {
-            let watch = self.local.as_ref().map(|local| local.watch(id));
+            let mut watch = self.local.as_ref().map(|local| local.watch(id));
+            // A run this worker executes tells its watchers when it stops here: no need to poll.
+            if let (Some(local), Some(watch)) = (&self.local, &mut watch)
+                && local.active(id).is_some()
+            {
+                if let Ok(Some(ended)) = watch.await
+                    && let Some(result) = outcome(id, ended.status, ended.output, ended.error)
+                {
+                    return result;
+                }
+                continue;
+            }
             let run = self.get(id).await?;
             if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {
                 return result;
