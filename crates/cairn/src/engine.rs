@@ -128,6 +128,9 @@ impl Local {
     }
 }
 
+/// Most runs taken by one claim.
+const CLAIM_CHUNK: usize = 128;
+
 /// Starts the execution of one claimed run.
 fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
     local.running.fetch_add(1, Ordering::SeqCst);
@@ -173,6 +176,8 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
         };
         let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(&local), state));
         lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
+        // Result waiters polling the store can wait for this worker to tell them instead.
+        local.notify_watchers(&run.id, None);
         if run.cancel_requested {
             // Cancelled while another worker held it, which then went away: finish the cancel.
             shared.interrupt(crate::Interrupt::Cancelled);
@@ -199,12 +204,16 @@ async fn claim_loop(local: Arc<Local>) {
             break;
         }
         let capacity = local.config.max_active_runs.saturating_sub(local.running.load(Ordering::SeqCst));
+        // Claimed in chunks, so the first runs start while the next are still being claimed.
+        let limit = capacity.min(CLAIM_CHUNK);
         let mut full_batch = capacity == 0;
+        let mut more = false;
         if capacity > 0 && !keys.is_empty() {
-            local.refresh(&mut request, capacity);
+            local.refresh(&mut request, limit);
             match local.store.claim(&request).await {
                 Ok(runs) => {
                     full_batch = runs.len() == capacity;
+                    more = runs.len() == limit;
                     for run in runs {
                         spawn_run(&local, &mut tasks, run);
                     }
@@ -214,7 +223,7 @@ async fn claim_loop(local: Arc<Local>) {
         }
         local.at_capacity.store(full_batch, Ordering::SeqCst);
         while tasks.try_join_next().is_some() {}
-        if full_batch && capacity > 0 {
+        if more {
             tokio::task::yield_now().await;
             continue;
         }
