@@ -47,6 +47,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         consumed_seq BIGINT
     );
     CREATE INDEX signals_run ON {schema}.signals (run_id, id);",
+    // 2: ids and workflow names compare byte for byte (`COLLATE "C"`: no locale-aware comparison
+    // in every index descent, and the same order as the other stores); the claim indexes hold
+    // only runs that can become ready (finished runs, most of the table in time, are in none of
+    // them), and a status change touches one of them instead of two.
+    "DROP INDEX {schema}.runs_wake;
+    DROP INDEX {schema}.runs_lease;
+    ALTER TABLE {schema}.runs ALTER COLUMN id TYPE TEXT COLLATE \"C\", ALTER COLUMN workflow TYPE TEXT COLLATE \"C\";
+    ALTER TABLE {schema}.journal ALTER COLUMN run_id TYPE TEXT COLLATE \"C\";
+    ALTER TABLE {schema}.signals ALTER COLUMN run_id TYPE TEXT COLLATE \"C\";
+    CREATE INDEX runs_pending ON {schema}.runs (created_at) WHERE status = 'pending';
+    CREATE INDEX runs_wake ON {schema}.runs (wake_at) WHERE status = 'suspended';
+    CREATE INDEX runs_lease ON {schema}.runs (lease_expires_at) WHERE status = 'running';",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.
@@ -55,4 +67,93 @@ pub(crate) fn valid_schema_name(name: &str) -> bool {
         && name.len() <= 63
         && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+mod tests {
+    use super::MIGRATIONS;
+    use crate::testing::test_store;
+    use crate::{PostgresOptions, PostgresStore};
+    use cairn_store::{ClaimRequest, RunId, Store, WorkflowKey};
+
+    async fn client(url: &str) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    }
+
+    /// Workers starting together on a fresh schema each apply nothing twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_starts_migrate_once() {
+        // The first store only reserves a schema name (and drops it at the end).
+        let Some((first, schema)) = test_store("migrate_race").await else { return };
+        first.drop_schema().await.unwrap();
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                let options = PostgresOptions::new(&schema.url).schema(&schema.name).pool_size(2);
+                tokio::spawn(PostgresStore::connect(options))
+            })
+            .collect();
+        for start in starts {
+            start.await.unwrap().unwrap();
+        }
+        let client = client(&schema.url).await;
+        let rows = client
+            .query(&format!("SELECT version FROM \"{}\".migrations ORDER BY version", schema.name), &[])
+            .await
+            .unwrap();
+        let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(versions, (1..=MIGRATIONS.len() as i32).collect::<Vec<_>>());
+    }
+
+    /// A schema made by the first release upgrades in place: its runs stay readable and claimable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn upgrades_a_schema_from_migration_one() {
+        let Some((first, schema)) = test_store("migrate_up").await else { return };
+        first.drop_schema().await.unwrap();
+        let s = format!("\"{}\"", schema.name);
+        let client = client(&schema.url).await;
+        client
+            .batch_execute(&format!(
+                "CREATE SCHEMA {s};
+                 CREATE TABLE {s}.migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
+                 {}
+                 INSERT INTO {s}.migrations (version) VALUES (1);
+                 INSERT INTO {s}.runs (id, workflow, version, status, input, created_at, updated_at, last_seq)
+                     VALUES ('old-run', 'order', 1, 'pending', '{{}}', 5, 5, 1);
+                 INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                     VALUES ('old-run', 1, 5, 'started', NULL, '{{\"started\":{{\"workflow\":\"order\",\"version\":1,\"input\":{{}}}}}}');",
+                MIGRATIONS[0].replace("{schema}", &s)
+            ))
+            .await
+            .unwrap();
+        let store =
+            PostgresStore::connect(PostgresOptions::new(&schema.url).schema(&schema.name).pool_size(2)).await.unwrap();
+        let journal = store.read_journal(&RunId::new("old-run")).await.unwrap();
+        assert_eq!(journal.len(), 1);
+        let now = cairn_journal::Timestamp::from_millis(10);
+        let claimed = store
+            .claim(&ClaimRequest {
+                owner: "w".into(),
+                workflows: vec![WorkflowKey { name: "order".into(), version: 1 }],
+                now,
+                lease_now: now,
+                lease_until: cairn_journal::Timestamp::from_millis(1_000),
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec!["old-run"]);
+        let collation: Option<String> = client
+            .query_one(
+                "SELECT collation_name::text FROM information_schema.columns
+                 WHERE table_schema = $1 AND table_name = 'runs' AND column_name = 'id'",
+                &[&schema.name],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(collation.as_deref(), Some("C"));
+    }
 }

@@ -63,6 +63,8 @@ pub(crate) struct Local {
     running: AtomicUsize,
     /// The last claim took as many runs as there was room for: more may be waiting.
     at_capacity: AtomicBool,
+    /// The claim loop is taking runs chunk after chunk (more were ready than one claim takes).
+    claiming: AtomicBool,
     claimer: Notify,
     waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
     shutdown: CancellationToken,
@@ -80,6 +82,12 @@ impl Local {
     /// Wakes the claim loop: something may be ready.
     pub(crate) fn wake_claimer(&self) {
         self.claimer.notify_one();
+    }
+
+    /// Whether the claim loop is still taking ready runs: a pending run this worker can execute
+    /// is likely to be claimed here soon (and its watchers told).
+    pub(crate) fn claiming(&self) -> bool {
+        self.claiming.load(Ordering::SeqCst)
     }
 
     /// The live run with this id, if this worker executes it now.
@@ -223,6 +231,7 @@ async fn claim_loop(local: Arc<Local>) {
         }
         local.at_capacity.store(full_batch, Ordering::SeqCst);
         while tasks.try_join_next().is_some() {}
+        local.claiming.store(more, Ordering::SeqCst);
         if more {
             tokio::task::yield_now().await;
             continue;
@@ -386,6 +395,7 @@ impl EngineBuilder {
             active: Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
             at_capacity: AtomicBool::new(false),
+            claiming: AtomicBool::new(false),
             claimer: Notify::new(),
             waiters: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
