@@ -81,6 +81,20 @@ fn noop_workflow(
     }
 }
 
+/// Statements run between two `statement_calls` snapshots, most frequent first, each as its
+/// first line of text (whitespace squeezed, at most 100 characters).
+fn statement_counts(before: &[(String, i64)], after: &[(String, i64)]) -> Vec<(String, i64)> {
+    let before: std::collections::HashMap<&str, i64> = before.iter().map(|(q, n)| (q.as_str(), *n)).collect();
+    let mut counts: Vec<(String, i64)> = after
+        .iter()
+        .map(|(query, n)| (query, n - before.get(query.as_str()).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(query, n)| (query.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(100).collect(), n))
+        .collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -188,6 +202,10 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         .start()
         .await?;
 
+    let calls_before = match &bench_schema {
+        Some(store) => store.statement_calls().await?,
+        None => None,
+    };
     let mut run_ms = Vec::with_capacity(runs);
     let mut step_us = Vec::new();
     let started = Instant::now();
@@ -223,6 +241,10 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let statements = match (&bench_schema, calls_before) {
+        (Some(store), Some(before)) => store.statement_calls().await?.map(|after| statement_counts(&before, &after)),
+        _ => None,
+    };
     engine.shutdown().await;
     drop(extra);
     if let Some(store) = bench_schema {
@@ -258,6 +280,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         "step_overhead_us_p50": step_p50,
         "step_us_p99": percentile(&step_sorted, 99.0),
         "floor_us": floor_us,
+        "sql_statements_per_step": statements.as_ref().map(|s| s.iter().map(|(_, n)| n).sum::<i64>() as f64 / steps_total as f64),
     });
     if !args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         println!(
@@ -276,6 +299,14 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             step_p50,
             floor_us
         );
+    }
+    if let Some(statements) = &statements
+        && (!args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()))
+    {
+        println!("SQL statements (= round trips) per step, from pg_stat_statements:");
+        for (query, calls) in statements {
+            println!("  {:>8.3}  {}", *calls as f64 / steps_total as f64, query);
+        }
     }
     if args.json {
         println!("{report}");

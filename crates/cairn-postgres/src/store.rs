@@ -435,6 +435,40 @@ impl PostgresStore {
         Ok(samples[samples.len() / 2])
     }
 
+    /// How often each statement has run in this database so far, from `pg_stat_statements`, for
+    /// the statements that name this store's schema and for transaction control (`BEGIN`,
+    /// `COMMIT`, …, whoever sent them); `None` when the extension is not installed here. Taken
+    /// before and after a workload, the difference counts its statements; since Cairn never
+    /// pipelines, each statement is also one round trip. Used by `cairn bench`.
+    pub async fn statement_calls(&self) -> Result<Option<Vec<(String, i64)>>, StoreError> {
+        let client = self.pool.get().await.map_err(backend)?;
+        let installed = client
+            .query_one("SELECT to_regclass('pg_stat_statements') IS NOT NULL", &[])
+            .await
+            .map_err(backend)?
+            .try_get::<_, bool>(0)
+            .map_err(backend)?;
+        if !installed {
+            return Ok(None);
+        }
+        let rows = client
+            .query(
+                "SELECT query, sum(calls)::bigint FROM pg_stat_statements
+                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                   AND (strpos(query, $1) > 0 OR query LIKE '%pg_notify%' OR query ~* '^\\s*(BEGIN|START TRANSACTION|COMMIT|ROLLBACK)')
+                 GROUP BY query",
+                &[&format!("\"{}\"", self.sql.schema)],
+            )
+            .await
+            // Installed but not loaded (`shared_preload_libraries`): no counts.
+            .ok();
+        let Some(rows) = rows else { return Ok(None) };
+        rows.iter()
+            .map(|row| Ok((row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?)))
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
     /// Drops this store's schema and everything in it. For benchmarks and tests that made a
     /// schema of their own; never call it on a schema that holds runs you want.
     pub async fn drop_schema(&self) -> Result<(), StoreError> {

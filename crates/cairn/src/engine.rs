@@ -63,7 +63,7 @@ pub(crate) struct Local {
     running: AtomicUsize,
     /// The last claim took as many runs as there was room for: more may be waiting.
     at_capacity: AtomicBool,
-    /// The claim loop is taking runs chunk after chunk (more were ready than one claim takes).
+    /// The claim loop is taking runs: a claim is under way, or the last one was full.
     claiming: AtomicBool,
     claimer: Notify,
     waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
@@ -217,6 +217,7 @@ async fn claim_loop(local: Arc<Local>) {
         let mut full_batch = capacity == 0;
         let mut more = false;
         if capacity > 0 && !keys.is_empty() {
+            local.claiming.store(true, Ordering::SeqCst);
             local.refresh(&mut request, limit);
             match local.store.claim(&request).await {
                 Ok(runs) => {
