@@ -91,7 +91,7 @@ fn statement_counts(before: &[(String, i64)], after: &[(String, i64)]) -> Vec<(S
         .filter(|(_, n)| *n > 0)
         .map(|(query, n)| (query.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(100).collect(), n))
         .collect();
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     counts
 }
 
