@@ -54,7 +54,31 @@ pub struct PostgresStore {
     jobs: mpsc::UnboundedSender<Job>,
     config: tokio_postgres::Config,
     /// Bumped on every `NOTIFY` on the schema's channel; the listener starts on first use.
-    wakeups: Arc<std::sync::OnceLock<watch::Sender<u64>>>,
+    wakeups: Arc<Wakeups>,
+}
+
+/// The wake-up counter and the task listening for it; the task ends with the last store clone.
+#[derive(Default)]
+struct Wakeups {
+    /// Bumped on every `NOTIFY` on the schema's channel.
+    sender: std::sync::OnceLock<watch::Sender<u64>>,
+    task: std::sync::OnceLock<tokio::task::AbortHandle>,
+}
+
+impl Wakeups {
+    fn bump(&self) {
+        if let Some(sender) = self.sender.get() {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+impl Drop for Wakeups {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
+    }
 }
 
 /// Where the writer task sends a job's outcome.
@@ -399,7 +423,7 @@ impl PostgresStore {
             sql: Arc::clone(&sql),
             jobs,
             config,
-            wakeups: Arc::new(std::sync::OnceLock::new()),
+            wakeups: Arc::new(Wakeups::default()),
         };
         store.migrate().await?;
         tokio::spawn(writer(pool, sql, queue));
@@ -516,40 +540,45 @@ async fn notify(client: &impl GenericClient, sql: &Sql) -> Result<(), StoreError
     Ok(())
 }
 
-/// Keeps a connection listening on the schema's channel and bumps `wakeups` on each notification
-/// (and once after every (re)connection, since notifications sent meanwhile were missed). Ends
-/// when nobody can subscribe any more.
-async fn listen(
-    config: tokio_postgres::Config,
-    channel: String,
-    wakeups: Arc<std::sync::OnceLock<watch::Sender<u64>>>,
-) {
-    let Some(sender) = wakeups.get() else { return };
+/// Keeps a connection listening on the schema's channel and bumps the wake-up counter on each
+/// notification (and once after every (re)connection, since notifications sent meanwhile were
+/// missed). The connection is driven here, so aborting this task closes it; it also ends when
+/// the last store clone is gone.
+async fn listen(config: tokio_postgres::Config, channel: String, wakeups: std::sync::Weak<Wakeups>) {
+    let bump = || match wakeups.upgrade() {
+        Some(wakeups) => {
+            wakeups.bump();
+            true
+        }
+        None => false,
+    };
     loop {
         if let Ok((client, mut connection)) = config.connect(NoTls).await {
-            let (done, mut finished) = oneshot::channel::<()>();
-            let bump = wakeups.clone();
-            let driver = tokio::spawn(async move {
-                while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                    match message {
-                        Ok(AsyncMessage::Notification(_)) => {
-                            if let Some(sender) = bump.get() {
-                                sender.send_modify(|n| *n = n.wrapping_add(1));
+            let statement = format!("LISTEN \"{channel}\"");
+            let listen = client.batch_execute(&statement);
+            tokio::pin!(listen);
+            let mut listening = false;
+            loop {
+                tokio::select! {
+                    done = &mut listen, if !listening => {
+                        if done.is_err() || !bump() {
+                            break;
+                        }
+                        listening = true;
+                    }
+                    message = std::future::poll_fn(|cx| connection.poll_message(cx)) => match message {
+                        Some(Ok(AsyncMessage::Notification(_))) => {
+                            if !bump() {
+                                return;
                             }
                         }
-                        Ok(_) => {}
-                        Err(_) => break,
-                    }
+                        Some(Ok(_)) => {}
+                        Some(Err(_)) | None => break,
+                    },
                 }
-                let _ = done.send(());
-            });
-            if client.batch_execute(&format!("LISTEN \"{channel}\"")).await.is_ok() {
-                sender.send_modify(|n| *n = n.wrapping_add(1));
-                let _ = (&mut finished).await;
             }
-            driver.abort();
         }
-        if Arc::strong_count(&wakeups) == 1 {
+        if wakeups.strong_count() == 0 {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -1092,13 +1121,15 @@ impl Store for PostgresStore {
 
     fn wakeups(&self) -> Option<watch::Receiver<u64>> {
         let mut started = false;
-        let sender = self.wakeups.get_or_init(|| {
+        let sender = self.wakeups.sender.get_or_init(|| {
             started = true;
             watch::Sender::new(0)
         });
         let receiver = sender.subscribe();
         if started {
-            tokio::spawn(listen(self.config.clone(), self.sql.schema.clone(), Arc::clone(&self.wakeups)));
+            let task =
+                tokio::spawn(listen(self.config.clone(), self.sql.schema.clone(), Arc::downgrade(&self.wakeups)));
+            let _ = self.wakeups.task.set(task.abort_handle());
         }
         Some(receiver)
     }
@@ -1110,5 +1141,40 @@ impl Store for PostgresStore {
             let row = client.query_one(&statement, &[&tags(workflows)]).await.map_err(backend)?;
             Ok(row.try_get::<_, Option<i64>>(0).map_err(backend)?.map(Timestamp::from_millis))
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+mod tests {
+    use crate::testing::test_store;
+    use cairn_store::Store;
+
+    /// The connection listening for wake-ups closes when the last clone of its store is dropped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listener_ends_with_the_store() {
+        let Some((store, schema)) = test_store("listen_end").await else { return };
+        let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let listeners = async || -> i64 {
+            let query = "SELECT count(*) FROM pg_stat_activity WHERE query = $1";
+            client.query_one(query, &[&format!("LISTEN \"{}\"", schema.name)]).await.unwrap().get(0)
+        };
+        let mut wakeups = store.wakeups().unwrap();
+        let clone = store.clone();
+        // The first bump comes once the connection listens.
+        wakeups.changed().await.unwrap();
+        assert_eq!(listeners().await, 1);
+        drop(store);
+        drop(clone);
+        // The counter's sender goes with the store, so the receiver sees it closed …
+        assert!(wakeups.changed().await.is_err());
+        // … and the backend leaves once the closed connection reaches it.
+        let mut polls = 0;
+        while listeners().await > 0 {
+            polls += 1;
+            assert!(polls < 300, "the LISTEN connection outlived its store");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
 }
