@@ -261,37 +261,38 @@ impl Client {
     /// (`paused`) also ends the wait, with an error.
     pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ClientError> {
         let mut poll = Duration::from_millis(20);
+        let mut first = true;
         // Whether this worker can execute the run (known after the first read).
         let mut executable_here = false;
-        let mut first = true;
         loop {
-            let mut watch = self.local.as_ref().map(|local| local.watch(id));
-            if let (Some(local), Some(watch)) = (&self.local, &mut watch) {
-                // A run this worker executes tells its watchers when it stops here, and a run it
-                // is about to claim when it does: no need to read the store meanwhile.
-                let here = local.active(id).is_some();
-                if here || (executable_here && local.claiming()) {
-                    let wait = async { if here { Ok(watch.await) } else { tokio::time::timeout(poll, watch).await } };
-                    if let Ok(Ok(Some(ended))) = wait.await
-                        && let Some(result) = outcome(id, ended.status, ended.output, ended.error)
-                    {
-                        return result;
-                    }
-                    continue;
+            let watch = self.local.as_ref().map(|local| local.watch(id));
+            // A run this worker executes tells its watchers when it stops here, and one it is still
+            // claiming is likely to be claimed here: no need to read the store meanwhile.
+            let (mut here, mut read) = (false, true);
+            if !first && let Some(local) = &self.local {
+                here = local.active(id).is_some();
+                read = !(here || (executable_here && local.claiming()));
+            }
+            if read {
+                if !first {
+                    poll = (poll * 2).min(Duration::from_millis(500));
                 }
+                first = false;
+                let run = self.get(id).await?;
+                if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {
+                    return result;
+                }
+                executable_here =
+                    self.local.as_ref().is_some_and(|local| local.registry.get(&run.workflow, run.version).is_some());
             }
-            if !first {
-                poll = (poll * 2).min(Duration::from_millis(500));
-            }
-            first = false;
-            let run = self.get(id).await?;
-            if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {
-                return result;
-            }
-            executable_here = self.local.as_ref().is_some_and(|l| l.registry.get(&run.workflow, run.version).is_some());
             match watch {
                 Some(watch) => {
-                    if let Ok(Ok(Some(ended))) = tokio::time::timeout(poll, watch).await
+                    let ended = if here {
+                        watch.await.ok()
+                    } else {
+                        tokio::time::timeout(poll, watch).await.ok().and_then(Result::ok)
+                    };
+                    if let Some(Some(ended)) = ended
                         && let Some(result) = outcome(id, ended.status, ended.output, ended.error)
                     {
                         return result;

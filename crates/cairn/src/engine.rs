@@ -184,8 +184,6 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
         };
         let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(&local), state));
         lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
-        // Result waiters polling the store can wait for this worker to tell them instead.
-        local.notify_watchers(&run.id, None);
         if run.cancel_requested {
             // Cancelled while another worker held it, which then went away: finish the cancel.
             shared.interrupt(crate::Interrupt::Cancelled);
