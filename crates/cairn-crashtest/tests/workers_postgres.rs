@@ -164,3 +164,107 @@ async fn idle_workers_are_woken_by_notify_not_polling() {
     assert_eq!(client.result::<u32>(run.id()).await.unwrap(), 42);
     worker.shutdown().await;
 }
+
+/// A store that counts `get_run` calls (the reads a result waiter makes).
+struct CountingReads {
+    inner: cairn_postgres::PostgresStore,
+    reads: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Store for CountingReads {
+    fn create_run(&self, run: cairn::store::NewRun) -> cairn::store::StoreFuture<'_, cairn::store::CreatedRun> {
+        self.inner.create_run(run)
+    }
+    fn get_run<'a>(&'a self, id: &'a RunId) -> cairn::store::StoreFuture<'a, Option<cairn::store::RunRecord>> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.get_run(id)
+    }
+    fn list_runs<'a>(
+        &'a self,
+        filter: &'a cairn::store::RunFilter,
+    ) -> cairn::store::StoreFuture<'a, cairn::store::RunPage> {
+        self.inner.list_runs(filter)
+    }
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> cairn::store::StoreFuture<'a, Vec<cairn::journal::JournalEntry>> {
+        self.inner.read_journal(id)
+    }
+    fn signals<'a>(&'a self, id: &'a RunId) -> cairn::store::StoreFuture<'a, Vec<cairn::store::SignalRecord>> {
+        self.inner.signals(id)
+    }
+    fn claim<'a>(
+        &'a self,
+        request: &'a cairn::store::ClaimRequest,
+    ) -> cairn::store::StoreFuture<'a, Vec<cairn::store::RunRecord>> {
+        self.inner.claim(request)
+    }
+    fn append(&self, append: cairn::store::Append) -> cairn::store::StoreFuture<'_, ()> {
+        self.inner.append(append)
+    }
+    fn heartbeat<'a>(
+        &'a self,
+        request: &'a cairn::store::HeartbeatRequest,
+    ) -> cairn::store::StoreFuture<'a, Vec<cairn::store::LeaseStatus>> {
+        self.inner.heartbeat(request)
+    }
+    fn send_signal(&self, signal: cairn::store::NewSignal) -> cairn::store::StoreFuture<'_, cairn::journal::SignalId> {
+        self.inner.send_signal(signal)
+    }
+    fn cancel(
+        &self,
+        request: cairn::store::CancelRequest,
+    ) -> cairn::store::StoreFuture<'_, cairn::store::CancelOutcome> {
+        self.inner.cancel(request)
+    }
+    fn next_wake_at<'a>(
+        &'a self,
+        workflows: &'a [cairn::store::WorkflowKey],
+    ) -> cairn::store::StoreFuture<'a, Option<cairn::journal::Timestamp>> {
+        self.inner.next_wake_at(workflows)
+    }
+    fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.wakeups()
+    }
+    fn endings(&self) -> Option<tokio::sync::broadcast::Receiver<cairn::store::Ending>> {
+        self.inner.endings()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_waiters_hear_of_runs_ending_elsewhere() {
+    let Some((store, schema)) = postgres("endings").await else { return };
+    let worker = Engine::builder()
+        .store(store)
+        .register("ping", 1, |ctx: Ctx, n: u32| async move {
+            let add: Option<u32> = ctx.wait_for_event("add", EventFilter::any(), Duration::from_secs(3600)).await?;
+            ctx.step("sum", || async move { Ok::<_, StepError>(n + add.unwrap_or(0)) }).await
+        })
+        .start()
+        .await
+        .unwrap();
+    // Another "process" that executes nothing: its result waiter must be told, not poll.
+    let connect = || {
+        cairn_postgres::PostgresStore::connect(cairn_postgres::PostgresOptions::new(&schema.url).schema(&schema.name))
+    };
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let waiter = Engine::builder()
+        .store(CountingReads { inner: connect().await.unwrap(), reads: Arc::clone(&reads) })
+        .start()
+        .await
+        .unwrap();
+    let steer = Client::new(connect().await.unwrap());
+    let run = steer.start("ping", &40u32).await.unwrap();
+    wait_status(&steer, run.id(), RunStatus::Suspended).await;
+    let id = run.id().clone();
+    let client = waiter.client();
+    let result = tokio::spawn(async move { client.result::<u32>(&id).await });
+    // Long enough for a polling waiter to read the store several times (20, 40, 80, … ms apart).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    steer.signal(run.id(), "add", &2u32).await.unwrap();
+    assert_eq!(result.await.unwrap().unwrap(), 42);
+    // The first read, the read after the ending was reported, and at most one after the
+    // listener (re)connected.
+    let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(reads <= 3, "the waiter read the store {reads} times");
+    waiter.shutdown().await;
+    worker.shutdown().await;
+}

@@ -3,8 +3,8 @@
 use crate::schema::{MIGRATIONS, valid_schema_name};
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
-    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError,
+    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, Ending, HeartbeatRequest, LeaseStatus, NewRun,
+    NewSignal, PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError,
     StoreFuture, SuspendReason, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -57,18 +57,45 @@ pub struct PostgresStore {
     wakeups: Arc<Wakeups>,
 }
 
-/// The wake-up counter and the task listening for it; the task ends with the last store clone.
-#[derive(Default)]
+/// What the schema's notification channel reports, and the task listening to it (started on
+/// first use; it ends with the last store clone).
 struct Wakeups {
-    /// Bumped on every `NOTIFY` on the schema's channel.
-    sender: std::sync::OnceLock<watch::Sender<u64>>,
+    /// Bumped when runs may have become ready.
+    sender: watch::Sender<u64>,
+    /// Runs that ended.
+    ended: tokio::sync::broadcast::Sender<Ending>,
     task: std::sync::OnceLock<tokio::task::AbortHandle>,
 }
 
+/// The payload of a notification that runs ended: this line, then one id per line.
+const ENDED: &str = "ended";
+
+/// Most bytes of ids in one notification (PostgreSQL's payload limit is 8000 bytes).
+const ENDED_PAYLOAD: usize = 7000;
+
 impl Wakeups {
+    fn new() -> Wakeups {
+        Wakeups {
+            sender: watch::Sender::new(0),
+            ended: tokio::sync::broadcast::channel(4096).0,
+            task: std::sync::OnceLock::new(),
+        }
+    }
+
     fn bump(&self) {
-        if let Some(sender) = self.sender.get() {
-            sender.send_modify(|n| *n = n.wrapping_add(1));
+        self.sender.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// One notification's payload: a wake-up, or the runs that ended.
+    fn received(&self, payload: &str) {
+        match payload.strip_prefix(ENDED) {
+            Some(ids) => {
+                for id in ids.lines().filter(|id| !id.is_empty()) {
+                    // Nobody listening is fine.
+                    let _ = self.ended.send(Ending::Run(RunId::new(id)));
+                }
+            }
+            None => self.bump(),
         }
     }
 }
@@ -248,7 +275,7 @@ impl Sql {
                    AND (workflow || '@' || version) = ANY($1)"
             ),
             // The channel is the schema's name: one channel per Cairn installation.
-            notify: "SELECT pg_notify($1, '')".to_owned(),
+            notify: "SELECT pg_notify($1, $2)".to_owned(),
             append_batch: format!(
                 "WITH input AS (
                      SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
@@ -423,11 +450,19 @@ impl PostgresStore {
             sql: Arc::clone(&sql),
             jobs,
             config,
-            wakeups: Arc::new(Wakeups::default()),
+            wakeups: Arc::new(Wakeups::new()),
         };
         store.migrate().await?;
         tokio::spawn(writer(pool, sql, queue));
         Ok(store)
+    }
+
+    /// Starts listening on the schema's channel, once.
+    fn listen(&self) {
+        self.wakeups.task.get_or_init(|| {
+            let listener = listen(self.config.clone(), self.sql.schema.clone(), Arc::downgrade(&self.wakeups));
+            tokio::spawn(listener).abort_handle()
+        });
     }
 
     /// The schema holding Cairn's tables.
@@ -536,8 +571,26 @@ impl PostgresStore {
 /// Tells every listening worker, at commit, that runs may have become ready.
 async fn notify(client: &impl GenericClient, sql: &Sql) -> Result<(), StoreError> {
     let statement = client.prepare_cached(&sql.notify).await.map_err(backend)?;
-    client.execute(&statement, &[&sql.schema]).await.map_err(backend)?;
+    client.execute(&statement, &[&sql.schema, &""]).await.map_err(backend)?;
     Ok(())
+}
+
+/// Tells every listening process that these runs ended (after they committed; a report lost to a
+/// crash here only makes waiters fall back to reading the store).
+async fn notify_ended(client: &impl GenericClient, sql: &Sql, ids: &[RunId]) {
+    if ids.is_empty() {
+        return;
+    }
+    let Ok(statement) = client.prepare_cached(&sql.notify).await else { return };
+    let mut payload = String::from(ENDED);
+    for (i, id) in ids.iter().enumerate() {
+        payload.push('\n');
+        payload.push_str(id.as_str());
+        if i + 1 == ids.len() || payload.len() + ids[i + 1].as_str().len() >= ENDED_PAYLOAD {
+            let _ = client.execute(&statement, &[&sql.schema, &payload]).await;
+            payload.truncate(ENDED.len());
+        }
+    }
 }
 
 /// Keeps a connection listening on the schema's channel and bumps the wake-up counter on each
@@ -545,9 +598,17 @@ async fn notify(client: &impl GenericClient, sql: &Sql) -> Result<(), StoreError
 /// missed). The connection is driven here, so aborting this task closes it; it also ends when
 /// the last store clone is gone.
 async fn listen(config: tokio_postgres::Config, channel: String, wakeups: std::sync::Weak<Wakeups>) {
-    let bump = || match wakeups.upgrade() {
+    // `false` once the stores are gone.
+    let deliver = |payload: Option<&str>| match wakeups.upgrade() {
         Some(wakeups) => {
-            wakeups.bump();
+            match payload {
+                Some(payload) => wakeups.received(payload),
+                // (Re)connected: anything may have happened meanwhile.
+                None => {
+                    wakeups.bump();
+                    let _ = wakeups.ended.send(Ending::Missed);
+                }
+            }
             true
         }
         None => false,
@@ -561,14 +622,14 @@ async fn listen(config: tokio_postgres::Config, channel: String, wakeups: std::s
             loop {
                 tokio::select! {
                     done = &mut listen, if !listening => {
-                        if done.is_err() || !bump() {
+                        if done.is_err() || !deliver(None) {
                             break;
                         }
                         listening = true;
                     }
                     message = std::future::poll_fn(|cx| connection.poll_message(cx)) => match message {
-                        Some(Ok(AsyncMessage::Notification(_))) => {
-                            if !bump() {
+                        Some(Ok(AsyncMessage::Notification(note))) => {
+                            if !deliver(Some(note.payload())) {
                                 return;
                             }
                         }
@@ -774,12 +835,25 @@ async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Jo
             Some(outcomes) => outcomes,
             None => each_alone(&pool, &sql, &new_runs, &writes).await,
         };
+        let ended: Vec<RunId> = writes
+            .iter()
+            .zip(&appended)
+            .filter(|(append, outcome)| {
+                outcome.is_ok() && matches!(append.update, RunUpdate::Finish { .. } | RunUpdate::Park { .. })
+            })
+            .map(|(append, _)| append.run_id.clone())
+            .collect();
         // A caller may have stopped waiting; nothing to do then.
         for ((_, reply), outcome) in creates.into_iter().zip(created) {
             let _ = reply.send(outcome);
         }
         for ((_, reply), outcome) in appends.into_iter().zip(appended) {
             let _ = reply.send(outcome);
+        }
+        if !ended.is_empty()
+            && let Ok(client) = pool.get().await
+        {
+            notify_ended(&client, &sql, &ended).await;
         }
     }
 }
@@ -927,6 +1001,7 @@ impl PostgresStore {
         let cancelled = Event::Cancelled { reason: request.reason.clone() };
         insert_events(&tx, sql, &request.run_id, run.last_seq, request.at, &[cancelled]).await?;
         tx.commit().await.map_err(backend)?;
+        notify_ended(&client, sql, std::slice::from_ref(&request.run_id)).await;
         Ok(CancelOutcome::Cancelled)
     }
 
@@ -1120,18 +1195,13 @@ impl Store for PostgresStore {
     }
 
     fn wakeups(&self) -> Option<watch::Receiver<u64>> {
-        let mut started = false;
-        let sender = self.wakeups.sender.get_or_init(|| {
-            started = true;
-            watch::Sender::new(0)
-        });
-        let receiver = sender.subscribe();
-        if started {
-            let task =
-                tokio::spawn(listen(self.config.clone(), self.sql.schema.clone(), Arc::downgrade(&self.wakeups)));
-            let _ = self.wakeups.task.set(task.abort_handle());
-        }
-        Some(receiver)
+        self.listen();
+        Some(self.wakeups.sender.subscribe())
+    }
+
+    fn endings(&self) -> Option<tokio::sync::broadcast::Receiver<Ending>> {
+        self.listen();
+        Some(self.wakeups.ended.subscribe())
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -80,6 +80,23 @@ pub trait Store: Send + Sync + 'static {
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+
+    /// For stores shared between processes: the ids of runs that ended (completed, failed,
+    /// cancelled or parked), wherever they ended, so result waiters need not poll. A receiver
+    /// that lags, like [`Ending::Missed`], means any run may have ended. `None` (the default):
+    /// waiters poll.
+    fn endings(&self) -> Option<tokio::sync::broadcast::Receiver<Ending>> {
+        None
+    }
 }
 
 pub use cairn_journal::{SignalId, Timestamp};
+
+/// What [`Store::endings`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// This run ended.
+    Run(RunId),
+    /// Reports may have been missed (the store reconnected, say): any run may have ended.
+    Missed,
+}

@@ -260,8 +260,11 @@ impl Client {
     /// Waits until the run ends; its output decoded, or why it did not complete. A run parked
     /// (`paused`) also ends the wait, with an error.
     pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ClientError> {
+        const SAFETY_POLL: Duration = Duration::from_secs(5);
         let mut poll = Duration::from_millis(20);
         let mut first = true;
+        // Told to look again (the run stopped here, or ended elsewhere): read the store.
+        let mut told = false;
         // Whether this worker can execute the run (known after the first read).
         let mut executable_here = false;
         loop {
@@ -269,12 +272,15 @@ impl Client {
             // A run this worker executes tells its watchers when it stops here, and one it is still
             // claiming is likely to be claimed here: no need to read the store meanwhile.
             let (mut here, mut read) = (false, true);
-            if !first && let Some(local) = &self.local {
+            if !first
+                && !told
+                && let Some(local) = &self.local
+            {
                 here = local.active(id).is_some();
                 read = !(here || (executable_here && local.claiming()));
             }
             if read {
-                if !first {
+                if !first && poll < SAFETY_POLL {
                     poll = (poll * 2).min(Duration::from_millis(500));
                 }
                 first = false;
@@ -284,6 +290,10 @@ impl Client {
                 }
                 executable_here =
                     self.local.as_ref().is_some_and(|local| local.registry.get(&run.workflow, run.version).is_some());
+                if self.local.as_ref().is_some_and(|local| local.endings_reported()) {
+                    // Wherever the run ends, this worker hears of it; reading again is a safety net.
+                    poll = SAFETY_POLL;
+                }
             }
             match watch {
                 Some(watch) => {
@@ -292,6 +302,7 @@ impl Client {
                     } else {
                         tokio::time::timeout(poll, watch).await.ok().and_then(Result::ok)
                     };
+                    told = matches!(ended, Some(None));
                     if let Some(Some(ended)) = ended
                         && let Some(result) = outcome(id, ended.status, ended.output, ended.error)
                     {

@@ -6,7 +6,7 @@ use crate::registry::Registry;
 use crate::run::{RunShared, drive};
 use crate::{Client, Ctx, EngineError, WorkflowError};
 use cairn_journal::{Event, JournalEntry};
-use cairn_store::{ClaimRequest, HeartbeatRequest, RunId, RunRecord, RunUpdate, Store};
+use cairn_store::{ClaimRequest, Ending, HeartbeatRequest, RunId, RunRecord, RunUpdate, Store};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -65,6 +65,8 @@ pub(crate) struct Local {
     at_capacity: AtomicBool,
     /// The claim loop is taking runs: a claim is under way, or the last one was full.
     claiming: AtomicBool,
+    /// The store reports runs ending in other processes (see [`Local::endings_reported`]).
+    remote_endings: bool,
     claimer: Notify,
     waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
     shutdown: CancellationToken,
@@ -88,6 +90,12 @@ impl Local {
     /// is likely to be claimed here soon (and its watchers told).
     pub(crate) fn claiming(&self) -> bool {
         self.claiming.load(Ordering::SeqCst)
+    }
+
+    /// Whether the store tells this worker about runs ending in other processes, so result
+    /// waiters are woken instead of polling.
+    pub(crate) fn endings_reported(&self) -> bool {
+        self.remote_endings
     }
 
     /// The live run with this id, if this worker executes it now.
@@ -266,6 +274,28 @@ async fn claim_loop(local: Arc<Local>) {
     tasks.shutdown().await;
 }
 
+/// Wakes the result waiters of runs that ended in other processes (all of them when the store's
+/// reports lagged behind), until shutdown.
+async fn endings_loop(local: Arc<Local>, mut endings: tokio::sync::broadcast::Receiver<Ending>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let ended = tokio::select! {
+            ended = endings.recv() => ended,
+            () = local.shutdown.cancelled() => return,
+        };
+        match ended {
+            Ok(Ending::Run(id)) => local.notify_watchers(&id, None),
+            Ok(Ending::Missed) | Err(RecvError::Lagged(_)) => {
+                let waiting: Vec<RunId> = lock(&local.waiters).keys().cloned().collect();
+                for id in waiting {
+                    local.notify_watchers(&id, None);
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
 async fn heartbeat_loop(local: Arc<Local>) {
     let every = (local.config.lease / 3).max(Duration::from_millis(10));
     loop {
@@ -386,6 +416,7 @@ impl EngineBuilder {
             return Err(EngineError::DuplicateWorkflow { name, version });
         }
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
+        let endings = store.endings();
         let local = Arc::new(Local {
             store: Arc::clone(&store),
             clock: Arc::clone(&self.clock),
@@ -395,12 +426,16 @@ impl EngineBuilder {
             running: AtomicUsize::new(0),
             at_capacity: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
+            remote_endings: endings.is_some(),
             claimer: Notify::new(),
             waiters: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
         });
         let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
         let heartbeat = tokio::spawn(heartbeat_loop(Arc::clone(&local)));
+        if let Some(endings) = endings {
+            tokio::spawn(endings_loop(Arc::clone(&local), endings));
+        }
         let client = Client::attached(Arc::clone(&local));
         Ok(Engine { client, local, loops: Mutex::new(Some((claimer, heartbeat))) })
     }
