@@ -154,6 +154,7 @@ struct Sql {
     signals: String,
     claim: String,
     refusal: String,
+    recheck_signals: String,
     heartbeat: String,
     cancel_flag: String,
     request_cancel: String,
@@ -249,6 +250,14 @@ impl Sql {
                 RUN_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ")
             ),
             refusal: format!("SELECT epoch, last_seq FROM {s}.runs WHERE id = $1"),
+            // After a run suspended to wait: a signal committed while the suspending statement
+            // waited for the run's row (its snapshot predates the signal) wakes it now.
+            recheck_signals: format!(
+                "UPDATE {s}.runs SET wake_at = $2
+                 WHERE id = $1 AND epoch = $3 AND status = 'suspended' AND (wake_at IS NULL OR wake_at > $2)
+                   AND EXISTS (SELECT 1 FROM {s}.signals g
+                               WHERE g.run_id = $1 AND g.consumed_seq IS NULL AND g.id > $4)"
+            ),
             heartbeat: format!(
                 "UPDATE {s}.runs SET lease_expires_at = $1
                  WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
@@ -764,6 +773,17 @@ async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> 
     let statement = client.prepare_cached(text).await.map_err(backend)?;
     let row = client.query_one(&statement, &bound).await.map_err(backend)?;
     if row.try_get::<_, i64>(0).map_err(backend)? == 1 {
+        if let RunUpdate::Suspend { signals_after: Some(after), now, .. } = &append.update {
+            // A fresh snapshot, taken while this transaction (or, alone, the committed suspend)
+            // holds the row: a signal that slipped past the suspend's snapshot is seen here, and
+            // any later one finds the run suspended and wakes it itself.
+            let statement = client.prepare_cached(&sql.recheck_signals).await.map_err(backend)?;
+            let woken =
+                client.execute(&statement, &[&run_id, &now.as_millis(), &epoch, &after.0]).await.map_err(backend)?;
+            if woken > 0 {
+                notify(client, sql).await?;
+            }
+        }
         return Ok(());
     }
     Err(refusal(client, sql, append).await?)
@@ -797,35 +817,80 @@ async fn refusal(client: &impl GenericClient, sql: &Sql, append: &Append) -> Res
 /// every job of the round is retried alone.
 async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Job>) {
     let mut pending: VecDeque<Job> = VecDeque::new();
+    // Runs with a job in a round under way: their next jobs wait, so each run's writes keep
+    // their order and concurrent rounds never touch the same rows.
+    let mut busy: HashSet<RunId> = HashSet::new();
+    let mut rounds: tokio::task::JoinSet<Vec<RunId>> = tokio::task::JoinSet::new();
+    let mut open = true;
     loop {
-        if pending.is_empty() {
-            match queue.recv().await {
-                Some(job) => pending.push_back(job),
-                None => return,
-            }
-        }
-        while pending.len() < MAX_ROUND {
+        while open && pending.len() < MAX_ROUND {
             match queue.try_recv() {
                 Ok(job) => pending.push_back(job),
-                Err(_) => break,
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
         }
-        let mut runs_in_round = HashSet::new();
-        let (mut creates, mut appends) = (Vec::new(), Vec::new());
-        let mut later = VecDeque::new();
-        for job in pending.drain(..) {
-            if !runs_in_round.insert(job.run_id().clone()) {
-                later.push_back(job);
+        if rounds.len() < ROUNDS_IN_FLIGHT {
+            let mut round = Round::default();
+            let mut later = VecDeque::new();
+            for job in pending.drain(..) {
+                if busy.contains(job.run_id()) {
+                    later.push_back(job);
+                    continue;
+                }
+                busy.insert(job.run_id().clone());
+                match job {
+                    Job::Create(run, reply) => round.creates.push((run, reply)),
+                    Job::Append(append, reply) => round.appends.push((append, reply)),
+                }
+            }
+            pending = later;
+            if !round.is_empty() {
+                rounds.spawn(round.commit(pool.clone(), Arc::clone(&sql)));
                 continue;
             }
-            match job {
-                Job::Create(run, reply) => creates.push((run, reply)),
-                Job::Append(append, reply) => appends.push((append, reply)),
-            }
         }
-        pending = later;
-        let new_runs: Vec<&NewRun> = creates.iter().map(|(run, _)| run).collect();
-        let writes: Vec<&Append> = appends.iter().map(|(append, _)| append).collect();
+        if !open && rounds.is_empty() && pending.is_empty() {
+            return;
+        }
+        tokio::select! {
+            Some(done) = rounds.join_next(), if !rounds.is_empty() => {
+                // A round that panicked leaves its runs busy; their callers see the writer gone.
+                if let Ok(runs) = done {
+                    for run in runs {
+                        busy.remove(&run);
+                    }
+                }
+            }
+            job = queue.recv(), if open => match job {
+                Some(job) => pending.push_back(job),
+                None => open = false,
+            },
+        }
+    }
+}
+
+/// Rounds committing at once: while one waits for PostgreSQL, the next is gathered and sent.
+const ROUNDS_IN_FLIGHT: usize = 2;
+
+/// The jobs of one round, each with where its outcome goes.
+#[derive(Default)]
+struct Round {
+    creates: Vec<(NewRun, Reply<CreatedRun>)>,
+    appends: Vec<(Append, Reply<()>)>,
+}
+
+impl Round {
+    fn is_empty(&self) -> bool {
+        self.creates.is_empty() && self.appends.is_empty()
+    }
+
+    /// Commits the round (one transaction; a lone job in one statement; each job alone if the
+    /// transaction failed), answers its callers, reports the runs that ended, and gives back the
+    /// ids of its runs.
+    async fn commit(self, pool: Pool, sql: Arc<Sql>) -> Vec<RunId> {
+        let new_runs: Vec<&NewRun> = self.creates.iter().map(|(run, _)| run).collect();
+        let writes: Vec<&Append> = self.appends.iter().map(|(append, _)| append).collect();
         let committed = if new_runs.len() + writes.len() > 1 {
             commit_round(&pool, &sql, &new_runs, &writes).await.ok()
         } else {
@@ -843,11 +908,14 @@ async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Jo
             })
             .map(|(append, _)| append.run_id.clone())
             .collect();
+        let mut runs = Vec::with_capacity(new_runs.len() + writes.len());
         // A caller may have stopped waiting; nothing to do then.
-        for ((_, reply), outcome) in creates.into_iter().zip(created) {
+        for ((run, reply), outcome) in self.creates.into_iter().zip(created) {
+            runs.push(run.id);
             let _ = reply.send(outcome);
         }
-        for ((_, reply), outcome) in appends.into_iter().zip(appended) {
+        for ((append, reply), outcome) in self.appends.into_iter().zip(appended) {
+            runs.push(append.run_id);
             let _ = reply.send(outcome);
         }
         if !ended.is_empty()
@@ -855,6 +923,7 @@ async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Jo
         {
             notify_ended(&client, &sql, &ended).await;
         }
+        runs
     }
 }
 
@@ -1219,6 +1288,88 @@ impl Store for PostgresStore {
 mod tests {
     use crate::testing::test_store;
     use cairn_store::Store;
+
+    /// A signal committed while a suspending append waits for the run's row (so after the
+    /// append's snapshot was taken) still wakes the run: the race a signal sender and a run that
+    /// starts waiting can run.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_signal_racing_a_suspend_still_wakes_the_run() {
+        use cairn_journal::{SignalId, Timestamp};
+        use cairn_store::{Append, ClaimRequest, NewRun, RunId, RunUpdate, SuspendReason, WorkflowKey};
+        let Some((store, schema)) = test_store("signal_race").await else { return };
+        let t = Timestamp::from_millis;
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
+        let id = RunId::new("raced");
+        let new = NewRun {
+            id: id.clone(),
+            workflow: "w".into(),
+            version: 1,
+            input: raw("{}"),
+            idempotency_key: None,
+            created_at: t(1),
+        };
+        store.create_run(new).await.unwrap();
+        let claim = ClaimRequest {
+            owner: "me".into(),
+            workflows: vec![WorkflowKey { name: "w".into(), version: 1 }],
+            now: t(10),
+            lease_now: t(10),
+            lease_until: t(1_000_000),
+            limit: 1,
+        };
+        let run = store.claim(&claim).await.unwrap().pop().unwrap();
+        // The signal sender holds the run's row (as `send_signal` does) …
+        let (sender, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let s = format!("\"{}\"", schema.name);
+        sender.batch_execute(&format!("BEGIN; SELECT 1 FROM {s}.runs WHERE id = 'raced' FOR UPDATE")).await.unwrap();
+        // … while the run suspends to wait: its statement queues behind the lock.
+        let suspend = Append {
+            run_id: id.clone(),
+            epoch: run.epoch,
+            after_seq: run.last_seq,
+            events: Vec::new(),
+            at: t(20),
+            update: RunUpdate::Suspend {
+                reason: SuspendReason::Waiting,
+                wake_at: Some(t(3_600_000)),
+                signals_after: Some(SignalId(0)),
+                now: t(20),
+            },
+            consume_signal: None,
+        };
+        let appended = tokio::spawn({
+            let store = store.clone();
+            async move { store.append(suspend).await }
+        });
+        let mut polls = 0;
+        loop {
+            let waiting: i64 = sender
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0",
+                    &[&s],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if waiting > 0 {
+                break;
+            }
+            polls += 1;
+            assert!(polls < 500, "the suspending statement never waited for the row");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // The signal commits now, after the suspend's snapshot, before it gets the row.
+        sender
+            .batch_execute(&format!(
+                "INSERT INTO {s}.signals (run_id, name, payload, sent_at) VALUES ('raced', 'go', '{{}}', 15); COMMIT"
+            ))
+            .await
+            .unwrap();
+        appended.await.unwrap().unwrap();
+        let stored = store.get_run(&id).await.unwrap().unwrap();
+        assert_eq!(stored.wake_at, Some(t(20)), "the signal must wake the run at once");
+    }
 
     /// The connection listening for wake-ups closes when the last clone of its store is dropped.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
