@@ -53,7 +53,7 @@ pub struct PostgresStore {
     sql: Arc<Sql>,
     jobs: mpsc::UnboundedSender<Job>,
     config: tokio_postgres::Config,
-    /// Bumped on every `NOTIFY` on the schema's channel; the listener starts on first use.
+    /// Wake-ups and run endings heard on the schema's channel; the listener starts on first use.
     wakeups: Arc<Wakeups>,
 }
 
@@ -126,7 +126,7 @@ impl Job {
     }
 }
 
-/// Most appends folded into one transaction.
+/// Most queued jobs the writer gathers at a time (a round takes at most one per run).
 const MAX_ROUND: usize = 2048;
 
 impl std::fmt::Debug for PostgresStore {
