@@ -241,7 +241,8 @@ async fn result_waiters_hear_of_runs_ending_elsewhere() {
         .start()
         .await
         .unwrap();
-    // Another "process" that executes nothing: its result waiter must be told, not poll.
+    // Other "processes" that execute nothing, one with an engine and one a bare client: their
+    // result waiters must be told, not poll.
     let connect = || {
         cairn_postgres::PostgresStore::connect(cairn_postgres::PostgresOptions::new(&schema.url).schema(&schema.name))
     };
@@ -251,20 +252,29 @@ async fn result_waiters_hear_of_runs_ending_elsewhere() {
         .start()
         .await
         .unwrap();
+    let bare_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bare = Client::new(CountingReads { inner: connect().await.unwrap(), reads: Arc::clone(&bare_reads) });
     let steer = Client::new(connect().await.unwrap());
     let run = steer.start("ping", &40u32).await.unwrap();
     wait_status(&steer, run.id(), RunStatus::Suspended).await;
     let id = run.id().clone();
     let client = waiter.client();
-    let result = tokio::spawn(async move { client.result::<u32>(&id).await });
+    let result = tokio::spawn({
+        let id = id.clone();
+        async move { client.result::<u32>(&id).await }
+    });
+    let bare_result = tokio::spawn(async move { bare.result::<u32>(&id).await });
     // Long enough for a polling waiter to read the store several times (20, 40, 80, … ms apart).
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     steer.signal(run.id(), "add", &2u32).await.unwrap();
     assert_eq!(result.await.unwrap().unwrap(), 42);
+    assert_eq!(bare_result.await.unwrap().unwrap(), 42);
     // The first read, the read after the ending was reported, and at most one after the
     // listener (re)connected.
-    let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
-    assert!(reads <= 3, "the waiter read the store {reads} times");
+    for (waiter, reads) in [("engine's", reads), ("bare client's", bare_reads)] {
+        let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(reads <= 3, "the {waiter} waiter read the store {reads} times");
+    }
     waiter.shutdown().await;
     worker.shutdown().await;
 }

@@ -114,6 +114,20 @@ impl<'a> IntoFuture for StartRun<'a> {
     }
 }
 
+/// Returns once the store reports that `id` ended, or that any run may have (missed or lagging
+/// reports); never if the reports stop.
+async fn ending_of(endings: &mut tokio::sync::broadcast::Receiver<cairn_store::Ending>, id: &RunId) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match endings.recv().await {
+            Ok(cairn_store::Ending::Run(ended)) if ended == *id => return,
+            Ok(cairn_store::Ending::Run(_)) => {}
+            Ok(cairn_store::Ending::Missed) | Err(RecvError::Lagged(_)) => return,
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+        }
+    }
+}
+
 /// The result of a run that has ended (or is parked), or `None` while it goes on.
 fn outcome<O: DeserializeOwned>(
     id: &RunId,
@@ -267,6 +281,10 @@ impl Client {
         let mut told = false;
         // Whether this worker can execute the run (known after the first read).
         let mut executable_here = false;
+        // A client without a worker hears of endings itself, if the store reports them (the
+        // subscription comes before the first read, so no ending falls between the two).
+        let mut endings = if self.local.is_none() { self.store.endings() } else { None };
+        let reported = endings.is_some() || self.local.as_ref().is_some_and(|local| local.endings_reported());
         loop {
             let watch = self.local.as_ref().map(|local| local.watch(id));
             // A run this worker executes tells its watchers when it stops here, and one it is still
@@ -290,7 +308,7 @@ impl Client {
                 }
                 executable_here =
                     self.local.as_ref().is_some_and(|local| local.registry.get(&run.workflow, run.version).is_some());
-                if self.local.as_ref().is_some_and(|local| local.endings_reported()) {
+                if reported {
                     // Wherever the run ends, this worker hears of it; reading again is a safety net.
                     poll = SAFETY_POLL;
                 }
@@ -309,7 +327,10 @@ impl Client {
                         return result;
                     }
                 }
-                None => tokio::time::sleep(poll).await,
+                None => match endings.as_mut() {
+                    Some(endings) => told = tokio::time::timeout(poll, ending_of(endings, id)).await.is_ok(),
+                    None => tokio::time::sleep(poll).await,
+                },
             }
         }
     }
