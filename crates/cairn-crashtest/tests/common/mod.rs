@@ -43,14 +43,41 @@ impl Rng {
     }
 }
 
-pub fn spawn(store: &str, log: &std::path::Path, runs: u64, options: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_crash-worker"))
-        .arg(store)
-        .arg(log)
-        .arg(runs.to_string())
-        .args(options)
-        .spawn()
-        .expect("spawn crash-worker")
+/// A worker process that is killed when dropped, so a failing test leaves none behind.
+pub struct Worker(Child);
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+pub fn spawn(store: &str, log: &std::path::Path, runs: u64, options: &[&str]) -> Worker {
+    Worker(
+        Command::new(env!("CARGO_BIN_EXE_crash-worker"))
+            .arg(store)
+            .arg(log)
+            .arg(runs.to_string())
+            .args(options)
+            .spawn()
+            .expect("spawn crash-worker"),
+    )
 }
 
 /// SIGKILLs `child`, reaps it and returns its pid and the moment it was certainly dead.
