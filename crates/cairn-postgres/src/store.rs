@@ -156,6 +156,7 @@ struct Sql {
     refusal: String,
     recheck_signals: String,
     heartbeat: String,
+    heartbeat_batch: String,
     cancel_flag: String,
     request_cancel: String,
     insert_signal: String,
@@ -262,6 +263,20 @@ impl Sql {
                 "UPDATE {s}.runs SET lease_expires_at = $1
                  WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
                  RETURNING cancel_requested"
+            ),
+            // Every lease of one worker in one statement, without waiting: rows another
+            // transaction holds (an append round under way) are skipped and beaten one by one
+            // afterwards, so this never waits while holding other rows (no deadlock with rounds).
+            heartbeat_batch: format!(
+                "WITH free AS (SELECT id FROM {s}.runs WHERE id = ANY($2) FOR UPDATE SKIP LOCKED),
+                 beat AS (
+                     UPDATE {s}.runs r SET lease_expires_at = $1
+                     FROM unnest($2::text[], $3::bigint[]) AS h(id, epoch)
+                     WHERE r.id = h.id AND r.id IN (SELECT id FROM free) AND r.epoch = h.epoch
+                       AND r.lease_owner = $4 AND r.status = 'running'
+                     RETURNING r.id)
+                 SELECT r.id, r.id IN (SELECT id FROM beat), r.cancel_requested
+                 FROM {s}.runs r WHERE r.id IN (SELECT id FROM free)"
             ),
             cancel_flag: format!("SELECT cancel_requested FROM {s}.runs WHERE id = $1"),
             request_cancel: format!("UPDATE {s}.runs SET cancel_requested = true WHERE id = $1"),
@@ -1101,6 +1116,26 @@ impl PostgresStore {
         Ok(SignalId(id))
     }
 
+    /// One lease extended by itself (waiting for the row if need be); whether it is held and
+    /// whether a cancellation was requested.
+    async fn heartbeat_one(
+        &self,
+        client: &impl GenericClient,
+        run_id: &RunId,
+        epoch: u64,
+        request: &HeartbeatRequest,
+    ) -> Result<(bool, bool), StoreError> {
+        let beat = client.prepare_cached(&self.sql.heartbeat).await.map_err(backend)?;
+        let params: [&(dyn ToSql + Sync); 4] =
+            [&request.lease_until.as_millis(), &run_id.as_str(), &(epoch as i64), &request.owner];
+        if let Some(row) = client.query_opt(&beat, &params).await.map_err(backend)? {
+            return Ok((true, row.try_get(0).map_err(backend)?));
+        }
+        let flag = client.prepare_cached(&self.sql.cancel_flag).await.map_err(backend)?;
+        let row = client.query_opt(&flag, &[&run_id.as_str()]).await.map_err(backend)?;
+        Ok((false, row.map(|row| row.try_get(0)).transpose().map_err(backend)?.unwrap_or(false)))
+    }
+
     async fn query_runs(&self, text: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<RunRecord>, StoreError> {
         let client = self.pool.get().await.map_err(backend)?;
         let statement = client.prepare_cached(text).await.map_err(backend)?;
@@ -1223,33 +1258,23 @@ impl Store for PostgresStore {
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
         Box::pin(async move {
             let client = self.pool.get().await.map_err(backend)?;
-            let beat = client.prepare_cached(&self.sql.heartbeat).await.map_err(backend)?;
-            let flag = client.prepare_cached(&self.sql.cancel_flag).await.map_err(backend)?;
+            let until = request.lease_until.as_millis();
+            let ids: Vec<&str> = request.runs.iter().map(|(id, _)| id.as_str()).collect();
+            let epochs: Vec<i64> = request.runs.iter().map(|(_, epoch)| *epoch as i64).collect();
+            let batch = client.prepare_cached(&self.sql.heartbeat_batch).await.map_err(backend)?;
+            let rows = client.query(&batch, &[&until, &ids, &epochs, &request.owner]).await.map_err(backend)?;
+            let mut answered = std::collections::HashMap::with_capacity(rows.len());
+            for row in &rows {
+                let id: String = row.try_get(0).map_err(backend)?;
+                answered.insert(id, (row.try_get::<_, bool>(1).map_err(backend)?, row.try_get(2).map_err(backend)?));
+            }
             let mut out = Vec::with_capacity(request.runs.len());
             for (run_id, epoch) in &request.runs {
-                let held = client
-                    .query_opt(
-                        &beat,
-                        &[&request.lease_until.as_millis(), &run_id.as_str(), &(*epoch as i64), &request.owner],
-                    )
-                    .await
-                    .map_err(backend)?;
-                let status = match held {
-                    Some(row) => LeaseStatus {
-                        run_id: run_id.clone(),
-                        held: true,
-                        cancel_requested: row.try_get(0).map_err(backend)?,
-                    },
-                    None => {
-                        let row = client.query_opt(&flag, &[&run_id.as_str()]).await.map_err(backend)?;
-                        let cancel = match row {
-                            Some(row) => row.try_get(0).map_err(backend)?,
-                            None => false,
-                        };
-                        LeaseStatus { run_id: run_id.clone(), held: false, cancel_requested: cancel }
-                    }
+                let (held, cancel_requested) = match answered.get(run_id.as_str()) {
+                    Some(answer) => *answer,
+                    None => self.heartbeat_one(&client, run_id, *epoch, request).await?,
                 };
-                out.push(status);
+                out.push(LeaseStatus { run_id: run_id.clone(), held, cancel_requested });
             }
             Ok(out)
         })
@@ -1369,6 +1394,64 @@ mod tests {
         appended.await.unwrap().unwrap();
         let stored = store.get_run(&id).await.unwrap().unwrap();
         assert_eq!(stored.wake_at, Some(t(20)), "the signal must wake the run at once");
+    }
+
+    /// A heartbeat never waits for one run's row while holding others: rows another transaction
+    /// holds are skipped by the batched statement (whose other leases are extended and committed
+    /// at once) and extended one by one afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn heartbeats_skip_rows_held_elsewhere_then_extend_them() {
+        use cairn_journal::Timestamp;
+        use cairn_store::{ClaimRequest, HeartbeatRequest, NewRun, RunId, WorkflowKey};
+        let Some((store, schema)) = test_store("heartbeat_skip").await else { return };
+        let t = Timestamp::from_millis;
+        for id in ["held", "free"] {
+            let input = serde_json::value::RawValue::from_string("{}".to_owned()).unwrap();
+            let new = NewRun {
+                id: RunId::new(id),
+                workflow: "w".into(),
+                version: 1,
+                input,
+                idempotency_key: None,
+                created_at: t(1),
+            };
+            store.create_run(new).await.unwrap();
+        }
+        let claim = ClaimRequest {
+            owner: "me".into(),
+            workflows: vec![WorkflowKey { name: "w".into(), version: 1 }],
+            now: t(10),
+            lease_now: t(10),
+            lease_until: t(1_000),
+            limit: 2,
+        };
+        let runs: Vec<(RunId, u64)> = store.claim(&claim).await.unwrap().into_iter().map(|r| (r.id, r.epoch)).collect();
+        assert_eq!(runs.len(), 2);
+        let (other, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let s = format!("\"{}\"", schema.name);
+        other.batch_execute(&format!("BEGIN; SELECT 1 FROM {s}.runs WHERE id = 'held' FOR UPDATE")).await.unwrap();
+        let beat = tokio::spawn({
+            let store = store.clone();
+            let request = HeartbeatRequest { owner: "me".into(), runs, lease_until: t(2_000_000) };
+            async move { store.heartbeat(&request).await }
+        });
+        let lease = async |id: &str| -> Option<i64> {
+            let query = format!("SELECT lease_expires_at FROM {s}.runs WHERE id = $1");
+            other.query_one(&query, &[&id]).await.unwrap().get(0)
+        };
+        // The free run's lease is extended (and committed) while the held one is still waited for.
+        let mut polls = 0;
+        while lease("free").await != Some(2_000_000) {
+            polls += 1;
+            assert!(polls < 500, "the free run's lease was not extended while another row was held");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(!beat.is_finished(), "the held run cannot have been extended yet");
+        other.batch_execute("COMMIT").await.unwrap();
+        let statuses = beat.await.unwrap().unwrap();
+        assert!(statuses.iter().all(|s| s.held && !s.cancel_requested), "{statuses:?}");
+        assert_eq!(lease("held").await, Some(2_000_000));
     }
 
     /// The connection listening for wake-ups closes when the last clone of its store is dropped.
