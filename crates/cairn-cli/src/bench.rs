@@ -81,8 +81,8 @@ fn noop_workflow(
     }
 }
 
-/// Statements run between two `statement_calls` snapshots, most frequent first, each as its
-/// first line of text (whitespace squeezed, at most 100 characters).
+/// Statements run between two `statement_calls` snapshots, most frequent first, each as the
+/// start of its text (whitespace squeezed, at most 100 characters).
 fn statement_counts(before: &[(String, i64)], after: &[(String, i64)]) -> Vec<(String, i64)> {
     let before: std::collections::HashMap<&str, i64> = before.iter().map(|(q, n)| (q.as_str(), *n)).collect();
     let mut counts: Vec<(String, i64)> = after
