@@ -283,7 +283,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         "sql_statements_per_step": statements.as_ref().map(|s| s.iter().map(|(_, n)| n).sum::<i64>() as f64 / steps_total as f64),
     });
     if !args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        println!(
+        out!(
             "{} on {} ({}, {} worker(s)): {} runs x {} steps in {:.3} s = {:.0} runs/s, {:.0} steps/s; run p50 {:.2} ms, p99 {:.2} ms; step p50 {:.1} us; commit floor {:.1} us",
             report["workload"].as_str().unwrap_or_default(),
             store_name,
@@ -303,13 +303,13 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     if let Some(statements) = &statements
         && (!args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()))
     {
-        println!("SQL statements (= round trips) per step, from pg_stat_statements:");
+        out!("SQL statements (= round trips) per step, from pg_stat_statements:");
         for (query, calls) in statements {
-            println!("  {:>8.3}  {}", *calls as f64 / steps_total as f64, query);
+            out!("  {:>8.3}  {}", *calls as f64 / steps_total as f64, query);
         }
     }
     if args.json {
-        println!("{report}");
+        out!("{report}");
     }
     Ok(())
 }

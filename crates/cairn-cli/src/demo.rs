@@ -138,9 +138,9 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
         .await?;
     let (batch, resuming) = choose_batch(&engine).await?;
     if resuming {
-        println!("resuming demo batch {batch} from {place} (runs a killed worker held resume when its lease expires)");
+        out!("resuming demo batch {batch} from {place} (runs a killed worker held resume when its lease expires)");
     } else {
-        println!("starting demo batch {batch} in {place}");
+        out!("starting demo batch {batch} in {place}");
     }
     let mut ids = Vec::new();
     for (suffix, workflow, input) in plan() {
@@ -154,7 +154,7 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
             }
             Err(error) => return Err(error.into()),
         };
-        println!("  {} {:<10} {}", if handle.created() { "started" } else { "found  " }, workflow, handle.id());
+        out!("  {} {:<10} {}", if handle.created() { "started" } else { "found  " }, workflow, handle.id());
         ids.push((handle.id().clone(), workflow));
     }
 
@@ -172,7 +172,7 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
                     && signals.iter().all(|s| s.name != "approve")
                 {
                     engine.signal(id, "approve", &"the demo").await?;
-                    println!("  signal  approve    {id}");
+                    out!("  signal  approve    {id}");
                 }
             }
             if run.status.is_terminal() {
@@ -182,13 +182,13 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
                         Some(output) => output.get().to_owned(),
                         None => run.error.clone().unwrap_or_default(),
                     };
-                    println!("  {:<9} {:<10} {id}: {outcome}", run.status.as_str(), workflow);
+                    out!("  {:<9} {:<10} {id}: {outcome}", run.status.as_str(), workflow);
                 }
             }
         }
         let line = counts.iter().map(|(status, n)| format!("{n} {status}")).collect::<Vec<_>>().join(", ");
         if line != last_line {
-            println!("progress: {line}");
+            out!("progress: {line}");
             last_line = line;
         }
         if done == ids.len() {
@@ -197,6 +197,6 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     engine.shutdown().await;
-    println!("all {} demo runs are done; inspect them with `cairn runs list` (same store options)", ids.len());
+    out!("all {} demo runs are done; inspect them with `cairn runs list` (same store options)", ids.len());
     Ok(())
 }

@@ -1,5 +1,19 @@
 //! `cairn`: inspect, signal and cancel runs in a Cairn store; run the demo and the benchmarks.
 
+/// `println!` for the command's output, except that a closed stdout (`cairn runs list | head`)
+/// ends the process quietly instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(error) = writeln!(std::io::stdout(), $($arg)*) {
+            if error.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            panic!("failed printing to stdout: {error}");
+        }
+    }};
+}
+
 mod bench;
 mod demo;
 mod runs;

@@ -262,7 +262,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 }
             }
             if json {
-                println!("{}", Value::Array(runs.iter().map(run_json).collect()));
+                out!("{}", Value::Array(runs.iter().map(run_json).collect()));
             } else {
                 let rows: Vec<Vec<String>> = runs
                     .iter()
@@ -276,7 +276,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                         ]
                     })
                     .collect();
-                println!("{}", table(&["ID", "WORKFLOW", "STATUS", "CREATED", "COMPLETED"], &rows));
+                out!("{}", table(&["ID", "WORKFLOW", "STATUS", "CREATED", "COMPLETED"], &rows));
             }
             if let Some(cursor) = next {
                 eprintln!("more runs: --cursor {}", cursor.encode());
@@ -297,26 +297,26 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                     "journal": journal.iter().map(entry_json).collect::<Vec<_>>(),
                     "signals": signals.iter().map(signal_json).collect::<Vec<_>>(),
                 });
-                println!("{out}");
+                out!("{out}");
             } else {
-                println!("run       {}", run.id);
-                println!("workflow  {} v{}", run.workflow, run.version);
-                println!("status    {}", status_text(&run));
-                println!("created   {}", time(run.created_at));
+                out!("run       {}", run.id);
+                out!("workflow  {} v{}", run.workflow, run.version);
+                out!("status    {}", status_text(&run));
+                out!("created   {}", time(run.created_at));
                 if let Some(at) = run.completed_at {
-                    println!("completed {}", time(at));
+                    out!("completed {}", time(at));
                 }
                 if let Some(at) = run.wake_at {
-                    println!("wakes     {}", time(at));
+                    out!("wakes     {}", time(at));
                 }
-                println!("input     {}", run.input.get());
+                out!("input     {}", run.input.get());
                 if let Some(output) = &run.output {
-                    println!("output    {}", output.get());
+                    out!("output    {}", output.get());
                 }
                 if let Some(error) = &run.error {
-                    println!("error     {error}");
+                    out!("error     {error}");
                 }
-                println!();
+                out!();
                 let rows: Vec<Vec<String>> = journal
                     .iter()
                     .map(|e| {
@@ -330,9 +330,9 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                         ]
                     })
                     .collect();
-                println!("{}", table(&["SEQ", "AT", "EVENT", "PATH", "DETAIL"], &rows));
+                out!("{}", table(&["SEQ", "AT", "EVENT", "PATH", "DETAIL"], &rows));
                 if !signals.is_empty() {
-                    println!();
+                    out!();
                     let rows: Vec<Vec<String>> = signals
                         .iter()
                         .map(|s| {
@@ -346,7 +346,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                             ]
                         })
                         .collect();
-                    println!("{}", table(&["SIGNAL", "NAME", "PAYLOAD", "SENT", "STATE"], &rows));
+                    out!("{}", table(&["SIGNAL", "NAME", "PAYLOAD", "SENT", "STATE"], &rows));
                 }
             }
         }
@@ -359,9 +359,9 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let id = RunId::new(id);
             let signal = client.signal(&id, &event, &payload).await?;
             if json {
-                println!("{}", json!({ "run": id.as_str(), "signal": signal.0, "event": event }));
+                out!("{}", json!({ "run": id.as_str(), "signal": signal.0, "event": event }));
             } else {
-                println!("signal {} `{event}` delivered to {id}", signal.0);
+                out!("signal {} `{event}` delivered to {id}", signal.0);
             }
         }
         RunsCommand::Cancel { store, id, json } => {
@@ -373,11 +373,11 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 CancelOutcome::Requested => "cancel-requested",
             };
             if json {
-                println!("{}", json!({ "run": id.as_str(), "outcome": state }));
+                out!("{}", json!({ "run": id.as_str(), "outcome": state }));
             } else if outcome == CancelOutcome::Cancelled {
-                println!("{id} cancelled");
+                out!("{id} cancelled");
             } else {
-                println!("{id} is running: its worker will cancel it at its next heartbeat");
+                out!("{id} is running: its worker will cancel it at its next heartbeat");
             }
         }
     }

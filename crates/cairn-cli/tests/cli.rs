@@ -98,3 +98,23 @@ fn the_demo_runs_to_completion_and_a_second_start_begins_a_new_batch() {
     assert!(second.status.success());
     assert!(String::from_utf8(second.stdout).unwrap().contains("starting demo batch 2"));
 }
+
+/// Output into a closed pipe (`cairn runs list | head -0`) ends the command quietly, not with a
+/// panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    seed(&db).await;
+    let (reader, writer) = std::io::pipe().unwrap();
+    // Closed before the command starts: its first write fails with a broken pipe.
+    drop(reader);
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["runs", "list", "--db", db.to_str().unwrap()])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "status {:?}, stderr: {stderr}", output.status);
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+}
