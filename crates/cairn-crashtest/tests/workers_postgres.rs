@@ -12,6 +12,19 @@ use common::postgres;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Waits up to an hour for an `add` signal, then adds it to its input.
+async fn ping(ctx: Ctx, n: u32) -> Result<u32, WorkflowError> {
+    let add: Option<u32> = ctx.wait_for_event("add", EventFilter::any(), Duration::from_secs(3600)).await?;
+    ctx.step("sum", || async move { Ok::<_, StepError>(n + add.unwrap_or(0)) }).await
+}
+
+/// Another "process" on the test's schema: its own store, its own connections.
+async fn connect(
+    schema: &cairn_postgres::testing::TestSchema,
+) -> Result<cairn_postgres::PostgresStore, cairn::store::StoreError> {
+    cairn_postgres::PostgresStore::connect(cairn_postgres::PostgresOptions::new(&schema.url).schema(&schema.name)).await
+}
+
 async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
     for _ in 0..3_000 {
         if client.get(id).await.unwrap().status == status {
@@ -143,18 +156,12 @@ async fn idle_workers_are_woken_by_notify_not_polling() {
     let worker = Engine::builder()
         .store(store)
         .poll_interval(Duration::from_secs(3600))
-        .register("ping", 1, |ctx: Ctx, n: u32| async move {
-            let add: Option<u32> = ctx.wait_for_event("add", EventFilter::any(), Duration::from_secs(3600)).await?;
-            ctx.step("sum", || async move { Ok::<_, StepError>(n + add.unwrap_or(0)) }).await
-        })
+        .register("ping", 1, ping)
         .start()
         .await
         .unwrap();
     // Another "process": its own store, its own connections.
-    let other =
-        cairn_postgres::PostgresStore::connect(cairn_postgres::PostgresOptions::new(&schema.url).schema(&schema.name))
-            .await
-            .unwrap();
+    let other = connect(&schema).await.unwrap();
     let client = Client::new(other);
     // (A notification sent before the worker's listener subscribed is covered: the listener
     // wakes the worker once right after it subscribes.)
@@ -232,29 +239,18 @@ impl Store for CountingReads {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn result_waiters_hear_of_runs_ending_elsewhere() {
     let Some((store, schema)) = postgres("endings").await else { return };
-    let worker = Engine::builder()
-        .store(store)
-        .register("ping", 1, |ctx: Ctx, n: u32| async move {
-            let add: Option<u32> = ctx.wait_for_event("add", EventFilter::any(), Duration::from_secs(3600)).await?;
-            ctx.step("sum", || async move { Ok::<_, StepError>(n + add.unwrap_or(0)) }).await
-        })
-        .start()
-        .await
-        .unwrap();
+    let worker = Engine::builder().store(store).register("ping", 1, ping).start().await.unwrap();
     // Other "processes" that execute nothing, one with an engine and one a bare client: their
     // result waiters must be told, not poll.
-    let connect = || {
-        cairn_postgres::PostgresStore::connect(cairn_postgres::PostgresOptions::new(&schema.url).schema(&schema.name))
-    };
     let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let waiter = Engine::builder()
-        .store(CountingReads { inner: connect().await.unwrap(), reads: Arc::clone(&reads) })
+        .store(CountingReads { inner: connect(&schema).await.unwrap(), reads: Arc::clone(&reads) })
         .start()
         .await
         .unwrap();
     let bare_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let bare = Client::new(CountingReads { inner: connect().await.unwrap(), reads: Arc::clone(&bare_reads) });
-    let steer = Client::new(connect().await.unwrap());
+    let bare = Client::new(CountingReads { inner: connect(&schema).await.unwrap(), reads: Arc::clone(&bare_reads) });
+    let steer = Client::new(connect(&schema).await.unwrap());
     let run = steer.start("ping", &40u32).await.unwrap();
     wait_status(&steer, run.id(), RunStatus::Suspended).await;
     let id = run.id().clone();

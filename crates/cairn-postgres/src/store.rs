@@ -1058,18 +1058,23 @@ async fn commit_round(
     Ok((created, outcomes))
 }
 
+/// Locks run `id` for the rest of the transaction; refused if it does not exist or has ended.
+async fn lock_unfinished(tx: &impl GenericClient, sql: &Sql, id: &RunId) -> Result<RunRecord, StoreError> {
+    let statement = tx.prepare_cached(&sql.lock_run).await.map_err(backend)?;
+    let row = tx.query_opt(&statement, &[&id.as_str()]).await.map_err(backend)?;
+    let run = row.as_ref().map(row_to_run).transpose()?.ok_or_else(|| StoreError::RunNotFound(id.clone()))?;
+    if run.status.is_terminal() {
+        return Err(StoreError::RunFinished { run_id: id.clone(), status: run.status });
+    }
+    Ok(run)
+}
+
 impl PostgresStore {
     async fn cancel_inner(&self, request: CancelRequest) -> Result<CancelOutcome, StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
-        let statement = tx.prepare_cached(&sql.lock_run).await.map_err(backend)?;
-        let row = tx.query_opt(&statement, &[&request.run_id.as_str()]).await.map_err(backend)?;
-        let run =
-            row.as_ref().map(row_to_run).transpose()?.ok_or_else(|| StoreError::RunNotFound(request.run_id.clone()))?;
-        if run.status.is_terminal() {
-            return Err(StoreError::RunFinished { run_id: request.run_id, status: run.status });
-        }
+        let run = lock_unfinished(&tx, sql, &request.run_id).await?;
         let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
         if live {
             let statement = tx.prepare_cached(&sql.request_cancel).await.map_err(backend)?;
@@ -1093,13 +1098,7 @@ impl PostgresStore {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
-        let statement = tx.prepare_cached(&sql.lock_run).await.map_err(backend)?;
-        let row = tx.query_opt(&statement, &[&signal.run_id.as_str()]).await.map_err(backend)?;
-        let run =
-            row.as_ref().map(row_to_run).transpose()?.ok_or_else(|| StoreError::RunNotFound(signal.run_id.clone()))?;
-        if run.status.is_terminal() {
-            return Err(StoreError::RunFinished { run_id: signal.run_id, status: run.status });
-        }
+        lock_unfinished(&tx, sql, &signal.run_id).await?;
         let statement = tx.prepare_cached(&sql.insert_signal).await.map_err(backend)?;
         let row = tx
             .query_one(
