@@ -73,15 +73,9 @@ pub(crate) fn valid_schema_name(name: &str) -> bool {
 #[allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 mod tests {
     use super::MIGRATIONS;
-    use crate::testing::test_store;
+    use crate::testing::{raw_client as client, test_store};
     use crate::{PostgresOptions, PostgresStore};
     use cairn_store::{ClaimRequest, RunId, Store, WorkflowKey};
-
-    async fn client(url: &str) -> tokio_postgres::Client {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-        tokio::spawn(connection);
-        client
-    }
 
     /// Workers starting together on a fresh schema each apply nothing twice.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

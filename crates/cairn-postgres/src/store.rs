@@ -1310,41 +1310,52 @@ impl Store for PostgresStore {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 mod tests {
-    use crate::testing::test_store;
-    use cairn_store::Store;
+    use crate::PostgresStore;
+    use crate::testing::{raw_client, test_store};
+    use cairn_journal::Timestamp;
+    use cairn_store::{ClaimRequest, NewRun, RunId, RunRecord, Store, WorkflowKey};
+
+    /// Creates runs `ids` of workflow `w` and claims them for owner `me`, leased until `lease_until`.
+    async fn claimed(store: &PostgresStore, ids: &[&str], lease_until: i64) -> Vec<RunRecord> {
+        let t = Timestamp::from_millis;
+        for id in ids {
+            let input = serde_json::value::RawValue::from_string("{}".to_owned()).unwrap();
+            let new = NewRun {
+                id: RunId::new(*id),
+                workflow: "w".into(),
+                version: 1,
+                input,
+                idempotency_key: None,
+                created_at: t(1),
+            };
+            store.create_run(new).await.unwrap();
+        }
+        let claim = ClaimRequest {
+            owner: "me".into(),
+            workflows: vec![WorkflowKey { name: "w".into(), version: 1 }],
+            now: t(10),
+            lease_now: t(10),
+            lease_until: t(lease_until),
+            limit: ids.len(),
+        };
+        let runs = store.claim(&claim).await.unwrap();
+        assert_eq!(runs.len(), ids.len());
+        runs
+    }
 
     /// A signal committed while a suspending append waits for the run's row (so after the
     /// append's snapshot was taken) still wakes the run: the race a signal sender and a run that
     /// starts waiting can run.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_signal_racing_a_suspend_still_wakes_the_run() {
-        use cairn_journal::{SignalId, Timestamp};
-        use cairn_store::{Append, ClaimRequest, NewRun, RunId, RunUpdate, SuspendReason, WorkflowKey};
+        use cairn_journal::SignalId;
+        use cairn_store::{Append, RunUpdate, SuspendReason};
         let Some((store, schema)) = test_store("signal_race").await else { return };
         let t = Timestamp::from_millis;
-        let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
         let id = RunId::new("raced");
-        let new = NewRun {
-            id: id.clone(),
-            workflow: "w".into(),
-            version: 1,
-            input: raw("{}"),
-            idempotency_key: None,
-            created_at: t(1),
-        };
-        store.create_run(new).await.unwrap();
-        let claim = ClaimRequest {
-            owner: "me".into(),
-            workflows: vec![WorkflowKey { name: "w".into(), version: 1 }],
-            now: t(10),
-            lease_now: t(10),
-            lease_until: t(1_000_000),
-            limit: 1,
-        };
-        let run = store.claim(&claim).await.unwrap().pop().unwrap();
+        let run = claimed(&store, &["raced"], 1_000_000).await.remove(0);
         // The signal sender holds the run's row (as `send_signal` does) …
-        let (sender, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls).await.unwrap();
-        tokio::spawn(connection);
+        let sender = raw_client(&schema.url).await;
         let s = format!("\"{}\"", schema.name);
         sender.batch_execute(&format!("BEGIN; SELECT 1 FROM {s}.runs WHERE id = 'raced' FOR UPDATE")).await.unwrap();
         // … while the run suspends to wait: its statement queues behind the lock.
@@ -1400,34 +1411,12 @@ mod tests {
     /// at once) and extended one by one afterwards.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn heartbeats_skip_rows_held_elsewhere_then_extend_them() {
-        use cairn_journal::Timestamp;
-        use cairn_store::{ClaimRequest, HeartbeatRequest, NewRun, RunId, WorkflowKey};
+        use cairn_store::HeartbeatRequest;
         let Some((store, schema)) = test_store("heartbeat_skip").await else { return };
         let t = Timestamp::from_millis;
-        for id in ["held", "free"] {
-            let input = serde_json::value::RawValue::from_string("{}".to_owned()).unwrap();
-            let new = NewRun {
-                id: RunId::new(id),
-                workflow: "w".into(),
-                version: 1,
-                input,
-                idempotency_key: None,
-                created_at: t(1),
-            };
-            store.create_run(new).await.unwrap();
-        }
-        let claim = ClaimRequest {
-            owner: "me".into(),
-            workflows: vec![WorkflowKey { name: "w".into(), version: 1 }],
-            now: t(10),
-            lease_now: t(10),
-            lease_until: t(1_000),
-            limit: 2,
-        };
-        let runs: Vec<(RunId, u64)> = store.claim(&claim).await.unwrap().into_iter().map(|r| (r.id, r.epoch)).collect();
-        assert_eq!(runs.len(), 2);
-        let (other, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls).await.unwrap();
-        tokio::spawn(connection);
+        let runs: Vec<(RunId, u64)> =
+            claimed(&store, &["held", "free"], 1_000).await.into_iter().map(|r| (r.id, r.epoch)).collect();
+        let other = raw_client(&schema.url).await;
         let s = format!("\"{}\"", schema.name);
         other.batch_execute(&format!("BEGIN; SELECT 1 FROM {s}.runs WHERE id = 'held' FOR UPDATE")).await.unwrap();
         let beat = tokio::spawn({
@@ -1457,8 +1446,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn listener_ends_with_the_store() {
         let Some((store, schema)) = test_store("listen_end").await else { return };
-        let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls).await.unwrap();
-        tokio::spawn(connection);
+        let client = raw_client(&schema.url).await;
         let listeners = async || -> i64 {
             let query = "SELECT count(*) FROM pg_stat_activity WHERE query = $1";
             client.query_one(query, &[&format!("LISTEN \"{}\"", schema.name)]).await.unwrap().get(0)

@@ -61,3 +61,12 @@ pub async fn test_store(tag: &str) -> Option<(PostgresStore, TestSchema)> {
         }
     }
 }
+
+/// A plain connection to `url` (for this crate's tests that act as another session).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+pub(crate) async fn raw_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
