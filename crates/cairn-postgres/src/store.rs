@@ -412,6 +412,11 @@ struct JournalColumns<'a> {
 }
 
 impl<'a> JournalColumns<'a> {
+    /// The six columns as statement parameters, in the order [`journal_cte`] binds them.
+    fn params(&self) -> [&(dyn ToSql + Sync); 6] {
+        [&self.run_ids, &self.seqs, &self.ats, &self.kinds, &self.paths, &self.data]
+    }
+
     /// Adds `events` of `run_id` as entries `after_seq + 1…`.
     fn push(&mut self, run_id: &'a RunId, after_seq: u64, at: Timestamp, events: &'a [Event]) {
         for (i, event) in events.iter().enumerate() {
@@ -693,27 +698,10 @@ async fn create_batch(
     let keys: Vec<Option<&str>> = runs.iter().map(|r| r.idempotency_key.as_deref()).collect();
     let created_ats: Vec<i64> = runs.iter().map(|r| r.created_at.as_millis()).collect();
     let statement = client.prepare_cached(&sql.create_batch).await.map_err(backend)?;
-    let inserted = client
-        .query(
-            &statement,
-            &[
-                &ids,
-                &workflows,
-                &versions,
-                &inputs,
-                &keys,
-                &created_ats,
-                &rows.run_ids,
-                &rows.seqs,
-                &rows.ats,
-                &rows.kinds,
-                &rows.paths,
-                &rows.data,
-                &sql.schema,
-            ],
-        )
-        .await
-        .map_err(backend)?;
+    let runs_params: [&(dyn ToSql + Sync); 6] = [&ids, &workflows, &versions, &inputs, &keys, &created_ats];
+    let params: Vec<&(dyn ToSql + Sync)> =
+        runs_params.into_iter().chain(rows.params()).chain([&sql.schema as &(dyn ToSql + Sync)]).collect();
+    let inserted = client.query(&statement, &params).await.map_err(backend)?;
     let inserted: HashSet<&str> =
         inserted.iter().map(|row| row.try_get::<_, &str>(0)).collect::<Result<_, _>>().map_err(backend)?;
     let mut outcomes = Vec::with_capacity(runs.len());
@@ -1014,30 +1002,10 @@ async fn commit_round(
             rows.push(&append.run_id, append.after_seq, append.at, &append.events);
         }
         let statement = tx.prepare_cached(&sql.append_batch).await.map_err(backend)?;
-        let rows = tx
-            .query(
-                &statement,
-                &[
-                    &ids,
-                    &epochs,
-                    &afters,
-                    &lasts,
-                    &ats,
-                    &rows.run_ids,
-                    &rows.seqs,
-                    &rows.ats,
-                    &rows.kinds,
-                    &rows.paths,
-                    &rows.data,
-                    &finishes,
-                    &statuses,
-                    &outputs,
-                    &errors,
-                    &completions,
-                ],
-            )
-            .await
-            .map_err(backend)?;
+        let runs_params: [&(dyn ToSql + Sync); 5] = [&ids, &epochs, &afters, &lasts, &ats];
+        let ends: [&(dyn ToSql + Sync); 5] = [&finishes, &statuses, &outputs, &errors, &completions];
+        let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(ends).collect();
+        let rows = tx.query(&statement, &params).await.map_err(backend)?;
         for row in rows {
             applied.insert(row.try_get::<_, String>(0).map_err(backend)?);
         }
