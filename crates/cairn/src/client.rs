@@ -298,20 +298,20 @@ impl Client {
                 read = !(here || (executable_here && local.claiming()));
             }
             if read {
-                if !first && poll < SAFETY_POLL {
-                    poll = (poll * 2).min(Duration::from_millis(500));
-                }
-                first = false;
                 let run = self.get(id).await?;
                 if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {
                     return result;
                 }
                 executable_here =
                     self.local.as_ref().is_some_and(|local| local.registry.get(&run.workflow, run.version).is_some());
-                if reported {
-                    // Wherever the run ends, this worker hears of it; reading again is a safety net.
-                    poll = SAFETY_POLL;
-                }
+                // Where endings are reported, wherever the run ends this waiter hears of it and
+                // reading again is a safety net; elsewhere, reads back off.
+                poll = match (reported, first) {
+                    (true, _) => SAFETY_POLL,
+                    (false, true) => poll,
+                    (false, false) => (poll * 2).min(Duration::from_millis(500)),
+                };
+                first = false;
             }
             match watch {
                 Some(watch) => {
