@@ -218,9 +218,22 @@ impl Store for CountingReads {
     }
     fn cancel(
         &self,
-        request: cairn::store::CancelRequest,
+        request: cairn::store::ControlRequest,
     ) -> cairn::store::StoreFuture<'_, cairn::store::CancelOutcome> {
         self.inner.cancel(request)
+    }
+    fn pause(&self, request: cairn::store::ControlRequest) -> cairn::store::StoreFuture<'_, cairn::PauseOutcome> {
+        self.inner.pause(request)
+    }
+    fn resume(&self, request: cairn::store::ResumeRequest) -> cairn::store::StoreFuture<'_, ()> {
+        self.inner.resume(request)
+    }
+    fn start_with_signal(
+        &self,
+        run: cairn::store::NewRun,
+        signal: cairn::store::StartSignal,
+    ) -> cairn::store::StoreFuture<'_, (cairn::store::CreatedRun, cairn::journal::SignalId)> {
+        self.inner.start_with_signal(run, signal)
     }
     fn next_wake_at<'a>(
         &'a self,
@@ -231,8 +244,8 @@ impl Store for CountingReads {
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.wakeups()
     }
-    fn endings(&self) -> Option<tokio::sync::broadcast::Receiver<cairn::store::Ending>> {
-        self.inner.endings()
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<cairn::store::Notice>> {
+        self.inner.notices()
     }
 }
 

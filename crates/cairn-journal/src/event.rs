@@ -34,6 +34,9 @@ pub enum Event {
         attempt: u32,
         /// The value, as JSON.
         output: Box<RawValue>,
+        /// When the successful attempt began (absent in journals written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Timestamp>,
     },
     /// An attempt of a step failed.
     StepFailed {
@@ -47,6 +50,9 @@ pub enum Event {
         error: String,
         /// When the next attempt may run; `None` when the step has failed for good.
         retry_at: Option<Timestamp>,
+        /// When the failed attempt began (absent in journals written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Timestamp>,
     },
     /// A durable sleep began; its deadline is fixed from now on.
     TimerStarted {
@@ -184,11 +190,13 @@ mod tests {
             ordinal: 3,
             attempt: 1,
             output: RawValue::from_string(r#"{"x": [1, 2]}"#.into()).unwrap(),
+            started_at: Some(Timestamp::from_millis(7)),
         };
         let text = event.to_json();
         let back = Event::from_json(&text).unwrap();
         match back {
-            Event::StepCompleted { path, ordinal, attempt, output } => {
+            Event::StepCompleted { path, ordinal, attempt, output, started_at } => {
+                assert_eq!(started_at, Some(Timestamp::from_millis(7)));
                 assert_eq!(path.as_str(), "a/b[2]");
                 assert_eq!((ordinal, attempt), (3, 1));
                 assert_eq!(output.get(), r#"{"x": [1, 2]}"#);

@@ -17,7 +17,7 @@
 //!         workflow: "order".into(), version: 1, input: raw("{}"),
 //!     }),
 //!     JournalEntry::new(2, Timestamp::from_millis(5), Event::StepCompleted {
-//!         path: path.clone(), ordinal: 0, attempt: 1, output: raw("42"),
+//!         path: path.clone(), ordinal: 0, attempt: 1, output: raw("42"), started_at: None,
 //!     }),
 //! ];
 //! let state = RunState::fold(&journal).unwrap();

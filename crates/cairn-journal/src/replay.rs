@@ -216,6 +216,7 @@ mod tests {
                     ordinal: *ordinal,
                     attempt: 1,
                     output: RawValue::from_string("1".into()).unwrap(),
+                    started_at: None,
                 },
             ));
         }

@@ -261,7 +261,7 @@ impl RunState {
                 self.version = *version;
                 self.input = Some(input.clone());
             }
-            Event::StepCompleted { path, ordinal, attempt, output } => {
+            Event::StepCompleted { path, ordinal, attempt, output, .. } => {
                 self.set_step(
                     path,
                     StepKind::Step,
@@ -269,7 +269,7 @@ impl RunState {
                     StepStatus::Completed { attempt: *attempt, output: output.clone() },
                 );
             }
-            Event::StepFailed { path, ordinal, attempt, error, retry_at } => {
+            Event::StepFailed { path, ordinal, attempt, error, retry_at, .. } => {
                 let status = match retry_at {
                     Some(retry_at) => StepStatus::Retrying {
                         failed_attempts: *attempt,
@@ -378,7 +378,7 @@ mod tests {
         RunState::fold(&entries)
     }
     fn completed(path: &str, attempt: u32) -> Event {
-        Event::StepCompleted { path: p(path), ordinal: 0, attempt, output: raw("1") }
+        Event::StepCompleted { path: p(path), ordinal: 0, attempt, output: raw("1"), started_at: None }
     }
     fn failed(path: &str, attempt: u32, retry: Option<i64>) -> Event {
         Event::StepFailed {
@@ -387,6 +387,7 @@ mod tests {
             attempt,
             error: "boom".into(),
             retry_at: retry.map(Timestamp::from_millis),
+            started_at: None,
         }
     }
 
@@ -425,7 +426,7 @@ mod tests {
 
     #[test]
     fn retry_must_keep_its_ordinal() {
-        let moved = Event::StepCompleted { path: p("a"), ordinal: 1, attempt: 2, output: raw("1") };
+        let moved = Event::StepCompleted { path: p("a"), ordinal: 1, attempt: 2, output: raw("1"), started_at: None };
         assert!(fold(vec![started(), failed("a", 1, Some(5)), moved]).is_err());
     }
 

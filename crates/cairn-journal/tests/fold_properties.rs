@@ -58,6 +58,7 @@ fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, P
                                 attempt,
                                 error: "e".into(),
                                 retry_at: Some(Timestamp::from_millis(i64::from(attempt))),
+                                started_at: Some(Timestamp::from_millis(i64::from(attempt) - 1)),
                             });
                         }
                         let attempt = failures + 1;
@@ -68,9 +69,16 @@ fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, P
                                 attempt,
                                 error: "x".into(),
                                 retry_at: None,
+                                started_at: None,
                             }
                         } else {
-                            Event::StepCompleted { path: path.clone(), ordinal, attempt, output: raw("1") }
+                            Event::StepCompleted {
+                                path: path.clone(),
+                                ordinal,
+                                attempt,
+                                output: raw("1"),
+                                started_at: None,
+                            }
                         });
                     }
                     Plan::Sleep { fired } => {

@@ -59,6 +59,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_pending ON {schema}.runs (created_at) WHERE status = 'pending';
     CREATE INDEX runs_wake ON {schema}.runs (wake_at) WHERE status = 'suspended';
     CREATE INDEX runs_lease ON {schema}.runs (lease_expires_at) WHERE status = 'running';",
+    // 3: pause requests and the recovery count (poison runs).
+    "ALTER TABLE {schema}.runs ADD COLUMN pause_requested BOOLEAN NOT NULL DEFAULT false,
+        ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

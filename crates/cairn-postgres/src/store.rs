@@ -3,9 +3,9 @@
 use crate::schema::{MIGRATIONS, valid_schema_name};
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
-    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, Ending, HeartbeatRequest, LeaseStatus, NewRun,
-    NewSignal, PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError,
-    StoreFuture, SuspendReason, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
+    Notice, PageCursor, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
+    SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -62,13 +62,16 @@ pub struct PostgresStore {
 struct Wakeups {
     /// Bumped when runs may have become ready.
     sender: watch::Sender<u64>,
-    /// Runs that ended.
-    ended: tokio::sync::broadcast::Sender<Ending>,
+    /// Runs that ended or were signalled.
+    notices: tokio::sync::broadcast::Sender<Notice>,
     task: std::sync::OnceLock<tokio::task::AbortHandle>,
 }
 
 /// The payload of a notification that runs ended: this line, then one id per line.
 const ENDED: &str = "ended";
+
+/// The payload of a notification that a run was signalled: this line, then its id.
+const SIGNALLED: &str = "signalled\n";
 
 /// Most bytes of ids in one notification (PostgreSQL's payload limit is 8000 bytes).
 const ENDED_PAYLOAD: usize = 7000;
@@ -77,7 +80,7 @@ impl Wakeups {
     fn new() -> Wakeups {
         Wakeups {
             sender: watch::Sender::new(0),
-            ended: tokio::sync::broadcast::channel(4096).0,
+            notices: tokio::sync::broadcast::channel(4096).0,
             task: std::sync::OnceLock::new(),
         }
     }
@@ -86,16 +89,18 @@ impl Wakeups {
         self.sender.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// One notification's payload: a wake-up, or the runs that ended.
+    /// One notification's payload: a wake-up, a signalled run, or the runs that ended.
     fn received(&self, payload: &str) {
-        match payload.strip_prefix(ENDED) {
-            Some(ids) => {
-                for id in ids.lines().filter(|id| !id.is_empty()) {
-                    // Nobody listening is fine.
-                    let _ = self.ended.send(Ending::Run(RunId::new(id)));
-                }
+        // Nobody listening is fine.
+        if let Some(ids) = payload.strip_prefix(ENDED) {
+            for id in ids.lines().filter(|id| !id.is_empty()) {
+                let _ = self.notices.send(Notice::Ended(RunId::new(id)));
             }
-            None => self.bump(),
+            return;
+        }
+        self.bump();
+        if let Some(id) = payload.strip_prefix(SIGNALLED) {
+            let _ = self.notices.send(Notice::Signalled(RunId::new(id)));
         }
     }
 }
@@ -140,7 +145,8 @@ fn backend(error: impl std::fmt::Display) -> StoreError {
 }
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
-     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested";
+     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
+     pause_requested, recoveries";
 
 /// Every statement, with the schema name filled in once.
 struct Sql {
@@ -157,8 +163,13 @@ struct Sql {
     recheck_signals: String,
     heartbeat: String,
     heartbeat_batch: String,
-    cancel_flag: String,
+    flags: String,
     request_cancel: String,
+    request_pause: String,
+    pause_now: String,
+    resume: String,
+    insert_run: String,
+    lock_by_key: String,
     insert_signal: String,
     wake_waiting: String,
     lock_run: String,
@@ -182,7 +193,7 @@ impl Sql {
         let append = |set: &str| {
             format!(
                 "WITH upd AS (
-                     UPDATE {s}.runs SET last_seq = $1, updated_at = $2{set}
+                     UPDATE {s}.runs SET last_seq = $1, updated_at = $2, recoveries = 0{set}
                      WHERE id = $3 AND epoch = $4 AND last_seq = $5
                        AND ($6::bigint IS NULL OR EXISTS (
                            SELECT 1 FROM {s}.signals g WHERE g.id = $6 AND g.run_id = $3 AND g.consumed_seq IS NULL))
@@ -245,7 +256,8 @@ impl Sql {
                      LIMIT $6
                      FOR UPDATE SKIP LOCKED)
                  UPDATE {s}.runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
-                     lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3
+                     lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3,
+                     recoveries = CASE WHEN r.status = 'running' THEN r.recoveries + 1 ELSE r.recoveries END
                  FROM ready WHERE r.id = ready.id
                  RETURNING {}",
                 RUN_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ")
@@ -262,7 +274,7 @@ impl Sql {
             heartbeat: format!(
                 "UPDATE {s}.runs SET lease_expires_at = $1
                  WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
-                 RETURNING cancel_requested"
+                 RETURNING cancel_requested, pause_requested"
             ),
             // Every lease of one worker in one statement, without waiting: rows another
             // transaction holds (an append round under way) are skipped and beaten one by one
@@ -275,11 +287,28 @@ impl Sql {
                      WHERE r.id = h.id AND r.id IN (SELECT id FROM free) AND r.epoch = h.epoch
                        AND r.lease_owner = $4 AND r.status = 'running'
                      RETURNING r.id)
-                 SELECT r.id, r.id IN (SELECT id FROM beat), r.cancel_requested
+                 SELECT r.id, r.id IN (SELECT id FROM beat), r.cancel_requested, r.pause_requested
                  FROM {s}.runs r WHERE r.id IN (SELECT id FROM free)"
             ),
-            cancel_flag: format!("SELECT cancel_requested FROM {s}.runs WHERE id = $1"),
+            flags: format!("SELECT cancel_requested, pause_requested FROM {s}.runs WHERE id = $1"),
             request_cancel: format!("UPDATE {s}.runs SET cancel_requested = true WHERE id = $1"),
+            request_pause: format!("UPDATE {s}.runs SET pause_requested = true WHERE id = $1"),
+            pause_now: format!(
+                "UPDATE {s}.runs SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
+                     pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
+                     lease_expires_at = NULL
+                 WHERE id = $1"
+            ),
+            resume: format!(
+                "UPDATE {s}.runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2 WHERE id = $1"
+            ),
+            insert_run: format!(
+                "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, 1) ON CONFLICT DO NOTHING RETURNING id"
+            ),
+            lock_by_key: format!(
+                "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
+            ),
             insert_signal: format!(
                 "INSERT INTO {s}.signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id"
             ),
@@ -306,7 +335,7 @@ impl Sql {
                                           $12::bool[], $13::text[], $14::text[], $15::text[], $16::bigint[])
                          AS i(id, epoch, after_seq, new_last, at, finish, status, output, error, completed_at)),
                  upd AS (
-                     UPDATE {s}.runs r SET last_seq = i.new_last, updated_at = i.at,
+                     UPDATE {s}.runs r SET last_seq = i.new_last, updated_at = i.at, recoveries = 0,
                          status = CASE WHEN i.finish THEN i.status ELSE r.status END,
                          suspend_reason = CASE WHEN i.finish THEN NULL ELSE r.suspend_reason END,
                          output = CASE WHEN i.finish THEN i.output ELSE r.output END,
@@ -325,7 +354,7 @@ impl Sql {
             progress: append(""),
             suspend: append(&format!(
                 ", status = 'suspended', suspend_reason = $12, lease_owner = NULL, lease_expires_at = NULL,
-                 wake_at = CASE WHEN cancel_requested OR ($13::bigint IS NOT NULL AND EXISTS (
+                 wake_at = CASE WHEN cancel_requested OR pause_requested OR ($13::bigint IS NOT NULL AND EXISTS (
                          SELECT 1 FROM {s}.signals g WHERE g.run_id = {s}.runs.id AND g.consumed_seq IS NULL AND g.id > $13))
                      THEN $14 ELSE $15::bigint END"
             )),
@@ -338,7 +367,7 @@ impl Sql {
             ),
             park: append(
                 ", status = 'paused', suspend_reason = NULL, error = $12, wake_at = NULL, lease_owner = NULL,
-                 lease_expires_at = NULL",
+                 lease_expires_at = NULL, pause_requested = false",
             ),
         }
     }
@@ -393,6 +422,8 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         epoch: row.try_get::<_, i64>(15).map_err(backend)? as u64,
         last_seq: row.try_get::<_, i64>(16).map_err(backend)? as u64,
         cancel_requested: row.try_get(17).map_err(backend)?,
+        pause_requested: row.try_get(18).map_err(backend)?,
+        recoveries: u32::try_from(row.try_get::<_, i32>(19).map_err(backend)?).unwrap_or(0),
     })
 }
 
@@ -597,10 +628,11 @@ impl PostgresStore {
     }
 }
 
-/// Tells every listening worker, at commit, that runs may have become ready.
-async fn notify(client: &impl GenericClient, sql: &Sql) -> Result<(), StoreError> {
+/// Tells every listening worker, at commit, that runs may have become ready (`payload` empty,
+/// or [`SIGNALLED`] and the run's id).
+async fn notify(client: &impl GenericClient, sql: &Sql, payload: &str) -> Result<(), StoreError> {
     let statement = client.prepare_cached(&sql.notify).await.map_err(backend)?;
-    client.execute(&statement, &[&sql.schema, &""]).await.map_err(backend)?;
+    client.execute(&statement, &[&sql.schema, &payload]).await.map_err(backend)?;
     Ok(())
 }
 
@@ -635,7 +667,7 @@ async fn listen(config: tokio_postgres::Config, channel: String, wakeups: std::s
                 // (Re)connected: anything may have happened meanwhile.
                 None => {
                     wakeups.bump();
-                    let _ = wakeups.ended.send(Ending::Missed);
+                    let _ = wakeups.notices.send(Notice::Missed);
                 }
             }
             true
@@ -784,7 +816,7 @@ async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> 
             let woken =
                 client.execute(&statement, &[&run_id, &now.as_millis(), &epoch, &after.0]).await.map_err(backend)?;
             if woken > 0 {
-                notify(client, sql).await?;
+                notify(client, sql, "").await?;
             }
         }
         return Ok(());
@@ -1028,17 +1060,40 @@ async fn commit_round(
 
 /// Locks run `id` for the rest of the transaction; refused if it does not exist or has ended.
 async fn lock_unfinished(tx: &impl GenericClient, sql: &Sql, id: &RunId) -> Result<RunRecord, StoreError> {
-    let statement = tx.prepare_cached(&sql.lock_run).await.map_err(backend)?;
-    let row = tx.query_opt(&statement, &[&id.as_str()]).await.map_err(backend)?;
-    let run = row.as_ref().map(row_to_run).transpose()?.ok_or_else(|| StoreError::RunNotFound(id.clone()))?;
+    let run = lock_run(tx, sql, id).await?;
     if run.status.is_terminal() {
         return Err(StoreError::RunFinished { run_id: id.clone(), status: run.status });
     }
     Ok(run)
 }
 
+/// Buffers `signal` for its run (locked by the caller, and unfinished) in transaction `tx`, waking
+/// the run if it waits, and tells listening processes at commit.
+async fn insert_signal(tx: &impl GenericClient, sql: &Sql, signal: &NewSignal) -> Result<SignalId, StoreError> {
+    let statement = tx.prepare_cached(&sql.insert_signal).await.map_err(backend)?;
+    let row = tx
+        .query_one(
+            &statement,
+            &[&signal.run_id.as_str(), &signal.name, &signal.payload.get(), &signal.sent_at.as_millis()],
+        )
+        .await
+        .map_err(backend)?;
+    let id: i64 = row.try_get(0).map_err(backend)?;
+    let statement = tx.prepare_cached(&sql.wake_waiting).await.map_err(backend)?;
+    tx.execute(&statement, &[&signal.run_id.as_str(), &signal.sent_at.as_millis()]).await.map_err(backend)?;
+    notify(tx, sql, &format!("{SIGNALLED}{}", signal.run_id)).await?;
+    Ok(SignalId(id))
+}
+
+/// Locks run `id` for the rest of the transaction; refused if it does not exist.
+async fn lock_run(tx: &impl GenericClient, sql: &Sql, id: &RunId) -> Result<RunRecord, StoreError> {
+    let statement = tx.prepare_cached(&sql.lock_run).await.map_err(backend)?;
+    let row = tx.query_opt(&statement, &[&id.as_str()]).await.map_err(backend)?;
+    row.as_ref().map(row_to_run).transpose()?.ok_or_else(|| StoreError::RunNotFound(id.clone()))
+}
+
 impl PostgresStore {
-    async fn cancel_inner(&self, request: CancelRequest) -> Result<CancelOutcome, StoreError> {
+    async fn cancel_inner(&self, request: ControlRequest) -> Result<CancelOutcome, StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
@@ -1062,45 +1117,130 @@ impl PostgresStore {
         Ok(CancelOutcome::Cancelled)
     }
 
-    async fn signal_inner(&self, signal: NewSignal) -> Result<SignalId, StoreError> {
+    async fn pause_inner(&self, request: ControlRequest) -> Result<PauseOutcome, StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
-        lock_unfinished(&tx, sql, &signal.run_id).await?;
-        let statement = tx.prepare_cached(&sql.insert_signal).await.map_err(backend)?;
-        let row = tx
-            .query_one(
-                &statement,
-                &[&signal.run_id.as_str(), &signal.name, &signal.payload.get(), &signal.sent_at.as_millis()],
-            )
-            .await
-            .map_err(backend)?;
-        let id: i64 = row.try_get(0).map_err(backend)?;
-        let statement = tx.prepare_cached(&sql.wake_waiting).await.map_err(backend)?;
-        tx.execute(&statement, &[&signal.run_id.as_str(), &signal.sent_at.as_millis()]).await.map_err(backend)?;
-        notify(&tx, sql).await?;
+        let run = lock_unfinished(&tx, sql, &request.run_id).await?;
+        if run.status == RunStatus::Paused {
+            return Ok(PauseOutcome::Paused);
+        }
+        let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
+        let outcome = if live {
+            let statement = tx.prepare_cached(&sql.request_pause).await.map_err(backend)?;
+            tx.execute(&statement, &[&request.run_id.as_str()]).await.map_err(backend)?;
+            PauseOutcome::Requested
+        } else {
+            let statement = tx.prepare_cached(&sql.pause_now).await.map_err(backend)?;
+            tx.execute(&statement, &[&request.run_id.as_str(), &request.reason, &request.at.as_millis()])
+                .await
+                .map_err(backend)?;
+            PauseOutcome::Paused
+        };
         tx.commit().await.map_err(backend)?;
-        Ok(SignalId(id))
+        Ok(outcome)
     }
 
-    /// One lease extended by itself (waiting for the row if need be); whether it is held and
-    /// whether a cancellation was requested.
+    async fn resume_inner(&self, request: ResumeRequest) -> Result<(), StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let run = lock_unfinished(&tx, sql, &request.run_id).await?;
+        if run.status != RunStatus::Paused {
+            return Err(StoreError::NotPaused { run_id: request.run_id, status: run.status });
+        }
+        let statement = tx.prepare_cached(&sql.resume).await.map_err(backend)?;
+        tx.execute(&statement, &[&request.run_id.as_str(), &request.at.as_millis()]).await.map_err(backend)?;
+        notify(&tx, sql, "").await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn signal_inner(&self, signal: NewSignal) -> Result<SignalId, StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        lock_unfinished(&tx, &self.sql, &signal.run_id).await?;
+        let id = insert_signal(&tx, &self.sql, &signal).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok(id)
+    }
+
+    /// Signal-with-start in one transaction. Concurrent callers with one id or key serialize on
+    /// the insert (the losers wait for the winner's commit, then find its run).
+    async fn start_with_signal_inner(
+        &self,
+        run: NewRun,
+        signal: StartSignal,
+    ) -> Result<(CreatedRun, SignalId), StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let statement = tx.prepare_cached(&sql.insert_run).await.map_err(backend)?;
+        let params: [&(dyn ToSql + Sync); 6] = [
+            &run.id.as_str(),
+            &run.workflow,
+            &(run.version as i32),
+            &run.input.get(),
+            &run.idempotency_key,
+            &run.created_at.as_millis(),
+        ];
+        let created = if tx.query_opt(&statement, &params).await.map_err(backend)?.is_some() {
+            let started =
+                Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
+            insert_events(&tx, sql, &run.id, 0, run.created_at, &[started]).await?;
+            notify(&tx, sql, "").await?;
+            CreatedRun { run: RunRecord::pending(&run), created: true }
+        } else {
+            let by_key = match &run.idempotency_key {
+                Some(key) => {
+                    let statement = tx.prepare_cached(&sql.lock_by_key).await.map_err(backend)?;
+                    let row = tx.query_opt(&statement, &[&run.workflow, key]).await.map_err(backend)?;
+                    row.as_ref().map(row_to_run).transpose()?
+                }
+                None => None,
+            };
+            let existing = match by_key {
+                Some(existing) => existing,
+                None => lock_run(&tx, sql, &run.id).await?,
+            };
+            if existing.workflow != run.workflow {
+                return Err(StoreError::DuplicateRunId(run.id));
+            }
+            if existing.status.is_terminal() {
+                return Err(StoreError::RunFinished { run_id: existing.id, status: existing.status });
+            }
+            CreatedRun { run: existing, created: false }
+        };
+        let new = NewSignal {
+            run_id: created.run.id.clone(),
+            name: signal.name,
+            payload: signal.payload,
+            sent_at: run.created_at,
+        };
+        let id = insert_signal(&tx, sql, &new).await?;
+        tx.commit().await.map_err(backend)?;
+        Ok((created, id))
+    }
+
+    /// One lease extended by itself (waiting for the row if need be): whether it is held, and
+    /// whether a cancellation and a pause were requested.
     async fn heartbeat_one(
         &self,
         client: &impl GenericClient,
         run_id: &RunId,
         epoch: u64,
         request: &HeartbeatRequest,
-    ) -> Result<(bool, bool), StoreError> {
+    ) -> Result<(bool, bool, bool), StoreError> {
         let beat = client.prepare_cached(&self.sql.heartbeat).await.map_err(backend)?;
         let params: [&(dyn ToSql + Sync); 4] =
             [&request.lease_until.as_millis(), &run_id.as_str(), &(epoch as i64), &request.owner];
         if let Some(row) = client.query_opt(&beat, &params).await.map_err(backend)? {
-            return Ok((true, row.try_get(0).map_err(backend)?));
+            return Ok((true, row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?));
         }
-        let flag = client.prepare_cached(&self.sql.cancel_flag).await.map_err(backend)?;
-        let row = client.query_opt(&flag, &[&run_id.as_str()]).await.map_err(backend)?;
-        Ok((false, row.map(|row| row.try_get(0)).transpose().map_err(backend)?.unwrap_or(false)))
+        let flags = client.prepare_cached(&self.sql.flags).await.map_err(backend)?;
+        match client.query_opt(&flags, &[&run_id.as_str()]).await.map_err(backend)? {
+            Some(row) => Ok((false, row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?)),
+            None => Ok((false, false, false)),
+        }
     }
 
     async fn query_runs(&self, text: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<RunRecord>, StoreError> {
@@ -1233,15 +1373,20 @@ impl Store for PostgresStore {
             let mut answered = std::collections::HashMap::with_capacity(rows.len());
             for row in &rows {
                 let id: String = row.try_get(0).map_err(backend)?;
-                answered.insert(id, (row.try_get::<_, bool>(1).map_err(backend)?, row.try_get(2).map_err(backend)?));
+                let flags = (
+                    row.try_get(1).map_err(backend)?,
+                    row.try_get(2).map_err(backend)?,
+                    row.try_get(3).map_err(backend)?,
+                );
+                answered.insert(id, flags);
             }
             let mut out = Vec::with_capacity(request.runs.len());
             for (run_id, epoch) in &request.runs {
-                let (held, cancel_requested) = match answered.get(run_id.as_str()) {
+                let (held, cancel_requested, pause_requested) = match answered.get(run_id.as_str()) {
                     Some(answer) => *answer,
                     None => self.heartbeat_one(&client, run_id, *epoch, request).await?,
                 };
-                out.push(LeaseStatus { run_id: run_id.clone(), held, cancel_requested });
+                out.push(LeaseStatus { run_id: run_id.clone(), held, cancel_requested, pause_requested });
             }
             Ok(out)
         })
@@ -1251,8 +1396,20 @@ impl Store for PostgresStore {
         Box::pin(self.signal_inner(signal))
     }
 
-    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+    fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
         Box::pin(self.cancel_inner(request))
+    }
+
+    fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome> {
+        Box::pin(self.pause_inner(request))
+    }
+
+    fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()> {
+        Box::pin(self.resume_inner(request))
+    }
+
+    fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
+        Box::pin(self.start_with_signal_inner(run, signal))
     }
 
     fn wakeups(&self) -> Option<watch::Receiver<u64>> {
@@ -1260,9 +1417,9 @@ impl Store for PostgresStore {
         Some(self.wakeups.sender.subscribe())
     }
 
-    fn endings(&self) -> Option<tokio::sync::broadcast::Receiver<Ending>> {
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
         self.listen();
-        Some(self.wakeups.ended.subscribe())
+        Some(self.wakeups.notices.subscribe())
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -52,7 +52,13 @@ async fn appends_submitted_together_keep_their_own_outcomes() {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 12);
-    let step = Event::StepCompleted { path: StepPath::parse("s").unwrap(), ordinal: 0, attempt: 1, output: raw("2") };
+    let step = Event::StepCompleted {
+        path: StepPath::parse("s").unwrap(),
+        ordinal: 0,
+        attempt: 1,
+        output: raw("2"),
+        started_at: None,
+    };
     let appends = claimed.iter().enumerate().map(|(i, run)| {
         let (epoch, after_seq, update, events) = match i % 4 {
             0 => (run.epoch, 1, RunUpdate::Progress, vec![step.clone()]),

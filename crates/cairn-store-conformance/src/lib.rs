@@ -60,6 +60,7 @@ fn step(path: &str, ordinal: u32) -> Event {
         ordinal,
         attempt: 1,
         output: raw("\"ok\""),
+        started_at: Some(t(4)),
     }
 }
 
@@ -353,7 +354,7 @@ pub async fn finished_runs_refuse_signals_and_cancels(store: DynStore) {
         .await
         .unwrap_err();
     assert_eq!(err, StoreError::RunNotFound(missing.clone()));
-    let cancel = |id: &RunId| CancelRequest { run_id: id.clone(), reason: "stop".into(), at: t(50), lease_now: t(50) };
+    let cancel = |id: &RunId| ControlRequest { run_id: id.clone(), reason: "stop".into(), at: t(50), lease_now: t(50) };
     assert_eq!(store.cancel(cancel(&missing)).await.unwrap_err(), StoreError::RunNotFound(missing));
 
     store.create_run(new_run("done", "order", None, 1)).await.expect("create");
@@ -381,7 +382,7 @@ pub async fn finished_runs_refuse_signals_and_cancels(store: DynStore) {
 pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
     let outcome = store
-        .cancel(CancelRequest { run_id: RunId::new("idle"), reason: "user".into(), at: t(5), lease_now: t(5) })
+        .cancel(ControlRequest { run_id: RunId::new("idle"), reason: "user".into(), at: t(5), lease_now: t(5) })
         .await
         .expect("cancel");
     assert_eq!(outcome, CancelOutcome::Cancelled);
@@ -394,7 +395,7 @@ pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("held", "order", None, 2)).await.expect("create");
     let run = claim_one(&store, "order", 10).await;
     let outcome = store
-        .cancel(CancelRequest { run_id: run.id.clone(), reason: "user".into(), at: t(11), lease_now: t(11) })
+        .cancel(ControlRequest { run_id: run.id.clone(), reason: "user".into(), at: t(11), lease_now: t(11) })
         .await
         .expect("cancel");
     assert_eq!(outcome, CancelOutcome::Requested);
@@ -406,7 +407,10 @@ pub async fn cancel_idle_and_held_runs(store: DynStore) {
         })
         .await
         .expect("heartbeat");
-    assert_eq!(lease, vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: true }]);
+    assert_eq!(
+        lease,
+        vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: true, pause_requested: false }]
+    );
     // If the holder suspends instead of finishing, the run wakes at once so it can be cancelled.
     let mut suspend = progress(&run, vec![]);
     suspend.update = RunUpdate::Suspend {
@@ -444,6 +448,135 @@ pub async fn released_runs_are_ready_at_once(store: DynStore) {
     assert_eq!(again.epoch, run.epoch + 1);
     let err = store.append(progress(&row, vec![])).await.unwrap_err();
     assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+}
+
+fn control(id: &RunId, at: i64) -> ControlRequest {
+    ControlRequest { run_id: id.clone(), reason: "operator".into(), at: t(at), lease_now: t(at) }
+}
+
+/// An idle run pauses at once and is not claimed until resumed; pausing again changes nothing;
+/// resuming makes it ready at once. Bad requests are refused and change nothing.
+pub async fn pause_and_resume_idle_runs(store: DynStore) {
+    store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
+    let id = RunId::new("idle");
+    assert_eq!(store.pause(control(&id, 5)).await.expect("pause"), PauseOutcome::Paused);
+    let row = store.get_run(&id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.error.as_deref(), row.epoch), (RunStatus::Paused, Some("operator"), 1));
+    assert!(store.claim(&claim_req("w1", "order", 99_999)).await.expect("claim").is_empty(), "paused: not claimed");
+    assert_eq!(store.pause(control(&id, 6)).await.expect("pause again"), PauseOutcome::Paused);
+    assert_eq!(store.get_run(&id).await.expect("get").expect("exists").epoch, 1, "nothing changed");
+    store.resume(ResumeRequest { run_id: id.clone(), at: t(7) }).await.expect("resume");
+    let row = store.get_run(&id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.error.as_deref(), row.updated_at), (RunStatus::Pending, None, t(7)));
+    let err = store.resume(ResumeRequest { run_id: id.clone(), at: t(8) }).await.unwrap_err();
+    assert_eq!(err, StoreError::NotPaused { run_id: id.clone(), status: RunStatus::Pending });
+    let missing = RunId::new("missing");
+    assert_eq!(store.pause(control(&missing, 9)).await.unwrap_err(), StoreError::RunNotFound(missing.clone()));
+    assert_eq!(
+        store.resume(ResumeRequest { run_id: missing.clone(), at: t(9) }).await.unwrap_err(),
+        StoreError::RunNotFound(missing)
+    );
+    assert_eq!(claim_one(&store, "order", 10).await.id, id);
+    store.cancel(control(&id, 10)).await.expect("cancel request");
+    store.create_run(new_run("done", "order", None, 2)).await.expect("create");
+    store.cancel(control(&RunId::new("done"), 11)).await.expect("cancel");
+    let err = store.pause(control(&RunId::new("done"), 12)).await.unwrap_err();
+    assert!(matches!(err, StoreError::RunFinished { status: RunStatus::Cancelled, .. }), "{err:?}");
+    assert_eq!(store.get_run(&RunId::new("done")).await.expect("get").expect("exists").status, RunStatus::Cancelled);
+}
+
+/// A held run is flagged and its worker hears of it by heartbeat; suspending while flagged wakes
+/// it at once (so a worker parks it), and parking clears the flag.
+pub async fn pause_held_runs_by_flag(store: DynStore) {
+    store.create_run(new_run("held", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    assert_eq!(store.pause(control(&run.id, 11)).await.expect("pause"), PauseOutcome::Requested);
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.pause_requested), (RunStatus::Running, true));
+    let lease = store
+        .heartbeat(&HeartbeatRequest {
+            owner: "w1".into(),
+            runs: vec![(run.id.clone(), run.epoch)],
+            lease_until: t(2_000),
+        })
+        .await
+        .expect("heartbeat");
+    assert_eq!(
+        lease,
+        vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: false, pause_requested: true }]
+    );
+    let mut suspend = progress(&run, vec![]);
+    suspend.update = RunUpdate::Suspend {
+        reason: SuspendReason::Sleeping,
+        wake_at: Some(t(99_999)),
+        signals_after: None,
+        now: t(12),
+    };
+    store.append(suspend).await.expect("suspend");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
+    let again = claim_one(&store, "order", 13).await;
+    assert!(again.pause_requested, "the claimer learns of the pause");
+    let mut park = progress(&again, vec![]);
+    park.update = RunUpdate::Park { error: "paused".into() };
+    store.append(park).await.expect("park");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.pause_requested), (RunStatus::Paused, false));
+}
+
+/// A claim of a run whose lease expired counts a recovery; any append resets the count; a
+/// released or suspended run's claim does not count.
+pub async fn reclaims_count_recoveries_until_progress(store: DynStore) {
+    store.create_run(new_run("crashy", "order", None, 1)).await.expect("create");
+    let first = claim_one(&store, "order", 10).await;
+    assert_eq!(first.recoveries, 0);
+    // The lease (until 1_010) expires twice without anything committed.
+    let second = claim_one(&store, "order", 2_000).await;
+    let third = claim_one(&store, "order", 4_000).await;
+    assert_eq!((second.recoveries, third.recoveries), (1, 2));
+    store.append(progress(&third, vec![step("a", 0)])).await.expect("progress");
+    assert_eq!(store.get_run(&third.id).await.expect("get").expect("exists").recoveries, 0);
+    let mut release = progress(&store.get_run(&third.id).await.expect("get").expect("exists"), vec![]);
+    release.update = RunUpdate::Release;
+    store.append(release).await.expect("release");
+    assert_eq!(claim_one(&store, "order", 4_001).await.recoveries, 0, "a released run was not recovered");
+}
+
+/// Signal-with-start creates the run and buffers the signal atomically; later calls signal the
+/// existing run; concurrent callers make one run that holds every signal.
+pub async fn start_with_signal_is_atomic(store: DynStore) {
+    let go = |n: u32| StartSignal { name: "go".into(), payload: raw(&n.to_string()) };
+    let (created, first) = store.start_with_signal(new_run("sws", "order", None, 1), go(0)).await.expect("start");
+    assert!(created.created);
+    let (again, second) = store.start_with_signal(new_run("sws", "order", None, 2), go(1)).await.expect("again");
+    assert!(!again.created && second > first);
+    assert_eq!(store.read_journal(&RunId::new("sws")).await.expect("journal").len(), 1);
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            store.start_with_signal(new_run(&format!("k-{i}"), "order", Some("key"), 3), go(i)).await
+        }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    let mut created = 0;
+    for task in tasks {
+        let (run, _) = task.await.expect("task").expect("start with signal");
+        created += usize::from(run.created);
+        ids.insert(run.run.id);
+    }
+    assert_eq!((created, ids.len()), (1, 1));
+    let keyed = ids.into_iter().next().expect("one run");
+    let signals = store.signals(&keyed).await.expect("signals");
+    let mut payloads: Vec<String> = signals.iter().map(|s| s.payload.get().to_owned()).collect();
+    payloads.sort();
+    assert_eq!(payloads, (0..8).map(|i| i.to_string()).collect::<Vec<_>>());
+    // A run of another workflow with that id, and a finished run, are refused; nothing stored.
+    let err = store.start_with_signal(new_run("sws", "refund", None, 4), go(9)).await.unwrap_err();
+    assert_eq!(err, StoreError::DuplicateRunId(RunId::new("sws")));
+    store.cancel(control(&RunId::new("sws"), 5)).await.expect("cancel");
+    let err = store.start_with_signal(new_run("sws", "order", None, 6), go(9)).await.unwrap_err();
+    assert!(matches!(err, StoreError::RunFinished { .. }), "{err:?}");
+    assert_eq!(store.signals(&RunId::new("sws")).await.expect("signals").len(), 2);
 }
 
 /// Listing filters by workflow, status and time, and pages by keyset without gaps or repeats.
@@ -501,7 +634,8 @@ macro_rules! conformance_tests {
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
-                list_filters_and_pages);
+                list_filters_and_pages, pause_and_resume_idle_runs, pause_held_runs_by_flag,
+                reclaims_count_recoveries_until_progress, start_with_signal_is_atomic);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -1,8 +1,9 @@
 //! The JSONL file store: one append-only, human-readable file per run.
 
 use crate::{
-    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, MemoryStore, NewRun,
-    NewSignal, RunFilter, RunId, RunPage, RunRecord, SignalRecord, Store, StoreError, StoreFuture, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, MemoryStore,
+    NewRun, NewSignal, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, SignalRecord, StartSignal,
+    Store, StoreError, StoreFuture, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -319,18 +320,43 @@ impl JsonlStore {
         let _writes = self.writing()?;
         let run_id = signal.run_id.clone();
         let id = ready(self.inner.memory.send_signal(signal))?;
-        let record = ready(self.inner.memory.signals(&run_id))?
+        self.commit_signal(&run_id, id, Vec::new())?;
+        Ok(id)
+    }
+
+    /// Writes signal `id` of `run_id` (just delivered in memory) to its file, then commits the
+    /// run's row (a waiting run was woken) after `events`.
+    fn commit_signal(&self, run_id: &RunId, id: SignalId, events: Vec<String>) -> Result<(), StoreError> {
+        let record = ready(self.inner.memory.signals(run_id))?
             .into_iter()
             .find(|s| s.id == id)
             .ok_or_else(|| StoreError::Corrupt("a delivered signal vanished".into()))?;
         let line = encode(&record)?;
-        self.write_lines(&self.inner.runs_dir.join(format!("{}.signals.jsonl", file_stem(&run_id))), &[line])?;
-        // The run may have been woken (its wake_at changed): commit its row.
-        self.commit(&run_id, Vec::new(), None)?;
-        Ok(id)
+        if !events.is_empty() {
+            // A new run's journal file first: a signals file never exists without its run.
+            self.commit(run_id, events, None)?;
+        }
+        self.write_lines(&self.inner.runs_dir.join(format!("{}.signals.jsonl", file_stem(run_id))), &[line])?;
+        self.commit(run_id, Vec::new(), None)
     }
 
-    fn cancel_now(&self, request: CancelRequest) -> Result<CancelOutcome, StoreError> {
+    fn start_with_signal_now(&self, run: NewRun, signal: StartSignal) -> Result<(CreatedRun, SignalId), StoreError> {
+        let _writes = self.writing()?;
+        let (created, id) = ready(self.inner.memory.start_with_signal(run, signal))?;
+        let events = if created.created { self.tail(&created.run.id, 0)? } else { Vec::new() };
+        self.commit_signal(&created.run.id, id, events)?;
+        Ok((created, id))
+    }
+
+    /// Applies a row-only change (pause, resume) in memory, then commits the run's row.
+    fn change_row<T>(&self, id: &RunId, change: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let _writes = self.writing()?;
+        let outcome = change()?;
+        self.commit(id, Vec::new(), None)?;
+        Ok(outcome)
+    }
+
+    fn cancel_now(&self, request: ControlRequest) -> Result<CancelOutcome, StoreError> {
         let _writes = self.writing()?;
         let id = request.run_id.clone();
         let before = ready(self.inner.memory.get_run(&id))?.map_or(0, |r| r.last_seq);
@@ -382,8 +408,25 @@ impl Store for JsonlStore {
         Box::pin(async move { result })
     }
 
-    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+    fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
         let result = self.cancel_now(request);
+        Box::pin(async move { result })
+    }
+
+    fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome> {
+        let id = request.run_id.clone();
+        let result = self.change_row(&id, || ready(self.inner.memory.pause(request)));
+        Box::pin(async move { result })
+    }
+
+    fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()> {
+        let id = request.run_id.clone();
+        let result = self.change_row(&id, || ready(self.inner.memory.resume(request)));
+        Box::pin(async move { result })
+    }
+
+    fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
+        let result = self.start_with_signal_now(run, signal);
         Box::pin(async move { result })
     }
 

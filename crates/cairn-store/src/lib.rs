@@ -69,7 +69,23 @@ pub trait Store: Send + Sync + 'static {
     fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId>;
 
     /// Cancels a run: at once if no live worker holds it, otherwise by flagging it for its worker.
-    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome>;
+    fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome>;
+
+    /// Pauses a run so no worker claims it: at once if no live worker holds it (status `paused`,
+    /// `request.reason` as its error), otherwise by flagging it for its worker, which parks it at
+    /// its next step boundary. Pausing a paused run changes nothing.
+    fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome>;
+
+    /// Releases a paused run (by an operator or a parked error): it becomes `pending`, its error
+    /// and its recovery count cleared, ready for any worker to replay it. Refused
+    /// ([`StoreError::NotPaused`]) for a run in another state.
+    fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()>;
+
+    /// Creates `run` if it does not exist (by id, or by idempotency key) and buffers `signal` for
+    /// it, in one atomic operation, so a caller never races a run into existence. An existing
+    /// unfinished run of the same workflow gets the signal (`created: false`); a finished one
+    /// refuses it ([`StoreError::RunFinished`]) and nothing is stored.
+    fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)>;
 
     /// The earliest `wake_at` among suspended runs of these workflows.
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
@@ -81,22 +97,24 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
-    /// For stores shared between processes: the ids of runs that ended (completed, failed,
-    /// cancelled or parked), wherever they ended, so result waiters need not poll. A receiver
-    /// that lags, like [`Ending::Missed`], means any run may have ended. `None` (the default):
-    /// waiters poll.
-    fn endings(&self) -> Option<tokio::sync::broadcast::Receiver<Ending>> {
+    /// For stores shared between processes: runs that ended (completed, failed, cancelled or
+    /// parked) and runs that were signalled, wherever that happened, so result waiters and
+    /// waits in memory need not poll. A receiver that lags, like [`Notice::Missed`], means
+    /// anything may have happened. `None` (the default): waiters poll.
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
         None
     }
 }
 
 pub use cairn_journal::{SignalId, Timestamp};
 
-/// What [`Store::endings`] reports.
+/// What [`Store::notices`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ending {
+pub enum Notice {
     /// This run ended.
-    Run(RunId),
-    /// Reports may have been missed (the store reconnected, say): any run may have ended.
+    Ended(RunId),
+    /// This run was sent a signal.
+    Signalled(RunId),
+    /// Reports may have been missed (the store reconnected, say): anything may have happened.
     Missed,
 }

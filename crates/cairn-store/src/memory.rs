@@ -1,7 +1,7 @@
 use crate::{
-    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError, StoreFuture,
-    SuspendReason, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
+    PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, StartSignal,
+    Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -164,8 +164,72 @@ impl Inner {
         self.modify(&append.run_id, |run| {
             run.last_seq = new_last;
             run.updated_at = at;
+            run.recoveries = 0;
             apply_update(run, update, wake_now);
         })
+    }
+
+    /// Creates a run, or finds the one with the same `(workflow, idempotency key)`.
+    fn create(&mut self, run: NewRun) -> Result<CreatedRun, StoreError> {
+        if let Some(existing) = self.by_key(&run)? {
+            return Ok(CreatedRun { run: existing, created: false });
+        }
+        if self.runs.contains_key(&run.id) {
+            return Err(StoreError::DuplicateRunId(run.id));
+        }
+        let record = RunRecord::pending(&run);
+        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input };
+        // Room for a typical run's journal, so appends rarely reallocate under the lock.
+        let mut journal = Vec::with_capacity(16);
+        journal.push(JournalEntry::new(1, run.created_at, started));
+        self.journals.insert(run.id.clone(), journal);
+        if let Some(key) = run.idempotency_key {
+            self.idempotency.insert((run.workflow, key), run.id.clone());
+        }
+        if let Some((due, at)) = due_key(&record) {
+            self.due.insert((due, at, run.id.clone()));
+        }
+        self.runs.insert(run.id, record.clone());
+        Ok(CreatedRun { run: record, created: true })
+    }
+
+    /// The run holding `run`'s idempotency key, if any.
+    fn by_key(&self, run: &NewRun) -> Result<Option<RunRecord>, StoreError> {
+        let Some(key) = &run.idempotency_key else { return Ok(None) };
+        let Some(existing) = self.idempotency.get(&(run.workflow.clone(), key.clone())) else { return Ok(None) };
+        let existing = self
+            .runs
+            .get(existing)
+            .cloned()
+            .ok_or_else(|| StoreError::Corrupt(format!("idempotency key {key:?} points at a missing run")))?;
+        Ok(Some(existing))
+    }
+
+    /// Buffers a signal for an unfinished run, waking it if it waits.
+    fn signal(&mut self, signal: NewSignal) -> Result<SignalId, StoreError> {
+        let sent_at = signal.sent_at;
+        let refused = self.modify(&signal.run_id, |run| {
+            if run.status.is_terminal() {
+                return Some(run.status);
+            }
+            if run.status == RunStatus::Suspended && run.suspend_reason == Some(SuspendReason::Waiting) {
+                run.wake_at = Some(run.wake_at.map_or(sent_at, |w| w.min(sent_at)));
+            }
+            None
+        })?;
+        if let Some(status) = refused {
+            return Err(StoreError::RunFinished { run_id: signal.run_id, status });
+        }
+        self.next_signal += 1;
+        let id = SignalId(self.next_signal);
+        self.signals.entry(signal.run_id).or_default().push(SignalRecord {
+            id,
+            name: signal.name,
+            payload: signal.payload,
+            sent_at: signal.sent_at,
+            consumed_seq: None,
+        });
+        Ok(id)
     }
 }
 
@@ -184,7 +248,8 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
         RunUpdate::Suspend { reason, wake_at, now, .. } => {
             run.status = RunStatus::Suspended;
             run.suspend_reason = Some(reason);
-            run.wake_at = if wake_now || run.cancel_requested { Some(now) } else { wake_at };
+            let flagged = run.cancel_requested || run.pause_requested;
+            run.wake_at = if wake_now || flagged { Some(now) } else { wake_at };
         }
         RunUpdate::Finish { status, output, error, at } => {
             run.status = status;
@@ -196,6 +261,7 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
         RunUpdate::Park { error } => {
             run.status = RunStatus::Paused;
             run.error = Some(error);
+            run.pause_requested = false;
         }
     }
 }
@@ -210,35 +276,7 @@ fn matches_filter(run: &RunRecord, filter: &RunFilter) -> bool {
 
 impl Store for MemoryStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
-        let result = (|| {
-            let mut inner = self.lock();
-            if let Some(key) = &run.idempotency_key
-                && let Some(existing) = inner.idempotency.get(&(run.workflow.clone(), key.clone()))
-            {
-                let existing =
-                    inner.runs.get(existing).cloned().ok_or_else(|| {
-                        StoreError::Corrupt(format!("idempotency key {key:?} points at a missing run"))
-                    })?;
-                return Ok(CreatedRun { run: existing, created: false });
-            }
-            if inner.runs.contains_key(&run.id) {
-                return Err(StoreError::DuplicateRunId(run.id));
-            }
-            let record = RunRecord::pending(&run);
-            let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input };
-            // Room for a typical run's journal, so appends rarely reallocate under the lock.
-            let mut journal = Vec::with_capacity(16);
-            journal.push(JournalEntry::new(1, run.created_at, started));
-            inner.journals.insert(run.id.clone(), journal);
-            if let Some(key) = run.idempotency_key {
-                inner.idempotency.insert((run.workflow, key), run.id.clone());
-            }
-            if let Some((due, at)) = due_key(&record) {
-                inner.due.insert((due, at, run.id.clone()));
-            }
-            inner.runs.insert(run.id, record.clone());
-            Ok(CreatedRun { run: record, created: true })
-        })();
+        let result = self.lock().create(run);
         Box::pin(async move { result })
     }
 
@@ -277,6 +315,10 @@ impl Store for MemoryStore {
         let mut claimed = Vec::with_capacity(ready.len());
         for (_, id) in ready {
             let run = inner.modify(&id, |run| {
+                if run.status == RunStatus::Running {
+                    // Its lease expired: the worker that held it died or stalled.
+                    run.recoveries += 1;
+                }
                 run.status = RunStatus::Running;
                 run.suspend_reason = None;
                 run.wake_at = None;
@@ -309,45 +351,30 @@ impl Store for MemoryStore {
                     if held {
                         run.lease_expires_at = Some(request.lease_until);
                     }
-                    LeaseStatus { run_id: id.clone(), held, cancel_requested: run.cancel_requested }
+                    LeaseStatus {
+                        run_id: id.clone(),
+                        held,
+                        cancel_requested: run.cancel_requested,
+                        pause_requested: run.pause_requested,
+                    }
                 });
-                status.unwrap_or(LeaseStatus { run_id: id.clone(), held: false, cancel_requested: false })
+                status.unwrap_or(LeaseStatus {
+                    run_id: id.clone(),
+                    held: false,
+                    cancel_requested: false,
+                    pause_requested: false,
+                })
             })
             .collect();
         Box::pin(async move { Ok(statuses) })
     }
 
     fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
-        let result = (|| {
-            let mut inner = self.lock();
-            let sent_at = signal.sent_at;
-            let refused = inner.modify(&signal.run_id, |run| {
-                if run.status.is_terminal() {
-                    return Some(run.status);
-                }
-                if run.status == RunStatus::Suspended && run.suspend_reason == Some(SuspendReason::Waiting) {
-                    run.wake_at = Some(run.wake_at.map_or(sent_at, |w| w.min(sent_at)));
-                }
-                None
-            })?;
-            if let Some(status) = refused {
-                return Err(StoreError::RunFinished { run_id: signal.run_id, status });
-            }
-            inner.next_signal += 1;
-            let id = SignalId(inner.next_signal);
-            inner.signals.entry(signal.run_id).or_default().push(SignalRecord {
-                id,
-                name: signal.name,
-                payload: signal.payload,
-                sent_at: signal.sent_at,
-                consumed_seq: None,
-            });
-            Ok(id)
-        })();
+        let result = self.lock().signal(signal);
         Box::pin(async move { result })
     }
 
-    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+    fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
         let result = (|| {
             let mut inner = self.lock();
             let lease_now = request.lease_now;
@@ -383,6 +410,79 @@ impl Store for MemoryStore {
             };
             inner.append(append)?;
             Ok(CancelOutcome::Cancelled)
+        })();
+        Box::pin(async move { result })
+    }
+
+    fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome> {
+        let result = self.lock().modify(&request.run_id, |run| {
+            if run.status.is_terminal() {
+                return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
+            }
+            if run.status == RunStatus::Paused {
+                return Ok(PauseOutcome::Paused);
+            }
+            if run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now) {
+                run.pause_requested = true;
+                return Ok(PauseOutcome::Requested);
+            }
+            // Nobody executes it: paused now, and any earlier holder is fenced.
+            run.epoch += 1;
+            run.status = RunStatus::Paused;
+            run.error = Some(request.reason.clone());
+            run.updated_at = request.at;
+            run.pause_requested = false;
+            run.suspend_reason = None;
+            run.wake_at = None;
+            run.lease_owner = None;
+            run.lease_expires_at = None;
+            Ok(PauseOutcome::Paused)
+        });
+        Box::pin(async move { result? })
+    }
+
+    fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()> {
+        let result = self.lock().modify(&request.run_id, |run| {
+            if run.status.is_terminal() {
+                return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
+            }
+            if run.status != RunStatus::Paused {
+                return Err(StoreError::NotPaused { run_id: run.id.clone(), status: run.status });
+            }
+            run.status = RunStatus::Pending;
+            run.error = None;
+            run.recoveries = 0;
+            run.updated_at = request.at;
+            Ok(())
+        });
+        Box::pin(async move { result? })
+    }
+
+    fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
+        let result = (|| {
+            let mut inner = self.lock();
+            let existing = match inner.by_key(&run)? {
+                Some(existing) => Some(existing),
+                None => inner.runs.get(&run.id).cloned(),
+            };
+            if let Some(existing) = &existing
+                && existing.workflow != run.workflow
+            {
+                return Err(StoreError::DuplicateRunId(run.id));
+            }
+            if let Some(existing) = &existing
+                && existing.status.is_terminal()
+            {
+                return Err(StoreError::RunFinished { run_id: existing.id.clone(), status: existing.status });
+            }
+            let sent_at = run.created_at;
+            let created = match existing {
+                Some(existing) => CreatedRun { run: existing, created: false },
+                None => inner.create(run)?,
+            };
+            let new = NewSignal { run_id: created.run.id.clone(), name: signal.name, payload: signal.payload, sent_at };
+            let id = inner.signal(new)?;
+            Ok((created, id))
         })();
         Box::pin(async move { result })
     }

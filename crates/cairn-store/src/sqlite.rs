@@ -1,9 +1,9 @@
 //! The embedded SQLite backend: one file, WAL, one writer thread that group-commits.
 
 use crate::{
-    Append, CancelOutcome, CancelRequest, ClaimRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, Store, StoreError,
-    StoreFuture, SuspendReason, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
+    PageCursor, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord,
+    StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
 };
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -102,7 +102,10 @@ enum Command {
     Append(Append, Vec<String>, Reply<()>),
     Heartbeat(HeartbeatRequest, Reply<Vec<LeaseStatus>>),
     Signal(NewSignal, Reply<SignalId>),
-    Cancel(CancelRequest, Reply<CancelOutcome>),
+    Cancel(ControlRequest, Reply<CancelOutcome>),
+    Pause(ControlRequest, Reply<PauseOutcome>),
+    Resume(ResumeRequest, Reply<()>),
+    StartWithSignal(NewRun, StartSignal, Reply<(CreatedRun, SignalId)>),
 }
 
 enum Output {
@@ -112,6 +115,8 @@ enum Output {
     Leases(Vec<LeaseStatus>),
     Signal(SignalId),
     Cancel(CancelOutcome),
+    Pause(PauseOutcome),
+    Started(Box<(CreatedRun, SignalId)>),
 }
 
 /// A command's failure; `dirty` when it may have written part of its change before failing.
@@ -134,9 +139,10 @@ fn clean(error: StoreError) -> Failure {
     Failure { error, dirty: false }
 }
 
-const SCHEMA_VERSION: i64 = 1;
-
-const SCHEMA: &str = "
+/// The schema as migrations in order: a database at `PRAGMA user_version` n has the first n
+/// applied. Never edit one that has shipped: add another.
+const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY NOT NULL,
     workflow TEXT NOT NULL,
@@ -180,10 +186,19 @@ CREATE TABLE IF NOT EXISTS signals (
     consumed_seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS signals_run ON signals(run_id, id);
-";
+",
+    // 2: pause requests and the recovery count (poison runs).
+    "
+ALTER TABLE runs ADD COLUMN pause_requested INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;
+",
+];
+
+const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
-     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested";
+     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
+     pause_requested, recoveries";
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
@@ -215,6 +230,8 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
             epoch: row.get::<_, i64>(15).map_err(backend)? as u64,
             last_seq: row.get::<_, i64>(16).map_err(backend)? as u64,
             cancel_requested: row.get::<_, i64>(17).map_err(backend)? != 0,
+            pause_requested: row.get::<_, i64>(18).map_err(backend)? != 0,
+            recoveries: row.get::<_, i64>(19).map_err(backend)? as u32,
         })
     })();
     Ok(record)
@@ -268,8 +285,19 @@ impl SqliteStore {
                 path.display()
             )));
         }
-        conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
-            .map_err(backend)?;
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
+        let migrated = (|| {
+            // Read again under the write lock: another process may have migrated meanwhile.
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            for migration in MIGRATIONS.iter().skip(usize::try_from(version).unwrap_or(0)) {
+                conn.execute_batch(migration)?;
+            }
+            conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+        })();
+        if let Err(error) = migrated {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(backend(error));
+        }
         // Checkpoints run on their own thread so the writer does not stall on them; the writer
         // checkpoints by itself only if the WAL grows past ~40 MB anyway.
         conn.execute_batch("PRAGMA wal_autocheckpoint = 10000;").map_err(backend)?;
@@ -503,6 +531,11 @@ impl Writer {
             Command::Heartbeat(request, _) => self.heartbeat(request).map(Output::Leases),
             Command::Signal(signal, _) => self.signal(signal).map(Output::Signal),
             Command::Cancel(request, _) => self.cancel(request).map(Output::Cancel),
+            Command::Pause(request, _) => self.pause(request).map(Output::Pause),
+            Command::Resume(request, _) => self.resume(request).map(|()| Output::Unit),
+            Command::StartWithSignal(run, signal, _) => {
+                self.start_with_signal(run, signal).map(|started| Output::Started(Box::new(started)))
+            }
         }
     }
 
@@ -512,14 +545,19 @@ impl Writer {
         run.transpose().map_err(clean)
     }
 
+    /// The run holding `run`'s idempotency key, if any.
+    fn by_key(&self, run: &NewRun) -> Result<Option<RunRecord>, Failure> {
+        let Some(key) = &run.idempotency_key else { return Ok(None) };
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow = ?1 AND idempotency_key = ?2"))?;
+        let existing = stmt.query_row([run.workflow.as_str(), key], row_to_run).optional()?;
+        existing.transpose().map_err(clean)
+    }
+
     fn create(&mut self, run: &NewRun) -> Result<CreatedRun, Failure> {
-        if let Some(key) = &run.idempotency_key {
-            let mut stmt = self.conn.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE workflow = ?1 AND idempotency_key = ?2"
-            ))?;
-            if let Some(existing) = stmt.query_row([run.workflow.as_str(), key], row_to_run).optional()? {
-                return Ok(CreatedRun { run: existing.map_err(clean)?, created: false });
-            }
+        if let Some(existing) = self.by_key(run)? {
+            return Ok(CreatedRun { run: existing, created: false });
         }
         let at = run.created_at.as_millis();
         let inserted = self
@@ -556,7 +594,8 @@ impl Writer {
         let tags = serde_json::to_string(&tags).map_err(|e| clean(StoreError::InvalidInput(e.to_string())))?;
         let mut stmt = self.conn.prepare_cached(&format!(
             "UPDATE runs SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = ?1,
-                 lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3
+                 lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3,
+                 recoveries = CASE WHEN status = 'running' THEN recoveries + 1 ELSE recoveries END
              WHERE id IN (
                  SELECT id FROM (
                      SELECT id, created_at AS due FROM runs WHERE status = 'pending'
@@ -589,13 +628,14 @@ impl Writer {
         // Every variant checks the lease epoch and the journal's end, and moves both forward.
         let (sql, extra): (&str, Vec<Box<dyn rusqlite::ToSql>>) = match &append.update {
             RunUpdate::Progress => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
                 Vec::new(),
             ),
             RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'suspended', suspend_reason = ?6,
-                     lease_owner = NULL, lease_expires_at = NULL,
-                     wake_at = CASE WHEN cancel_requested = 1 OR (?7 IS NOT NULL AND EXISTS (
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'suspended',
+                     suspend_reason = ?6, lease_owner = NULL, lease_expires_at = NULL,
+                     wake_at = CASE WHEN cancel_requested = 1 OR pause_requested = 1 OR (?7 IS NOT NULL AND EXISTS (
                              SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
                          THEN ?8 ELSE ?9 END
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
@@ -607,7 +647,7 @@ impl Writer {
                 ],
             ),
             RunUpdate::Finish { status, output, error, at } => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = ?6, suspend_reason = NULL, output = ?7,
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = ?6, suspend_reason = NULL, output = ?7,
                      error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
                 vec![
@@ -618,14 +658,15 @@ impl Writer {
                 ],
             ),
             RunUpdate::Release => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'pending', suspend_reason = NULL,
-                     wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'pending',
+                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
                 Vec::new(),
             ),
             RunUpdate::Park { error } => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, status = 'paused', suspend_reason = NULL,
-                     error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'paused',
+                     suspend_reason = NULL, error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                     pause_requested = 0
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
                 vec![Box::new(error.clone())],
             ),
@@ -678,30 +719,35 @@ impl Writer {
     fn heartbeat(&mut self, request: &HeartbeatRequest) -> Result<Vec<LeaseStatus>, Failure> {
         let mut out = Vec::with_capacity(request.runs.len());
         for (run_id, epoch) in &request.runs {
-            let held: Option<i64> = self
+            let held: Option<(i64, i64)> = self
                 .conn
                 .prepare_cached(
                     "UPDATE runs SET lease_expires_at = ?1
                      WHERE id = ?2 AND epoch = ?3 AND lease_owner = ?4 AND status = 'running'
-                     RETURNING cancel_requested",
+                     RETURNING cancel_requested, pause_requested",
                 )?
                 .query_row(
                     params![request.lease_until.as_millis(), run_id.as_str(), *epoch as i64, request.owner],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            let status = match held {
-                Some(cancel) => LeaseStatus { run_id: run_id.clone(), held: true, cancel_requested: cancel != 0 },
+            let (held, (cancel, pause)) = match held {
+                Some(flags) => (true, flags),
                 None => {
-                    let cancel: Option<i64> = self
+                    let flags: Option<(i64, i64)> = self
                         .conn
-                        .prepare_cached("SELECT cancel_requested FROM runs WHERE id = ?1")?
-                        .query_row([run_id.as_str()], |r| r.get(0))
+                        .prepare_cached("SELECT cancel_requested, pause_requested FROM runs WHERE id = ?1")?
+                        .query_row([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
                         .optional()?;
-                    LeaseStatus { run_id: run_id.clone(), held: false, cancel_requested: cancel.unwrap_or(0) != 0 }
+                    (false, flags.unwrap_or((0, 0)))
                 }
             };
-            out.push(status);
+            out.push(LeaseStatus {
+                run_id: run_id.clone(),
+                held,
+                cancel_requested: cancel != 0,
+                pause_requested: pause != 0,
+            });
         }
         Ok(out)
     }
@@ -711,10 +757,7 @@ impl Writer {
     }
 
     fn signal(&mut self, signal: &NewSignal) -> Result<SignalId, Failure> {
-        let run = self.status_of(&signal.run_id)?;
-        if run.status.is_terminal() {
-            return Err(clean(StoreError::RunFinished { run_id: signal.run_id.clone(), status: run.status }));
-        }
+        self.unfinished(&signal.run_id)?;
         let id: i64 = self
             .conn
             .prepare_cached(
@@ -733,11 +776,74 @@ impl Writer {
         Ok(SignalId(id))
     }
 
-    fn cancel(&mut self, request: &CancelRequest) -> Result<CancelOutcome, Failure> {
-        let run = self.status_of(&request.run_id)?;
-        if run.status.is_terminal() {
-            return Err(clean(StoreError::RunFinished { run_id: request.run_id.clone(), status: run.status }));
+    fn pause(&mut self, request: &ControlRequest) -> Result<PauseOutcome, Failure> {
+        let run = self.unfinished(&request.run_id)?;
+        if run.status == RunStatus::Paused {
+            return Ok(PauseOutcome::Paused);
         }
+        if run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now) {
+            self.conn
+                .prepare_cached("UPDATE runs SET pause_requested = 1 WHERE id = ?1")?
+                .execute([request.run_id.as_str()])?;
+            return Ok(PauseOutcome::Requested);
+        }
+        self.conn
+            .prepare_cached(
+                "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3, pause_requested = 0,
+                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE id = ?1",
+            )?
+            .execute(params![request.run_id.as_str(), request.reason, request.at.as_millis()])?;
+        Ok(PauseOutcome::Paused)
+    }
+
+    fn resume(&mut self, request: &ResumeRequest) -> Result<(), Failure> {
+        let run = self.unfinished(&request.run_id)?;
+        if run.status != RunStatus::Paused {
+            return Err(clean(StoreError::NotPaused { run_id: request.run_id.clone(), status: run.status }));
+        }
+        self.conn
+            .prepare_cached(
+                "UPDATE runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = ?2 WHERE id = ?1",
+            )?
+            .execute(params![request.run_id.as_str(), request.at.as_millis()])?;
+        Ok(())
+    }
+
+    fn start_with_signal(&mut self, run: &NewRun, signal: &StartSignal) -> Result<(CreatedRun, SignalId), Failure> {
+        let existing = match self.by_key(run)? {
+            Some(existing) => Some(existing),
+            None => self.get_run(&run.id)?,
+        };
+        let created = match existing {
+            Some(existing) if existing.workflow != run.workflow => {
+                return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
+            }
+            Some(existing) => CreatedRun { run: existing, created: false },
+            None => self.create(run)?,
+        };
+        let new = NewSignal {
+            run_id: created.run.id.clone(),
+            name: signal.name.clone(),
+            payload: signal.payload.clone(),
+            sent_at: run.created_at,
+        };
+        // Refuses a finished run before writing anything; a new run's writes roll back with it.
+        let id = self.signal(&new).map_err(|failure| Failure { dirty: failure.dirty || created.created, ..failure })?;
+        Ok((created, id))
+    }
+
+    /// The run `id`, refused if it does not exist or has ended.
+    fn unfinished(&self, id: &RunId) -> Result<RunRecord, Failure> {
+        let run = self.status_of(id)?;
+        if run.status.is_terminal() {
+            return Err(clean(StoreError::RunFinished { run_id: id.clone(), status: run.status }));
+        }
+        Ok(run)
+    }
+
+    fn cancel(&mut self, request: &ControlRequest) -> Result<CancelOutcome, Failure> {
+        let run = self.unfinished(&request.run_id)?;
         let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
         if live {
             self.conn
@@ -773,6 +879,11 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
         Command::Heartbeat(_, r) => send(r, output, |o| if let Output::Leases(v) = o { Some(v) } else { None }),
         Command::Signal(_, r) => send(r, output, |o| if let Output::Signal(v) = o { Some(v) } else { None }),
         Command::Cancel(_, r) => send(r, output, |o| if let Output::Cancel(v) = o { Some(v) } else { None }),
+        Command::Pause(_, r) => send(r, output, |o| if let Output::Pause(v) = o { Some(v) } else { None }),
+        Command::Resume(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
+        Command::StartWithSignal(_, _, r) => {
+            send(r, output, |o| if let Output::Started(v) = o { Some(*v) } else { None })
+        }
     }
 }
 
@@ -897,8 +1008,20 @@ impl Store for SqliteStore {
         Box::pin(self.send(|r| Command::Signal(signal, r)))
     }
 
-    fn cancel(&self, request: CancelRequest) -> StoreFuture<'_, CancelOutcome> {
+    fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
         Box::pin(self.send(|r| Command::Cancel(request, r)))
+    }
+
+    fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome> {
+        Box::pin(self.send(|r| Command::Pause(request, r)))
+    }
+
+    fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()> {
+        Box::pin(self.send(|r| Command::Resume(request, r)))
+    }
+
+    fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
+        Box::pin(self.send(|r| Command::StartWithSignal(run, signal, r)))
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

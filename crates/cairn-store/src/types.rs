@@ -189,6 +189,13 @@ pub struct RunRecord {
     pub last_seq: u64,
     /// A cancellation waits for the lease holder.
     pub cancel_requested: bool,
+    /// A pause waits for the lease holder (it parks the run at its next step boundary).
+    #[serde(default)]
+    pub pause_requested: bool,
+    /// How many times in a row the run was reclaimed from an expired lease (its worker died or
+    /// stalled) without committing anything since: the engine parks it as poison past a limit.
+    #[serde(default)]
+    pub recoveries: u32,
 }
 
 impl RunRecord {
@@ -213,6 +220,8 @@ impl RunRecord {
             epoch: 0,
             last_seq: 1,
             cancel_requested: false,
+            pause_requested: false,
+            recoveries: 0,
         }
     }
 }
@@ -341,17 +350,45 @@ pub struct NewSignal {
     pub sent_at: Timestamp,
 }
 
-/// A request to cancel a run.
+/// A request to cancel or pause a run.
 #[derive(Debug, Clone)]
-pub struct CancelRequest {
+pub struct ControlRequest {
     /// Target run.
     pub run_id: RunId,
-    /// Why, journaled.
+    /// Why: journaled when cancelling, the run's error while it is paused.
     pub reason: String,
     /// Now, by the engine's clock.
     pub at: Timestamp,
     /// Now, by the wall clock leases are measured with.
     pub lease_now: Timestamp,
+}
+
+/// A signal that [`Store::start_with_signal`](crate::Store::start_with_signal) buffers for the
+/// run it creates or finds.
+#[derive(Debug, Clone)]
+pub struct StartSignal {
+    /// Signal name.
+    pub name: String,
+    /// Payload JSON.
+    pub payload: Box<RawValue>,
+}
+
+/// A request to release a paused run.
+#[derive(Debug, Clone)]
+pub struct ResumeRequest {
+    /// Target run.
+    pub run_id: RunId,
+    /// Now, by the engine's clock.
+    pub at: Timestamp,
+}
+
+/// What [`Store::pause`](crate::Store::pause) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseOutcome {
+    /// No live worker held the run (or it was paused already): it is paused now.
+    Paused,
+    /// A worker holds the run: it is flagged, and the worker parks it at its next step boundary.
+    Requested,
 }
 
 /// What [`Store::cancel`](crate::Store::cancel) did.
@@ -469,6 +506,8 @@ pub struct LeaseStatus {
     pub held: bool,
     /// Whether cancellation was requested.
     pub cancel_requested: bool,
+    /// Whether a pause was requested.
+    pub pause_requested: bool,
 }
 
 /// Everything a store can refuse or fail with.
@@ -510,6 +549,14 @@ pub enum StoreError {
         /// The run.
         run_id: RunId,
         /// How it ended.
+        status: RunStatus,
+    },
+    /// The run is not paused, so it cannot be resumed.
+    #[error("[CAIRN-E0305] run `{run_id}` is not paused (it is {status})")]
+    NotPaused {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
         status: RunStatus,
     },
     /// The request itself was malformed.

@@ -12,7 +12,13 @@ fn raw(s: &str) -> Box<RawValue> {
 }
 
 fn step(name: &str, ordinal: u32, output: &str) -> Event {
-    Event::StepCompleted { path: StepPath::parse(name).unwrap(), ordinal, attempt: 1, output: raw(output) }
+    Event::StepCompleted {
+        path: StepPath::parse(name).unwrap(),
+        ordinal,
+        attempt: 1,
+        output: raw(output),
+        started_at: None,
+    }
 }
 
 async fn seeded(dir: &std::path::Path) -> RunRecord {

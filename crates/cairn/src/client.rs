@@ -5,8 +5,8 @@ use crate::clock::{Clock, SystemClock, wall_now};
 use crate::engine::{DEFAULT_MAX_PAYLOAD_BYTES, Local};
 use cairn_journal::{JournalEntry, SignalId};
 use cairn_store::{
-    CancelOutcome, CancelRequest, NewRun, NewSignal, RunFilter, RunId, RunPage, RunRecord, RunStatus, SignalRecord,
-    Store,
+    CancelOutcome, ControlRequest, NewRun, NewSignal, Notice, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage,
+    RunRecord, RunStatus, SignalRecord, StartSignal, Store,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -80,9 +80,20 @@ pub struct StartRun<'a> {
     id: Option<String>,
     idempotency_key: Option<String>,
     version: Option<u32>,
+    signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
 }
 
 impl StartRun<'_> {
+    /// Signal-with-start: also deliver this signal, creating the run if it does not exist yet
+    /// (same id, or same idempotency key) and buffering the signal in the same atomic store
+    /// operation, so a caller never races a run into existence. An existing unfinished run
+    /// just gets the signal (`created: false`); a finished one refuses it and nothing is stored.
+    pub fn with_signal<P: Serialize + ?Sized>(mut self, name: &str, payload: &P) -> Self {
+        let payload = serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string()));
+        self.signal = Some((name.to_owned(), payload));
+        self
+    }
+
     /// Use this run id instead of a generated one (unique per store, forever).
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
@@ -109,23 +120,41 @@ impl<'a> IntoFuture for StartRun<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let input = self.input?;
-            self.client.start_raw(&self.workflow, input, self.id, self.idempotency_key, self.version).await
+            let run = self.client.new_run(&self.workflow, input, self.id, self.idempotency_key, self.version)?;
+            match self.signal {
+                None => self.client.create(run).await,
+                Some((name, payload)) => {
+                    let payload = payload?;
+                    self.client.check_size(&payload)?;
+                    check_signal_name(&name)?;
+                    let signal = StartSignal { name, payload };
+                    let (created, _) = self.client.store.start_with_signal(run, signal).await?;
+                    self.client.started(created)
+                }
+            }
         })
     }
 }
 
 /// Returns once the store reports that `id` ended, or that any run may have (missed or lagging
 /// reports); never if the reports stop.
-async fn ending_of(endings: &mut tokio::sync::broadcast::Receiver<cairn_store::Ending>, id: &RunId) {
+async fn ending_of(notices: &mut tokio::sync::broadcast::Receiver<Notice>, id: &RunId) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
-        match endings.recv().await {
-            Ok(cairn_store::Ending::Run(ended)) if ended == *id => return,
-            Ok(cairn_store::Ending::Run(_)) => {}
-            Ok(cairn_store::Ending::Missed) | Err(RecvError::Lagged(_)) => return,
+        match notices.recv().await {
+            Ok(Notice::Ended(ended)) if ended == *id => return,
+            Ok(Notice::Ended(_) | Notice::Signalled(_)) => {}
+            Ok(Notice::Missed) | Err(RecvError::Lagged(_)) => return,
             Err(RecvError::Closed) => std::future::pending::<()>().await,
         }
     }
+}
+
+fn check_signal_name(name: &str) -> Result<(), ClientError> {
+    if name.is_empty() {
+        return Err(ClientError::InvalidPayload("signal name is empty".into()));
+    }
+    Ok(())
 }
 
 /// The result of a run that has ended (or is parked), or `None` while it goes on.
@@ -190,6 +219,7 @@ impl Client {
             id: None,
             idempotency_key: None,
             version: None,
+            signal: None,
         }
     }
 
@@ -202,6 +232,20 @@ impl Client {
         idempotency_key: Option<String>,
         version: Option<u32>,
     ) -> Result<RunHandle, ClientError> {
+        let run = self.new_run(workflow, input, id, idempotency_key, version)?;
+        self.create(run).await
+    }
+
+    /// A run to create, checked: the workflow and version exist (when this client knows its
+    /// engine's workflows), the input decodes and fits, the id is valid.
+    fn new_run(
+        &self,
+        workflow: &str,
+        input: Box<RawValue>,
+        id: Option<String>,
+        idempotency_key: Option<String>,
+        version: Option<u32>,
+    ) -> Result<NewRun, ClientError> {
         self.check_size(&input)?;
         let version = match &self.local {
             Some(local) => {
@@ -230,21 +274,24 @@ impl Client {
             Some(id) => RunId::validate(&id)?,
             None => RunId::new(uuid::Uuid::now_v7().to_string()),
         };
-        let created = self
-            .store
-            .create_run(NewRun {
-                id,
-                workflow: workflow.to_owned(),
-                version,
-                input,
-                idempotency_key,
-                created_at: self.clock.now(),
-            })
-            .await?;
-        if created.created
-            && let Some(local) = &self.local
-        {
+        Ok(NewRun { id, workflow: workflow.to_owned(), version, input, idempotency_key, created_at: self.clock.now() })
+    }
+
+    async fn create(&self, run: NewRun) -> Result<RunHandle, ClientError> {
+        let created = self.store.create_run(run).await?;
+        self.started(created)
+    }
+
+    /// The handle of a run just created or found; a local worker hears of it.
+    fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
+        if let Some(local) = &self.local {
+            // A new run, or a signal for an existing one.
             local.wake_claimer();
+            if !created.created
+                && let Some(run) = local.active(&created.run.id)
+            {
+                run.signal_may_have_arrived();
+            }
         }
         Ok(RunHandle { id: created.run.id, created: created.created, client: self.clone() })
     }
@@ -283,8 +330,8 @@ impl Client {
         let mut executable_here = false;
         // A client without a worker hears of endings itself, if the store reports them (the
         // subscription comes before the first read, so no ending falls between the two).
-        let mut endings = if self.local.is_none() { self.store.endings() } else { None };
-        let reported = endings.is_some() || self.local.as_ref().is_some_and(|local| local.endings_reported());
+        let mut endings = if self.local.is_none() { self.store.notices() } else { None };
+        let reported = endings.is_some() || self.local.as_ref().is_some_and(|local| local.notices_reported());
         loop {
             let watch = self.local.as_ref().map(|local| local.watch(id));
             // A run this worker executes tells its watchers when it stops here, and one it is still
@@ -351,9 +398,7 @@ impl Client {
     /// Delivers a signal with a raw JSON payload.
     pub async fn signal_raw(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, ClientError> {
         self.check_size(&payload)?;
-        if name.is_empty() {
-            return Err(ClientError::InvalidPayload("signal name is empty".into()));
-        }
+        check_signal_name(name)?;
         let sent_at = self.clock.now();
         let signal_id = self
             .store
@@ -379,7 +424,7 @@ impl Client {
     pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
         let outcome = self
             .store
-            .cancel(CancelRequest {
+            .cancel(ControlRequest {
                 run_id: id.clone(),
                 reason: "cancelled".into(),
                 at: self.clock.now(),
@@ -397,5 +442,45 @@ impl Client {
             }
         }
         Ok(outcome)
+    }
+
+    /// Pauses a run: no worker claims it until it is [resumed](Client::resume). A run no worker
+    /// holds is paused at once; a running one stops at its next step boundary (steps in flight
+    /// finish and are committed, no new step starts), told at once in this process or by its
+    /// worker's next heartbeat elsewhere. Pausing a paused run changes nothing.
+    pub async fn pause(&self, id: &RunId) -> Result<PauseOutcome, ClientError> {
+        let outcome = self
+            .store
+            .pause(ControlRequest {
+                run_id: id.clone(),
+                reason: crate::run::PAUSED_BY_REQUEST.into(),
+                at: self.clock.now(),
+                lease_now: wall_now(),
+            })
+            .await?;
+        if let Some(local) = &self.local {
+            match outcome {
+                PauseOutcome::Requested => {
+                    if let Some(run) = local.active(id) {
+                        run.interrupt(crate::Interrupt::Paused);
+                    }
+                }
+                PauseOutcome::Paused => local.notify_watchers(id, None),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Releases a paused run: paused by [`Client::pause`], or parked by an error (a
+    /// non-determinism, a panicking body, poison) once fixed code is deployed. Any worker that
+    /// serves its version replays it from its journal; if the code still does not match, it is
+    /// parked again with the same error. A run that is not paused is refused
+    /// ([`ClientError::NotPaused`]) and nothing changes.
+    pub async fn resume(&self, id: &RunId) -> Result<(), ClientError> {
+        self.store.resume(ResumeRequest { run_id: id.clone(), at: self.clock.now() }).await?;
+        if let Some(local) = &self.local {
+            local.wake_claimer();
+        }
+        Ok(())
     }
 }

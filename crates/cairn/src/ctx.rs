@@ -163,7 +163,7 @@ impl Ctx {
                     deadline
                 }
             };
-            shared.park(Some(wake_at), SuspendReason::Sleeping, false).await?;
+            shared.park(Some(wake_at), SuspendReason::Sleeping, None).await?;
             shared.append(vec![Event::TimerFired { path }], None).await
         }
     }
@@ -206,8 +206,19 @@ impl Ctx {
                 }
             };
             loop {
-                shared.load_signals().await?;
-                if let Some(signal) = shared.take_signal(&event, filter.as_ref()) {
+                // Taken before looking, so a signal arriving after the look wakes the park below.
+                let changes = shared.watch_signals();
+                let mut signal = None;
+                let just_loaded = shared.load_signals().await?;
+                for fresh in [just_loaded, true] {
+                    signal = shared.take_signal(&event, filter.as_ref());
+                    if signal.is_some() || fresh {
+                        break;
+                    }
+                    // Not among the signals known here: another process may have sent it.
+                    shared.refresh_signals().await?;
+                }
+                if let Some(signal) = signal {
                     let value = decode(&path, signal.payload.get());
                     shared
                         .append(
@@ -221,7 +232,7 @@ impl Ctx {
                     shared.append(vec![Event::WaitCompleted { path, signal: None, payload: None }], None).await?;
                     return Ok(None);
                 }
-                shared.park(deadline, SuspendReason::Waiting, true).await?;
+                shared.park(deadline, SuspendReason::Waiting, Some(changes)).await?;
             }
         }
     }
@@ -304,7 +315,7 @@ where
         }
         Some(StepStatus::Retrying { failed_attempts, retry_at, .. }) => {
             attempt = failed_attempts + 1;
-            shared.park(Some(retry_at), SuspendReason::BackingOff, false).await?;
+            shared.park(Some(retry_at), SuspendReason::BackingOff, None).await?;
         }
         _ => {}
     }
@@ -313,11 +324,12 @@ where
     loop {
         shared.check()?;
         let in_flight = shared.start_work();
-        let deadline = timeout.map(|t| shared.now() + t);
+        let started_at = shared.now();
+        let deadline = timeout.map(|t| started_at + t);
         let attempt_result: Result<T, StepError> = tokio::select! {
             biased;
             () = shared.stop.cancelled() => return Err(shared.interrupted()),
-            result = body() => result.map_err(Into::into),
+            result = attempt_of(&mut body) => result,
             () = async {
                 match deadline {
                     Some(at) => shared.local.clock.sleep_until(at).await,
@@ -336,7 +348,8 @@ where
                         limit,
                     });
                 }
-                shared.append(vec![Event::StepCompleted { path, ordinal, attempt, output }], None).await?;
+                let started_at = Some(started_at);
+                shared.append(vec![Event::StepCompleted { path, ordinal, attempt, output, started_at }], None).await?;
                 drop(in_flight);
                 return Ok(value);
             }
@@ -352,6 +365,7 @@ where
                             attempt,
                             error: error.message().to_owned(),
                             retry_at,
+                            started_at: Some(started_at),
                         }],
                         None,
                     )
@@ -366,11 +380,28 @@ where
                         });
                     }
                     Some(at) => {
-                        shared.park(Some(at), SuspendReason::BackingOff, false).await?;
+                        shared.park(Some(at), SuspendReason::BackingOff, None).await?;
                         attempt += 1;
                     }
                 }
             }
         }
+    }
+}
+
+/// One attempt of a step body; a panic in it is a failed (retryable) attempt.
+async fn attempt_of<T, F, Fut, E>(body: &mut F) -> Result<T, StepError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Into<StepError>,
+{
+    let panicked = |message: String| StepError::retryable(format!("[CAIRN-E0107] the step body panicked: {message}"));
+    match crate::panic::catch_call(body) {
+        Ok(attempt) => match crate::panic::CatchPanic::new(attempt).await {
+            Ok(result) => result.map_err(Into::into),
+            Err(message) => Err(panicked(message)),
+        },
+        Err(message) => Err(panicked(message)),
     }
 }

@@ -3,10 +3,10 @@
 
 use crate::clock::{Clock, SystemClock, wall_now};
 use crate::registry::Registry;
-use crate::run::{RunShared, drive};
-use crate::{Client, Ctx, EngineError, WorkflowError};
+use crate::run::{PAUSED_BY_REQUEST, RunShared, drive};
+use crate::{Client, Ctx, EngineError, Interrupt, WorkflowError};
 use cairn_journal::{Event, JournalEntry};
-use cairn_store::{ClaimRequest, Ending, HeartbeatRequest, RunId, RunRecord, RunUpdate, Store};
+use cairn_store::{Append, ClaimRequest, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -27,6 +27,8 @@ pub(crate) struct Config {
     pub(crate) suspend_grace: Duration,
     pub(crate) max_active_runs: usize,
     pub(crate) max_payload_bytes: usize,
+    pub(crate) max_recoveries: u32,
+    pub(crate) shutdown_grace: Duration,
 }
 
 /// How a run ended on this worker, as its watchers learn it without reading the store.
@@ -40,6 +42,13 @@ pub(crate) struct Ended {
 /// The default payload limit: 4 MiB.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
 
+/// How many times in a row a run's worker may die while executing it without committing anything
+/// before the run is parked as poison.
+pub const DEFAULT_MAX_RECOVERIES: u32 = 10;
+
+/// How long a shutdown lets steps in flight finish by default.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -49,6 +58,8 @@ impl Default for Config {
             suspend_grace: Duration::from_secs(1),
             max_active_runs: 1024,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_recoveries: DEFAULT_MAX_RECOVERIES,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
@@ -60,15 +71,24 @@ pub(crate) struct Local {
     pub(crate) registry: Registry,
     pub(crate) config: Config,
     active: Mutex<HashMap<RunId, Arc<RunShared>>>,
+    /// Runs claimed and still loading their journals: `(epoch, last_seq)` to hand their leases
+    /// back with if the worker stops first.
+    loading: Mutex<HashMap<RunId, (u64, u64)>>,
     running: AtomicUsize,
     /// The last claim took as many runs as there was room for: more may be waiting.
     at_capacity: AtomicBool,
     /// The claim loop is taking runs: a claim is under way, or the last one was full.
     claiming: AtomicBool,
-    /// The store reports runs ending in other processes (see [`Local::endings_reported`]).
-    remote_endings: bool,
+    /// The store reports runs ending or signalled in other processes (see
+    /// [`Local::notices_reported`]).
+    remote_notices: bool,
     claimer: Notify,
     waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
+    /// Fired when the worker starts shutting down: stop claiming, stop runs at step boundaries.
+    draining: CancellationToken,
+    /// How long the drain lets steps in flight finish (set by the shutdown).
+    drain_for: Mutex<Duration>,
+    /// Fired once every run has stopped: the heartbeat and notice loops end.
     shutdown: CancellationToken,
 }
 
@@ -92,10 +112,10 @@ impl Local {
         self.claiming.load(Ordering::SeqCst)
     }
 
-    /// Whether the store tells this worker about runs ending in other processes, so result
-    /// waiters are woken instead of polling.
-    pub(crate) fn endings_reported(&self) -> bool {
-        self.remote_endings
+    /// Whether the store tells this worker about runs ending or signalled in other processes,
+    /// so result waiters and waits in memory are woken instead of polling.
+    pub(crate) fn notices_reported(&self) -> bool {
+        self.remote_notices
     }
 
     /// The live run with this id, if this worker executes it now.
@@ -150,55 +170,90 @@ const CLAIM_CHUNK: usize = 128;
 /// Starts the execution of one claimed run.
 fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
     local.running.fetch_add(1, Ordering::SeqCst);
+    lock(&local.loading).insert(run.id.clone(), (run.epoch, run.last_seq));
     let local = Arc::clone(local);
     tasks.spawn(async move {
-        let journal = if run.last_seq <= 1 {
-            let started =
-                Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
-            Ok(vec![JournalEntry::new(1, run.created_at, started)])
-        } else {
-            local.store.read_journal(&run.id).await
-        };
-        let journal = match journal {
-            Ok(journal) => journal,
-            Err(error) => {
-                log_warning(&format!("run {}: cannot read its journal: {error}", run.id));
-                local.run_finished(&run.id, None);
-                return;
-            }
-        };
-        let Some(registered) = local.registry.get(&run.workflow, run.version).cloned() else {
-            local.run_finished(&run.id, None);
-            return;
-        };
-        let state = match cairn_journal::RunState::fold(&journal) {
-            Ok(state) => state,
-            Err(error) => {
-                let park = cairn_store::Append {
-                    run_id: run.id.clone(),
-                    epoch: run.epoch,
-                    after_seq: run.last_seq,
-                    events: Vec::new(),
-                    at: local.clock.now(),
-                    update: RunUpdate::Park { error: format!("[CAIRN-E0106] the journal does not fold: {error}") },
-                    consume_signal: None,
-                };
-                if let Err(error) = local.store.append(park).await {
-                    log_warning(&format!("run {}: cannot park it: {error}", run.id));
-                }
-                local.run_finished(&run.id, None);
-                return;
-            }
-        };
-        let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(&local), state));
-        lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
-        if run.cancel_requested {
-            // Cancelled while another worker held it, which then went away: finish the cancel.
-            shared.interrupt(crate::Interrupt::Cancelled);
+        let id = run.id.clone();
+        let ended = start_run(&local, run).await;
+        lock(&local.loading).remove(&id);
+        if let Some(ended) = ended {
+            local.run_finished(&id, ended);
         }
-        let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
-        drive(shared, body).await;
     });
+}
+
+/// Records a row change for a claimed run that does not execute here (it is parked or handed
+/// back before its body starts).
+async fn settle(local: &Local, run: &RunRecord, update: RunUpdate) {
+    let append = Append {
+        run_id: run.id.clone(),
+        epoch: run.epoch,
+        after_seq: run.last_seq,
+        events: Vec::new(),
+        at: local.clock.now(),
+        update,
+        consume_signal: None,
+    };
+    if let Err(error) = local.store.append(append).await {
+        log_warning(&format!("run {}: cannot record that it stopped here: {error}", run.id));
+    }
+}
+
+/// Loads a claimed run and drives its body; `Some(ended)` when it stopped before the body
+/// started (the driver reports its own endings).
+async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Option<Ended>> {
+    let max = local.config.max_recoveries;
+    if run.pause_requested || run.recoveries > max.saturating_add(1) {
+        // Paused while its worker went away, or a poison run whose last replay crashed its worker
+        // before it reached a new step: park it without running anything.
+        let error = if run.pause_requested {
+            PAUSED_BY_REQUEST.to_owned()
+        } else {
+            Interrupt::Poisoned { path: None, recoveries: run.recoveries }.to_string()
+        };
+        settle(local, &run, RunUpdate::Park { error: error.clone() }).await;
+        return Some(Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) }));
+    }
+    let journal = if run.last_seq <= 1 {
+        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
+        Ok(vec![JournalEntry::new(1, run.created_at, started)])
+    } else {
+        local.store.read_journal(&run.id).await
+    };
+    let journal = match journal {
+        Ok(journal) => journal,
+        Err(error) => {
+            log_warning(&format!("run {}: cannot read its journal: {error}", run.id));
+            return Some(None);
+        }
+    };
+    if local.draining.is_cancelled() {
+        settle(local, &run, RunUpdate::Release).await;
+        return Some(None);
+    }
+    let registered = local.registry.get(&run.workflow, run.version).cloned()?;
+    let state = match cairn_journal::RunState::fold(&journal) {
+        Ok(state) => state,
+        Err(error) => {
+            let error = format!("[CAIRN-E0106] the journal does not fold: {error}");
+            settle(local, &run, RunUpdate::Park { error }).await;
+            return Some(None);
+        }
+    };
+    let poisoned = (run.recoveries > max).then_some(run.recoveries);
+    let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(local), state, poisoned));
+    lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
+    lock(&local.loading).remove(&run.id);
+    if run.cancel_requested {
+        // Cancelled while another worker held it, which then went away: finish the cancel.
+        shared.interrupt(Interrupt::Cancelled);
+    }
+    if local.draining.is_cancelled() {
+        shared.interrupt(Interrupt::ShuttingDown);
+    }
+    let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
+    drive(shared, body).await;
+    None
 }
 
 async fn claim_loop(local: Arc<Local>) {
@@ -214,7 +269,7 @@ async fn claim_loop(local: Arc<Local>) {
     let mut tasks = JoinSet::new();
     let mut wakeups = local.store.wakeups();
     loop {
-        if local.shutdown.is_cancelled() {
+        if local.draining.is_cancelled() {
             break;
         }
         let capacity = local.config.max_active_runs.saturating_sub(local.running.load(Ordering::SeqCst));
@@ -264,31 +319,63 @@ async fn claim_loop(local: Arc<Local>) {
         };
         tokio::select! {
             () = local.claimer.notified() => {}
-            () = local.shutdown.cancelled() => break,
+            () = local.draining.cancelled() => break,
             () = tokio::time::sleep(local.config.poll_interval) => {}
             () = timer => {}
             () = remote => {}
         }
     }
-    // Stop executing; the journal keeps everything, and the leases are handed back below.
-    tasks.shutdown().await;
+    drain(&local, tasks).await;
 }
 
-/// Wakes the result waiters of runs that ended in other processes (all of them when the store's
-/// reports lagged behind), until shutdown.
-async fn endings_loop(local: Arc<Local>, mut endings: tokio::sync::broadcast::Receiver<Ending>) {
+/// Stops every run at its next step boundary, letting steps in flight finish and commit for up
+/// to the drain's grace period; each run hands its lease back as it stops. Past the grace
+/// period, step bodies see their cancellation tokens fire; what is still left is aborted, and
+/// [`Engine::shutdown_within`] hands those leases back.
+async fn drain(local: &Local, mut tasks: JoinSet<()>) {
+    let active: Vec<Arc<RunShared>> = lock(&local.active).values().cloned().collect();
+    for run in &active {
+        run.interrupt(Interrupt::ShuttingDown);
+    }
+    let grace = *lock(&local.drain_for);
+    let all_done = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, all_done).await.is_err() {
+        let active: Vec<Arc<RunShared>> = lock(&local.active).values().cloned().collect();
+        for run in &active {
+            run.stop_steps();
+        }
+        // A run whose steps stopped hands its lease back at once; one stuck elsewhere is aborted.
+        let _ =
+            tokio::time::timeout(Duration::from_secs(1), async { while tasks.join_next().await.is_some() {} }).await;
+        tasks.shutdown().await;
+    }
+}
+
+/// Wakes the result waiters of runs that ended in other processes, and the waits of runs
+/// executing here that other processes signalled (all of them when the store's reports lagged
+/// behind), until shutdown.
+async fn notices_loop(local: Arc<Local>, mut notices: tokio::sync::broadcast::Receiver<Notice>) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
-        let ended = tokio::select! {
-            ended = endings.recv() => ended,
+        let notice = tokio::select! {
+            notice = notices.recv() => notice,
             () = local.shutdown.cancelled() => return,
         };
-        match ended {
-            Ok(Ending::Run(id)) => local.notify_watchers(&id, None),
-            Ok(Ending::Missed) | Err(RecvError::Lagged(_)) => {
+        match notice {
+            Ok(Notice::Ended(id)) => local.notify_watchers(&id, None),
+            Ok(Notice::Signalled(id)) => {
+                if let Some(run) = local.active(&id) {
+                    run.signal_may_have_arrived();
+                }
+            }
+            Ok(Notice::Missed) | Err(RecvError::Lagged(_)) => {
                 let waiting: Vec<RunId> = lock(&local.waiters).keys().cloned().collect();
                 for id in waiting {
                     local.notify_watchers(&id, None);
+                }
+                let active: Vec<Arc<RunShared>> = lock(&local.active).values().cloned().collect();
+                for run in active {
+                    run.signal_may_have_arrived();
                 }
             }
             Err(RecvError::Closed) => return,
@@ -317,9 +404,11 @@ async fn heartbeat_loop(local: Arc<Local>) {
                 for status in statuses {
                     let Some(run) = local.active(&status.run_id) else { continue };
                     if !status.held {
-                        run.interrupt(crate::Interrupt::LeaseLost);
+                        run.interrupt(Interrupt::LeaseLost);
                     } else if status.cancel_requested {
-                        run.interrupt(crate::Interrupt::Cancelled);
+                        run.interrupt(Interrupt::Cancelled);
+                    } else if status.pause_requested {
+                        run.interrupt(Interrupt::Paused);
                     }
                 }
             }
@@ -409,6 +498,20 @@ impl EngineBuilder {
         self
     }
 
+    /// How many times in a row a run's worker may die while executing it without committing
+    /// anything (default 10). A run reclaimed more often than that is parked as poison
+    /// (`[CAIRN-E0109]`, naming the step it reaches) instead of crash-looping every worker.
+    pub fn max_recoveries(mut self, recoveries: u32) -> Self {
+        self.config.max_recoveries = recoveries;
+        self
+    }
+
+    /// How long [`Engine::shutdown`] lets steps in flight finish (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.config.shutdown_grace = grace;
+        self
+    }
+
     /// Starts the worker's loops on the current Tokio runtime.
     pub async fn start(self) -> Result<Engine, EngineError> {
         let store = self.store.ok_or(EngineError::NoStore)?;
@@ -416,25 +519,28 @@ impl EngineBuilder {
             return Err(EngineError::DuplicateWorkflow { name, version });
         }
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
-        let endings = store.endings();
+        let notices = store.notices();
         let local = Arc::new(Local {
             store: Arc::clone(&store),
             clock: Arc::clone(&self.clock),
             registry: self.registry,
+            drain_for: Mutex::new(self.config.shutdown_grace),
             config: self.config,
             active: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
             at_capacity: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
-            remote_endings: endings.is_some(),
+            remote_notices: notices.is_some(),
             claimer: Notify::new(),
             waiters: Mutex::new(HashMap::new()),
+            draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
         });
         let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
         let heartbeat = tokio::spawn(heartbeat_loop(Arc::clone(&local)));
-        if let Some(endings) = endings {
-            tokio::spawn(endings_loop(Arc::clone(&local), endings));
+        if let Some(notices) = notices {
+            tokio::spawn(notices_loop(Arc::clone(&local), notices));
         }
         let client = Client::attached(Arc::clone(&local));
         Ok(Engine { client, local, loops: Mutex::new(Some((claimer, heartbeat))) })
@@ -494,22 +600,59 @@ impl Engine {
         &self.local.config.worker_id
     }
 
-    /// Stops claiming and executing, and hands the leases of runs in progress back so another
-    /// worker (or the next start) resumes them at once. Runs lose nothing: the journal has every
-    /// committed step.
+    /// Shuts down gracefully within the grace period set with
+    /// [`EngineBuilder::shutdown_grace`] (default 30 s); see [`Engine::shutdown_within`].
     pub async fn shutdown(&self) {
-        self.local.shutdown.cancel();
+        self.shutdown_within(self.local.config.shutdown_grace).await;
+    }
+
+    /// Stops claiming, stops every run at its next step boundary (steps in flight may finish and
+    /// commit for up to `grace`; past it their cancellation tokens fire and their results are
+    /// discarded), and hands every lease back, including those of runs still loading their
+    /// journals, so another worker (or the next start) resumes them at once rather than after
+    /// the lease expires. Runs lose nothing: the journal has every committed step.
+    ///
+    /// ```
+    /// # use cairn::prelude::*;
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(cairn::MemoryStore::new()).start().await?;
+    /// engine.shutdown_within(std::time::Duration::from_secs(5)).await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn shutdown_within(&self, grace: Duration) {
+        *lock(&self.local.drain_for) = grace;
+        self.local.draining.cancel();
         let loops = lock(&self.loops).take();
         if let Some((claimer, heartbeat)) = loops {
+            // The claim loop returns once its runs have stopped (or were aborted after the grace).
             let _ = claimer.await;
+            self.local.shutdown.cancel();
             let _ = heartbeat.await;
         }
+        // Runs aborted mid-way: hand their leases back here.
         let active: Vec<Arc<RunShared>> = lock(&self.local.active).drain().map(|(_, run)| run).collect();
         for run in active {
             if let Err(error) = run.release().await {
                 log_warning(&format!("run {}: could not hand its lease back: {error}", run.id));
             }
             self.local.notify_watchers(&run.id, None);
+        }
+        let loading: Vec<(RunId, (u64, u64))> = lock(&self.local.loading).drain().collect();
+        for (run_id, (epoch, after_seq)) in loading {
+            let release = Append {
+                run_id: run_id.clone(),
+                epoch,
+                after_seq,
+                events: Vec::new(),
+                at: self.local.clock.now(),
+                update: RunUpdate::Release,
+                consume_signal: None,
+            };
+            if let Err(error) = self.local.store.append(release).await {
+                log_warning(&format!("run {run_id}: could not hand its lease back: {error}"));
+            }
+            self.local.notify_watchers(&run_id, None);
         }
     }
 }

@@ -74,6 +74,34 @@ pub enum Interrupt {
     /// The store failed; the run will be retried from its journal.
     #[error("store failure: {0}")]
     Store(StoreError),
+    /// The run was paused: it stops at its next step boundary (steps in flight finish and are
+    /// committed) and is parked until resumed.
+    #[error("the run was paused")]
+    Paused,
+    /// The worker is shutting down: the run stops at its next step boundary (steps in flight
+    /// finish within the shutdown's grace period) and its lease is handed back.
+    #[error("the worker is shutting down")]
+    ShuttingDown,
+    /// The run's workers died while executing it too many times in a row: it is parked as poison
+    /// instead of executing the step that crashed them.
+    #[error(
+        "[CAIRN-E0109] parked as poison: the run's worker died {recoveries} times in a row without committing anything{}",
+        match path { Some(path) => format!(", each time at or before `{path}`"), None => ", before reaching any new step".to_owned() }
+    )]
+    Poisoned {
+        /// The first new step the run reached (where the crashes happen), if it reached one.
+        path: Option<StepPath>,
+        /// Claims from an expired lease in a row without progress.
+        recoveries: u32,
+    },
+}
+
+impl Interrupt {
+    /// Whether steps in flight may finish and commit first (a pause, a shutdown), as opposed to
+    /// an interrupt that stops them at once (their cancellation tokens fire).
+    pub fn lets_steps_finish(&self) -> bool {
+        matches!(self, Interrupt::Paused | Interrupt::ShuttingDown)
+    }
 }
 
 /// What a workflow body sees go wrong, and what it returns to fail a run.
@@ -170,6 +198,14 @@ pub enum ClientError {
         /// How it ended.
         status: RunStatus,
     },
+    /// The run is not paused, so it cannot be resumed.
+    #[error("[CAIRN-E0305] run `{run_id}` is not paused (it is {status})")]
+    NotPaused {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
     /// The run ended without an output.
     #[error("run `{run_id}` ended {status}: {message}")]
     RunDidNotComplete {
@@ -191,6 +227,7 @@ impl From<StoreError> for ClientError {
             StoreError::RunNotFound(id) => ClientError::RunNotFound(id),
             StoreError::DuplicateRunId(id) => ClientError::DuplicateRunId(id),
             StoreError::RunFinished { run_id, status } => ClientError::RunFinished { run_id, status },
+            StoreError::NotPaused { run_id, status } => ClientError::NotPaused { run_id, status },
             StoreError::InvalidInput(message) => ClientError::InvalidPayload(message),
             other => ClientError::Store(other),
         }

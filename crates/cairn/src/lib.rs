@@ -43,20 +43,21 @@ mod clock;
 mod ctx;
 mod engine;
 mod error;
+mod panic;
 mod registry;
 mod run;
 
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 pub use cairn_store::{
-    CancelOutcome, MemoryStore, PageCursor, RunFilter, RunId, RunPage, RunRecord, RunStatus, SignalRecord, Store,
-    StoreError, SuspendReason,
+    CancelOutcome, MemoryStore, PageCursor, PauseOutcome, RunFilter, RunId, RunPage, RunRecord, RunStatus,
+    SignalRecord, Store, StoreError, SuspendReason,
 };
 #[cfg(feature = "sqlite")]
 pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
 pub use client::{Client, RunHandle, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use ctx::{Ctx, EventFilter, Step};
-pub use engine::{DEFAULT_MAX_PAYLOAD_BYTES, Engine, EngineBuilder};
+pub use engine::{DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder};
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
 
 /// The journal layer, for tools that read journals.

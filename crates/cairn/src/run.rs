@@ -8,22 +8,37 @@ use cairn_journal::{
 };
 use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, StoreError, SuspendReason};
 use serde_json::value::RawValue;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
+
+/// The error of a run parked because its body panicked.
+fn body_panicked(message: &str) -> String {
+    format!("[CAIRN-E0108] the workflow body panicked: {message}")
+}
+
+/// Why a run parked at an operator's request is paused.
+pub(crate) const PAUSED_BY_REQUEST: &str = "paused by request";
 
 /// A run this worker holds the lease of.
 pub(crate) struct RunShared {
     pub(crate) id: RunId,
     pub(crate) epoch: u64,
     pub(crate) local: Arc<Local>,
-    /// Fired when the run must stop (cancelled, lease lost, non-determinism, store failure).
+    /// Fired when step code must stop (cancelled, lease lost, non-determinism, store failure,
+    /// or a shutdown's grace period ran out); step bodies see it as their cancellation token.
     pub(crate) stop: CancellationToken,
+    /// Fired when the run must stop at its next step boundary (a pause or a shutdown, and every
+    /// reason `stop` fires for): new steps are refused and parked sleeps and waits return.
+    halt: CancellationToken,
     /// Wakes the driver to look again at interrupts and suspensions.
     changed: Notify,
-    /// Wakes waits when a signal is delivered in process.
-    signal_arrived: Notify,
+    /// Bumped when a signal may have arrived: delivered in this process, or reported by the store.
+    signals_changed: watch::Sender<u64>,
+    /// `Some(recoveries)` when the run crashed its workers that many times in a row: its first new
+    /// step is not executed but parks the run as poison.
+    poisoned: Option<u32>,
     exec: Mutex<RunExec>,
 }
 
@@ -34,10 +49,15 @@ struct RunExec {
     /// Unconsumed signals, loaded on the first wait.
     signals: Option<Vec<SignalRecord>>,
     signals_seen: SignalId,
+    /// Signals this execution took (their consuming appends may not have committed yet).
+    taken: HashSet<SignalId>,
     in_flight: usize,
     suspensions: HashMap<u64, Suspension>,
     next_suspension: u64,
     interrupt: Option<Interrupt>,
+    /// The body was refused a verb because of the interrupt: whatever it returned afterwards
+    /// is not its own outcome.
+    refused: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -60,8 +80,9 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let mut exec = self.0.lock();
         exec.in_flight -= 1;
-        // Only the last step finishing while something is parked can make the run suspendable.
-        let worth_a_look = exec.in_flight == 0 && !exec.suspensions.is_empty();
+        // Only the last step finishing while something is parked can make the run suspendable,
+        // or let a run that must stop at a step boundary stop.
+        let worth_a_look = exec.in_flight == 0 && (!exec.suspensions.is_empty() || exec.interrupt.is_some());
         drop(exec);
         if worth_a_look {
             self.0.changed.notify_one();
@@ -81,26 +102,31 @@ impl Drop for Registration<'_> {
 }
 
 impl RunShared {
-    pub(crate) fn new(id: RunId, epoch: u64, local: Arc<Local>, state: RunState) -> Self {
+    pub(crate) fn new(id: RunId, epoch: u64, local: Arc<Local>, state: RunState, poisoned: Option<u32>) -> Self {
         let cursor = ReplayCursor::new(&state);
         let last_seq = state.last_seq();
+        let stop = CancellationToken::new();
         Self {
             id,
             epoch,
             local,
-            stop: CancellationToken::new(),
+            halt: stop.child_token(),
+            stop,
             changed: Notify::new(),
-            signal_arrived: Notify::new(),
+            signals_changed: watch::Sender::new(0),
+            poisoned,
             exec: Mutex::new(RunExec {
                 state,
                 cursor,
                 last_seq,
                 signals: None,
                 signals_seen: SignalId(0),
+                taken: HashSet::new(),
                 in_flight: 0,
                 suspensions: HashMap::new(),
                 next_suspension: 0,
                 interrupt: None,
+                refused: false,
             }),
         }
     }
@@ -114,38 +140,68 @@ impl RunShared {
         self.local.clock.now()
     }
 
-    /// Records why the run must stop (the first reason wins) and stops it.
+    /// Records why the run must stop and stops it: at once (step code sees its cancellation
+    /// token fire), or at its next step boundary for a pause or a shutdown. The first reason
+    /// wins, except that one that stops at once overrides one that waits for a boundary.
     pub(crate) fn interrupt(&self, why: Interrupt) {
+        let at_boundary = why.lets_steps_finish();
         let mut exec = self.lock();
-        if exec.interrupt.is_none() {
+        let replace = match &exec.interrupt {
+            None => true,
+            Some(current) => current.lets_steps_finish() && !at_boundary,
+        };
+        if replace {
             exec.interrupt = Some(why);
         }
         drop(exec);
-        self.stop.cancel();
+        if at_boundary {
+            self.halt.cancel();
+        } else {
+            self.stop.cancel();
+        }
         self.changed.notify_one();
     }
 
-    /// `Err` if the run has been interrupted.
+    /// Fires the step bodies' cancellation tokens of a run that is stopping at its next step
+    /// boundary but whose steps did not finish in time (a shutdown's grace period ran out).
+    pub(crate) fn stop_steps(&self) {
+        self.stop.cancel();
+    }
+
+    /// `Err` if the run has been interrupted (the body is refused what it asked for).
     pub(crate) fn check(&self) -> Result<(), WorkflowError> {
-        match &self.lock().interrupt {
-            Some(why) => Err(WorkflowError::Interrupted(why.clone())),
+        let mut exec = self.lock();
+        match exec.interrupt.clone() {
+            Some(why) => {
+                exec.refused = true;
+                Err(WorkflowError::Interrupted(why))
+            }
             None => Ok(()),
         }
     }
 
+    /// The error for the body when it must stop.
     pub(crate) fn interrupted(&self) -> WorkflowError {
-        let why = self.lock().interrupt.clone().unwrap_or(Interrupt::Cancelled);
-        WorkflowError::Interrupted(why)
+        let mut exec = self.lock();
+        exec.refused = true;
+        WorkflowError::Interrupted(exec.interrupt.clone().unwrap_or(Interrupt::Cancelled))
     }
 
     /// The body asks for `path`: check it against the journal and return what is known.
     pub(crate) fn begin(&self, path: &StepPath, kind: StepKind) -> Result<Begun, WorkflowError> {
         let mut exec = self.lock();
-        if let Some(why) = &exec.interrupt {
-            return Err(WorkflowError::Interrupted(why.clone()));
+        if let Some(why) = exec.interrupt.clone() {
+            exec.refused = true;
+            return Err(WorkflowError::Interrupted(why));
         }
         match exec.cursor.request(path, kind) {
             Ok(Replayed::Known { ordinal }) => Ok(Begun { ordinal, record: exec.state.step(path).cloned() }),
+            Ok(Replayed::New { .. }) if self.poisoned.is_some() => {
+                drop(exec);
+                let recoveries = self.poisoned.unwrap_or_default();
+                self.interrupt(Interrupt::Poisoned { path: Some(path.clone()), recoveries });
+                Err(self.interrupted())
+            }
             Ok(Replayed::New { ordinal }) => Ok(Begun { ordinal, record: None }),
             Err(CursorError::DuplicatePath(path)) => Err(WorkflowError::DuplicatePath(path)),
             Err(CursorError::NonDeterminism(error)) => {
@@ -162,9 +218,13 @@ impl RunShared {
         InFlight(self)
     }
 
-    /// Appends events while the run goes on. Any store failure interrupts the run.
+    /// Appends events while the run goes on (also while it stops at a step boundary: a step
+    /// that finished is committed). Any store failure interrupts the run.
     pub(crate) async fn append(&self, events: Vec<Event>, consume: Option<SignalId>) -> Result<(), WorkflowError> {
-        self.check()?;
+        let stopping = self.lock().interrupt.as_ref().is_some_and(|why| !why.lets_steps_finish());
+        if stopping {
+            return Err(self.interrupted());
+        }
         self.append_raw(events, RunUpdate::Progress, consume).await.map_err(|error| {
             self.interrupt(match error {
                 StoreError::Fenced { .. } => Interrupt::LeaseLost,
@@ -205,16 +265,19 @@ impl RunShared {
         self.append_raw(Vec::new(), RunUpdate::Release, None).await
     }
 
-    /// Waits until `wake_at` (or forever), letting the driver suspend the run meanwhile.
+    /// Waits until `wake_at` (or forever), letting the driver suspend the run meanwhile. A wait
+    /// passes `signals`, a receiver of [`RunShared::signals_changed`] taken before it last looked
+    /// for its signal: a change since then returns at once.
     pub(crate) async fn park(
         &self,
         wake_at: Option<Timestamp>,
         reason: SuspendReason,
-        waits_for_signal: bool,
+        mut signals: Option<watch::Receiver<u64>>,
     ) -> Result<(), WorkflowError> {
         if wake_at.is_some_and(|w| w <= self.now()) {
             return self.check();
         }
+        let waits_for_signal = signals.is_some();
         let key = {
             let mut exec = self.lock();
             let key = exec.next_suspension;
@@ -230,29 +293,58 @@ impl RunShared {
                 None => std::future::pending().await,
             }
         };
+        let signal = async {
+            match signals.as_mut() {
+                // Without reports from the store, signals from other processes are looked for
+                // every poll interval while a wait stays in memory.
+                Some(receiver) if self.local.notices_reported() => {
+                    if receiver.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                Some(receiver) => {
+                    let _ = tokio::time::timeout(self.local.config.poll_interval, receiver.changed()).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = sleep => {}
-            () = self.stop.cancelled() => {}
-            () = self.signal_arrived.notified(), if waits_for_signal => {}
+            () = self.halt.cancelled() => {}
+            () = signal => {}
         }
         self.check()
     }
 
-    /// Loads the run's unconsumed signals once.
-    pub(crate) async fn load_signals(&self) -> Result<(), WorkflowError> {
+    /// A receiver that sees every later change of the run's signals (see [`RunShared::park`]).
+    pub(crate) fn watch_signals(&self) -> watch::Receiver<u64> {
+        self.signals_changed.subscribe()
+    }
+
+    /// Loads the run's unconsumed signals once; `true` if this call read them from the store.
+    pub(crate) async fn load_signals(&self) -> Result<bool, WorkflowError> {
         if self.lock().signals.is_some() {
-            return Ok(());
+            return Ok(false);
         }
+        self.refresh_signals().await?;
+        Ok(true)
+    }
+
+    /// Reads the run's unconsumed signals from the store again (another process may have sent
+    /// some), keeping out those this execution took already.
+    pub(crate) async fn refresh_signals(&self) -> Result<(), WorkflowError> {
         let signals = self.local.store.signals(&self.id).await.map_err(|e| {
             self.interrupt(Interrupt::Store(e));
             self.interrupted()
         })?;
         let mut exec = self.lock();
-        if exec.signals.is_none() {
-            let seen = signals.iter().map(|s| s.id).max().unwrap_or(SignalId(0));
-            exec.signals_seen = exec.signals_seen.max(seen);
-            exec.signals = Some(signals.into_iter().filter(|s| s.consumed_seq.is_none()).collect());
-        }
+        let seen = signals.iter().map(|s| s.id).max().unwrap_or(SignalId(0));
+        exec.signals_seen = exec.signals_seen.max(seen);
+        let unconsumed: Vec<SignalRecord> = signals
+            .into_iter()
+            .filter(|s| s.consumed_seq.is_none() && !exec.taken.contains(&s.id) && !exec.state.has_consumed(s.id))
+            .collect();
+        exec.signals = Some(unconsumed);
         Ok(())
     }
 
@@ -267,7 +359,9 @@ impl RunShared {
                         .is_ok_and(|payload| cairn_journal::json_contains(&payload, filter))
                 })
         })?;
-        Some(signals.remove(position))
+        let signal = signals.remove(position);
+        exec.taken.insert(signal.id);
+        Some(signal)
     }
 
     /// A signal delivered in this process while the run executes here.
@@ -280,7 +374,12 @@ impl RunShared {
             signals.push(signal);
         }
         drop(exec);
-        self.signal_arrived.notify_waiters();
+        self.signal_may_have_arrived();
+    }
+
+    /// Wakes the run's waits to look for their signals again (in the store, if not in memory).
+    pub(crate) fn signal_may_have_arrived(&self) {
+        self.signals_changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Whether the run should suspend now: nothing executing, something parked, and either a
@@ -291,12 +390,15 @@ impl RunShared {
             return None;
         }
         let now = self.now();
+        // Everything parked ends within the grace period: stay in memory (a wait among them is
+        // woken by its signal without a round through the store).
+        let soon = now + self.local.config.suspend_grace;
+        if exec.suspensions.values().all(|s| s.wake_at.is_some_and(|w| w <= soon)) {
+            return None;
+        }
         let any_wait = exec.suspensions.values().any(|s| s.waits_for_signal);
         let earliest = exec.suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
         let wake_at = earliest.and_then(|s| s.wake_at);
-        if !any_wait && wake_at.is_some_and(|w| w <= now + self.local.config.suspend_grace) {
-            return None;
-        }
         let reason = earliest.map_or(SuspendReason::Waiting, |s| s.reason);
         Some(RunUpdate::Suspend { reason, wake_at, signals_after: any_wait.then_some(exec.signals_seen), now })
     }
@@ -305,20 +407,31 @@ impl RunShared {
 /// How a run's execution on this worker ended.
 enum Outcome {
     Returned(Result<Box<RawValue>, WorkflowError>),
+    Panicked(String),
     Interrupted,
     Suspend(RunUpdate),
 }
 
 /// Drives a run's body until it returns, suspends or is interrupted, then records the outcome.
-pub(crate) async fn drive(shared: Arc<RunShared>, mut body: crate::registry::BodyFuture) {
+pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFuture) {
+    let mut body = crate::panic::CatchPanic::new(body);
     let outcome = loop {
         tokio::select! {
             biased;
-            result = &mut body => break Outcome::Returned(result),
+            result = &mut body => break match result {
+                Ok(result) => Outcome::Returned(result),
+                Err(message) => Outcome::Panicked(message),
+            },
             () = shared.changed.notified() => {
-                if shared.lock().interrupt.is_some() {
-                    break Outcome::Interrupted;
+                let exec = shared.lock();
+                if let Some(why) = &exec.interrupt {
+                    // A pause or a shutdown lets steps in flight finish and commit first.
+                    if !why.lets_steps_finish() || exec.in_flight == 0 {
+                        break Outcome::Interrupted;
+                    }
+                    continue;
                 }
+                drop(exec);
                 if let Some(plan) = shared.suspension_plan() {
                     break Outcome::Suspend(plan);
                 }
@@ -326,45 +439,11 @@ pub(crate) async fn drive(shared: Arc<RunShared>, mut body: crate::registry::Bod
         }
     };
     drop(body);
-    let interrupt = shared.lock().interrupt.clone();
-    let now = shared.now();
-    let finish = |status: RunStatus, output: Option<Box<RawValue>>, error: Option<String>| RunUpdate::Finish {
-        status,
-        output,
-        error,
-        at: now,
+    let (interrupt, refused) = {
+        let exec = shared.lock();
+        (exec.interrupt.clone(), exec.refused)
     };
-    // What to record: events plus the row change, or nothing when this worker may not write.
-    let plan: Option<(Vec<Event>, RunUpdate)> = match (interrupt, outcome) {
-        (Some(Interrupt::Cancelled), _) => {
-            let reason = "cancelled".to_owned();
-            Some((vec![Event::Cancelled { reason: reason.clone() }], finish(RunStatus::Cancelled, None, Some(reason))))
-        }
-        (Some(Interrupt::NonDeterminism(error)), _) => Some((Vec::new(), RunUpdate::Park { error: error.to_string() })),
-        (Some(Interrupt::LeaseLost | Interrupt::Store(_)), _) | (None, Outcome::Interrupted) => None,
-        (None, Outcome::Suspend(plan)) => Some((Vec::new(), plan)),
-        (None, Outcome::Returned(Ok(output))) => {
-            let unreached = shared.lock().cursor.finish();
-            let limit = shared.local.config.max_payload_bytes;
-            match unreached {
-                Err(error) => Some((Vec::new(), RunUpdate::Park { error: error.to_string() })),
-                Ok(()) if output.get().len() > limit => {
-                    let error =
-                        WorkflowError::PayloadTooLarge { path: "output".into(), size: output.get().len(), limit }
-                            .to_string();
-                    Some((vec![Event::Failed { error: error.clone() }], finish(RunStatus::Failed, None, Some(error))))
-                }
-                Ok(()) => Some((
-                    vec![Event::Completed { output: output.clone() }],
-                    finish(RunStatus::Completed, Some(output), None),
-                )),
-            }
-        }
-        (None, Outcome::Returned(Err(error))) => {
-            let error = error.to_string();
-            Some((vec![Event::Failed { error: error.clone() }], finish(RunStatus::Failed, None, Some(error))))
-        }
-    };
+    let plan = record(&shared, interrupt, refused, outcome);
     let ended = match plan {
         None => None,
         Some((events, update)) => {
@@ -396,4 +475,58 @@ pub(crate) async fn drive(shared: Arc<RunShared>, mut body: crate::registry::Bod
         }
     };
     shared.local.run_finished(&shared.id, ended);
+}
+
+/// What to record for a run's execution: events plus the row change, or nothing when this worker
+/// may not write.
+fn record(
+    shared: &RunShared,
+    interrupt: Option<Interrupt>,
+    refused: bool,
+    outcome: Outcome,
+) -> Option<(Vec<Event>, RunUpdate)> {
+    let now = shared.now();
+    let finish = |status: RunStatus, output: Option<Box<RawValue>>, error: Option<String>| RunUpdate::Finish {
+        status,
+        output,
+        error,
+        at: now,
+    };
+    let failed =
+        |error: String| (vec![Event::Failed { error: error.clone() }], finish(RunStatus::Failed, None, Some(error)));
+    let park = |error: String| (Vec::new(), RunUpdate::Park { error });
+    // A run asked to stop at a step boundary that finished on its own anyway (its body returned
+    // without being refused anything) records how it finished.
+    let interrupt = match (interrupt, &outcome) {
+        (Some(why), Outcome::Returned(_)) if why.lets_steps_finish() && !refused => None,
+        (interrupt, _) => interrupt,
+    };
+    match (interrupt, outcome) {
+        (Some(Interrupt::Cancelled), _) => {
+            let reason = "cancelled".to_owned();
+            Some((vec![Event::Cancelled { reason: reason.clone() }], finish(RunStatus::Cancelled, None, Some(reason))))
+        }
+        (Some(why @ (Interrupt::NonDeterminism(_) | Interrupt::Poisoned { .. })), _) => Some(park(why.to_string())),
+        (Some(Interrupt::Paused), _) => Some(park(PAUSED_BY_REQUEST.to_owned())),
+        (Some(Interrupt::ShuttingDown), _) => Some((Vec::new(), RunUpdate::Release)),
+        (Some(_), _) | (None, Outcome::Interrupted) => None,
+        (None, Outcome::Panicked(message)) => Some(park(body_panicked(&message))),
+        (None, Outcome::Suspend(plan)) => Some((Vec::new(), plan)),
+        (None, Outcome::Returned(Ok(output))) => {
+            let unreached = shared.lock().cursor.finish();
+            let limit = shared.local.config.max_payload_bytes;
+            match unreached {
+                Err(error) => Some(park(error.to_string())),
+                Ok(()) if output.get().len() > limit => Some(failed(
+                    WorkflowError::PayloadTooLarge { path: "output".into(), size: output.get().len(), limit }
+                        .to_string(),
+                )),
+                Ok(()) => Some((
+                    vec![Event::Completed { output: output.clone() }],
+                    finish(RunStatus::Completed, Some(output), None),
+                )),
+            }
+        }
+        (None, Outcome::Returned(Err(error))) => Some(failed(error.to_string())),
+    }
 }

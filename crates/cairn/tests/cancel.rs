@@ -131,7 +131,7 @@ async fn a_cancel_from_another_process_reaches_the_worker_through_its_heartbeat(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
     use cairn::Store;
-    use cairn::store::{CancelRequest, ClaimRequest, NewRun, WorkflowKey};
+    use cairn::store::{ClaimRequest, ControlRequest, NewRun, WorkflowKey};
     let (store, _dir) = sqlite();
     let wall = || cairn::Timestamp::from_system_time(std::time::SystemTime::now());
     store
@@ -159,7 +159,7 @@ async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
         .unwrap();
     assert_eq!(claimed.len(), 1);
     let flagged = store
-        .cancel(CancelRequest {
+        .cancel(ControlRequest {
             run_id: cairn::RunId::new("orphan"),
             reason: "stop".into(),
             at: wall(),

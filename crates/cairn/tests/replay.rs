@@ -116,7 +116,8 @@ async fn a_run_released_mid_step_resumes_on_the_next_engine() {
     while calls.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    first.shutdown().await;
+    // No grace: the blocked step's cancellation token fires and the lease is handed back.
+    first.shutdown_within(Duration::ZERO).await;
     assert_eq!(store.get_run(run.id()).await.unwrap().unwrap().status, RunStatus::Pending);
 
     gate.add_permits(10);
