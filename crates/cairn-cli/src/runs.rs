@@ -3,7 +3,8 @@
 use anyhow::{Context, Result, bail};
 use cairn::journal::{Event, JournalEntry};
 use cairn::{
-    CancelOutcome, Client, PageCursor, RunFilter, RunId, RunRecord, RunStatus, SignalRecord, SqliteStore, Timestamp,
+    CancelOutcome, Client, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SignalRecord, SqliteStore,
+    Timestamp,
 };
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -108,6 +109,27 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Pause a run: no worker claims it until resumed; a running one stops at its next step
+    /// boundary.
+    Pause {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The run's id.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a paused run (paused by request, or parked by an error once fixed code is deployed).
+    Resume {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The run's id.
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a run.
     Cancel {
         #[command(flatten)]
@@ -151,6 +173,8 @@ pub(crate) fn run_json(run: &RunRecord) -> Value {
         "idempotency_key": run.idempotency_key,
         "error": run.error,
         "steps": run.last_seq,
+        "recoveries": run.recoveries,
+        "pause_requested": run.pause_requested,
     })
 }
 
@@ -378,6 +402,32 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{id} cancelled");
             } else {
                 out!("{id} is running: its worker will cancel it at its next heartbeat");
+            }
+        }
+        RunsCommand::Pause { store, id, json } => {
+            let client = open(&store).await?;
+            let id = RunId::new(id);
+            let outcome = client.pause(&id).await?;
+            let state = match outcome {
+                PauseOutcome::Paused => "paused",
+                PauseOutcome::Requested => "pause-requested",
+            };
+            if json {
+                out!("{}", json!({ "run": id.as_str(), "outcome": state }));
+            } else if outcome == PauseOutcome::Paused {
+                out!("{id} paused");
+            } else {
+                out!("{id} is running: its worker will pause it at its next step boundary");
+            }
+        }
+        RunsCommand::Resume { store, id, json } => {
+            let client = open(&store).await?;
+            let id = RunId::new(id);
+            client.resume(&id).await?;
+            if json {
+                out!("{}", json!({ "run": id.as_str(), "outcome": "resumed" }));
+            } else {
+                out!("{id} resumed: a worker serving its version continues it");
             }
         }
     }

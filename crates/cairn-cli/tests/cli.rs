@@ -118,3 +118,50 @@ async fn a_closed_stdout_ends_the_command_quietly() {
     assert!(output.status.success(), "status {:?}, stderr: {stderr}", output.status);
     assert!(!stderr.contains("panicked"), "stderr: {stderr}");
 }
+
+/// `runs pause` and `runs resume`: the JSON contract, and bad input (unknown id, wrong state)
+/// that exits non-zero and leaves the store as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_pause_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    seed(&db).await;
+    let db = db.to_str().unwrap();
+    let row = |id: &str| {
+        let list = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+        list.as_array().unwrap().iter().find(|r| r["id"] == id).unwrap().clone()
+    };
+
+    let paused = stdout_json(&cairn(&["runs", "pause", "run-a", "--db", db, "--json"]));
+    assert_eq!(paused, serde_json::json!({ "run": "run-a", "outcome": "paused" }));
+    let listed = row("run-a");
+    assert_eq!((listed["status"].as_str(), listed["error"].as_str()), (Some("paused"), Some("paused by request")));
+    assert_eq!(listed["pause_requested"], false);
+    let again = stdout_json(&cairn(&["runs", "pause", "run-a", "--db", db, "--json"]));
+    assert_eq!(again["outcome"], "paused");
+    let text = cairn(&["runs", "pause", "run-a", "--db", db]);
+    assert_eq!(String::from_utf8(text.stdout).unwrap().trim(), "run-a paused");
+
+    let resumed = stdout_json(&cairn(&["runs", "resume", "run-a", "--db", db, "--json"]));
+    assert_eq!(resumed, serde_json::json!({ "run": "run-a", "outcome": "resumed" }));
+    let listed = row("run-a");
+    assert_eq!((listed["status"].as_str(), listed["error"].as_str()), (Some("pending"), None));
+
+    // Wrong state: resuming a run that is not paused; pausing a finished run; an unknown id.
+    let before = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    let not_paused = cairn(&["runs", "resume", "run-a", "--db", db, "--json"]);
+    assert!(!not_paused.status.success());
+    assert!(String::from_utf8_lossy(&not_paused.stderr).contains("CAIRN-E0305"));
+    stdout_json(&cairn(&["runs", "cancel", "run-b", "--db", db, "--json"]));
+    let before_finished = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    let finished = cairn(&["runs", "pause", "run-b", "--db", db]);
+    assert!(!finished.status.success());
+    assert!(String::from_utf8_lossy(&finished.stderr).contains("CAIRN-E0303"));
+    for verb in ["pause", "resume"] {
+        let unknown = cairn(&["runs", verb, "nope", "--db", db]);
+        assert!(!unknown.status.success());
+        assert!(String::from_utf8_lossy(&unknown.stderr).contains("CAIRN-E0301"), "{verb}");
+    }
+    assert_eq!(stdout_json(&cairn(&["runs", "list", "--db", db, "--json"])), before_finished);
+    assert_eq!(before.as_array().unwrap().len(), 2);
+}
