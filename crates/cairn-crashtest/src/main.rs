@@ -2,8 +2,11 @@
 //! when each step body begins and ends, until it is killed or (with `--exit-when-done`) every run
 //! has completed.
 //!
-//! Usage: `crash-worker STORE LOG RUNS [--schema NAME] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]`
-//! where STORE is an SQLite file path or a `postgres://` URL.
+//! Usage: `crash-worker STORE LOG RUNS [--schema NAME] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]
+//! [--lease-ms MS] [--grace-ms MS] [--max-recoveries N] [--abort-at RUN/STEP]` where STORE is an SQLite file
+//! path or a `postgres://` URL. On SIGTERM or Ctrl-C it shuts down gracefully (steps in flight get
+//! `--grace-ms` to finish, every lease is handed back) and exits 0. With `--abort-at`, the process
+//! aborts (no unwinding, no cleanup) at the end of that step's body, every time it runs it.
 
 use cairn::prelude::*;
 use cairn::{RunFilter, RunStatus, SqliteStore, Store};
@@ -25,6 +28,7 @@ struct Worker {
     log: Arc<PathBuf>,
     extra_steps: u64,
     pause_ms: u64,
+    abort_at: Option<String>,
 }
 
 fn micros() -> u128 {
@@ -53,6 +57,12 @@ impl Worker {
                 async move {
                     self.log("begin", &run, name)?;
                     tokio::time::sleep(self.pause(&run, name)).await;
+                    if self.abort_at.as_deref() == Some(&format!("{run}/{name}")) {
+                        // Late enough that the steps other runs began at the same time have
+                        // committed: the crash is this step's alone.
+                        tokio::time::sleep(Duration::from_millis(self.pause_ms * 3)).await;
+                        std::process::abort();
+                    }
                     self.log("end", &run, name)?;
                     Ok::<_, StepError>(Out { pid: std::process::id(), value })
                 }
@@ -106,12 +116,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         log: Arc::new(PathBuf::from(&args[2])),
         extra_steps: option(&args, "--extra-steps").map(|v| v.parse()).transpose()?.unwrap_or(0),
         pause_ms: option(&args, "--pause-ms").map(|v| v.parse()).transpose()?.unwrap_or(120),
+        abort_at: option(&args, "--abort-at"),
     };
+    let millis = |name: &str, default: u64| -> Result<Duration, Box<dyn std::error::Error>> {
+        Ok(Duration::from_millis(option(&args, name).map(|v| v.parse()).transpose()?.unwrap_or(default)))
+    };
+    let lease = millis("--lease-ms", 1000)?;
+    let grace = millis("--grace-ms", 5000)?;
+    let max_recoveries = option(&args, "--max-recoveries").map(|v| v.parse()).transpose()?;
     let runs: usize = args[3].parse()?;
     let exit_when_done = args.iter().any(|a| a == "--exit-when-done");
-    let engine = Engine::builder()
+    let mut builder = Engine::builder();
+    if let Some(max) = max_recoveries {
+        builder = builder.max_recoveries(max);
+    }
+    let engine = builder
         .shared_store(store)
-        .lease_duration(Duration::from_secs(1))
+        .lease_duration(lease)
         .poll_interval(Duration::from_millis(100))
         // Few runs at a time, so the work spreads over the worker's life and kills land mid-step.
         .max_active_runs(10)
@@ -121,8 +142,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .start()
         .await?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
         if !exit_when_done {
             continue;
         }
@@ -131,6 +157,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             break;
         }
     }
-    engine.shutdown().await;
+    engine.shutdown_within(grace).await;
     Ok(())
 }

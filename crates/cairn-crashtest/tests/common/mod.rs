@@ -87,6 +87,12 @@ pub fn kill(child: &mut Child) -> (u32, u128) {
     (child.id(), now_micros())
 }
 
+/// Sends SIGTERM to `child` (a graceful shutdown request); does not wait for it.
+pub fn terminate(child: &Child) {
+    let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().expect("kill -TERM");
+    assert!(status.success(), "kill -TERM {} failed", child.id());
+}
+
 /// Waits for a worker started with `--exit-when-done` to finish; it must exit successfully.
 pub async fn finish(child: &mut Child, limit: Duration) {
     let started = Instant::now();
