@@ -119,17 +119,18 @@ pub(crate) struct WorkerArgs {
     max_active_runs: usize,
 }
 
-/// An extra bench worker: executes `noop` runs until it is killed.
+/// An extra bench worker: executes `noop` runs until it is killed or told to stop.
 pub(crate) async fn worker(args: WorkerArgs) -> Result<()> {
     let options = cairn_postgres::PostgresOptions::new(&args.database_url).schema(&args.schema);
     let store = cairn_postgres::PostgresStore::connect(options).await?;
-    let _engine = Engine::builder()
+    let engine = Engine::builder()
         .store(store)
         .max_active_runs(args.max_active_runs)
         .register("noop", 1, noop_workflow(Arc::new(Mutex::new(Vec::new())), false))
         .start()
         .await?;
-    std::future::pending::<()>().await;
+    crate::stop_requested().await;
+    engine.shutdown().await;
     Ok(())
 }
 

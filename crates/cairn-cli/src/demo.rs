@@ -160,6 +160,8 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
 
     let mut reported = std::collections::HashSet::new();
     let mut last_line = String::new();
+    let stop = crate::stop_requested();
+    tokio::pin!(stop);
     loop {
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut done = 0;
@@ -194,7 +196,14 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
         if done == ids.len() {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            () = &mut stop => {
+                out!("stopping: steps in flight finish (up to 30 s), then every run is handed back; run the demo again to resume");
+                engine.shutdown().await;
+                return Ok(());
+            }
+        }
     }
     engine.shutdown().await;
     out!("all {} demo runs are done; inspect them with `cairn runs list` (same store options)", ids.len());
