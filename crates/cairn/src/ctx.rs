@@ -398,7 +398,7 @@ where
 {
     let panicked = |message: String| StepError::retryable(format!("[CAIRN-E0107] the step body panicked: {message}"));
     match crate::panic::catch_call(body) {
-        Ok(attempt) => match crate::panic::CatchPanic::new(attempt).await {
+        Ok(attempt) => match crate::panic::caught(attempt).await {
             Ok(result) => result.map_err(Into::into),
             Err(message) => Err(panicked(message)),
         },

@@ -1,35 +1,16 @@
 //! Panics in user code become values: a panicking step attempt is a failed attempt, a panicking
 //! workflow body parks its run. Nothing user code does may leave a run `running` forever.
 
+use futures::FutureExt;
 use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-/// A future that turns a panic while polling `inner` into `Err(message)`.
-pub(crate) struct CatchPanic<F> {
-    inner: Pin<Box<F>>,
-}
-
-impl<F: Future> CatchPanic<F> {
-    pub(crate) fn new(inner: F) -> Self {
-        Self { inner: Box::pin(inner) }
-    }
-}
-
-impl<F: Future> Future for CatchPanic<F> {
-    type Output = Result<F::Output, String>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // Unwind safety: after a panic the inner future is never polled again (the caller drops
-        // it), so no state it may have left half-changed is observed.
-        match catch_unwind(AssertUnwindSafe(|| self.inner.as_mut().poll(cx))) {
-            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(payload) => Poll::Ready(Err(panic_message(payload.as_ref()))),
-        }
-    }
+/// Awaits `future`, turning a panic while polling it into `Err(message)`.
+pub(crate) async fn caught<F: Future>(future: F) -> Result<F::Output, String> {
+    // Unwind safety: after a panic the future is dropped, never polled again, so no state it may
+    // have left half-changed is observed.
+    AssertUnwindSafe(future).catch_unwind().await.map_err(|payload| panic_message(payload.as_ref()))
 }
 
 /// Calls `make` (which builds a future and may itself panic), catching a panic as `Err`.
@@ -55,8 +36,8 @@ mod tests {
 
     #[tokio::test]
     async fn panics_become_errors_and_values_pass_through() {
-        assert_eq!(CatchPanic::new(async { 7 }).await, Ok(7));
-        let failed = CatchPanic::new(async {
+        assert_eq!(caught(async { 7 }).await, Ok(7));
+        let failed = caught(async {
             tokio::task::yield_now().await;
             if std::hint::black_box(true) {
                 panic!("boom {}", 42);

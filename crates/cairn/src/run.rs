@@ -414,7 +414,7 @@ enum Outcome {
 
 /// Drives a run's body until it returns, suspends or is interrupted, then records the outcome.
 pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFuture) {
-    let mut body = crate::panic::CatchPanic::new(body);
+    let mut body = Box::pin(crate::panic::caught(body));
     let outcome = loop {
         tokio::select! {
             biased;
