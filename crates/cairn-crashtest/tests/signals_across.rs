@@ -148,7 +148,7 @@ macro_rules! on_both {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let Some((pair, _schema)) = super::postgres_pair(stringify!($name)).await else { return };
+                    let Some((pair, _schema)) = super::postgres_pair("signals").await else { return };
                     super::$name(pair).await;
                 }
             )*
