@@ -1098,7 +1098,7 @@ impl PostgresStore {
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
         let run = lock_unfinished(&tx, sql, &request.run_id).await?;
-        let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
+        let live = run.is_held_at(request.lease_now);
         if live {
             let statement = tx.prepare_cached(&sql.request_cancel).await.map_err(backend)?;
             tx.execute(&statement, &[&request.run_id.as_str()]).await.map_err(backend)?;
@@ -1125,7 +1125,7 @@ impl PostgresStore {
         if run.status == RunStatus::Paused {
             return Ok(PauseOutcome::Paused);
         }
-        let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
+        let live = run.is_held_at(request.lease_now);
         let outcome = if live {
             let statement = tx.prepare_cached(&sql.request_pause).await.map_err(backend)?;
             tx.execute(&statement, &[&request.run_id.as_str()]).await.map_err(backend)?;
@@ -1202,13 +1202,7 @@ impl PostgresStore {
                 Some(existing) => existing,
                 None => lock_run(&tx, sql, &run.id).await?,
             };
-            if existing.workflow != run.workflow {
-                return Err(StoreError::DuplicateRunId(run.id));
-            }
-            if existing.status.is_terminal() {
-                return Err(StoreError::RunFinished { run_id: existing.id, status: existing.status });
-            }
-            CreatedRun { run: existing, created: false }
+            run.existing_to_signal(existing)?
         };
         let new = NewSignal {
             run_id: created.run.id.clone(),

@@ -82,6 +82,25 @@ async fn claim_one(store: &DynStore, workflow: &str, now: i64) -> RunRecord {
     claimed.remove(0)
 }
 
+/// Worker `w1` extends its lease of `run` (held at `run.epoch`) to 2,000.
+async fn beat(store: &DynStore, run: &RunRecord) -> Vec<LeaseStatus> {
+    let request =
+        HeartbeatRequest { owner: "w1".into(), runs: vec![(run.id.clone(), run.epoch)], lease_until: t(2_000) };
+    store.heartbeat(&request).await.expect("heartbeat")
+}
+
+/// `run`'s holder suspends it in a sleep until `wake_at`, at `now`.
+async fn suspend_sleeping(store: &DynStore, run: &RunRecord, wake_at: i64, now: i64) {
+    let mut suspend = progress(run, vec![]);
+    suspend.update = RunUpdate::Suspend {
+        reason: SuspendReason::Sleeping,
+        wake_at: Some(t(wake_at)),
+        signals_after: None,
+        now: t(now),
+    };
+    store.append(suspend).await.expect("suspend");
+}
+
 /// A new run is pending, with its `started` event as journal entry 1.
 pub async fn create_and_read_back(store: DynStore) {
     let created = store.create_run(new_run("r1", "order", None, 10)).await.expect("create");
@@ -399,27 +418,13 @@ pub async fn cancel_idle_and_held_runs(store: DynStore) {
         .await
         .expect("cancel");
     assert_eq!(outcome, CancelOutcome::Requested);
-    let lease = store
-        .heartbeat(&HeartbeatRequest {
-            owner: "w1".into(),
-            runs: vec![(run.id.clone(), run.epoch)],
-            lease_until: t(2_000),
-        })
-        .await
-        .expect("heartbeat");
+    let lease = beat(&store, &run).await;
     assert_eq!(
         lease,
         vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: true, pause_requested: false }]
     );
     // If the holder suspends instead of finishing, the run wakes at once so it can be cancelled.
-    let mut suspend = progress(&run, vec![]);
-    suspend.update = RunUpdate::Suspend {
-        reason: SuspendReason::Sleeping,
-        wake_at: Some(t(99_999)),
-        signals_after: None,
-        now: t(12),
-    };
-    store.append(suspend).await.expect("suspend");
+    suspend_sleeping(&store, &run, 99_999, 12).await;
     assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
 }
 
@@ -493,26 +498,12 @@ pub async fn pause_held_runs_by_flag(store: DynStore) {
     assert_eq!(store.pause(control(&run.id, 11)).await.expect("pause"), PauseOutcome::Requested);
     let row = store.get_run(&run.id).await.expect("get").expect("exists");
     assert_eq!((row.status, row.pause_requested), (RunStatus::Running, true));
-    let lease = store
-        .heartbeat(&HeartbeatRequest {
-            owner: "w1".into(),
-            runs: vec![(run.id.clone(), run.epoch)],
-            lease_until: t(2_000),
-        })
-        .await
-        .expect("heartbeat");
+    let lease = beat(&store, &run).await;
     assert_eq!(
         lease,
         vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: false, pause_requested: true }]
     );
-    let mut suspend = progress(&run, vec![]);
-    suspend.update = RunUpdate::Suspend {
-        reason: SuspendReason::Sleeping,
-        wake_at: Some(t(99_999)),
-        signals_after: None,
-        now: t(12),
-    };
-    store.append(suspend).await.expect("suspend");
+    suspend_sleeping(&store, &run, 99_999, 12).await;
     assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
     let again = claim_one(&store, "order", 13).await;
     assert!(again.pause_requested, "the claimer learns of the pause");

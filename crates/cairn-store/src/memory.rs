@@ -379,7 +379,7 @@ impl Store for MemoryStore {
             let mut inner = self.lock();
             let lease_now = request.lease_now;
             let (status, live, epoch, last_seq) = inner.modify(&request.run_id, |run| {
-                let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > lease_now);
+                let live = run.is_held_at(lease_now);
                 if !run.status.is_terminal() {
                     run.cancel_requested = true;
                     if !live {
@@ -422,7 +422,7 @@ impl Store for MemoryStore {
             if run.status == RunStatus::Paused {
                 return Ok(PauseOutcome::Paused);
             }
-            if run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now) {
+            if run.is_held_at(request.lease_now) {
                 run.pause_requested = true;
                 return Ok(PauseOutcome::Requested);
             }
@@ -465,19 +465,9 @@ impl Store for MemoryStore {
                 Some(existing) => Some(existing),
                 None => inner.runs.get(&run.id).cloned(),
             };
-            if let Some(existing) = &existing
-                && existing.workflow != run.workflow
-            {
-                return Err(StoreError::DuplicateRunId(run.id));
-            }
-            if let Some(existing) = &existing
-                && existing.status.is_terminal()
-            {
-                return Err(StoreError::RunFinished { run_id: existing.id.clone(), status: existing.status });
-            }
             let sent_at = run.created_at;
             let created = match existing {
-                Some(existing) => CreatedRun { run: existing, created: false },
+                Some(existing) => run.existing_to_signal(existing)?,
                 None => inner.create(run)?,
             };
             let new = NewSignal { run_id: created.run.id.clone(), name: signal.name, payload: signal.payload, sent_at };

@@ -781,7 +781,7 @@ impl Writer {
         if run.status == RunStatus::Paused {
             return Ok(PauseOutcome::Paused);
         }
-        if run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now) {
+        if run.is_held_at(request.lease_now) {
             self.conn
                 .prepare_cached("UPDATE runs SET pause_requested = 1 WHERE id = ?1")?
                 .execute([request.run_id.as_str()])?;
@@ -816,10 +816,7 @@ impl Writer {
             None => self.get_run(&run.id)?,
         };
         let created = match existing {
-            Some(existing) if existing.workflow != run.workflow => {
-                return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
-            }
-            Some(existing) => CreatedRun { run: existing, created: false },
+            Some(existing) => run.existing_to_signal(existing).map_err(clean)?,
             None => self.create(run)?,
         };
         let new = NewSignal {
@@ -828,7 +825,7 @@ impl Writer {
             payload: signal.payload.clone(),
             sent_at: run.created_at,
         };
-        // Refuses a finished run before writing anything; a new run's writes roll back with it.
+        // A new run's writes roll back with a failed signal.
         let id = self.signal(&new).map_err(|failure| Failure { dirty: failure.dirty || created.created, ..failure })?;
         Ok((created, id))
     }
@@ -844,7 +841,7 @@ impl Writer {
 
     fn cancel(&mut self, request: &ControlRequest) -> Result<CancelOutcome, Failure> {
         let run = self.unfinished(&request.run_id)?;
-        let live = run.status == RunStatus::Running && run.lease_expires_at.is_some_and(|e| e > request.lease_now);
+        let live = run.is_held_at(request.lease_now);
         if live {
             self.conn
                 .prepare_cached("UPDATE runs SET cancel_requested = 1 WHERE id = ?1")?

@@ -199,6 +199,12 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Whether a worker holds the run under a lease still running at `lease_now` (a request to
+    /// cancel or pause it must then wait for that worker).
+    pub fn is_held_at(&self, lease_now: Timestamp) -> bool {
+        self.status == RunStatus::Running && self.lease_expires_at.is_some_and(|e| e > lease_now)
+    }
+
     /// The summary row of a run just created from `run`.
     pub fn pending(run: &NewRun) -> RunRecord {
         RunRecord {
@@ -241,6 +247,21 @@ pub struct NewRun {
     pub idempotency_key: Option<String>,
     /// Creation time.
     pub created_at: Timestamp,
+}
+
+impl NewRun {
+    /// For signal-with-start: `existing`, the run that holds this run's id or idempotency key,
+    /// as the run to signal (`created: false`). Refused if it belongs to another workflow (the id
+    /// is taken) or has ended.
+    pub fn existing_to_signal(&self, existing: RunRecord) -> Result<CreatedRun, StoreError> {
+        if existing.workflow != self.workflow {
+            return Err(StoreError::DuplicateRunId(self.id.clone()));
+        }
+        if existing.status.is_terminal() {
+            return Err(StoreError::RunFinished { run_id: existing.id, status: existing.status });
+        }
+        Ok(CreatedRun { run: existing, created: false })
+    }
 }
 
 /// The result of [`Store::create_run`](crate::Store::create_run).

@@ -422,15 +422,7 @@ impl Client {
     /// Cancels a run. A run no worker holds is cancelled at once; a running one is stopped by
     /// its worker, whose step code sees its cancellation token fire.
     pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
-        let outcome = self
-            .store
-            .cancel(ControlRequest {
-                run_id: id.clone(),
-                reason: "cancelled".into(),
-                at: self.clock.now(),
-                lease_now: wall_now(),
-            })
-            .await?;
+        let outcome = self.store.cancel(self.control(id, "cancelled")).await?;
         if let Some(local) = &self.local {
             match outcome {
                 CancelOutcome::Requested => {
@@ -444,20 +436,17 @@ impl Client {
         Ok(outcome)
     }
 
+    /// A request to cancel or pause `id` now, for `reason`.
+    fn control(&self, id: &RunId, reason: &str) -> ControlRequest {
+        ControlRequest { run_id: id.clone(), reason: reason.to_owned(), at: self.clock.now(), lease_now: wall_now() }
+    }
+
     /// Pauses a run: no worker claims it until it is [resumed](Client::resume). A run no worker
     /// holds is paused at once; a running one stops at its next step boundary (steps in flight
     /// finish and are committed, no new step starts), told at once in this process or by its
     /// worker's next heartbeat elsewhere. Pausing a paused run changes nothing.
     pub async fn pause(&self, id: &RunId) -> Result<PauseOutcome, ClientError> {
-        let outcome = self
-            .store
-            .pause(ControlRequest {
-                run_id: id.clone(),
-                reason: crate::run::PAUSED_BY_REQUEST.into(),
-                at: self.clock.now(),
-                lease_now: wall_now(),
-            })
-            .await?;
+        let outcome = self.store.pause(self.control(id, crate::run::PAUSED_BY_REQUEST)).await?;
         if let Some(local) = &self.local {
             match outcome {
                 PauseOutcome::Requested => {

@@ -208,15 +208,12 @@ impl Ctx {
             loop {
                 // Taken before looking, so a signal arriving after the look wakes the park below.
                 let changes = shared.watch_signals();
-                let mut signal = None;
                 let just_loaded = shared.load_signals().await?;
-                for fresh in [just_loaded, true] {
-                    signal = shared.take_signal(&event, filter.as_ref());
-                    if signal.is_some() || fresh {
-                        break;
-                    }
+                let mut signal = shared.take_signal(&event, filter.as_ref());
+                if signal.is_none() && !just_loaded {
                     // Not among the signals known here: another process may have sent it.
                     shared.refresh_signals().await?;
+                    signal = shared.take_signal(&event, filter.as_ref());
                 }
                 if let Some(signal) = signal {
                     let value = decode(&path, signal.payload.get());

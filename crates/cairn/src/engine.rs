@@ -176,32 +176,30 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
         let id = run.id.clone();
         let ended = start_run(&local, run).await;
         lock(&local.loading).remove(&id);
-        if let Some(ended) = ended {
-            local.run_finished(&id, ended);
-        }
+        local.run_finished(&id, ended);
     });
 }
 
-/// Records a row change for a claimed run that does not execute here (it is parked or handed
-/// back before its body starts).
-async fn settle(local: &Local, run: &RunRecord, update: RunUpdate) {
+/// Records a row change (no events) for a claimed run that does not execute here: it is parked
+/// or handed back before its body starts, or its task was stopped. `after_seq` is where its
+/// journal ends.
+async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq: u64, update: RunUpdate) {
     let append = Append {
-        run_id: run.id.clone(),
-        epoch: run.epoch,
-        after_seq: run.last_seq,
+        run_id: run_id.clone(),
+        epoch,
+        after_seq,
         events: Vec::new(),
         at: local.clock.now(),
         update,
         consume_signal: None,
     };
     if let Err(error) = local.store.append(append).await {
-        log_warning(&format!("run {}: cannot record that it stopped here: {error}", run.id));
+        log_warning(&format!("run {run_id}: cannot record that it stopped here: {error}"));
     }
 }
 
-/// Loads a claimed run and drives its body; `Some(ended)` when it stopped before the body
-/// started (the driver reports its own endings).
-async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Option<Ended>> {
+/// Loads a claimed run and drives its body; how it ended, if it ended here.
+async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     let max = local.config.max_recoveries;
     if run.pause_requested || run.recoveries > max.saturating_add(1) {
         // Paused while its worker went away, or a poison run whose last replay crashed its worker
@@ -211,8 +209,8 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Option<Ended>> 
         } else {
             Interrupt::Poisoned { path: None, recoveries: run.recoveries }.to_string()
         };
-        settle(local, &run, RunUpdate::Park { error: error.clone() }).await;
-        return Some(Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) }));
+        settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error: error.clone() }).await;
+        return Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) });
     }
     let journal = if run.last_seq <= 1 {
         let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
@@ -224,20 +222,20 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Option<Ended>> 
         Ok(journal) => journal,
         Err(error) => {
             log_warning(&format!("run {}: cannot read its journal: {error}", run.id));
-            return Some(None);
+            return None;
         }
     };
     if local.draining.is_cancelled() {
-        settle(local, &run, RunUpdate::Release).await;
-        return Some(None);
+        settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Release).await;
+        return None;
     }
     let registered = local.registry.get(&run.workflow, run.version).cloned()?;
     let state = match cairn_journal::RunState::fold(&journal) {
         Ok(state) => state,
         Err(error) => {
             let error = format!("[CAIRN-E0106] the journal does not fold: {error}");
-            settle(local, &run, RunUpdate::Park { error }).await;
-            return Some(None);
+            settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error }).await;
+            return None;
         }
     };
     let poisoned = (run.recoveries > max).then_some(run.recoveries);
@@ -252,8 +250,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Option<Ended>> 
         shared.interrupt(Interrupt::ShuttingDown);
     }
     let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
-    drive(shared, body).await;
-    None
+    drive(shared, body).await
 }
 
 async fn claim_loop(local: Arc<Local>) {
@@ -640,18 +637,7 @@ impl Engine {
         }
         let loading: Vec<(RunId, (u64, u64))> = lock(&self.local.loading).drain().collect();
         for (run_id, (epoch, after_seq)) in loading {
-            let release = Append {
-                run_id: run_id.clone(),
-                epoch,
-                after_seq,
-                events: Vec::new(),
-                at: self.local.clock.now(),
-                update: RunUpdate::Release,
-                consume_signal: None,
-            };
-            if let Err(error) = self.local.store.append(release).await {
-                log_warning(&format!("run {run_id}: could not hand its lease back: {error}"));
-            }
+            settle(&self.local, &run_id, epoch, after_seq, RunUpdate::Release).await;
             self.local.notify_watchers(&run_id, None);
         }
     }

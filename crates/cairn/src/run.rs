@@ -21,6 +21,16 @@ fn body_panicked(message: &str) -> String {
 /// Why a run parked at an operator's request is paused.
 pub(crate) const PAUSED_BY_REQUEST: &str = "paused by request";
 
+impl RunExec {
+    /// The error that refuses the body what it asked for, if the run was interrupted (and a note
+    /// that it was refused something).
+    fn refusal(&mut self) -> Option<WorkflowError> {
+        let why = self.interrupt.clone()?;
+        self.refused = true;
+        Some(WorkflowError::Interrupted(why))
+    }
+}
+
 /// A run this worker holds the lease of.
 pub(crate) struct RunShared {
     pub(crate) id: RunId,
@@ -170,14 +180,7 @@ impl RunShared {
 
     /// `Err` if the run has been interrupted (the body is refused what it asked for).
     pub(crate) fn check(&self) -> Result<(), WorkflowError> {
-        let mut exec = self.lock();
-        match exec.interrupt.clone() {
-            Some(why) => {
-                exec.refused = true;
-                Err(WorkflowError::Interrupted(why))
-            }
-            None => Ok(()),
-        }
+        self.lock().refusal().map_or(Ok(()), Err)
     }
 
     /// The error for the body when it must stop.
@@ -190,9 +193,8 @@ impl RunShared {
     /// The body asks for `path`: check it against the journal and return what is known.
     pub(crate) fn begin(&self, path: &StepPath, kind: StepKind) -> Result<Begun, WorkflowError> {
         let mut exec = self.lock();
-        if let Some(why) = exec.interrupt.clone() {
-            exec.refused = true;
-            return Err(WorkflowError::Interrupted(why));
+        if let Some(refusal) = exec.refusal() {
+            return Err(refusal);
         }
         match exec.cursor.request(path, kind) {
             Ok(Replayed::Known { ordinal }) => Ok(Begun { ordinal, record: exec.state.step(path).cloned() }),
@@ -412,8 +414,9 @@ enum Outcome {
     Suspend(RunUpdate),
 }
 
-/// Drives a run's body until it returns, suspends or is interrupted, then records the outcome.
-pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFuture) {
+/// Drives a run's body until it returns, suspends or is interrupted, then records the outcome;
+/// how the run ended, if it ended here.
+pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFuture) -> Option<Ended> {
     let mut body = Box::pin(crate::panic::caught(body));
     let outcome = loop {
         tokio::select! {
@@ -443,38 +446,32 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFut
         let exec = shared.lock();
         (exec.interrupt.clone(), exec.refused)
     };
-    let plan = record(&shared, interrupt, refused, outcome);
-    let ended = match plan {
-        None => None,
-        Some((events, update)) => {
-            let ended = match &update {
-                RunUpdate::Finish { status, output, error, .. } => {
-                    Some(Ended { status: *status, output: output.clone(), error: error.clone() })
-                }
-                RunUpdate::Park { error } => {
-                    Some(Ended { status: RunStatus::Paused, output: None, error: Some(error.clone()) })
-                }
-                _ => None,
-            };
-            // A suspension's wake-up time is news to the claim loop, which may be sleeping
-            // towards a later one.
-            let suspends = matches!(update, RunUpdate::Suspend { .. });
-            match shared.append_raw(events, update, None).await {
-                Ok(()) => {
-                    if suspends {
-                        shared.local.wake_claimer();
-                    }
-                    ended
-                }
-                Err(error) => {
-                    // The lease was lost or the store failed: a later claim resumes from the journal.
-                    crate::engine::log_warning(&format!("run {}: could not record its outcome: {error}", shared.id));
-                    None
-                }
-            }
+    let (events, update) = record(&shared, interrupt, refused, outcome)?;
+    let ended = match &update {
+        RunUpdate::Finish { status, output, error, .. } => {
+            Some(Ended { status: *status, output: output.clone(), error: error.clone() })
         }
+        RunUpdate::Park { error } => {
+            Some(Ended { status: RunStatus::Paused, output: None, error: Some(error.clone()) })
+        }
+        _ => None,
     };
-    shared.local.run_finished(&shared.id, ended);
+    // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
+    // later one.
+    let suspends = matches!(update, RunUpdate::Suspend { .. });
+    match shared.append_raw(events, update, None).await {
+        Ok(()) => {
+            if suspends {
+                shared.local.wake_claimer();
+            }
+            ended
+        }
+        Err(error) => {
+            // The lease was lost or the store failed: a later claim resumes from the journal.
+            crate::engine::log_warning(&format!("run {}: could not record its outcome: {error}", shared.id));
+            None
+        }
+    }
 }
 
 /// What to record for a run's execution: events plus the row change, or nothing when this worker
