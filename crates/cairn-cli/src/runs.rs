@@ -248,6 +248,8 @@ fn describe(event: &Event) -> (String, String) {
         Event::Failed { error } => error.clone(),
         Event::Cancelled { reason } => reason.clone(),
         Event::TimerFired { .. } => String::new(),
+        Event::Patched { id, applied: true } => format!("{id}: patched branch"),
+        Event::Patched { id, applied: false } => format!("{id}: old branch"),
         _ => String::new(),
     };
     (path, detail)

@@ -90,6 +90,15 @@ pub enum Event {
         /// That signal's payload.
         payload: Option<Box<RawValue>>,
     },
+    /// The body evaluated a patch marker (`Ctx::patched` in the `cairn` crate) for the first
+    /// time: which branch it took is fixed for the rest of the run, on every replay. Not a step:
+    /// it takes no position in its scope.
+    Patched {
+        /// The marker's id.
+        id: String,
+        /// `true` when the run takes the patched (new) branch.
+        applied: bool,
+    },
     /// The workflow body returned a value.
     Completed {
         /// The run's output.
@@ -123,6 +132,7 @@ impl EventKindName for Event {
             Event::TimerFired { .. } => "timer_fired",
             Event::WaitStarted { .. } => "wait_started",
             Event::WaitCompleted { .. } => "wait_completed",
+            Event::Patched { .. } => "patched",
             Event::Completed { .. } => "completed",
             Event::Failed { .. } => "failed",
             Event::Cancelled { .. } => "cancelled",

@@ -124,6 +124,8 @@ pub struct ReplayCursor {
     by_position: HashMap<(StepPath, u32), StepPath>,
     next_ordinal: HashMap<StepPath, u32>,
     requested: HashSet<StepPath>,
+    /// How many of the requested paths the journal holds.
+    requested_known: usize,
 }
 
 impl ReplayCursor {
@@ -137,18 +139,34 @@ impl ReplayCursor {
         cursor
     }
 
+    /// Whether the body has asked for every path the journal holds: from here on it runs code
+    /// no earlier execution ran (a [patch marker](crate::Event::Patched) decided now takes the
+    /// patched branch; one decided while replaying an older journal does not).
+    pub fn past_journal(&self) -> bool {
+        self.requested_known == self.journaled.len()
+    }
+
+    /// The body marks `path` as a removed step: if the journal holds it (an older version of the
+    /// code ran it), it takes its position as before and is not reported as unreached; if not,
+    /// it takes nothing. Returns whether the journal held it.
+    pub fn skip_removed(&mut self, path: &StepPath) -> Result<bool, CursorError> {
+        if self.requested.contains(path) {
+            return Err(CursorError::DuplicatePath(path.clone()));
+        }
+        let Some(&(kind, _)) = self.journaled.get(path) else {
+            return Ok(false);
+        };
+        self.request(path, kind)?;
+        Ok(true)
+    }
+
     /// The body asks for `path` of `kind`; returns its position and whether the journal knows it.
     pub fn request(&mut self, path: &StepPath, kind: StepKind) -> Result<Replayed, CursorError> {
         if self.requested.contains(path) {
             return Err(CursorError::DuplicatePath(path.clone()));
         }
         let scope = path.parent();
-        let ordinal = {
-            let next = self.next_ordinal.entry(scope.clone()).or_insert(0);
-            let ordinal = *next;
-            *next += 1;
-            ordinal
-        };
+        let ordinal = *self.next_ordinal.get(&scope).unwrap_or(&0);
         let at_position = self.by_position.get(&(scope.clone(), ordinal));
         let replayed = match self.journaled.get(path) {
             Some(&(journal_kind, journal_ordinal)) => {
@@ -163,6 +181,7 @@ impl ReplayCursor {
                 if journal_ordinal != ordinal {
                     return Err(self.order_mismatch(scope, ordinal, path, kind).into());
                 }
+                self.requested_known += 1;
                 Replayed::Known { ordinal }
             }
             None if at_position.is_some() => {
@@ -170,6 +189,7 @@ impl ReplayCursor {
             }
             None => Replayed::New { ordinal },
         };
+        self.next_ordinal.insert(scope, ordinal + 1);
         self.requested.insert(path.clone());
         Ok(replayed)
     }
@@ -284,6 +304,37 @@ mod tests {
         assert!(c.request(&p("x/a"), StepKind::Step).is_ok());
         assert!(c.request(&p("x/b"), StepKind::Step).is_ok());
         assert!(c.finish().is_ok());
+    }
+
+    #[test]
+    fn removed_steps_replay_old_journals_and_take_nothing_in_new_runs() {
+        // Old code ran a, b, c; new code removed b.
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1), ("c", 2)]));
+        c.request(&p("a"), StepKind::Step).unwrap();
+        assert_eq!(c.skip_removed(&p("b")), Ok(true));
+        assert_eq!(c.request(&p("c"), StepKind::Step), Ok(Replayed::Known { ordinal: 2 }));
+        assert!(c.finish().is_ok());
+        // A run the new code started: b takes no position.
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("c", 1)]));
+        c.request(&p("a"), StepKind::Step).unwrap();
+        assert_eq!(c.skip_removed(&p("b")), Ok(false));
+        assert_eq!(c.request(&p("c"), StepKind::Step), Ok(Replayed::Known { ordinal: 1 }));
+        // Removed where the journal holds it at another position: the order changed.
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
+        assert!(matches!(c.skip_removed(&p("b")), Err(CursorError::NonDeterminism(_))));
+    }
+
+    #[test]
+    fn past_journal_once_every_journaled_path_was_asked_for() {
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("b", 1)]));
+        assert!(!c.past_journal());
+        c.request(&p("a"), StepKind::Step).unwrap();
+        assert!(!c.past_journal());
+        c.request(&p("b"), StepKind::Step).unwrap();
+        assert!(c.past_journal());
+        c.request(&p("c"), StepKind::Step).unwrap();
+        assert!(c.past_journal());
+        assert!(ReplayCursor::new(&RunState::new()).past_journal());
     }
 
     #[test]

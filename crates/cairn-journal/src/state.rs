@@ -144,6 +144,14 @@ pub enum TransitionError {
         /// The step's state before the event.
         state: String,
     },
+    /// A patch marker is decided once per run.
+    #[error("event #{seq} decides patch marker `{id}` a second time")]
+    PatchRepeated {
+        /// Sequence number.
+        seq: u64,
+        /// The marker.
+        id: String,
+    },
     /// A signal may be consumed once.
     #[error("event #{seq} consumes signal {signal:?} a second time")]
     SignalReused {
@@ -163,6 +171,7 @@ pub struct RunState {
     phase: RunPhase,
     steps: HashMap<StepPath, StepRecord>,
     consumed_signals: HashSet<SignalId>,
+    patches: HashMap<String, bool>,
     last_seq: u64,
 }
 
@@ -182,6 +191,7 @@ impl RunState {
             phase: RunPhase::Active,
             steps: HashMap::new(),
             consumed_signals: HashSet::new(),
+            patches: HashMap::new(),
             last_seq: 0,
         }
     }
@@ -246,6 +256,11 @@ impl RunState {
                     return Err(TransitionError::SignalReused { seq, signal: *signal });
                 }
             }
+            Event::Patched { id, .. } => {
+                if self.patches.contains_key(id) {
+                    return Err(TransitionError::PatchRepeated { seq, id: id.clone() });
+                }
+            }
             Event::Started { .. } | Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. } => {}
         }
         Ok(())
@@ -304,6 +319,9 @@ impl RunState {
                     record.status = StepStatus::Received { signal: *signal, payload: payload.clone() };
                 }
             }
+            Event::Patched { id, applied } => {
+                self.patches.insert(id.clone(), *applied);
+            }
             Event::Completed { output } => self.phase = RunPhase::Completed(output.clone()),
             Event::Failed { error } => self.phase = RunPhase::Failed(error.clone()),
             Event::Cancelled { reason } => self.phase = RunPhase::Cancelled(reason.clone()),
@@ -348,6 +366,11 @@ impl RunState {
     /// All steps, in no particular order.
     pub fn steps(&self) -> impl Iterator<Item = (&StepPath, &StepRecord)> {
         self.steps.iter()
+    }
+
+    /// The patch markers decided so far: id → whether the run takes the patched branch.
+    pub fn patches(&self) -> &HashMap<String, bool> {
+        &self.patches
     }
 
     /// Whether a signal has been consumed by this run.
@@ -476,6 +499,17 @@ mod tests {
             assert_ne!(s.phase(), &RunPhase::Active);
             assert!(matches!(fold(vec![started(), end, completed("a", 1)]), Err(TransitionError::AfterEnd { seq: 3 })));
         }
+    }
+
+    #[test]
+    fn a_patch_is_decided_once() {
+        let patch = |applied| Event::Patched { id: "fix".into(), applied };
+        let s = fold(vec![started(), patch(false), completed("a", 1)]).unwrap();
+        assert_eq!(s.patches().get("fix"), Some(&false));
+        assert!(matches!(
+            fold(vec![started(), patch(true), patch(true)]),
+            Err(TransitionError::PatchRepeated { seq: 3, .. })
+        ));
     }
 
     #[test]

@@ -94,6 +94,43 @@ impl Ctx {
         Ok(Ctx { shared: Arc::clone(&self.shared), scope: self.scope.indexed_child(name, index)? })
     }
 
+    /// A patch marker, for changing a workflow's code while runs started by the old code are in
+    /// flight: `true` when the run takes the new branch. A run that reaches the marker for the
+    /// first time past everything its journal holds takes it (new runs, and old runs that had
+    /// not got this far); a run still replaying what older code journaled does not. The answer
+    /// is journaled the first time, so every replay of the run takes the same branch. Once no
+    /// run that took the old branch remains, delete the old branch and the marker.
+    ///
+    /// ```no_run
+    /// # use cairn::prelude::*;
+    /// async fn order(ctx: Ctx, id: u64) -> Result<(), WorkflowError> {
+    ///     ctx.step("charge", || async { Ok::<_, StepError>(()) }).await?;
+    ///     if ctx.patched("send-receipt").await? {
+    ///         ctx.step("receipt", || async { Ok::<_, StepError>(()) }).await?;
+    ///     }
+    ///     ctx.step("ship", || async { Ok::<_, StepError>(()) }).await
+    /// }
+    /// ```
+    pub async fn patched(&self, id: &str) -> Result<bool, WorkflowError> {
+        self.shared.patched(id).await
+    }
+
+    /// Marks where a step (of any kind) named `name` stood before the code stopped running it,
+    /// so journals written by the older code still replay: where the journal holds the step it
+    /// keeps its place and is skipped; elsewhere this does nothing.
+    ///
+    /// ```no_run
+    /// # use cairn::prelude::*;
+    /// async fn order(ctx: Ctx, id: u64) -> Result<(), WorkflowError> {
+    ///     ctx.step("charge", || async { Ok::<_, StepError>(()) }).await?;
+    ///     ctx.removed("fraud-check")?; // was a step here until version 3
+    ///     ctx.step("ship", || async { Ok::<_, StepError>(()) }).await
+    /// }
+    /// ```
+    pub fn removed(&self, name: &str) -> Result<(), WorkflowError> {
+        self.shared.removed(&self.scope.child(name)?)
+    }
+
     fn begin(&self, name: &str, kind: StepKind) -> Result<(StepPath, Begun), WorkflowError> {
         let path = self.scope.child(name)?;
         let begun = self.shared.begin(&path, kind)?;

@@ -68,6 +68,8 @@ struct RunExec {
     /// The body was refused a verb because of the interrupt: whatever it returned afterwards
     /// is not its own outcome.
     refused: bool,
+    /// Patch markers decided: journaled ones, and those this execution decided.
+    patches: HashMap<String, bool>,
 }
 
 #[derive(Clone, Copy)]
@@ -126,7 +128,6 @@ impl RunShared {
             signals_changed: watch::Sender::new(0),
             poisoned,
             exec: Mutex::new(RunExec {
-                state,
                 cursor,
                 last_seq,
                 signals: None,
@@ -137,6 +138,8 @@ impl RunShared {
                 next_suspension: 0,
                 interrupt: None,
                 refused: false,
+                patches: state.patches().clone(),
+                state,
             }),
         }
     }
@@ -205,14 +208,53 @@ impl RunShared {
                 Err(self.interrupted())
             }
             Ok(Replayed::New { ordinal }) => Ok(Begun { ordinal, record: None }),
-            Err(CursorError::DuplicatePath(path)) => Err(WorkflowError::DuplicatePath(path)),
-            Err(CursorError::NonDeterminism(error)) => {
+            Err(error) => {
                 drop(exec);
-                self.interrupt(Interrupt::NonDeterminism(error));
-                Err(self.interrupted())
+                Err(self.cursor_refused(error))
             }
-            Err(other) => Err(WorkflowError::Failed(other.to_string())),
         }
+    }
+
+    /// The body's error for a request the cursor refused; non-determinism parks the run.
+    fn cursor_refused(&self, error: CursorError) -> WorkflowError {
+        match error {
+            CursorError::DuplicatePath(path) => WorkflowError::DuplicatePath(path),
+            CursorError::NonDeterminism(error) => {
+                self.interrupt(Interrupt::NonDeterminism(error));
+                self.interrupted()
+            }
+            other => WorkflowError::Failed(other.to_string()),
+        }
+    }
+
+    /// The body evaluates patch marker `id`: the branch journaled for this run, or, the first
+    /// time, the patched branch unless the body is still replaying what older code journaled.
+    pub(crate) async fn patched(&self, id: &str) -> Result<bool, WorkflowError> {
+        let applied = {
+            let mut exec = self.lock();
+            if let Some(refusal) = exec.refusal() {
+                return Err(refusal);
+            }
+            if let Some(&applied) = exec.patches.get(id) {
+                return Ok(applied);
+            }
+            let applied = exec.cursor.past_journal();
+            exec.patches.insert(id.to_owned(), applied);
+            applied
+        };
+        self.append(vec![Event::Patched { id: id.to_owned(), applied }], None).await?;
+        Ok(applied)
+    }
+
+    /// The body marks `path` as a step its code no longer has (see [`Ctx::removed`](crate::Ctx::removed)).
+    pub(crate) fn removed(&self, path: &StepPath) -> Result<(), WorkflowError> {
+        let mut exec = self.lock();
+        if let Some(refusal) = exec.refusal() {
+            return Err(refusal);
+        }
+        let skipped = exec.cursor.skip_removed(path);
+        drop(exec);
+        skipped.map(drop).map_err(|error| self.cursor_refused(error))
     }
 
     pub(crate) fn start_work(&self) -> InFlight<'_> {
