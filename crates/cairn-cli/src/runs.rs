@@ -190,7 +190,7 @@ fn signal_json(signal: &SignalRecord) -> Value {
 
 fn entry_json(entry: &JournalEntry) -> Value {
     let event: Value = serde_json::from_str(&entry.event.to_json()).unwrap_or(Value::Null);
-    json!({ "seq": entry.seq, "at": time(entry.at), "event": event })
+    json!({ "seq": entry.seq, "at": time(entry.at), "at_ms": entry.at.as_millis(), "event": event })
 }
 
 fn table(headers: &[&str], rows: &[Vec<String>]) -> String {

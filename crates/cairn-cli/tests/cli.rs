@@ -165,3 +165,34 @@ async fn runs_pause_and_resume() {
     assert_eq!(stdout_json(&cairn(&["runs", "list", "--db", db, "--json"])), before_finished);
     assert_eq!(before.as_array().unwrap().len(), 2);
 }
+
+/// `runs show --json` exports a journal that `cairn::testing::replay` reads back and replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exported_journal_replays() {
+    use cairn::prelude::*;
+    use cairn::testing::{ReplayEnd, journal_from_json, replay};
+    async fn add(ctx: Ctx, n: u32) -> Result<u32, WorkflowError> {
+        let one: u32 = ctx.step("one", || async { Ok::<_, StepError>(1) }).await?;
+        let two: u32 = ctx.step("two", || async { Ok::<_, StepError>(2) }).await?;
+        Ok(n + one + two)
+    }
+    async fn renamed(ctx: Ctx, n: u32) -> Result<u32, WorkflowError> {
+        let one: u32 = ctx.step("uno", || async { Ok::<_, StepError>(1) }).await?;
+        Ok(n + one)
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("replay.db");
+    let engine =
+        Engine::builder().store(SqliteStore::open(&db).unwrap()).register("add", 1, add).start().await.unwrap();
+    let run = engine.start("add", &4u32).id("run-r").await.unwrap();
+    assert_eq!(run.result::<u32>().await.unwrap(), 7);
+    engine.shutdown().await;
+    let output = cairn(&["runs", "show", "run-r", "--db", db.to_str().unwrap(), "--json"]);
+    assert!(output.status.success());
+    let journal = journal_from_json(&String::from_utf8(output.stdout).unwrap()).unwrap();
+    assert_eq!(journal.len(), 4);
+    let report = replay(&journal, add).await.unwrap();
+    assert!(matches!(&report.end, ReplayEnd::Returned(Ok(out)) if out.get() == "7"), "{report:?}");
+    let error = replay(&journal, renamed).await.unwrap_err();
+    assert!(error.to_string().contains("`one`"), "{error}");
+}

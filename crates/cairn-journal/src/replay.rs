@@ -146,6 +146,11 @@ impl ReplayCursor {
         self.requested_known == self.journaled.len()
     }
 
+    /// How many paths the body asked for that the journal holds.
+    pub fn replayed(&self) -> usize {
+        self.requested_known
+    }
+
     /// The body marks `path` as a removed step: if the journal holds it (an older version of the
     /// code ran it), it takes its position as before and is not reported as unreached; if not,
     /// it takes nothing. Returns whether the journal held it.

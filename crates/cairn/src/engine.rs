@@ -3,7 +3,7 @@
 
 use crate::clock::{Clock, SystemClock, wall_now};
 use crate::registry::Registry;
-use crate::run::{PAUSED_BY_REQUEST, RunShared, drive};
+use crate::run::{Mode, PAUSED_BY_REQUEST, RunShared, drive};
 use crate::{Client, Ctx, EngineError, Interrupt, WorkflowError};
 use cairn_journal::{Event, JournalEntry};
 use cairn_store::{Append, ClaimRequest, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store};
@@ -101,6 +101,32 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Local {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        registry: Registry,
+        config: Config,
+        remote_notices: bool,
+    ) -> Local {
+        Local {
+            store,
+            clock,
+            registry,
+            drain_for: Mutex::new(config.shutdown_grace),
+            config,
+            active: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashMap::new()),
+            running: AtomicUsize::new(0),
+            at_capacity: AtomicBool::new(false),
+            claiming: AtomicBool::new(false),
+            remote_notices,
+            claimer: Notify::new(),
+            waiters: Mutex::new(HashMap::new()),
+            draining: CancellationToken::new(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
     /// Wakes the claim loop: something may be ready.
     pub(crate) fn wake_claimer(&self) {
         self.claimer.notify_one();
@@ -238,8 +264,8 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
             return None;
         }
     };
-    let poisoned = (run.recoveries > max).then_some(run.recoveries);
-    let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(local), state, poisoned));
+    let mode = if run.recoveries > max { Mode::Poisoned(run.recoveries) } else { Mode::Live };
+    let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(local), state, mode));
     lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
     lock(&local.loading).remove(&run.id);
     if run.cancel_requested {
@@ -517,23 +543,7 @@ impl EngineBuilder {
         }
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
         let notices = store.notices();
-        let local = Arc::new(Local {
-            store: Arc::clone(&store),
-            clock: Arc::clone(&self.clock),
-            registry: self.registry,
-            drain_for: Mutex::new(self.config.shutdown_grace),
-            config: self.config,
-            active: Mutex::new(HashMap::new()),
-            loading: Mutex::new(HashMap::new()),
-            running: AtomicUsize::new(0),
-            at_capacity: AtomicBool::new(false),
-            claiming: AtomicBool::new(false),
-            remote_notices: notices.is_some(),
-            claimer: Notify::new(),
-            waiters: Mutex::new(HashMap::new()),
-            draining: CancellationToken::new(),
-            shutdown: CancellationToken::new(),
-        });
+        let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
         let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
         let heartbeat = tokio::spawn(heartbeat_loop(Arc::clone(&local)));
         if let Some(notices) = notices {

@@ -94,6 +94,13 @@ pub enum Interrupt {
         /// Claims from an expired lease in a row without progress.
         recoveries: u32,
     },
+    /// A replay check ([`crate::testing::replay`]) reached a step its journal does not hold
+    /// settled: a live run would execute or wait for it now.
+    #[error("the replay check stopped at `{path}`, where the journal ends")]
+    ReplayChecked {
+        /// The step.
+        path: StepPath,
+    },
 }
 
 impl Interrupt {

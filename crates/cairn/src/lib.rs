@@ -46,6 +46,7 @@ mod error;
 mod panic;
 mod registry;
 mod run;
+pub mod testing;
 
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 pub use cairn_store::{

@@ -46,10 +46,21 @@ pub(crate) struct RunShared {
     changed: Notify,
     /// Bumped when a signal may have arrived: delivered in this process, or reported by the store.
     signals_changed: watch::Sender<u64>,
-    /// `Some(recoveries)` when the run crashed its workers that many times in a row: its first new
-    /// step is not executed but parks the run as poison.
-    poisoned: Option<u32>,
+    mode: Mode,
     exec: Mutex<RunExec>,
+}
+
+/// How far a run's body may go on this worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Executes new steps.
+    Live,
+    /// The run crashed its workers this many times in a row: its first new step is not executed
+    /// but parks the run as poison.
+    Poisoned(u32),
+    /// A replay check ([`crate::testing::replay`]): nothing is executed or written; the body
+    /// stops at the first step its journal does not hold settled.
+    ReplayCheck,
 }
 
 struct RunExec {
@@ -114,7 +125,7 @@ impl Drop for Registration<'_> {
 }
 
 impl RunShared {
-    pub(crate) fn new(id: RunId, epoch: u64, local: Arc<Local>, state: RunState, poisoned: Option<u32>) -> Self {
+    pub(crate) fn new(id: RunId, epoch: u64, local: Arc<Local>, state: RunState, mode: Mode) -> Self {
         let cursor = ReplayCursor::new(&state);
         let last_seq = state.last_seq();
         let stop = CancellationToken::new();
@@ -126,7 +137,7 @@ impl RunShared {
             stop,
             changed: Notify::new(),
             signals_changed: watch::Sender::new(0),
-            poisoned,
+            mode,
             exec: Mutex::new(RunExec {
                 cursor,
                 last_seq,
@@ -186,6 +197,18 @@ impl RunShared {
         self.lock().refusal().map_or(Ok(()), Err)
     }
 
+    /// Why the run was interrupted, if it was.
+    pub(crate) fn interruption(&self) -> Option<Interrupt> {
+        self.lock().interrupt.clone()
+    }
+
+    /// After the body returned: the first journaled step it never asked for, if any, and how
+    /// many journaled steps it did ask for.
+    pub(crate) fn unreached(&self) -> (Result<(), cairn_journal::NonDeterminism>, usize) {
+        let exec = self.lock();
+        (exec.cursor.finish(), exec.cursor.replayed())
+    }
+
     /// The error for the body when it must stop.
     pub(crate) fn interrupted(&self) -> WorkflowError {
         let mut exec = self.lock();
@@ -199,14 +222,26 @@ impl RunShared {
         if let Some(refusal) = exec.refusal() {
             return Err(refusal);
         }
-        match exec.cursor.request(path, kind) {
-            Ok(Replayed::Known { ordinal }) => Ok(Begun { ordinal, record: exec.state.step(path).cloned() }),
-            Ok(Replayed::New { .. }) if self.poisoned.is_some() => {
-                drop(exec);
-                let recoveries = self.poisoned.unwrap_or_default();
-                self.interrupt(Interrupt::Poisoned { path: Some(path.clone()), recoveries });
-                Err(self.interrupted())
+        let replayed = exec.cursor.request(path, kind);
+        let record = exec.state.step(path).filter(|_| matches!(replayed, Ok(Replayed::Known { .. })));
+        let stop = match self.mode {
+            Mode::Live => None,
+            Mode::Poisoned(recoveries) if record.is_none() && replayed.is_ok() => {
+                Some(Interrupt::Poisoned { path: Some(path.clone()), recoveries })
             }
+            Mode::ReplayCheck if replayed.is_ok() && !record.is_some_and(StepRecord::is_settled) => {
+                Some(Interrupt::ReplayChecked { path: path.clone() })
+            }
+            Mode::Poisoned(_) | Mode::ReplayCheck => None,
+        };
+        let record = record.cloned();
+        if let Some(why) = stop {
+            drop(exec);
+            self.interrupt(why);
+            return Err(self.interrupted());
+        }
+        match replayed {
+            Ok(Replayed::Known { ordinal }) => Ok(Begun { ordinal, record }),
             Ok(Replayed::New { ordinal }) => Ok(Begun { ordinal, record: None }),
             Err(error) => {
                 drop(exec);
@@ -268,6 +303,9 @@ impl RunShared {
         let stopping = self.lock().interrupt.as_ref().is_some_and(|why| !why.lets_steps_finish());
         if stopping {
             return Err(self.interrupted());
+        }
+        if self.mode == Mode::ReplayCheck {
+            return Ok(());
         }
         self.append_raw(events, RunUpdate::Progress, consume).await.map_err(|error| {
             self.interrupt(match error {
@@ -552,7 +590,7 @@ fn record(
         (None, Outcome::Panicked(message)) => Some(park(body_panicked(&message))),
         (None, Outcome::Suspend(plan)) => Some((Vec::new(), plan)),
         (None, Outcome::Returned(Ok(output))) => {
-            let unreached = shared.lock().cursor.finish();
+            let (unreached, _) = shared.unreached();
             let limit = shared.local.config.max_payload_bytes;
             match unreached {
                 Err(error) => Some(park(error.to_string())),
