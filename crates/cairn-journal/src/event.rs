@@ -23,6 +23,9 @@ pub enum Event {
         version: u32,
         /// The run's input.
         input: Box<RawValue>,
+        /// When the run fails with a timeout if it has not ended (absent: no deadline).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<Timestamp>,
     },
     /// A step's body returned a value, which is now the step's result forever.
     StepCompleted {

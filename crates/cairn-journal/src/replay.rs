@@ -230,7 +230,12 @@ mod tests {
         let mut entries = vec![JournalEntry::new(
             1,
             Timestamp::from_millis(0),
-            Event::Started { workflow: "w".into(), version: 1, input: RawValue::from_string("null".into()).unwrap() },
+            Event::Started {
+                workflow: "w".into(),
+                version: 1,
+                input: RawValue::from_string("null".into()).unwrap(),
+                deadline: None,
+            },
         )];
         for (i, (path, ordinal)) in steps.iter().enumerate() {
             entries.push(JournalEntry::new(

@@ -168,6 +168,7 @@ pub struct RunState {
     workflow: String,
     version: u32,
     input: Option<Box<RawValue>>,
+    deadline: Option<Timestamp>,
     phase: RunPhase,
     steps: HashMap<StepPath, StepRecord>,
     consumed_signals: HashSet<SignalId>,
@@ -188,6 +189,7 @@ impl RunState {
             workflow: String::new(),
             version: 0,
             input: None,
+            deadline: None,
             phase: RunPhase::Active,
             steps: HashMap::new(),
             consumed_signals: HashSet::new(),
@@ -271,10 +273,11 @@ impl RunState {
         self.check(entry.seq, &entry.event)?;
         self.last_seq = entry.seq;
         match &entry.event {
-            Event::Started { workflow, version, input } => {
+            Event::Started { workflow, version, input, deadline } => {
                 self.workflow.clone_from(workflow);
                 self.version = *version;
                 self.input = Some(input.clone());
+                self.deadline = *deadline;
             }
             Event::StepCompleted { path, ordinal, attempt, output, .. } => {
                 self.set_step(
@@ -348,6 +351,11 @@ impl RunState {
         self.input.as_deref()
     }
 
+    /// When the run times out, if it has a deadline.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.deadline
+    }
+
     /// Whether the run has ended, and how.
     pub fn phase(&self) -> &RunPhase {
         &self.phase
@@ -390,7 +398,7 @@ mod tests {
         StepPath::parse(s).unwrap()
     }
     fn started() -> Event {
-        Event::Started { workflow: "w".into(), version: 1, input: raw("null") }
+        Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None }
     }
     fn fold(events: Vec<Event>) -> Result<RunState, TransitionError> {
         let entries: Vec<_> = events

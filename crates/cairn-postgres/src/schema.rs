@@ -62,6 +62,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 3: pause requests and the recovery count (poison runs).
     "ALTER TABLE {schema}.runs ADD COLUMN pause_requested BOOLEAN NOT NULL DEFAULT false,
         ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;",
+    // 4: run deadlines, retention (the sweeper's indexes hold ended runs only), restarts.
+    "ALTER TABLE {schema}.runs ADD COLUMN deadline_at BIGINT, ADD COLUMN retention_ms BIGINT,
+        ADD COLUMN delete_after BIGINT, ADD COLUMN restarted_from TEXT COLLATE \"C\";
+    CREATE INDEX runs_delete_after ON {schema}.runs (delete_after) WHERE delete_after IS NOT NULL;
+    CREATE INDEX runs_completed ON {schema}.runs (completed_at) WHERE completed_at IS NOT NULL;
+    CREATE INDEX runs_restarted_from ON {schema}.runs (restarted_from) WHERE restarted_from IS NOT NULL;",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

@@ -146,7 +146,7 @@ fn backend(error: impl std::fmt::Display) -> StoreError {
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries";
+     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from";
 
 /// Every statement, with the schema name filled in once.
 struct Sql {
@@ -218,10 +218,14 @@ impl Sql {
             // when anything was inserted (the cross join makes the `woke` CTE run).
             create_batch: format!(
                 "WITH ins AS (
-                     INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
-                     SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at, 1
-                     FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[])
-                         AS i(id, workflow, version, input, key, created_at)
+                     INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
+                         last_seq, deadline_at, retention_ms, restarted_from)
+                     SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at,
+                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from
+                     FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
+                                 $14::bigint[], $15::bigint[], $16::bigint[], $17::text[])
+                         AS i(id, workflow, version, input, key, created_at, last_seq, deadline_at, retention_ms,
+                              restarted_from)
                      ON CONFLICT DO NOTHING
                      RETURNING id),
                  {journal},
@@ -239,6 +243,7 @@ impl Sql {
                  WHERE ($1::text IS NULL OR workflow = $1) AND ($2::text IS NULL OR status = $2)
                    AND ($3::bigint IS NULL OR created_at >= $3) AND ($4::bigint IS NULL OR created_at < $4)
                    AND ($5::bigint IS NULL OR (created_at, id) < ($5, $6::text))
+                   AND ($8::text IS NULL OR restarted_from = $8)
                  ORDER BY created_at DESC, id DESC LIMIT $7"
             ),
             journal: format!("SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 ORDER BY seq"),
@@ -303,8 +308,9 @@ impl Sql {
                 "UPDATE {s}.runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2 WHERE id = $1"
             ),
             insert_run: format!(
-                "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, 1) ON CONFLICT DO NOTHING RETURNING id"
+                "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
+                     last_seq, deadline_at, retention_ms, restarted_from)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING RETURNING id"
             ),
             lock_by_key: format!(
                 "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
@@ -320,7 +326,7 @@ impl Sql {
             cancel_now: format!(
                 "UPDATE {s}.runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
                      status = 'cancelled', suspend_reason = NULL, error = $4, completed_at = $3, wake_at = NULL,
-                     lease_owner = NULL, lease_expires_at = NULL
+                     lease_owner = NULL, lease_expires_at = NULL, delete_after = $3 + retention_ms
                  WHERE id = $1"
             ),
             next_wake: format!(
@@ -341,6 +347,7 @@ impl Sql {
                          output = CASE WHEN i.finish THEN i.output ELSE r.output END,
                          error = CASE WHEN i.finish THEN i.error ELSE r.error END,
                          completed_at = CASE WHEN i.finish THEN i.completed_at ELSE r.completed_at END,
+                         delete_after = CASE WHEN i.finish THEN i.completed_at + r.retention_ms ELSE r.delete_after END,
                          wake_at = CASE WHEN i.finish THEN NULL ELSE r.wake_at END,
                          lease_owner = CASE WHEN i.finish THEN NULL ELSE r.lease_owner END,
                          lease_expires_at = CASE WHEN i.finish THEN NULL ELSE r.lease_expires_at END
@@ -360,7 +367,7 @@ impl Sql {
             )),
             finish: append(
                 ", status = $12, suspend_reason = NULL, output = $13, error = $14, completed_at = $15, wake_at = NULL,
-                 lease_owner = NULL, lease_expires_at = NULL",
+                 lease_owner = NULL, lease_expires_at = NULL, delete_after = $15 + retention_ms",
             ),
             release: append(
                 ", status = 'pending', suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL",
@@ -391,6 +398,11 @@ fn journal_cte(s: &str, first: usize, gate: &str) -> String {
         p(4),
         p(5)
     )
+}
+
+/// A duration as stored: whole milliseconds.
+fn duration_ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
@@ -424,6 +436,13 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         cancel_requested: row.try_get(17).map_err(backend)?,
         pause_requested: row.try_get(18).map_err(backend)?,
         recoveries: u32::try_from(row.try_get::<_, i32>(19).map_err(backend)?).unwrap_or(0),
+        deadline: get_ts(20)?,
+        retention: row
+            .try_get::<_, Option<i64>>(21)
+            .map_err(backend)?
+            .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+        delete_after: get_ts(22)?,
+        restarted_from: row.try_get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
     })
 }
 
@@ -715,14 +734,15 @@ async fn create_batch(
     sql: &Sql,
     runs: &[&NewRun],
 ) -> Result<Vec<Result<CreatedRun, StoreError>>, StoreError> {
-    let started: Vec<Event> = runs
-        .iter()
-        .map(|run| Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() })
-        .collect();
+    let initial: Vec<Vec<Event>> = runs.iter().map(|run| run.initial_journal()).collect();
     let mut rows = JournalColumns::default();
-    for (run, event) in runs.iter().zip(&started) {
-        rows.push(&run.id, 0, run.created_at, std::slice::from_ref(event));
+    for (run, events) in runs.iter().zip(&initial) {
+        rows.push(&run.id, 0, run.created_at, events);
     }
+    let last_seqs: Vec<i64> = runs.iter().map(|r| r.last_seq() as i64).collect();
+    let deadlines: Vec<Option<i64>> = runs.iter().map(|r| r.deadline.map(Timestamp::as_millis)).collect();
+    let retentions: Vec<Option<i64>> = runs.iter().map(|r| r.retention.map(duration_ms)).collect();
+    let restarted: Vec<Option<&str>> = runs.iter().map(|r| r.restarted_from.as_ref().map(RunId::as_str)).collect();
     let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     let workflows: Vec<&str> = runs.iter().map(|r| r.workflow.as_str()).collect();
     let versions: Vec<i32> = runs.iter().map(|r| r.version as i32).collect();
@@ -731,8 +751,8 @@ async fn create_batch(
     let created_ats: Vec<i64> = runs.iter().map(|r| r.created_at.as_millis()).collect();
     let statement = client.prepare_cached(&sql.create_batch).await.map_err(backend)?;
     let runs_params: [&(dyn ToSql + Sync); 6] = [&ids, &workflows, &versions, &inputs, &keys, &created_ats];
-    let params: Vec<&(dyn ToSql + Sync)> =
-        runs_params.into_iter().chain(rows.params()).chain([&sql.schema as &(dyn ToSql + Sync)]).collect();
+    let more: [&(dyn ToSql + Sync); 5] = [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted];
+    let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(more).collect();
     let inserted = client.query(&statement, &params).await.map_err(backend)?;
     let inserted: HashSet<&str> =
         inserted.iter().map(|row| row.try_get::<_, &str>(0)).collect::<Result<_, _>>().map_err(backend)?;
@@ -1175,18 +1195,20 @@ impl PostgresStore {
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
         let statement = tx.prepare_cached(&sql.insert_run).await.map_err(backend)?;
-        let params: [&(dyn ToSql + Sync); 6] = [
+        let params: [&(dyn ToSql + Sync); 10] = [
             &run.id.as_str(),
             &run.workflow,
             &(run.version as i32),
             &run.input.get(),
             &run.idempotency_key,
             &run.created_at.as_millis(),
+            &(run.last_seq() as i64),
+            &run.deadline.map(Timestamp::as_millis),
+            &run.retention.map(duration_ms),
+            &run.restarted_from.as_ref().map(RunId::as_str),
         ];
         let created = if tx.query_opt(&statement, &params).await.map_err(backend)?.is_some() {
-            let started =
-                Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
-            insert_events(&tx, sql, &run.id, 0, run.created_at, &[started]).await?;
+            insert_events(&tx, sql, &run.id, 0, run.created_at, &run.initial_journal()).await?;
             notify(&tx, sql, "").await?;
             CreatedRun { run: RunRecord::pending(&run), created: true }
         } else {
@@ -1286,6 +1308,7 @@ impl Store for PostgresStore {
                         &cursor_at,
                         &cursor_id,
                         &limit,
+                        &filter.restarted_from.as_ref().map(RunId::as_str),
                     ],
                 )
                 .await?;
@@ -1439,14 +1462,7 @@ mod tests {
         let t = Timestamp::from_millis;
         for id in ids {
             let input = serde_json::value::RawValue::from_string("{}".to_owned()).unwrap();
-            let new = NewRun {
-                id: RunId::new(*id),
-                workflow: "w".into(),
-                version: 1,
-                input,
-                idempotency_key: None,
-                created_at: t(1),
-            };
+            let new = NewRun::new(RunId::new(*id), "w", 1, input, t(1));
             store.create_run(new).await.unwrap();
         }
         let claim = ClaimRequest {

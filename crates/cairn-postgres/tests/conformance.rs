@@ -28,17 +28,7 @@ async fn appends_submitted_together_keep_their_own_outcomes() {
     let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
     let t = Timestamp::from_millis;
     for i in 0..12 {
-        store
-            .create_run(NewRun {
-                id: RunId::new(format!("r{i}")),
-                workflow: "w".into(),
-                version: 1,
-                input: raw("1"),
-                idempotency_key: None,
-                created_at: t(i),
-            })
-            .await
-            .unwrap();
+        store.create_run(NewRun::new(RunId::new(format!("r{i}")), "w", 1, raw("1"), t(i))).await.unwrap();
     }
     let claimed = store
         .claim(&ClaimRequest {

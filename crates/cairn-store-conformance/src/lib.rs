@@ -29,14 +29,9 @@ fn t(ms: i64) -> Timestamp {
 }
 
 fn new_run(id: &str, workflow: &str, key: Option<&str>, at: i64) -> NewRun {
-    NewRun {
-        id: RunId::new(id),
-        workflow: workflow.into(),
-        version: 1,
-        input: raw(r#"{"n":1}"#),
-        idempotency_key: key.map(Into::into),
-        created_at: t(at),
-    }
+    let mut run = NewRun::new(RunId::new(id), workflow, 1, raw(r#"{"n":1}"#), t(at));
+    run.idempotency_key = key.map(Into::into);
+    run
 }
 
 fn wf(name: &str) -> Vec<WorkflowKey> {

@@ -178,10 +178,11 @@ impl Inner {
             return Err(StoreError::DuplicateRunId(run.id));
         }
         let record = RunRecord::pending(&run);
-        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input };
         // Room for a typical run's journal, so appends rarely reallocate under the lock.
-        let mut journal = Vec::with_capacity(16);
-        journal.push(JournalEntry::new(1, run.created_at, started));
+        let mut journal = Vec::with_capacity(16 + run.prefix.len());
+        for (i, event) in run.initial_journal().into_iter().enumerate() {
+            journal.push(JournalEntry::new(i as u64 + 1, run.created_at, event));
+        }
         self.journals.insert(run.id.clone(), journal);
         if let Some(key) = run.idempotency_key {
             self.idempotency.insert((run.workflow, key), run.id.clone());
@@ -256,6 +257,7 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
             run.output = output;
             run.error = error;
             run.completed_at = Some(at);
+            run.delete_after = RunRecord::delete_after_end(run.retention, at);
         }
         RunUpdate::Release => run.status = RunStatus::Pending,
         RunUpdate::Park { error } => {
@@ -271,6 +273,7 @@ fn matches_filter(run: &RunRecord, filter: &RunFilter) -> bool {
         && filter.status.is_none_or(|s| run.status == s)
         && filter.created_after.is_none_or(|t| run.created_at >= t)
         && filter.created_before.is_none_or(|t| run.created_at < t)
+        && filter.restarted_from.as_ref().is_none_or(|r| run.restarted_from.as_ref() == Some(r))
         && filter.cursor.as_ref().is_none_or(|c| (run.created_at, &run.id) < (c.created_at, &c.id))
 }
 

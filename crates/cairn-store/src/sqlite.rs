@@ -192,13 +192,28 @@ CREATE INDEX IF NOT EXISTS signals_run ON signals(run_id, id);
 ALTER TABLE runs ADD COLUMN pause_requested INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;
 ",
+    // 3: run deadlines, retention, restarts.
+    "
+ALTER TABLE runs ADD COLUMN deadline_at INTEGER;
+ALTER TABLE runs ADD COLUMN retention_ms INTEGER;
+ALTER TABLE runs ADD COLUMN delete_after INTEGER;
+ALTER TABLE runs ADD COLUMN restarted_from TEXT;
+CREATE INDEX IF NOT EXISTS runs_delete_after ON runs(delete_after) WHERE delete_after IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_completed ON runs(completed_at) WHERE completed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_restarted_from ON runs(restarted_from) WHERE restarted_from IS NOT NULL;
+",
 ];
 
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries";
+     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from";
+
+/// A duration as stored: whole milliseconds.
+pub(crate) fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
@@ -232,6 +247,13 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
             cancel_requested: row.get::<_, i64>(17).map_err(backend)? != 0,
             pause_requested: row.get::<_, i64>(18).map_err(backend)? != 0,
             recoveries: row.get::<_, i64>(19).map_err(backend)? as u32,
+            deadline: ts(row.get(20).map_err(backend)?),
+            retention: row
+                .get::<_, Option<i64>>(21)
+                .map_err(backend)?
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+            delete_after: ts(row.get(22).map_err(backend)?),
+            restarted_from: row.get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
         })
     })();
     Ok(record)
@@ -563,15 +585,28 @@ impl Writer {
         let inserted = self
             .conn
             .prepare_cached(
-                "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq)
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, 1) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
+                     deadline_at, retention_ms, restarted_from)
+                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (id) DO NOTHING",
             )?
-            .execute(params![run.id.as_str(), run.workflow, run.version, run.input.get(), run.idempotency_key, at])?;
+            .execute(params![
+                run.id.as_str(),
+                run.workflow,
+                run.version,
+                run.input.get(),
+                run.idempotency_key,
+                at,
+                run.last_seq() as i64,
+                run.deadline.map(Timestamp::as_millis),
+                run.retention.map(duration_ms),
+                run.restarted_from.as_ref().map(RunId::as_str),
+            ])?;
         if inserted == 0 {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
         }
-        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
-        self.insert_event(&run.id, 1, run.created_at, &started, &started.to_json())?;
+        for (i, event) in run.initial_journal().iter().enumerate() {
+            self.insert_event(&run.id, i as u64 + 1, run.created_at, event, &event.to_json())?;
+        }
         Ok(CreatedRun { run: RunRecord::pending(run), created: true })
     }
 
@@ -648,7 +683,8 @@ impl Writer {
             ),
             RunUpdate::Finish { status, output, error, at } => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = ?6, suspend_reason = NULL, output = ?7,
-                     error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                     error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                     delete_after = ?9 + retention_ms
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
                 vec![
                     Box::new(status.as_str()),
@@ -853,7 +889,7 @@ impl Writer {
             .prepare_cached(
                 "UPDATE runs SET cancel_requested = 1, epoch = epoch + 1, last_seq = ?2, updated_at = ?3,
                      status = 'cancelled', suspend_reason = NULL, error = ?4, completed_at = ?3, wake_at = NULL,
-                     lease_owner = NULL, lease_expires_at = NULL
+                     lease_owner = NULL, lease_expires_at = NULL, delete_after = ?3 + retention_ms
                  WHERE id = ?1",
             )?
             .execute(params![request.run_id.as_str(), seq as i64, request.at.as_millis(), request.reason])?;
@@ -912,7 +948,7 @@ impl Store for SqliteStore {
                     "SELECT {RUN_COLUMNS} FROM runs
                      WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
                        AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4)
-                       AND (?5 IS NULL OR (created_at, id) < (?5, ?6))
+                       AND (?5 IS NULL OR (created_at, id) < (?5, ?6)) AND (?8 IS NULL OR restarted_from = ?8)
                      ORDER BY created_at DESC, id DESC LIMIT ?7"
                 ))
                 .map_err(backend)?;
@@ -925,7 +961,8 @@ impl Store for SqliteStore {
                     filter.created_before.map(Timestamp::as_millis),
                     cursor_at,
                     cursor_id,
-                    (size + 1) as i64
+                    (size + 1) as i64,
+                    filter.restarted_from.as_ref().map(RunId::as_str)
                 ],
             )?;
             Ok(RunPage::cut(runs, size))

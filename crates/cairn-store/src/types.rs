@@ -2,6 +2,7 @@ use cairn_journal::{Event, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
+use std::time::Duration;
 
 /// A run's identity: caller-given or generated, unique in a store forever.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -196,6 +197,19 @@ pub struct RunRecord {
     /// stalled) without committing anything since: the engine parks it as poison past a limit.
     #[serde(default)]
     pub recoveries: u32,
+    /// When the run fails with a timeout if it has not ended (journaled in its `started` event).
+    #[serde(default)]
+    pub deadline: Option<Timestamp>,
+    /// How long the run is kept once it has ended (`None`: forever, unless a sweeper's maximum
+    /// applies).
+    #[serde(default)]
+    pub retention: Option<Duration>,
+    /// When a sweeper may delete the ended run: its end plus its retention.
+    #[serde(default)]
+    pub delete_after: Option<Timestamp>,
+    /// The run this one restarts (it began with a prefix of that run's journal).
+    #[serde(default)]
+    pub restarted_from: Option<RunId>,
 }
 
 impl RunRecord {
@@ -224,11 +238,31 @@ impl RunRecord {
             lease_owner: None,
             lease_expires_at: None,
             epoch: 0,
-            last_seq: 1,
+            last_seq: run.last_seq(),
             cancel_requested: false,
             pause_requested: false,
             recoveries: 0,
+            deadline: run.deadline,
+            retention: run.retention,
+            delete_after: None,
+            restarted_from: run.restarted_from.clone(),
         }
+    }
+
+    /// The run's first journal event, rebuilt from the row (a new run's journal holds nothing
+    /// else, so a worker need not read it).
+    pub fn started(&self) -> Event {
+        Event::Started {
+            workflow: self.workflow.clone(),
+            version: self.version,
+            input: self.input.clone(),
+            deadline: self.deadline,
+        }
+    }
+
+    /// When a run ending at `at` may be deleted, by its retention.
+    pub fn delete_after_end(retention: Option<Duration>, at: Timestamp) -> Option<Timestamp> {
+        retention.map(|r| at + r)
     }
 }
 
@@ -247,9 +281,63 @@ pub struct NewRun {
     pub idempotency_key: Option<String>,
     /// Creation time.
     pub created_at: Timestamp,
+    /// When the run fails with a timeout if it has not ended.
+    pub deadline: Option<Timestamp>,
+    /// How long the run is kept once it has ended (`None`: forever).
+    pub retention: Option<Duration>,
+    /// The run this one restarts.
+    pub restarted_from: Option<RunId>,
+    /// Events the journal holds after `started` from the outset (a restart's copy of the
+    /// original's journal up to the restart point). Stores write them as given.
+    pub prefix: Vec<Event>,
 }
 
 impl NewRun {
+    /// A run with no deadline, no retention, no restart link and no journal prefix.
+    pub fn new(
+        id: RunId,
+        workflow: impl Into<String>,
+        version: u32,
+        input: Box<RawValue>,
+        created_at: Timestamp,
+    ) -> Self {
+        NewRun {
+            id,
+            workflow: workflow.into(),
+            version,
+            input,
+            idempotency_key: None,
+            created_at,
+            deadline: None,
+            retention: None,
+            restarted_from: None,
+            prefix: Vec::new(),
+        }
+    }
+
+    /// The run's first journal event.
+    pub fn started(&self) -> Event {
+        Event::Started {
+            workflow: self.workflow.clone(),
+            version: self.version,
+            input: self.input.clone(),
+            deadline: self.deadline,
+        }
+    }
+
+    /// The run's whole initial journal: `started`, then the prefix.
+    pub fn initial_journal(&self) -> Vec<Event> {
+        let mut events = Vec::with_capacity(1 + self.prefix.len());
+        events.push(self.started());
+        events.extend(self.prefix.iter().cloned());
+        events
+    }
+
+    /// The last sequence number of the initial journal.
+    pub fn last_seq(&self) -> u64 {
+        1 + self.prefix.len() as u64
+    }
+
     /// For signal-with-start: `existing`, the run that holds this run's id or idempotency key,
     /// as the run to signal (`created: false`). Refused if it belongs to another workflow (the id
     /// is taken) or has ended.
@@ -284,6 +372,8 @@ pub struct RunFilter {
     pub created_after: Option<Timestamp>,
     /// Created before.
     pub created_before: Option<Timestamp>,
+    /// Only restarts of this run.
+    pub restarted_from: Option<RunId>,
     /// Page size (default 100, at most 1000).
     pub limit: Option<usize>,
     /// Continue after this cursor (from [`RunPage::next_cursor`]).

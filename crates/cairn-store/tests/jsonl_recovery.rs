@@ -24,13 +24,10 @@ fn step(name: &str, ordinal: u32, output: &str) -> Event {
 async fn seeded(dir: &std::path::Path) -> RunRecord {
     let store = JsonlStore::open(dir).unwrap();
     store
-        .create_run(NewRun {
-            id: RunId::new("run/1 ü"),
-            workflow: "order".into(),
-            version: 1,
-            input: raw(r#"{"n":1}"#),
-            idempotency_key: Some("k".into()),
-            created_at: Timestamp::from_millis(1),
+        .create_run({
+            let mut run = NewRun::new(RunId::new("run/1 ü"), "order", 1, raw(r#"{"n":1}"#), Timestamp::from_millis(1));
+            run.idempotency_key = Some("k".into());
+            run
         })
         .await
         .unwrap();
@@ -97,13 +94,10 @@ async fn a_reopened_store_reads_back_everything_committed() {
     assert_eq!(signals[0].consumed_seq, Some(4), "the consumption survived");
     // The idempotency key survived too.
     let again = store
-        .create_run(NewRun {
-            id: RunId::new("other"),
-            workflow: "order".into(),
-            version: 1,
-            input: raw("{}"),
-            idempotency_key: Some("k".into()),
-            created_at: Timestamp::from_millis(9),
+        .create_run({
+            let mut run = NewRun::new(RunId::new("other"), "order", 1, raw("{}"), Timestamp::from_millis(9));
+            run.idempotency_key = Some("k".into());
+            run
         })
         .await
         .unwrap();

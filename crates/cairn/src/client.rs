@@ -77,10 +77,18 @@ pub struct StartRun<'a> {
     client: &'a Client,
     workflow: String,
     input: Result<Box<RawValue>, ClientError>,
+    options: StartOptions,
+    signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
+}
+
+/// How a run is started, besides its workflow and input.
+#[derive(Debug, Clone, Default)]
+struct StartOptions {
     id: Option<String>,
     idempotency_key: Option<String>,
     version: Option<u32>,
-    signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
+    timeout: Option<Duration>,
+    retention: Option<Duration>,
 }
 
 impl StartRun<'_> {
@@ -96,19 +104,36 @@ impl StartRun<'_> {
 
     /// Use this run id instead of a generated one (unique per store, forever).
     pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.id = Some(id.into());
+        self.options.id = Some(id.into());
         self
     }
 
     /// Starting again with the same workflow and key returns the existing run (`created: false`).
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
+        self.options.idempotency_key = Some(key.into());
         self
     }
 
     /// Pin this version instead of the newest registered.
     pub fn version(mut self, version: u32) -> Self {
-        self.version = Some(version);
+        self.options.version = Some(version);
+        self
+    }
+
+    /// A deadline for the whole run, `limit` from now (default: none). At the deadline the run
+    /// ends `failed` with a timeout error (`[CAIRN-E0110]`); steps in flight see their
+    /// cancellation tokens fire and their late results are discarded. The deadline is
+    /// journaled, so it holds across restarts (a paused run times out when it is resumed).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.options.timeout = Some(limit);
+        self
+    }
+
+    /// How long the run is kept once it has ended, overriding the workflow's retention (see
+    /// [`EngineBuilder::retention`](crate::EngineBuilder::retention)); an engine's
+    /// [maximum](crate::EngineBuilder::max_retention) still applies.
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.options.retention = Some(keep);
         self
     }
 }
@@ -120,7 +145,7 @@ impl<'a> IntoFuture for StartRun<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let input = self.input?;
-            let run = self.client.new_run(&self.workflow, input, self.id, self.idempotency_key, self.version)?;
+            let run = self.client.new_run(&self.workflow, input, self.options)?;
             match self.signal {
                 None => self.client.create(run).await,
                 Some((name, payload)) => {
@@ -216,9 +241,7 @@ impl Client {
             client: self,
             workflow: workflow.to_owned(),
             input: serde_json::value::to_raw_value(input).map_err(|e| ClientError::InvalidPayload(e.to_string())),
-            id: None,
-            idempotency_key: None,
-            version: None,
+            options: StartOptions::default(),
             signal: None,
         }
     }
@@ -232,21 +255,16 @@ impl Client {
         idempotency_key: Option<String>,
         version: Option<u32>,
     ) -> Result<RunHandle, ClientError> {
-        let run = self.new_run(workflow, input, id, idempotency_key, version)?;
+        let run =
+            self.new_run(workflow, input, StartOptions { id, idempotency_key, version, ..StartOptions::default() })?;
         self.create(run).await
     }
 
     /// A run to create, checked: the workflow and version exist (when this client knows its
     /// engine's workflows), the input decodes and fits, the id is valid.
-    fn new_run(
-        &self,
-        workflow: &str,
-        input: Box<RawValue>,
-        id: Option<String>,
-        idempotency_key: Option<String>,
-        version: Option<u32>,
-    ) -> Result<NewRun, ClientError> {
+    fn new_run(&self, workflow: &str, input: Box<RawValue>, options: StartOptions) -> Result<NewRun, ClientError> {
         self.check_size(&input)?;
+        let StartOptions { id, idempotency_key, version, timeout, retention } = options;
         let version = match &self.local {
             Some(local) => {
                 let version = match version {
@@ -274,7 +292,24 @@ impl Client {
             Some(id) => RunId::validate(&id)?,
             None => RunId::new(uuid::Uuid::now_v7().to_string()),
         };
-        Ok(NewRun { id, workflow: workflow.to_owned(), version, input, idempotency_key, created_at: self.clock.now() })
+        let now = self.clock.now();
+        let mut run = NewRun::new(id, workflow, version, input, now);
+        run.idempotency_key = idempotency_key;
+        run.deadline = timeout.map(|limit| now + limit);
+        run.retention = Some(self.retention_of(workflow, retention));
+        Ok(run)
+    }
+
+    /// How long a new run of `workflow` is kept once it has ended: `asked`, or the workflow's
+    /// retention, or [`DEFAULT_RETENTION`], clamped by the engine's maximum.
+    fn retention_of(&self, workflow: &str, asked: Option<Duration>) -> Duration {
+        let local = self.local.as_ref();
+        let keep =
+            asked.or_else(|| local.and_then(|l| l.registry.retention(workflow))).unwrap_or(crate::DEFAULT_RETENTION);
+        match local.and_then(|l| l.config.max_retention) {
+            Some(max) => keep.min(max),
+            None => keep,
+        }
     }
 
     async fn create(&self, run: NewRun) -> Result<RunHandle, ClientError> {

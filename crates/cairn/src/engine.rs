@@ -5,7 +5,7 @@ use crate::clock::{Clock, SystemClock, wall_now};
 use crate::registry::Registry;
 use crate::run::{Mode, PAUSED_BY_REQUEST, RunShared, drive};
 use crate::{Client, Ctx, EngineError, Interrupt, WorkflowError};
-use cairn_journal::{Event, JournalEntry};
+use cairn_journal::JournalEntry;
 use cairn_store::{Append, ClaimRequest, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -29,6 +29,7 @@ pub(crate) struct Config {
     pub(crate) max_payload_bytes: usize,
     pub(crate) max_recoveries: u32,
     pub(crate) shutdown_grace: Duration,
+    pub(crate) max_retention: Option<Duration>,
 }
 
 /// How a run ended on this worker, as its watchers learn it without reading the store.
@@ -49,6 +50,9 @@ pub const DEFAULT_MAX_RECOVERIES: u32 = 10;
 /// How long a shutdown lets steps in flight finish by default.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
+/// How long an ended run is kept by default before a sweeper deletes it: 30 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -60,6 +64,7 @@ impl Default for Config {
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             max_recoveries: DEFAULT_MAX_RECOVERIES,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            max_retention: None,
         }
     }
 }
@@ -239,8 +244,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         return Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) });
     }
     let journal = if run.last_seq <= 1 {
-        let started = Event::Started { workflow: run.workflow.clone(), version: run.version, input: run.input.clone() };
-        Ok(vec![JournalEntry::new(1, run.created_at, started)])
+        Ok(vec![JournalEntry::new(1, run.created_at, run.started())])
     } else {
         local.store.read_journal(&run.id).await
     };
@@ -526,6 +530,22 @@ impl EngineBuilder {
     /// (`[CAIRN-E0109]`, naming the step it reaches) instead of crash-looping every worker.
     pub fn max_recoveries(mut self, recoveries: u32) -> Self {
         self.config.max_recoveries = recoveries;
+        self
+    }
+
+    /// How long ended runs of workflow `name` (every version) are kept before a sweeper deletes
+    /// them (default [`DEFAULT_RETENTION`], 30 days); a run's own
+    /// [`retention`](crate::StartRun::retention) overrides it.
+    pub fn retention(mut self, name: &str, keep: Duration) -> Self {
+        self.registry.set_retention(name, keep);
+        self
+    }
+
+    /// The longest any ended run is kept, whatever its workflow or its start asked for (default:
+    /// no maximum). Runs this engine's client starts are clamped to it, and its sweeper deletes
+    /// ended runs older than it whoever started them.
+    pub fn max_retention(mut self, keep: Duration) -> Self {
+        self.config.max_retention = Some(keep);
         self
     }
 

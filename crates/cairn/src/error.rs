@@ -94,6 +94,10 @@ pub enum Interrupt {
         /// Claims from an expired lease in a row without progress.
         recoveries: u32,
     },
+    /// The run's deadline (see [`StartRun::timeout`](crate::StartRun::timeout)) passed: it
+    /// fails with this error.
+    #[error("[CAIRN-E0110] the run timed out: its deadline passed before it finished")]
+    TimedOut,
     /// A replay check ([`crate::testing::replay`]) reached a step its journal does not hold
     /// settled: a live run would execute or wait for it now.
     #[error("the replay check stopped at `{path}`, where the journal ends")]

@@ -58,7 +58,9 @@ pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
 pub use client::{Client, RunHandle, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use ctx::{Ctx, EventFilter, Step};
-pub use engine::{DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder};
+pub use engine::{
+    DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
+};
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
 
 /// The journal layer, for tools that read journals.

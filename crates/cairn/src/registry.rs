@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub(crate) type BodyFuture = Pin<Box<dyn Future<Output = Result<Box<RawValue>, WorkflowError>> + Send + 'static>>;
 type ErasedBody = Arc<dyn Fn(Ctx, Box<RawValue>) -> BodyFuture + Send + Sync>;
@@ -24,6 +25,7 @@ pub(crate) struct Registered {
 pub(crate) struct Registry {
     workflows: HashMap<(String, u32), Registered>,
     latest: BTreeMap<String, u32>,
+    retention: HashMap<String, Duration>,
 }
 
 impl Registry {
@@ -59,6 +61,15 @@ impl Registry {
 
     pub(crate) fn get(&self, name: &str, version: u32) -> Option<&Registered> {
         self.workflows.get(&(name.to_owned(), version))
+    }
+
+    pub(crate) fn set_retention(&mut self, name: &str, keep: Duration) {
+        self.retention.insert(name.to_owned(), keep);
+    }
+
+    /// How long ended runs of `name` are kept, if set at registration.
+    pub(crate) fn retention(&self, name: &str) -> Option<Duration> {
+        self.retention.get(name).copied()
     }
 
     pub(crate) fn latest(&self, name: &str) -> Option<u32> {

@@ -47,6 +47,8 @@ pub(crate) struct RunShared {
     /// Bumped when a signal may have arrived: delivered in this process, or reported by the store.
     signals_changed: watch::Sender<u64>,
     mode: Mode,
+    /// When the run times out (from its `started` event).
+    deadline: Option<Timestamp>,
     exec: Mutex<RunExec>,
 }
 
@@ -128,6 +130,7 @@ impl RunShared {
     pub(crate) fn new(id: RunId, epoch: u64, local: Arc<Local>, state: RunState, mode: Mode) -> Self {
         let cursor = ReplayCursor::new(&state);
         let last_seq = state.last_seq();
+        let deadline = state.deadline();
         let stop = CancellationToken::new();
         Self {
             id,
@@ -138,6 +141,7 @@ impl RunShared {
             changed: Notify::new(),
             signals_changed: watch::Sender::new(0),
             mode,
+            deadline,
             exec: Mutex::new(RunExec {
                 cursor,
                 last_seq,
@@ -480,7 +484,11 @@ impl RunShared {
         }
         let any_wait = exec.suspensions.values().any(|s| s.waits_for_signal);
         let earliest = exec.suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
-        let wake_at = earliest.and_then(|s| s.wake_at);
+        // A run with a deadline is woken by it at the latest, to time out.
+        let wake_at = match (earliest.and_then(|s| s.wake_at), self.deadline) {
+            (Some(wake), Some(deadline)) => Some(wake.min(deadline)),
+            (wake, deadline) => wake.or(deadline),
+        };
         let reason = earliest.map_or(SuspendReason::Waiting, |s| s.reason);
         Some(RunUpdate::Suspend { reason, wake_at, signals_after: any_wait.then_some(exec.signals_seen), now })
     }
@@ -498,9 +506,23 @@ enum Outcome {
 /// how the run ended, if it ended here.
 pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFuture) -> Option<Ended> {
     let mut body = Box::pin(crate::panic::caught(body));
+    // Interrupts the run at its deadline; never completes.
+    let deadline = async {
+        if let Some(at) = shared.deadline {
+            shared.local.clock.sleep_until(at).await;
+            shared.interrupt(Interrupt::TimedOut);
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::pin!(deadline);
+    if shared.deadline.is_some_and(|at| at <= shared.now()) {
+        // Past its deadline already (woken by it, or resumed late): the body may not start a step.
+        shared.interrupt(Interrupt::TimedOut);
+    }
     let outcome = loop {
         tokio::select! {
             biased;
+            () = &mut deadline => {}
             result = &mut body => break match result {
                 Ok(result) => Outcome::Returned(result),
                 Err(message) => Outcome::Panicked(message),
@@ -583,6 +605,7 @@ fn record(
             let reason = "cancelled".to_owned();
             Some((vec![Event::Cancelled { reason: reason.clone() }], finish(RunStatus::Cancelled, None, Some(reason))))
         }
+        (Some(Interrupt::TimedOut), _) => Some(failed(Interrupt::TimedOut.to_string())),
         (Some(why @ (Interrupt::NonDeterminism(_) | Interrupt::Poisoned { .. })), _) => Some(park(why.to_string())),
         (Some(Interrupt::Paused), _) => Some(park(PAUSED_BY_REQUEST.to_owned())),
         (Some(Interrupt::ShuttingDown), _) => Some((Vec::new(), RunUpdate::Release)),

@@ -135,14 +135,13 @@ async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
     let (store, _dir) = sqlite();
     let wall = || cairn::Timestamp::from_system_time(std::time::SystemTime::now());
     store
-        .create_run(NewRun {
-            id: cairn::RunId::new("orphan"),
-            workflow: "forever".into(),
-            version: 1,
-            input: serde_json::value::to_raw_value(&()).unwrap(),
-            idempotency_key: None,
-            created_at: wall(),
-        })
+        .create_run(NewRun::new(
+            cairn::RunId::new("orphan"),
+            "forever",
+            1,
+            serde_json::value::to_raw_value(&()).unwrap(),
+            wall(),
+        ))
         .await
         .unwrap();
     // A worker that claims the run for 300 ms and then disappears without a trace.
