@@ -392,6 +392,70 @@ pub async fn finished_runs_refuse_signals_and_cancels(store: DynStore) {
     assert!(store.claim(&claim_req("w1", "order", 10_000)).await.expect("claim").is_empty());
 }
 
+/// A run created with a deadline, a retention, a restart link and a journal prefix keeps them all;
+/// its journal continues after the prefix; restarts are listed by the run they restart.
+pub async fn new_runs_keep_their_options(store: DynStore) {
+    store.create_run(new_run("orig", "order", None, 1)).await.expect("create");
+    let mut run = new_run("again", "order", None, 2);
+    run.deadline = Some(t(5_000));
+    run.retention = Some(std::time::Duration::from_millis(100));
+    run.restarted_from = Some(RunId::new("orig"));
+    run.prefix = vec![step("a", 0)];
+    let created = store.create_run(run).await.expect("create").run;
+    let row = store.get_run(&created.id).await.expect("get").expect("exists");
+    for row in [&created, &row] {
+        assert_eq!((row.deadline, row.last_seq), (Some(t(5_000)), 2));
+        assert_eq!(row.retention, Some(std::time::Duration::from_millis(100)));
+        assert_eq!(row.restarted_from, Some(RunId::new("orig")));
+    }
+    let journal = store.read_journal(&row.id).await.expect("journal");
+    assert!(matches!(journal[0].event, Event::Started { deadline: Some(d), .. } if d == t(5_000)));
+    let state = RunState::fold(&journal).expect("folds");
+    assert!(state.step(&StepPath::parse("a").expect("path")).is_some());
+    let claimed = store.claim(&claim_req("w1", "order", 10)).await.expect("claim");
+    let claimed = claimed.into_iter().find(|r| r.id == row.id).expect("claimed");
+    assert_eq!(claimed.last_seq, 2);
+    store.append(progress(&claimed, vec![step("b", 1)])).await.expect("append after the prefix");
+    let filter = RunFilter { restarted_from: Some(RunId::new("orig")), ..RunFilter::default() };
+    let restarts: Vec<_> = store.list_runs(&filter).await.expect("list").runs.into_iter().map(|r| r.id).collect();
+    assert_eq!(restarts, [RunId::new("again")]);
+    // Signal-with-start keeps them too.
+    let mut run = new_run("signalled", "order", None, 3);
+    run.deadline = Some(t(9));
+    run.retention = Some(std::time::Duration::from_millis(7));
+    let signal = StartSignal { name: "go".into(), payload: raw("1") };
+    store.start_with_signal(run, signal).await.expect("start with signal");
+    let row = store.get_run(&RunId::new("signalled")).await.expect("get").expect("exists");
+    assert_eq!((row.deadline, row.retention), (Some(t(9)), Some(std::time::Duration::from_millis(7))));
+}
+
+/// A run that ends (finished by its worker, or cancelled while idle) may be deleted from its end
+/// plus its retention; a run without retention is kept.
+pub async fn ending_sets_delete_after(store: DynStore) {
+    let keep = |id: &str, at: i64, ms: Option<u64>| {
+        let mut run = new_run(id, "order", None, at);
+        run.retention = ms.map(std::time::Duration::from_millis);
+        run
+    };
+    store.create_run(keep("kept", 1, Some(100))).await.expect("create");
+    store.create_run(keep("forever", 2, None)).await.expect("create");
+    for run in store.claim(&claim_req("w1", "order", 10)).await.expect("claim") {
+        let mut finish = progress(&run, vec![Event::Completed { output: raw("1") }]);
+        finish.update =
+            RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(20) };
+        store.append(finish).await.expect("finish");
+    }
+    store.create_run(keep("idle", 3, Some(1_000))).await.expect("create");
+    store.cancel(control(&RunId::new("idle"), 30)).await.expect("cancel");
+    let delete_after = |id: &'static str| {
+        let store = Arc::clone(&store);
+        async move { store.get_run(&RunId::new(id)).await.expect("get").expect("exists").delete_after }
+    };
+    assert_eq!(delete_after("kept").await, Some(t(120)));
+    assert_eq!(delete_after("forever").await, None);
+    assert_eq!(delete_after("idle").await, Some(t(1_030)));
+}
+
 /// Cancelling an idle run ends it at once; a held run is flagged for its worker.
 pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
@@ -621,7 +685,8 @@ macro_rules! conformance_tests {
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
                 list_filters_and_pages, pause_and_resume_idle_runs, pause_held_runs_by_flag,
-                reclaims_count_recoveries_until_progress, start_with_signal_is_atomic);
+                reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
+                ending_sets_delete_after);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

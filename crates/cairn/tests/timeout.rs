@@ -1,0 +1,124 @@
+//! Run deadlines (`start(..).timeout(d)`): journaled, so they hold across engine restarts; at the
+//! deadline the run fails, steps in flight see their cancellation tokens fire and late results
+//! are discarded.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use cairn::journal::Event;
+use cairn::prelude::*;
+use cairn::{Clock, ManualClock, RunStatus, SqliteStore};
+use common::{Counter, clock, wait_for_status};
+use std::path::Path;
+use std::time::Duration;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn sleeper(
+    after: &Counter,
+) -> impl Fn(Ctx, ()) -> std::pin::Pin<Box<dyn Future<Output = Result<u8, WorkflowError>> + Send>> + Send + Sync + 'static
+{
+    let after = after.clone();
+    move |ctx: Ctx, (): ()| {
+        let after = after.clone();
+        Box::pin(async move {
+            ctx.step("before", || async { Ok::<_, StepError>(1u8) }).await?;
+            ctx.sleep("long", 60 * MINUTE).await?;
+            ctx.step("after", || {
+                after.hit();
+                async { Ok::<_, StepError>(2u8) }
+            })
+            .await
+        })
+    }
+}
+
+async fn engine(path: &Path, clock: &ManualClock, after: &Counter) -> Engine {
+    Engine::builder()
+        .store(SqliteStore::open(path).unwrap())
+        .clock(clock.clone())
+        .register("sleeper", 1, sleeper(after))
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_holds_across_an_engine_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cairn.db");
+    let clock = clock();
+    let after = Counter::default();
+    let first = engine(&path, &clock, &after).await;
+    let started_at = clock.now();
+    let run = first.start("sleeper", &()).timeout(10 * MINUTE).await.unwrap().id().clone();
+    let suspended = wait_for_status(&first, &run, RunStatus::Suspended).await;
+    let deadline = started_at + 10 * MINUTE;
+    assert_eq!(suspended.deadline, Some(deadline));
+    assert_eq!(suspended.wake_at, Some(deadline), "a suspended run wakes by its deadline at the latest");
+    let journal = first.journal(&run).await.unwrap();
+    assert!(matches!(journal[0].event, Event::Started { deadline: Some(d), .. } if d == deadline));
+    first.shutdown().await;
+
+    // A new engine (the same code) takes over; the deadline passes while the run sleeps.
+    let second = engine(&path, &clock, &after).await;
+    clock.advance(10 * MINUTE);
+    let error = second.result::<u8>(&run).await.unwrap_err().to_string();
+    assert!(error.contains("CAIRN-E0110"), "{error}");
+    let failed = second.get(&run).await.unwrap();
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert_eq!(after.get(), 0, "nothing after the deadline ran");
+    let journal = second.journal(&run).await.unwrap();
+    assert!(matches!(&journal.last().unwrap().event, Event::Failed { error } if error.contains("CAIRN-E0110")));
+    second.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_in_flight_at_the_deadline_is_cancelled_and_its_result_discarded() {
+    let (store, _dir) = common::sqlite();
+    let clock = clock();
+    let (entered, saw_cancel) = (Counter::default(), Counter::default());
+    let workflow = {
+        let (entered, saw_cancel) = (entered.clone(), saw_cancel.clone());
+        move |ctx: Ctx, (): ()| {
+            let (entered, saw_cancel) = (entered.clone(), saw_cancel.clone());
+            async move {
+                let token = ctx.cancellation_token();
+                ctx.step("slow", move || {
+                    let (entered, saw_cancel, token) = (entered.clone(), saw_cancel.clone(), token.clone());
+                    async move {
+                        // Work the step hands off watches the token too, beyond the step's own future.
+                        let watcher = token.clone();
+                        tokio::spawn(async move {
+                            watcher.cancelled().await;
+                            saw_cancel.hit();
+                        });
+                        entered.hit();
+                        token.cancelled().await;
+                        Ok::<_, StepError>(7u8) // a late result
+                    }
+                })
+                .await
+            }
+        }
+    };
+    let engine =
+        Engine::builder().store(store).clock(clock.clone()).register("slow", 1, workflow).start().await.unwrap();
+    let run = engine.start("slow", &()).timeout(5 * MINUTE).await.unwrap();
+    while entered.get() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    clock.advance(5 * MINUTE);
+    let error = run.result::<u8>().await.unwrap_err().to_string();
+    assert!(error.contains("CAIRN-E0110"), "{error}");
+    while saw_cancel.get() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await; // the step's cancellation token fired
+    }
+    let journal = engine.journal(run.id()).await.unwrap();
+    assert!(journal.iter().all(|e| !matches!(e.event, Event::StepCompleted { .. })), "the late result was discarded");
+    // A run without a timeout has no deadline.
+    let plain = engine.start("slow", &()).await.unwrap();
+    assert_eq!(engine.get(plain.id()).await.unwrap().deadline, None);
+    engine.cancel(plain.id()).await.unwrap();
+    engine.shutdown().await;
+}
