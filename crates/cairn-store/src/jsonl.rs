@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[serde(rename_all = "snake_case")]
 enum Line {
     Event { seq: u64, at: Timestamp, event: Event },
-    Row { run: RunRecord, consumed: Option<(SignalId, u64)> },
+    Row { run: Box<RunRecord>, consumed: Option<(SignalId, u64)> },
 }
 
 /// How an event line is written; reads back as [`Line::Event`] without cloning the event.
@@ -128,13 +128,13 @@ fn load_journal(path: &Path) -> Result<Option<Loaded>, StoreError> {
             Ok(Line::Event { seq, at, event }) => pending.push(JournalEntry::new(seq, at, event)),
             Ok(Line::Row { run, consumed }) => {
                 let loaded = committed.get_or_insert_with(|| Loaded {
-                    run: run.clone(),
+                    run: (*run).clone(),
                     journal: Vec::new(),
                     consumed: Vec::new(),
                 });
                 loaded.journal.append(&mut pending);
                 loaded.consumed.extend(consumed);
-                loaded.run = run;
+                loaded.run = *run;
                 committed_len = *end;
             }
             Err(error) => {
@@ -269,7 +269,7 @@ impl JsonlStore {
             .ok_or_else(|| StoreError::Corrupt(format!("run {id} vanished from memory")))?;
         let stem = file_stem(id);
         let summary = encode(&run)?;
-        lines.push(encode(&Line::Row { run, consumed })?);
+        lines.push(encode(&Line::Row { run: Box::new(run), consumed })?);
         self.write_lines(&self.inner.runs_dir.join(format!("{stem}.jsonl")), &lines)?;
         // The sidecar is a convenience copy; the journal file is the truth, so a failure here is
         // repaired at the next commit and by the next open.
