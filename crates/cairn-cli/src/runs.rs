@@ -130,6 +130,20 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Start a new run that restarts an ended run from a step: the original's journal before
+    /// that step is kept (those steps do not run again), the step and all after it run anew.
+    Restart {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The ended run's id.
+        id: String,
+        /// The step (or scope) to run again from, as `runs show` lists its path.
+        #[arg(long = "from-step", value_name = "PATH")]
+        from_step: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a run.
     Cancel {
         #[command(flatten)]
@@ -140,6 +154,20 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The runs that restart `id`.
+async fn restarts_of(client: &Client, id: &RunId) -> Result<Vec<RunId>> {
+    let mut filter = RunFilter { restarted_from: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
+    let mut restarts = Vec::new();
+    loop {
+        let page = client.list(&filter).await?;
+        restarts.extend(page.runs.into_iter().map(|r| r.id));
+        match page.next_cursor {
+            Some(cursor) => filter.cursor = Some(cursor),
+            None => return Ok(restarts),
+        }
+    }
 }
 
 async fn open(store: &StoreArgs) -> Result<Client> {
@@ -175,6 +203,9 @@ pub(crate) fn run_json(run: &RunRecord) -> Value {
         "steps": run.last_seq,
         "recoveries": run.recoveries,
         "pause_requested": run.pause_requested,
+        "deadline": opt_time(run.deadline),
+        "delete_after": opt_time(run.delete_after),
+        "restarted_from": run.restarted_from.as_ref().map(RunId::as_str),
     })
 }
 
@@ -317,10 +348,12 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let run = client.get(&id).await?;
             let journal = client.journal(&id).await?;
             let signals = client.signals(&id).await?;
+            let restarts = restarts_of(&client, &id).await?;
             if json {
                 let mut summary = run_json(&run);
                 summary["input"] = raw_json(&run.input);
                 summary["output"] = run.output.as_deref().map_or(Value::Null, raw_json);
+                summary["restarts"] = json!(restarts.iter().map(RunId::as_str).collect::<Vec<_>>());
                 let out = json!({
                     "run": summary,
                     "journal": journal.iter().map(entry_json).collect::<Vec<_>>(),
@@ -337,6 +370,15 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 }
                 if let Some(at) = run.wake_at {
                     out!("wakes     {}", time(at));
+                }
+                if let Some(at) = run.deadline {
+                    out!("deadline  {}", time(at));
+                }
+                if let Some(original) = &run.restarted_from {
+                    out!("restarts  {original}");
+                }
+                for restart in &restarts {
+                    out!("restarted as {restart}");
                 }
                 out!("input     {}", run.input.get());
                 if let Some(output) = &run.output {
@@ -423,6 +465,19 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{id} paused");
             } else {
                 out!("{id} is running: its worker will pause it at its next step boundary");
+            }
+        }
+        RunsCommand::Restart { store, id, from_step, json } => {
+            let client = open(&store).await?;
+            let id = RunId::new(id);
+            let restarted = client.restart(&id, &from_step).await?;
+            if json {
+                out!(
+                    "{}",
+                    json!({ "run": restarted.id().as_str(), "restarted_from": id.as_str(), "from_step": from_step })
+                );
+            } else {
+                out!("{} restarts {id} from `{from_step}`: a worker serving its version runs it", restarted.id());
             }
         }
         RunsCommand::Resume { store, id, json } => {

@@ -196,3 +196,54 @@ async fn an_exported_journal_replays() {
     let error = replay(&journal, renamed).await.unwrap_err();
     assert!(error.to_string().contains("`one`"), "{error}");
 }
+
+/// `runs restart ID --from-step PATH`: the JSON contract, the link shown on both runs, and bad
+/// input (unknown run, unknown step, a run that has not ended) that leaves the store unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_restart() {
+    use cairn::prelude::*;
+    async fn fails(ctx: Ctx, (): ()) -> Result<u32, WorkflowError> {
+        ctx.step("ok", || async { Ok::<_, StepError>(1u32) }).await?;
+        ctx.step("bad", || async { Err::<u32, _>(StepError::terminal("no")) }).await
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("restart.db");
+    let engine =
+        Engine::builder().store(SqliteStore::open(&db).unwrap()).register("fails", 1, fails).start().await.unwrap();
+    let run = engine.start("fails", &()).id("run-f").await.unwrap();
+    assert!(run.result::<u32>().await.is_err());
+    engine.shutdown().await;
+    seed(&db).await; // two pending runs: run-a, run-b
+    let db = db.to_str().unwrap();
+
+    let list = || stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    let before = list();
+    for (args, code) in [
+        (vec!["nope", "--from-step", "ok"], "CAIRN-E0301"),
+        (vec!["run-f", "--from-step", "missing"], "CAIRN-E0307"),
+        (vec!["run-a", "--from-step", "ok"], "CAIRN-E0306"),
+    ] {
+        let output = cairn(&[&["runs", "restart"][..], &args, &["--db", db, "--json"]].concat());
+        assert!(!output.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains(code), "{args:?}");
+    }
+    assert_eq!(list(), before, "bad restarts change nothing");
+
+    let restarted = stdout_json(&cairn(&["runs", "restart", "run-f", "--from-step", "bad", "--db", db, "--json"]));
+    assert_eq!((restarted["restarted_from"].as_str(), restarted["from_step"].as_str()), (Some("run-f"), Some("bad")));
+    let new_id = restarted["run"].as_str().unwrap().to_owned();
+    let shown = stdout_json(&cairn(&["runs", "show", &new_id, "--db", db, "--json"]));
+    assert_eq!(shown["run"]["restarted_from"], "run-f");
+    assert_eq!(shown["run"]["status"], "pending");
+    let kinds: Vec<&str> = shown["journal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_object().unwrap().keys().next().unwrap().as_str())
+        .collect();
+    assert_eq!(kinds, ["started", "step_completed"], "the journal up to `bad`");
+    let original = stdout_json(&cairn(&["runs", "show", "run-f", "--db", db, "--json"]));
+    assert_eq!(original["run"]["restarts"], serde_json::json!([new_id]));
+    let text = String::from_utf8(cairn(&["runs", "show", "run-f", "--db", db]).stdout).unwrap();
+    assert!(text.contains(&format!("restarted as {new_id}")), "{text}");
+}

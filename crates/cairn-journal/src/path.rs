@@ -112,7 +112,22 @@ impl StepPath {
         }
     }
 
-    /// Whether this is the root path.
+    /// Whether this path is `scope` or lies under it (`a/b` is within `a`; `ab` is not).
+    ///
+    /// ```
+    /// use cairn_journal::StepPath;
+    /// let p = |s| StepPath::parse(s).unwrap();
+    /// assert!(p("a/b").is_within(&p("a")) && p("a").is_within(&p("a")));
+    /// assert!(!p("ab").is_within(&p("a")) && !p("a").is_within(&p("a/b")));
+    /// ```
+    pub fn is_within(&self, scope: &StepPath) -> bool {
+        match self.0.strip_prefix(scope.0.as_str()) {
+            Some(rest) => rest.is_empty() || scope.0.is_empty() || rest.starts_with('/'),
+            None => false,
+        }
+    }
+
+    /// Whether this is the run's top level (the empty path).
     pub fn is_root(&self) -> bool {
         self.0.is_empty()
     }

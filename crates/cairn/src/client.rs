@@ -3,7 +3,7 @@
 use crate::ClientError;
 use crate::clock::{Clock, SystemClock, wall_now};
 use crate::engine::{DEFAULT_MAX_PAYLOAD_BYTES, Local};
-use cairn_journal::{JournalEntry, SignalId};
+use cairn_journal::{JournalEntry, SignalId, StepPath};
 use cairn_store::{
     CancelOutcome, ControlRequest, NewRun, NewSignal, Notice, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage,
     RunRecord, RunStatus, SignalRecord, StartSignal, Store,
@@ -469,6 +469,44 @@ impl Client {
             }
         }
         Ok(outcome)
+    }
+
+    /// Starts a new run that restarts run `id` from step `from`: same workflow, version and
+    /// input, and the original's journal up to (not including) the first entry of `from` (a step
+    /// path, or a scope: the first entry of any step under it). Steps before that point are not
+    /// executed again; `from` and everything after it are. The new run (a new id) records the
+    /// original in `restarted_from`, and listing with
+    /// [`RunFilter::restarted_from`](cairn_store::RunFilter::restarted_from) finds the restarts of
+    /// a run. A run with a deadline gets one as far from the restart as the original's was from
+    /// its start. Only a run that has ended (completed, failed or cancelled) can be restarted;
+    /// a `from` its journal does not hold is refused ([`ClientError::UnknownStep`]) and nothing
+    /// is created.
+    pub async fn restart(&self, id: &RunId, from: &str) -> Result<RunHandle, ClientError> {
+        let original = self.get(id).await?;
+        if !original.status.is_terminal() {
+            return Err(ClientError::NotEnded { run_id: id.clone(), status: original.status });
+        }
+        let unknown = || ClientError::UnknownStep { run_id: id.clone(), path: from.to_owned() };
+        let from_path = StepPath::parse(from).map_err(|_| unknown())?;
+        if from_path.is_root() {
+            return Err(unknown());
+        }
+        let journal = self.store.read_journal(id).await?;
+        let at =
+            journal.iter().position(|e| e.event.path().is_some_and(|p| p.is_within(&from_path))).ok_or_else(unknown)?;
+        let now = self.clock.now();
+        let mut run = NewRun::new(
+            RunId::new(uuid::Uuid::now_v7().to_string()),
+            original.workflow.clone(),
+            original.version,
+            original.input.clone(),
+            now,
+        );
+        run.prefix = journal[1..at].iter().map(|e| e.event.clone()).collect();
+        run.restarted_from = Some(id.clone());
+        run.retention = original.retention;
+        run.deadline = original.deadline.map(|deadline| now + original.created_at.until(deadline));
+        self.create(run).await
     }
 
     /// A request to cancel or pause `id` now, for `reason`.

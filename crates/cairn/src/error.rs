@@ -217,6 +217,22 @@ pub enum ClientError {
         /// Its status.
         status: RunStatus,
     },
+    /// A restart was asked of a run that has not ended.
+    #[error("[CAIRN-E0306] run `{run_id}` is {status}: only a completed, failed or cancelled run can be restarted")]
+    NotEnded {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
+    /// A restart was asked from a step the run's journal does not hold.
+    #[error("[CAIRN-E0307] run `{run_id}` has no step `{path}` in its journal to restart from")]
+    UnknownStep {
+        /// The run.
+        run_id: RunId,
+        /// The path asked for.
+        path: String,
+    },
     /// The run ended without an output.
     #[error("run `{run_id}` ended {status}: {message}")]
     RunDidNotComplete {
