@@ -235,6 +235,9 @@ impl Store for CountingReads {
     ) -> cairn::store::StoreFuture<'_, (cairn::store::CreatedRun, cairn::journal::SignalId)> {
         self.inner.start_with_signal(run, signal)
     }
+    fn prune(&self, request: cairn::store::PruneRequest) -> cairn::store::StoreFuture<'_, Vec<cairn::RunId>> {
+        self.inner.prune(request)
+    }
     fn next_wake_at<'a>(
         &'a self,
         workflows: &'a [cairn::store::WorkflowKey],

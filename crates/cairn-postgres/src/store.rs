@@ -4,8 +4,8 @@ use crate::schema::{MIGRATIONS, valid_schema_name};
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    Notice, PageCursor, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
-    SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
+    Notice, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
+    RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -182,6 +182,8 @@ struct Sql {
     finish: String,
     release: String,
     park: String,
+    prune_candidates: String,
+    prune: String,
 }
 
 impl Sql {
@@ -209,7 +211,24 @@ impl Sql {
                  SELECT count(*) FROM upd"
             )
         };
+        // Ended runs past their retention (or ended before $2), through the two partial indexes.
+        let candidates = format!(
+            "(SELECT id FROM {s}.runs WHERE delete_after <= $1 AND status IN ('completed', 'failed', 'cancelled')
+              UNION
+              SELECT id FROM {s}.runs WHERE $2::bigint IS NOT NULL AND completed_at < $2
+                AND status IN ('completed', 'failed', 'cancelled'))"
+        );
         Sql {
+            // Rows another sweeper (or anything else) holds are skipped, so sweepers never wait for
+            // each other or for claims, and each run is deleted once.
+            prune: format!(
+                "WITH doomed AS (
+                     SELECT id FROM {s}.runs WHERE id IN {candidates} ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
+                 j AS (DELETE FROM {s}.journal WHERE run_id IN (SELECT id FROM doomed)),
+                 g AS (DELETE FROM {s}.signals WHERE run_id IN (SELECT id FROM doomed))
+                 DELETE FROM {s}.runs WHERE id IN (SELECT id FROM doomed) RETURNING id"
+            ),
+            prune_candidates: format!("SELECT id FROM {candidates} AS c ORDER BY id LIMIT $3"),
             schema: schema.to_owned(),
             get_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1"),
             by_key: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2"),
@@ -1437,6 +1456,21 @@ impl Store for PostgresStore {
     fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
         self.listen();
         Some(self.wakeups.notices.subscribe())
+    }
+
+    fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let text = if request.dry_run { &self.sql.prune_candidates } else { &self.sql.prune };
+            let statement = client.prepare_cached(text).await.map_err(backend)?;
+            let params: [&(dyn ToSql + Sync); 3] = [
+                &request.now.as_millis(),
+                &request.ended_before.map(Timestamp::as_millis),
+                &i64::try_from(request.limit).unwrap_or(i64::MAX),
+            ];
+            let rows = client.query(&statement, &params).await.map_err(backend)?;
+            rows.iter().map(|row| row.try_get::<_, String>(0).map(RunId::new).map_err(backend)).collect()
+        })
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

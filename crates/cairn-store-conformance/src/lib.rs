@@ -456,6 +456,75 @@ pub async fn ending_sets_delete_after(store: DynStore) {
     assert_eq!(delete_after("idle").await, Some(t(1_030)));
 }
 
+/// Pruning deletes ended runs past their retention (or ended before a cut-off) with their journals
+/// and signals, in bounded batches; never a run that has not ended.
+pub async fn prune_deletes_ended_runs_past_retention(store: DynStore) {
+    let keep = |id: &str, at: i64, ms: Option<u64>| {
+        let mut run = new_run(id, "order", Some(id), at);
+        run.retention = ms.map(std::time::Duration::from_millis);
+        run
+    };
+    for (id, ms) in [("old", Some(10)), ("young", Some(1_000)), ("forever", None)] {
+        store.create_run(keep(id, 1, ms)).await.expect("create");
+    }
+    for run in store.claim(&claim_req("w1", "order", 10)).await.expect("claim") {
+        let mut finish = progress(&run, vec![Event::Completed { output: raw("1") }]);
+        finish.update =
+            RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(20) };
+        store.append(finish).await.expect("finish");
+    }
+    store
+        .send_signal(NewSignal { run_id: RunId::new("old"), name: "x".into(), payload: raw("1"), sent_at: t(15) })
+        .await
+        .expect_err("finished runs refuse signals");
+    store.create_run(keep("cancelled", 2, Some(5))).await.expect("create");
+    store.cancel(control(&RunId::new("cancelled"), 25)).await.expect("cancel");
+    // Unfinished runs of every status, all with a retention long past.
+    store.create_run(keep("asleep", 3, Some(1))).await.expect("create");
+    let asleep = claim_one(&store, "order", 30).await;
+    suspend_sleeping(&store, &asleep, 1_000_000, 30).await;
+    store.create_run(keep("running", 4, Some(1))).await.expect("create");
+    claim_one(&store, "order", 30).await;
+    store.create_run(keep("paused", 5, Some(1))).await.expect("create");
+    store.pause(control(&RunId::new("paused"), 30)).await.expect("pause");
+    store.create_run(keep("pending", 6, Some(1))).await.expect("create");
+    let all = ["old", "young", "forever", "cancelled", "asleep", "running", "paused", "pending"];
+
+    let request = |limit: usize, dry_run: bool, ended_before: Option<i64>| PruneRequest {
+        now: t(100),
+        ended_before: ended_before.map(t),
+        limit,
+        dry_run,
+    };
+    let ids = |runs: Vec<RunId>| {
+        let mut ids: Vec<String> = runs.into_iter().map(|r| r.as_str().to_owned()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(store.prune(request(10, true, None)).await.expect("dry run")), ["cancelled", "old"]);
+    for id in all {
+        assert!(store.get_run(&RunId::new(id)).await.expect("get").is_some(), "a dry run deletes nothing");
+    }
+    let first = store.prune(request(1, false, None)).await.expect("prune");
+    let second = store.prune(request(1, false, None)).await.expect("prune");
+    assert_eq!((first.len(), second.len()), (1, 1), "batches are bounded");
+    assert!(store.prune(request(10, false, None)).await.expect("prune").is_empty());
+    for id in ["cancelled", "old"] {
+        let id = RunId::new(id);
+        assert!(store.get_run(&id).await.expect("get").is_none());
+        assert!(store.read_journal(&id).await.map(|j| j.is_empty()).unwrap_or(true));
+        assert!(store.signals(&id).await.map(|s| s.is_empty()).unwrap_or(true));
+    }
+    // A cut-off deletes every run that ended before it, whatever its retention.
+    let cut = ids(store.prune(request(10, false, Some(21))).await.expect("prune"));
+    assert_eq!(cut, ["forever", "young"]);
+    for id in ["asleep", "running", "paused", "pending"] {
+        assert!(store.get_run(&RunId::new(id)).await.expect("get").is_some(), "{id} has not ended: kept");
+    }
+    // A deleted run's id and idempotency key are free again.
+    assert!(store.create_run(keep("old", 200, None)).await.expect("create").created);
+}
+
 /// Cancelling an idle run ends it at once; a held run is flagged for its worker.
 pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
@@ -686,7 +755,7 @@ macro_rules! conformance_tests {
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
                 list_filters_and_pages, pause_and_resume_idle_runs, pause_held_runs_by_flag,
                 reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
-                ending_sets_delete_after);
+                ending_sets_delete_after, prune_deletes_ended_runs_past_retention);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -2,8 +2,8 @@
 
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, MemoryStore,
-    NewRun, NewSignal, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, SignalRecord, StartSignal,
-    Store, StoreError, StoreFuture, WorkflowKey,
+    NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, SignalRecord,
+    StartSignal, Store, StoreError, StoreFuture, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -356,6 +356,28 @@ impl JsonlStore {
         Ok(outcome)
     }
 
+    /// Deletes the runs in memory, then their files (the journal file last: a run whose journal
+    /// file is left is loaded again on the next open, and pruned again).
+    fn prune_now(&self, request: PruneRequest) -> Result<Vec<RunId>, StoreError> {
+        let _writes = self.writing()?;
+        let dry_run = request.dry_run;
+        let doomed = ready(self.inner.memory.prune(request))?;
+        if !dry_run {
+            for id in &doomed {
+                let stem = file_stem(id);
+                for suffix in ["summary.json", "signals.jsonl", "jsonl"] {
+                    let path = self.inner.runs_dir.join(format!("{stem}.{suffix}"));
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(io("cannot delete", &path, e)),
+                    }
+                }
+            }
+        }
+        Ok(doomed)
+    }
+
     fn cancel_now(&self, request: ControlRequest) -> Result<CancelOutcome, StoreError> {
         let _writes = self.writing()?;
         let id = request.run_id.clone();
@@ -428,6 +450,10 @@ impl Store for JsonlStore {
     fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
         let result = self.start_with_signal_now(run, signal);
         Box::pin(async move { result })
+    }
+
+    fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
+        Box::pin(async move { self.prune_now(request) })
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

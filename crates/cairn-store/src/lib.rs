@@ -87,6 +87,13 @@ pub trait Store: Send + Sync + 'static {
     /// refuses it ([`StoreError::RunFinished`]) and nothing is stored.
     fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)>;
 
+    /// Deletes up to `request.limit` ended runs (completed, failed or cancelled) past their
+    /// retention (or ended before `request.ended_before`), with their journals and signals, in
+    /// one transaction; returns their ids (with `dry_run`, the ids it would delete). Never a run
+    /// that has not ended. Safe to run from many workers at once: each run is deleted once, and
+    /// claims are not blocked.
+    fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>>;
+
     /// The earliest `wake_at` among suspended runs of these workflows.
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
 

@@ -1,7 +1,7 @@
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord, StartSignal,
-    Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
+    PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
+    SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -478,6 +478,27 @@ impl Store for MemoryStore {
             Ok((created, id))
         })();
         Box::pin(async move { result })
+    }
+
+    fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
+        let mut inner = self.lock();
+        let mut doomed: Vec<RunId> =
+            inner.runs.values().filter(|run| request.selects(run)).map(|run| run.id.clone()).collect();
+        doomed.sort();
+        doomed.truncate(request.limit);
+        if !request.dry_run {
+            for id in &doomed {
+                if let Some(run) = inner.runs.remove(id)
+                    && let Some(key) = run.idempotency_key
+                {
+                    inner.idempotency.remove(&(run.workflow, key));
+                }
+                inner.journals.remove(id);
+                inner.signals.remove(id);
+            }
+        }
+        drop(inner);
+        Box::pin(async move { Ok(doomed) })
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

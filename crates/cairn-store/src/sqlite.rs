@@ -2,8 +2,8 @@
 
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    PageCursor, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, SignalRecord,
-    StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
+    PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
+    SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
 };
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -106,6 +106,7 @@ enum Command {
     Pause(ControlRequest, Reply<PauseOutcome>),
     Resume(ResumeRequest, Reply<()>),
     StartWithSignal(NewRun, StartSignal, Reply<(CreatedRun, SignalId)>),
+    Prune(PruneRequest, Reply<Vec<RunId>>),
 }
 
 enum Output {
@@ -117,6 +118,7 @@ enum Output {
     Cancel(CancelOutcome),
     Pause(PauseOutcome),
     Started(Box<(CreatedRun, SignalId)>),
+    Pruned(Vec<RunId>),
 }
 
 /// A command's failure; `dirty` when it may have written part of its change before failing.
@@ -279,11 +281,16 @@ fn configure(conn: &Connection, options: &SqliteOptions, cache_kib: u32) -> Resu
         Durability::Normal => "NORMAL",
     };
     conn.execute_batch(&format!(
-        "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = OFF; PRAGMA cache_size = -{cache_kib};"
+        "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = OFF; PRAGMA cache_size = -{cache_kib};
+         PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};"
     ))
     .map_err(backend)?;
     Ok(())
 }
+
+/// The WAL file is cut back to this size whenever a checkpoint lets it restart, so a burst of
+/// writes does not leave it at its high-water size.
+const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path` with default options.
@@ -558,7 +565,40 @@ impl Writer {
             Command::StartWithSignal(run, signal, _) => {
                 self.start_with_signal(run, signal).map(|started| Output::Started(Box::new(started)))
             }
+            Command::Prune(request, _) => self.prune(request).map(Output::Pruned),
         }
+    }
+
+    fn prune(&mut self, request: &PruneRequest) -> Result<Vec<RunId>, Failure> {
+        let doomed: Vec<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM runs WHERE delete_after <= ?1 AND status IN ('completed', 'failed', 'cancelled')
+                 UNION
+                 SELECT id FROM runs WHERE ?2 IS NOT NULL AND completed_at < ?2
+                   AND status IN ('completed', 'failed', 'cancelled')
+                 ORDER BY id LIMIT ?3",
+            )?
+            .query_map(
+                params![request.now.as_millis(), request.ended_before.map(Timestamp::as_millis), request.limit as i64],
+                |r| r.get(0),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        if !request.dry_run {
+            for id in &doomed {
+                for sql in [
+                    "DELETE FROM journal WHERE run_id = ?1",
+                    "DELETE FROM signals WHERE run_id = ?1",
+                    "DELETE FROM runs WHERE id = ?1",
+                ] {
+                    self.conn
+                        .prepare_cached(sql)?
+                        .execute([id])
+                        .map_err(|e| Failure { error: backend(e), dirty: true })?;
+                }
+            }
+        }
+        Ok(doomed.into_iter().map(RunId::new).collect())
     }
 
     fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -917,6 +957,7 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
         Command::StartWithSignal(_, _, r) => {
             send(r, output, |o| if let Output::Started(v) = o { Some(*v) } else { None })
         }
+        Command::Prune(_, r) => send(r, output, |o| if let Output::Pruned(v) = o { Some(v) } else { None }),
     }
 }
 
@@ -1056,6 +1097,10 @@ impl Store for SqliteStore {
 
     fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
         Box::pin(self.send(|r| Command::StartWithSignal(run, signal, r)))
+    }
+
+    fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
+        Box::pin(self.send(|r| Command::Prune(request, r)))
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -493,6 +493,29 @@ pub struct ResumeRequest {
     pub at: Timestamp,
 }
 
+/// Which ended runs [`Store::prune`](crate::Store::prune) deletes.
+#[derive(Debug, Clone)]
+pub struct PruneRequest {
+    /// Now, by the engine's clock: runs whose `delete_after` is not later are deleted.
+    pub now: Timestamp,
+    /// Also every ended run that ended before this, whatever its retention (an engine's maximum
+    /// retention, or `cairn runs prune --older-than`).
+    pub ended_before: Option<Timestamp>,
+    /// Most runs deleted (one transaction).
+    pub limit: usize,
+    /// List the runs that would be deleted without deleting anything.
+    pub dry_run: bool,
+}
+
+impl PruneRequest {
+    /// Whether `run` is to be deleted: it has ended, and its retention (or `ended_before`) passed.
+    pub fn selects(&self, run: &RunRecord) -> bool {
+        run.status.is_terminal()
+            && (run.delete_after.is_some_and(|at| at <= self.now)
+                || self.ended_before.is_some_and(|before| run.completed_at.is_some_and(|at| at < before)))
+    }
+}
+
 /// What [`Store::pause`](crate::Store::pause) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PauseOutcome {
