@@ -144,6 +144,22 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete ended runs (completed, failed, cancelled) past their retention, with their journals
+    /// and signals, in batches of 1,000; never a run that has not ended.
+    Prune {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Also delete every ended run that ended longer ago than this (e.g. `90d`, `12h`),
+        /// whatever its retention.
+        #[arg(long = "older-than", value_name = "DURATION")]
+        older_than: Option<String>,
+        /// List what would be deleted, deleting nothing.
+        #[arg(long = "dry-run")]
+        dry_run: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a run.
     Cancel {
         #[command(flatten)]
@@ -478,6 +494,27 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 );
             } else {
                 out!("{} restarts {id} from `{from_step}`: a worker serving its version runs it", restarted.id());
+            }
+        }
+        RunsCommand::Prune { store, older_than, dry_run, json } => {
+            let older_than = older_than
+                .map(|text| {
+                    humantime::parse_duration(&text)
+                        .with_context(|| format!("--older-than {text:?} is not a duration (try `30d` or `12h`)"))
+                })
+                .transpose()?;
+            let client = open(&store).await?;
+            let runs = client.prune(older_than, dry_run).await?;
+            if json {
+                let ids: Vec<&str> = runs.iter().map(RunId::as_str).collect();
+                out!("{}", json!({ "deleted": if dry_run { 0 } else { runs.len() }, "dry_run": dry_run, "runs": ids }));
+            } else if dry_run {
+                out!("would delete {} ended runs", runs.len());
+                for id in &runs {
+                    out!("{id}");
+                }
+            } else {
+                out!("deleted {} ended runs", runs.len());
             }
         }
         RunsCommand::Resume { store, id, json } => {

@@ -247,3 +247,49 @@ async fn runs_restart() {
     let text = String::from_utf8(cairn(&["runs", "show", "run-f", "--db", db]).stdout).unwrap();
     assert!(text.contains(&format!("restarted as {new_id}")), "{text}");
 }
+
+/// `runs prune [--older-than D] [--dry-run] --json`: the contract, and bad input that changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_prune() {
+    use cairn::prelude::*;
+    async fn quick(ctx: Ctx, (): ()) -> Result<u8, WorkflowError> {
+        ctx.step("one", || async { Ok::<_, StepError>(1u8) }).await
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("prune.db");
+    let engine = Engine::builder()
+        .store(SqliteStore::open(&db).unwrap())
+        .register("quick", 1, quick)
+        .retention("quick", std::time::Duration::from_millis(1))
+        .sweep_every(None)
+        .start()
+        .await
+        .unwrap();
+    engine.start("quick", &()).id("short").await.unwrap().result::<u8>().await.unwrap();
+    engine.start("quick", &()).id("long").retention(std::time::Duration::from_secs(3600)).await.unwrap();
+    engine.client().result::<u8>(&RunId::new("long")).await.unwrap();
+    engine.shutdown().await;
+    seed(&db).await; // two pending runs
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await; // past the 1 ms retention
+    let db = db.to_str().unwrap();
+    let list = || stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    let before = list();
+    assert_eq!(before.as_array().unwrap().len(), 4);
+
+    let bad = cairn(&["runs", "prune", "--older-than", "soon", "--db", db, "--json"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--older-than"));
+    let dry = stdout_json(&cairn(&["runs", "prune", "--dry-run", "--db", db, "--json"]));
+    assert_eq!(dry, serde_json::json!({ "deleted": 0, "dry_run": true, "runs": ["short"] }));
+    assert_eq!(list(), before, "bad input and dry runs change nothing");
+
+    let pruned = stdout_json(&cairn(&["runs", "prune", "--db", db, "--json"]));
+    assert_eq!(pruned, serde_json::json!({ "deleted": 1, "dry_run": false, "runs": ["short"] }));
+    let older = stdout_json(&cairn(&["runs", "prune", "--older-than", "0s", "--db", db, "--json"]));
+    assert_eq!(older["runs"], serde_json::json!(["long"]));
+    let left: Vec<String> =
+        list().as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    assert_eq!(left.len(), 2, "the pending runs are kept: {left:?}");
+    assert!(left.iter().all(|id| id.starts_with("run-")));
+}

@@ -5,8 +5,8 @@ use crate::clock::{Clock, SystemClock, wall_now};
 use crate::engine::{DEFAULT_MAX_PAYLOAD_BYTES, Local};
 use cairn_journal::{JournalEntry, SignalId, StepPath};
 use cairn_store::{
-    CancelOutcome, ControlRequest, NewRun, NewSignal, Notice, PauseOutcome, ResumeRequest, RunFilter, RunId, RunPage,
-    RunRecord, RunStatus, SignalRecord, StartSignal, Store,
+    CancelOutcome, ControlRequest, NewRun, NewSignal, Notice, PauseOutcome, PruneRequest, ResumeRequest, RunFilter,
+    RunId, RunPage, RunRecord, RunStatus, SignalRecord, StartSignal, Store,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -80,6 +80,9 @@ pub struct StartRun<'a> {
     options: StartOptions,
     signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
 }
+
+/// Most runs [`Client::prune`] deletes in one store transaction.
+pub const PRUNE_BATCH: usize = 1_000;
 
 /// How a run is started, besides its workflow and input.
 #[derive(Debug, Clone, Default)]
@@ -507,6 +510,33 @@ impl Client {
         run.retention = original.retention;
         run.deadline = original.deadline.map(|deadline| now + original.created_at.until(deadline));
         self.create(run).await
+    }
+
+    /// Deletes ended runs (completed, failed, cancelled) past their retention, with their
+    /// journals and signals, in batches of [`PRUNE_BATCH`] runs per transaction; with
+    /// `older_than`, also every ended run that ended longer ago than that. An engine's
+    /// [maximum retention](crate::EngineBuilder::max_retention) applies too. Returns the ids
+    /// deleted; with `dry_run`, the ids it would delete, deleting nothing. Runs that have not
+    /// ended are never deleted. Engines do this by themselves every
+    /// [sweep interval](crate::EngineBuilder::sweep_every).
+    pub async fn prune(&self, older_than: Option<Duration>, dry_run: bool) -> Result<Vec<RunId>, ClientError> {
+        let now = self.clock.now();
+        let max = self.local.as_ref().and_then(|l| l.config.max_retention);
+        let ended_before = match (older_than, max) {
+            (Some(a), Some(b)) => Some(now - a.min(b)),
+            (a, b) => a.or(b).map(|keep| now - keep),
+        };
+        let limit = if dry_run { usize::MAX / 2 } else { PRUNE_BATCH };
+        let mut deleted = Vec::new();
+        loop {
+            let batch = self.store.prune(PruneRequest { now, ended_before, limit, dry_run }).await?;
+            let full = batch.len() == limit;
+            deleted.extend(batch);
+            if dry_run || !full {
+                return Ok(deleted);
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// A request to cancel or pause `id` now, for `reason`.

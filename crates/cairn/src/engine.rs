@@ -30,6 +30,7 @@ pub(crate) struct Config {
     pub(crate) max_recoveries: u32,
     pub(crate) shutdown_grace: Duration,
     pub(crate) max_retention: Option<Duration>,
+    pub(crate) sweep_every: Option<Duration>,
 }
 
 /// How a run ended on this worker, as its watchers learn it without reading the store.
@@ -65,6 +66,7 @@ impl Default for Config {
             max_recoveries: DEFAULT_MAX_RECOVERIES,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_retention: None,
+            sweep_every: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -410,6 +412,22 @@ async fn notices_loop(local: Arc<Local>, mut notices: tokio::sync::broadcast::Re
     }
 }
 
+/// Deletes ended runs past their retention every `every` (by the engine's clock), reporting what
+/// it deleted, until the worker shuts down.
+async fn sweep_loop(local: Arc<Local>, client: Client, every: Duration) {
+    loop {
+        tokio::select! {
+            () = local.clock.sleep_until(local.clock.now() + every) => {}
+            () = local.draining.cancelled() => break,
+        }
+        match client.prune(None, false).await {
+            Ok(deleted) if deleted.is_empty() => {}
+            Ok(deleted) => eprintln!("cairn: swept {} ended runs past their retention", deleted.len()),
+            Err(error) => log_warning(&format!("sweeping ended runs failed: {error}")),
+        }
+    }
+}
+
 async fn heartbeat_loop(local: Arc<Local>) {
     let every = (local.config.lease / 3).max(Duration::from_millis(10));
     loop {
@@ -549,6 +567,14 @@ impl EngineBuilder {
         self
     }
 
+    /// How often the worker deletes ended runs past their retention (default every minute;
+    /// `None`: never, e.g. when a dedicated process or `cairn runs prune` does it). Many workers
+    /// may sweep one store at once.
+    pub fn sweep_every(mut self, every: Option<Duration>) -> Self {
+        self.config.sweep_every = every;
+        self
+    }
+
     /// How long [`Engine::shutdown`] lets steps in flight finish (default 30 s).
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.config.shutdown_grace = grace;
@@ -570,6 +596,9 @@ impl EngineBuilder {
             tokio::spawn(notices_loop(Arc::clone(&local), notices));
         }
         let client = Client::attached(Arc::clone(&local));
+        if let Some(every) = local.config.sweep_every {
+            tokio::spawn(sweep_loop(Arc::clone(&local), client.clone(), every));
+        }
         Ok(Engine { client, local, loops: Mutex::new(Some((claimer, heartbeat))) })
     }
 }

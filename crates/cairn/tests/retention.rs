@@ -1,0 +1,75 @@
+//! Retention in virtual time: ended runs are deleted once their retention passes (per workflow,
+//! per run, clamped by the engine's maximum); runs that have not ended are kept whatever their
+//! age.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use cairn::prelude::*;
+use cairn::{DEFAULT_RETENTION, RunStatus};
+use common::{clock, wait_for_status};
+use std::time::Duration;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_runs_are_deleted_after_their_retention() {
+    async fn quick(ctx: Ctx, (): ()) -> Result<u8, WorkflowError> {
+        ctx.step("one", || async { Ok::<_, StepError>(1u8) }).await
+    }
+    async fn waits(ctx: Ctx, (): ()) -> Result<(), WorkflowError> {
+        let _: Option<u8> = ctx.wait_for_event("never", EventFilter::any(), 1000 * HOUR).await?;
+        Ok(())
+    }
+    let (store, _dir) = common::sqlite();
+    let clock = clock();
+    let engine = Engine::builder()
+        .store(store)
+        .clock(clock.clone())
+        .register("quick", 1, quick)
+        .register("default", 1, quick)
+        .register("waits", 1, waits)
+        .retention("quick", HOUR)
+        .retention("waits", Duration::from_millis(1))
+        .max_retention(10 * HOUR)
+        .sweep_every(None)
+        .start()
+        .await
+        .unwrap();
+    let by_workflow = engine.start("quick", &()).await.unwrap();
+    let by_run = engine.start("quick", &()).retention(3 * HOUR).await.unwrap();
+    let clamped = engine.start("quick", &()).retention(100 * HOUR).await.unwrap();
+    let default = engine.start("default", &()).await.unwrap();
+    let waiting = engine.start("waits", &()).await.unwrap().id().clone();
+    for run in [&by_workflow, &by_run, &clamped, &default] {
+        run.result::<u8>().await.unwrap();
+    }
+    wait_for_status(&engine, &waiting, RunStatus::Suspended).await;
+    assert_eq!(engine.get(default.id()).await.unwrap().retention, Some(10 * HOUR), "the default, clamped");
+    assert_eq!(engine.get(clamped.id()).await.unwrap().retention, Some(10 * HOUR));
+    assert!(DEFAULT_RETENTION > 10 * HOUR);
+
+    let alive = |engine: &Engine, id: &RunId| {
+        let (engine, id) = (engine.client(), id.clone());
+        async move { engine.get(&id).await.is_ok() }
+    };
+    assert!(engine.prune(None, false).await.unwrap().is_empty(), "nothing is due yet");
+    clock.advance(HOUR);
+    let dry = engine.prune(None, true).await.unwrap();
+    assert_eq!(dry, [by_workflow.id().clone()]);
+    assert!(alive(&engine, by_workflow.id()).await, "a dry run deletes nothing");
+    assert_eq!(engine.prune(None, false).await.unwrap(), [by_workflow.id().clone()]);
+    assert!(!alive(&engine, by_workflow.id()).await);
+    assert!(engine.journal(by_workflow.id()).await.map(|j| j.is_empty()).unwrap_or(true));
+    clock.advance(2 * HOUR);
+    assert_eq!(engine.prune(None, false).await.unwrap(), [by_run.id().clone()]);
+    clock.advance(7 * HOUR);
+    let mut last = engine.prune(None, false).await.unwrap();
+    last.sort();
+    let mut expected = vec![clamped.id().clone(), default.id().clone()];
+    expected.sort();
+    assert_eq!(last, expected);
+    assert!(alive(&engine, &waiting).await, "a run that has not ended is never deleted");
+    assert_eq!(engine.get(&waiting).await.unwrap().status, RunStatus::Suspended);
+    engine.shutdown().await;
+}
