@@ -419,11 +419,6 @@ fn journal_cte(s: &str, first: usize, gate: &str) -> String {
     )
 }
 
-/// A duration as stored: whole milliseconds.
-fn duration_ms(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
 }
@@ -760,7 +755,7 @@ async fn create_batch(
     }
     let last_seqs: Vec<i64> = runs.iter().map(|r| r.last_seq() as i64).collect();
     let deadlines: Vec<Option<i64>> = runs.iter().map(|r| r.deadline.map(Timestamp::as_millis)).collect();
-    let retentions: Vec<Option<i64>> = runs.iter().map(|r| r.retention.map(duration_ms)).collect();
+    let retentions: Vec<Option<i64>> = runs.iter().map(|r| r.retention_ms()).collect();
     let restarted: Vec<Option<&str>> = runs.iter().map(|r| r.restarted_from.as_ref().map(RunId::as_str)).collect();
     let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     let workflows: Vec<&str> = runs.iter().map(|r| r.workflow.as_str()).collect();
@@ -1223,7 +1218,7 @@ impl PostgresStore {
             &run.created_at.as_millis(),
             &(run.last_seq() as i64),
             &run.deadline.map(Timestamp::as_millis),
-            &run.retention.map(duration_ms),
+            &run.retention_ms(),
             &run.restarted_from.as_ref().map(RunId::as_str),
         ];
         let created = if tx.query_opt(&statement, &params).await.map_err(backend)?.is_some() {

@@ -257,7 +257,7 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
             run.output = output;
             run.error = error;
             run.completed_at = Some(at);
-            run.delete_after = RunRecord::delete_after_end(run.retention, at);
+            run.delete_after = run.retention.map(|keep| at + keep);
         }
         RunUpdate::Release => run.status = RunStatus::Pending,
         RunUpdate::Park { error } => {

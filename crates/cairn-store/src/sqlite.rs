@@ -212,11 +212,6 @@ const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input,
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from";
 
-/// A duration as stored: whole milliseconds.
-pub(crate) fn duration_ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
 }
@@ -591,10 +586,7 @@ impl Writer {
                     "DELETE FROM signals WHERE run_id = ?1",
                     "DELETE FROM runs WHERE id = ?1",
                 ] {
-                    self.conn
-                        .prepare_cached(sql)?
-                        .execute([id])
-                        .map_err(|e| Failure { error: backend(e), dirty: true })?;
+                    self.conn.prepare_cached(sql)?.execute([id])?;
                 }
             }
         }
@@ -638,7 +630,7 @@ impl Writer {
                 at,
                 run.last_seq() as i64,
                 run.deadline.map(Timestamp::as_millis),
-                run.retention.map(duration_ms),
+                run.retention_ms(),
                 run.restarted_from.as_ref().map(RunId::as_str),
             ])?;
         if inserted == 0 {

@@ -252,18 +252,13 @@ impl RunRecord {
     /// The run's first journal event, rebuilt from the row (a new run's journal holds nothing
     /// else, so a worker need not read it).
     pub fn started(&self) -> Event {
-        Event::Started {
-            workflow: self.workflow.clone(),
-            version: self.version,
-            input: self.input.clone(),
-            deadline: self.deadline,
-        }
+        started_event(&self.workflow, self.version, &self.input, self.deadline)
     }
+}
 
-    /// When a run ending at `at` may be deleted, by its retention.
-    pub fn delete_after_end(retention: Option<Duration>, at: Timestamp) -> Option<Timestamp> {
-        retention.map(|r| at + r)
-    }
+/// A run's `started` event.
+fn started_event(workflow: &str, version: u32, input: &RawValue, deadline: Option<Timestamp>) -> Event {
+    Event::Started { workflow: workflow.to_owned(), version, input: input.to_owned(), deadline }
 }
 
 /// A run to create.
@@ -317,12 +312,12 @@ impl NewRun {
 
     /// The run's first journal event.
     pub fn started(&self) -> Event {
-        Event::Started {
-            workflow: self.workflow.clone(),
-            version: self.version,
-            input: self.input.clone(),
-            deadline: self.deadline,
-        }
+        started_event(&self.workflow, self.version, &self.input, self.deadline)
+    }
+
+    /// The retention as stored: whole milliseconds.
+    pub fn retention_ms(&self) -> Option<i64> {
+        self.retention.map(|keep| i64::try_from(keep.as_millis()).unwrap_or(i64::MAX))
     }
 
     /// The run's whole initial journal: `started`, then the prefix.

@@ -522,10 +522,7 @@ impl Client {
     pub async fn prune(&self, older_than: Option<Duration>, dry_run: bool) -> Result<Vec<RunId>, ClientError> {
         let now = self.clock.now();
         let max = self.local.as_ref().and_then(|l| l.config.max_retention);
-        let ended_before = match (older_than, max) {
-            (Some(a), Some(b)) => Some(now - a.min(b)),
-            (a, b) => a.or(b).map(|keep| now - keep),
-        };
+        let ended_before = [older_than, max].into_iter().flatten().min().map(|keep| now - keep);
         let limit = if dry_run { usize::MAX / 2 } else { PRUNE_BATCH };
         let mut deleted = Vec::new();
         loop {

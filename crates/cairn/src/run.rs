@@ -198,7 +198,17 @@ impl RunShared {
 
     /// `Err` if the run has been interrupted (the body is refused what it asked for).
     pub(crate) fn check(&self) -> Result<(), WorkflowError> {
-        self.lock().refusal().map_or(Ok(()), Err)
+        self.admit().map(drop)
+    }
+
+    /// The run's execution state for a verb of the body, or the refusal if the run was
+    /// interrupted.
+    fn admit(&self) -> Result<MutexGuard<'_, RunExec>, WorkflowError> {
+        let mut exec = self.lock();
+        match exec.refusal() {
+            Some(refusal) => Err(refusal),
+            None => Ok(exec),
+        }
     }
 
     /// Why the run was interrupted, if it was.
@@ -222,10 +232,7 @@ impl RunShared {
 
     /// The body asks for `path`: check it against the journal and return what is known.
     pub(crate) fn begin(&self, path: &StepPath, kind: StepKind) -> Result<Begun, WorkflowError> {
-        let mut exec = self.lock();
-        if let Some(refusal) = exec.refusal() {
-            return Err(refusal);
-        }
+        let mut exec = self.admit()?;
         let replayed = exec.cursor.request(path, kind);
         let record = exec.state.step(path).filter(|_| matches!(replayed, Ok(Replayed::Known { .. })));
         let stop = match self.mode {
@@ -270,10 +277,7 @@ impl RunShared {
     /// time, the patched branch unless the body is still replaying what older code journaled.
     pub(crate) async fn patched(&self, id: &str) -> Result<bool, WorkflowError> {
         let applied = {
-            let mut exec = self.lock();
-            if let Some(refusal) = exec.refusal() {
-                return Err(refusal);
-            }
+            let mut exec = self.admit()?;
             if let Some(&applied) = exec.patches.get(id) {
                 return Ok(applied);
             }
@@ -287,12 +291,7 @@ impl RunShared {
 
     /// The body marks `path` as a step its code no longer has (see [`Ctx::removed`](crate::Ctx::removed)).
     pub(crate) fn removed(&self, path: &StepPath) -> Result<(), WorkflowError> {
-        let mut exec = self.lock();
-        if let Some(refusal) = exec.refusal() {
-            return Err(refusal);
-        }
-        let skipped = exec.cursor.skip_removed(path);
-        drop(exec);
+        let skipped = self.admit()?.cursor.skip_removed(path);
         skipped.map(drop).map_err(|error| self.cursor_refused(error))
     }
 
@@ -485,10 +484,7 @@ impl RunShared {
         let any_wait = exec.suspensions.values().any(|s| s.waits_for_signal);
         let earliest = exec.suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
         // A run with a deadline is woken by it at the latest, to time out.
-        let wake_at = match (earliest.and_then(|s| s.wake_at), self.deadline) {
-            (Some(wake), Some(deadline)) => Some(wake.min(deadline)),
-            (wake, deadline) => wake.or(deadline),
-        };
+        let wake_at = earliest.and_then(|s| s.wake_at).into_iter().chain(self.deadline).min();
         let reason = earliest.map_or(SuspendReason::Waiting, |s| s.reason);
         Some(RunUpdate::Suspend { reason, wake_at, signals_after: any_wait.then_some(exec.signals_seen), now })
     }

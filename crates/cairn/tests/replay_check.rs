@@ -8,12 +8,10 @@ use cairn::RunStatus;
 use cairn::journal::{NonDeterminism, StepPath};
 use cairn::prelude::*;
 use cairn::testing::{ReplayEnd, ReplayError, replay};
-use common::{Counter, wait_for_status};
+use common::{Body, Counter, wait_for_status};
 use std::time::Duration;
 
-type Boxed<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, WorkflowError>> + Send + 'static>>;
-
-fn counted(calls: &Counter, swapped: bool) -> impl Fn(Ctx, u8) -> Boxed<u8> + Send + Sync + 'static {
+fn counted(calls: &Counter, swapped: bool) -> impl Fn(Ctx, u8) -> Body<u8> + Send + Sync + 'static {
     let calls = calls.clone();
     move |ctx: Ctx, n: u8| {
         let calls = calls.clone();

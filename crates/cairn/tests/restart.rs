@@ -6,15 +6,16 @@ mod common;
 
 use cairn::prelude::*;
 use cairn::{RunFilter, RunStatus};
-use common::{Counter, wait_for_status};
+use common::{Body, Counter, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-type Boxed = std::pin::Pin<Box<dyn Future<Output = Result<u32, WorkflowError>> + Send>>;
-
 /// Steps a, b, c; b fails for good while `broken` is set.
-fn three_steps(calls: &[Counter; 3], broken: &Arc<AtomicBool>) -> impl Fn(Ctx, u32) -> Boxed + Send + Sync + 'static {
+fn three_steps(
+    calls: &[Counter; 3],
+    broken: &Arc<AtomicBool>,
+) -> impl Fn(Ctx, u32) -> Body<u32> + Send + Sync + 'static {
     let (calls, broken) = (calls.clone(), Arc::clone(broken));
     move |ctx: Ctx, n: u32| {
         let (calls, broken) = (calls.clone(), Arc::clone(&broken));

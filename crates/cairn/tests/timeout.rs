@@ -8,16 +8,13 @@ mod common;
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{Clock, ManualClock, RunStatus, SqliteStore};
-use common::{Counter, clock, wait_for_status};
+use common::{Body, Counter, clock, wait_for_status};
 use std::path::Path;
 use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-fn sleeper(
-    after: &Counter,
-) -> impl Fn(Ctx, ()) -> std::pin::Pin<Box<dyn Future<Output = Result<u8, WorkflowError>> + Send>> + Send + Sync + 'static
-{
+fn sleeper(after: &Counter) -> impl Fn(Ctx, ()) -> Body<u8> + Send + Sync + 'static {
     let after = after.clone();
     move |ctx: Ctx, (): ()| {
         let after = after.clone();

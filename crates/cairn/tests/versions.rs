@@ -7,7 +7,7 @@ mod common;
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{RunStatus, SqliteStore};
-use common::{Counter, wait_for_status};
+use common::{Body, Counter, wait_for_status};
 use std::path::Path;
 use std::time::Duration;
 
@@ -54,10 +54,7 @@ async fn old_code(ctx: Ctx, (): ()) -> Result<String, WorkflowError> {
 }
 
 /// The old code with a step added behind a patch marker.
-fn new_code(
-    extra: &Counter,
-) -> impl Fn(Ctx, ()) -> std::pin::Pin<Box<dyn Future<Output = Result<String, WorkflowError>> + Send>> + Send + Sync + 'static
-{
+fn new_code(extra: &Counter) -> impl Fn(Ctx, ()) -> Body<String> + Send + Sync + 'static {
     let extra = extra.clone();
     move |ctx: Ctx, (): ()| {
         let extra = extra.clone();

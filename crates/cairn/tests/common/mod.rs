@@ -44,3 +44,6 @@ impl Counter {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// A workflow body's future, boxed: the return type of test helpers that build workflows.
+pub type Body<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, cairn::WorkflowError>> + Send>>;
