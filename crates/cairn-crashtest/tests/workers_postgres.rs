@@ -186,6 +186,18 @@ impl Store for CountingReads {
         self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.get_run(id)
     }
+    fn record_worker<'a>(&'a self, worker: &'a cairn::store::WorkerRecord) -> cairn::store::StoreFuture<'a, ()> {
+        self.inner.record_worker(worker)
+    }
+    fn workers(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::WorkerRecord>> {
+        self.inner.workers()
+    }
+    fn forget_workers<'a>(&'a self, request: &'a cairn::store::ForgetWorkers) -> cairn::store::StoreFuture<'a, u64> {
+        self.inner.forget_workers(request)
+    }
+    fn version_counts(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::VersionCount>> {
+        self.inner.version_counts()
+    }
     fn list_runs<'a>(
         &'a self,
         filter: &'a cairn::store::RunFilter,

@@ -68,6 +68,16 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_delete_after ON {schema}.runs (delete_after) WHERE delete_after IS NOT NULL;
     CREATE INDEX runs_completed ON {schema}.runs (completed_at) WHERE completed_at IS NOT NULL;
     CREATE INDEX runs_restarted_from ON {schema}.runs (restarted_from) WHERE restarted_from IS NOT NULL;",
+    // 5: workers and the workflow versions they serve (`name@version` tags).
+    "CREATE TABLE {schema}.workers (
+        id TEXT COLLATE \"C\" PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started_at BIGINT NOT NULL,
+        last_seen BIGINT NOT NULL,
+        live_until BIGINT NOT NULL,
+        serves TEXT[] NOT NULL
+    );",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

@@ -3,9 +3,10 @@
 use crate::schema::{MIGRATIONS, valid_schema_name};
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    Notice, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
+    NewRun, NewSignal, Notice, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage,
+    RunRecord, RunStatus, RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason,
+    VersionCount, WorkerRecord, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -184,6 +185,10 @@ struct Sql {
     park: String,
     prune_candidates: String,
     prune: String,
+    record_worker: String,
+    workers: String,
+    forget_workers: String,
+    version_counts: String,
 }
 
 impl Sql {
@@ -229,6 +234,21 @@ impl Sql {
                  DELETE FROM {s}.runs WHERE id IN (SELECT id FROM doomed) RETURNING id"
             ),
             prune_candidates: format!("SELECT id FROM {candidates} AS c ORDER BY id LIMIT $3"),
+            record_worker: format!(
+                "INSERT INTO {s}.workers (id, host, pid, started_at, last_seen, live_until, serves)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                     started_at = excluded.started_at, last_seen = excluded.last_seen,
+                     live_until = excluded.live_until, serves = excluded.serves"
+            ),
+            workers: format!(
+                "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM {s}.workers ORDER BY id"
+            ),
+            forget_workers: format!("DELETE FROM {s}.workers WHERE id = ANY($1) OR live_until < $2"),
+            version_counts: format!(
+                "SELECT workflow, version, count(*) FROM {s}.runs WHERE status IN ('pending', 'running', 'suspended')
+                 GROUP BY workflow, version ORDER BY workflow, version"
+            ),
             schema: schema.to_owned(),
             get_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1"),
             by_key: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2"),
@@ -263,6 +283,8 @@ impl Sql {
                    AND ($3::bigint IS NULL OR created_at >= $3) AND ($4::bigint IS NULL OR created_at < $4)
                    AND ($5::bigint IS NULL OR (created_at, id) < ($5, $6::text))
                    AND ($8::text IS NULL OR restarted_from = $8)
+                   AND ($9::text[] IS NULL OR (status IN ('pending', 'running', 'suspended')
+                        AND NOT (workflow || '@' || version) = ANY($9)))
                  ORDER BY created_at DESC, id DESC LIMIT $7"
             ),
             journal: format!("SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 ORDER BY seq"),
@@ -1323,6 +1345,7 @@ impl Store for PostgresStore {
                         &cursor_id,
                         &limit,
                         &filter.restarted_from.as_ref().map(RunId::as_str),
+                        &filter.stranded_tags(),
                     ],
                 )
                 .await?;
@@ -1465,6 +1488,82 @@ impl Store for PostgresStore {
             ];
             let rows = client.query(&statement, &params).await.map_err(backend)?;
             rows.iter().map(|row| row.try_get::<_, String>(0).map(RunId::new).map_err(backend)).collect()
+        })
+    }
+
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.record_worker).await.map_err(backend)?;
+            let serves: Vec<String> = worker.serves.iter().map(WorkflowKey::tag).collect();
+            let params: [&(dyn ToSql + Sync); 7] = [
+                &worker.id,
+                &worker.host,
+                &i32::try_from(worker.pid).unwrap_or(i32::MAX),
+                &worker.started_at.as_millis(),
+                &worker.last_seen.as_millis(),
+                &worker.live_until.as_millis(),
+                &serves,
+            ];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.workers).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    let tags: Vec<String> = row.try_get(6).map_err(backend)?;
+                    let serves = tags
+                        .iter()
+                        .map(|tag| {
+                            WorkflowKey::parse_tag(tag)
+                                .ok_or_else(|| StoreError::Corrupt(format!("a worker serves an unreadable {tag:?}")))
+                        })
+                        .collect::<Result<_, _>>()?;
+                    Ok(WorkerRecord {
+                        id: row.try_get(0).map_err(backend)?,
+                        host: row.try_get(1).map_err(backend)?,
+                        pid: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
+                        started_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+                        last_seen: Timestamp::from_millis(row.try_get(4).map_err(backend)?),
+                        live_until: Timestamp::from_millis(row.try_get(5).map_err(backend)?),
+                        serves,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.forget_workers).await.map_err(backend)?;
+            let params: [&(dyn ToSql + Sync); 2] = [&request.ids, &request.dead_before.map(Timestamp::as_millis)];
+            client.execute(&statement, &params).await.map_err(backend)
+        })
+    }
+
+    fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.version_counts).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(VersionCount {
+                        key: WorkflowKey {
+                            name: row.try_get(0).map_err(backend)?,
+                            version: row.try_get::<_, i32>(1).map_err(backend)?.max(0) as u32,
+                        },
+                        runs: row.try_get::<_, i64>(2).map_err(backend)?.max(0) as u64,
+                    })
+                })
+                .collect()
         })
     }
 

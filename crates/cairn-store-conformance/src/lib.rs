@@ -525,6 +525,96 @@ pub async fn prune_deletes_ended_runs_past_retention(store: DynStore) {
     assert!(store.create_run(keep("old", 200, None)).await.expect("create").created);
 }
 
+/// Workers are recorded, refreshed in place (by id), listed with what they serve, and forgotten
+/// by id or by how long ago they were last live.
+pub async fn workers_are_recorded_and_forgotten(store: DynStore) {
+    let key = |name: &str, version: u32| WorkflowKey { name: name.into(), version };
+    let worker = |id: &str, seen: i64, serves: Vec<WorkflowKey>| WorkerRecord {
+        id: id.into(),
+        host: "host-a".into(),
+        pid: 4242,
+        started_at: t(1),
+        last_seen: t(seen),
+        live_until: t(seen + 30),
+        serves,
+    };
+    assert!(store.workers().await.expect("workers").is_empty());
+    let a = worker("a", 10, vec![key("order", 1), key("order", 2)]);
+    let b = worker("b", 20, vec![key("ship@eu", 3)]);
+    store.record_worker(&b).await.expect("record");
+    store.record_worker(&a).await.expect("record");
+    assert_eq!(store.workers().await.expect("workers"), [a.clone(), b.clone()], "by id, as recorded");
+    let a = worker("a", 50, vec![key("order", 2)]);
+    store.record_worker(&a).await.expect("refresh");
+    assert_eq!(store.workers().await.expect("workers"), [a.clone(), b.clone()], "refreshed in place");
+    assert!(a.is_live_at(t(79)) && !a.is_live_at(t(80)));
+    // `b` was last live until 50: forgotten by a cut-off after that; `a` (live until 80) is not.
+    let dead = ForgetWorkers { ids: vec![], dead_before: Some(t(60)) };
+    assert_eq!(store.forget_workers(&dead).await.expect("forget"), 1);
+    assert_eq!(store.workers().await.expect("workers"), [a]);
+    let gone = ForgetWorkers { ids: vec!["a".into(), "nobody".into()], dead_before: None };
+    assert_eq!(store.forget_workers(&gone).await.expect("forget"), 1);
+    assert!(store.workers().await.expect("workers").is_empty());
+}
+
+/// Runs that need a worker are counted per workflow version, and listed as stranded when no
+/// served version matches theirs; ended and paused runs are never stranded.
+pub async fn stranded_runs_are_counted_and_listed(store: DynStore) {
+    let versioned = |id: &str, workflow: &str, version: u32, at: i64| {
+        NewRun::new(RunId::new(id), workflow, version, raw("{}"), t(at))
+    };
+    store.create_run(versioned("o1-asleep", "order", 1, 1)).await.expect("create");
+    let asleep = claim_one(&store, "order", 10).await;
+    suspend_sleeping(&store, &asleep, 1_000_000, 10).await;
+    store.create_run(versioned("o1-running", "order", 1, 2)).await.expect("create");
+    claim_one(&store, "order", 10).await;
+    store.create_run(versioned("o1-cancelled", "order", 1, 3)).await.expect("create");
+    store.cancel(control(&RunId::new("o1-cancelled"), 11)).await.expect("cancel");
+    store.create_run(versioned("o1-paused", "order", 1, 4)).await.expect("create");
+    store.pause(control(&RunId::new("o1-paused"), 11)).await.expect("pause");
+    store.create_run(versioned("o1-pending", "order", 1, 5)).await.expect("create");
+    store.create_run(versioned("o2-pending", "order", 2, 6)).await.expect("create");
+    store.create_run(versioned("b1-pending", "billing", 1, 7)).await.expect("create");
+
+    let counts = store.version_counts().await.expect("counts");
+    let counts: Vec<(String, u32, u64)> = counts.into_iter().map(|c| (c.key.name, c.key.version, c.runs)).collect();
+    assert_eq!(counts, [("billing".into(), 1, 1), ("order".into(), 1, 3), ("order".into(), 2, 1)]);
+
+    let list = |stranded: Vec<WorkflowKey>, workflow: Option<&str>, limit: usize| RunFilter {
+        stranded: Some(stranded),
+        workflow: workflow.map(Into::into),
+        limit: Some(limit),
+        ..RunFilter::default()
+    };
+    let ids = |page: RunPage| page.runs.into_iter().map(|r| r.id.as_str().to_owned()).collect::<Vec<_>>();
+    let served = vec![WorkflowKey { name: "order".into(), version: 2 }];
+    assert_eq!(
+        ids(store.list_runs(&list(served.clone(), None, 100)).await.expect("list")),
+        ["b1-pending", "o1-pending", "o1-running", "o1-asleep"]
+    );
+    assert_eq!(
+        ids(store.list_runs(&list(served.clone(), Some("order"), 100)).await.expect("list")),
+        ["o1-pending", "o1-running", "o1-asleep"]
+    );
+    assert_eq!(
+        ids(store.list_runs(&list(vec![], None, 100)).await.expect("list")),
+        ["b1-pending", "o2-pending", "o1-pending", "o1-running", "o1-asleep"],
+        "nothing served: every run that needs a worker is stranded"
+    );
+    // Pages of one.
+    let mut filter = list(served, None, 1);
+    let mut paged = Vec::new();
+    loop {
+        let page = store.list_runs(&filter).await.expect("list");
+        paged.extend(page.runs.iter().map(|r| r.id.as_str().to_owned()));
+        match page.next_cursor {
+            Some(cursor) => filter.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    assert_eq!(paged, ["b1-pending", "o1-pending", "o1-running", "o1-asleep"]);
+}
+
 /// Cancelling an idle run ends it at once; a held run is flagged for its worker.
 pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
@@ -755,7 +845,8 @@ macro_rules! conformance_tests {
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
                 list_filters_and_pages, pause_and_resume_idle_runs, pause_held_runs_by_flag,
                 reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
-                ending_sets_delete_after, prune_deletes_ended_runs_past_retention);
+                ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
+                workers_are_recorded_and_forgotten, stranded_runs_are_counted_and_listed);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -1,9 +1,9 @@
 //! The JSONL file store: one append-only, human-readable file per run.
 
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, MemoryStore,
-    NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, SignalRecord,
-    StartSignal, Store, StoreError, StoreFuture, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
+    MemoryStore, NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
+    SignalRecord, StartSignal, Store, StoreError, StoreFuture, VersionCount, WorkerRecord, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -454,6 +454,24 @@ impl Store for JsonlStore {
 
     fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
         Box::pin(async move { self.prune_now(request) })
+    }
+
+    // Workers are kept in memory only: the data directory is locked to one process, so no other
+    // worker could be live beside this one, and none is left after it exits.
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        self.inner.memory.record_worker(worker)
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        self.inner.memory.workers()
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        self.inner.memory.forget_workers(request)
+    }
+
+    fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
+        self.inner.memory.version_counts()
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

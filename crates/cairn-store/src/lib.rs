@@ -94,6 +94,20 @@ pub trait Store: Send + Sync + 'static {
     /// claims are not blocked.
     fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>>;
 
+    /// Records a worker, or refreshes its record (same id): when it starts and with each of its
+    /// heartbeats.
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()>;
+
+    /// Every recorded worker, live or not, by id.
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>>;
+
+    /// Deletes the worker records `request` selects; returns how many it deleted.
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64>;
+
+    /// For each workflow version with runs that [need a worker](RunStatus::needs_worker), how
+    /// many, by `(workflow, version)`.
+    fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>>;
+
     /// The earliest `wake_at` among suspended runs of these workflows.
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
 

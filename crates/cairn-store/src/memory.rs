@@ -1,10 +1,11 @@
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
-    SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
+    NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
+    RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, VersionCount, WorkerRecord,
+    WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 /// A store in process memory: fast, shared by clones of one value, gone when the process exits.
@@ -35,6 +36,7 @@ struct Inner {
     next_signal: i64,
     /// Runs that are or will become claimable, by when: the index claims and timers scan.
     due: BTreeSet<(Due, Timestamp, RunId)>,
+    workers: BTreeMap<String, WorkerRecord>,
 }
 
 /// Why a run may become claimable.
@@ -268,15 +270,6 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
     }
 }
 
-fn matches_filter(run: &RunRecord, filter: &RunFilter) -> bool {
-    filter.workflow.as_ref().is_none_or(|w| &run.workflow == w)
-        && filter.status.is_none_or(|s| run.status == s)
-        && filter.created_after.is_none_or(|t| run.created_at >= t)
-        && filter.created_before.is_none_or(|t| run.created_at < t)
-        && filter.restarted_from.as_ref().is_none_or(|r| run.restarted_from.as_ref() == Some(r))
-        && filter.cursor.as_ref().is_none_or(|c| (run.created_at, &run.id) < (c.created_at, &c.id))
-}
-
 impl Store for MemoryStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
         let result = self.lock().create(run);
@@ -290,7 +283,7 @@ impl Store for MemoryStore {
 
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
         let inner = self.lock();
-        let mut runs: Vec<RunRecord> = inner.runs.values().filter(|r| matches_filter(r, filter)).cloned().collect();
+        let mut runs: Vec<RunRecord> = inner.runs.values().filter(|r| filter.matches(r)).cloned().collect();
         drop(inner);
         runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
         let page = RunPage::cut(runs, filter.page_size());
@@ -499,6 +492,34 @@ impl Store for MemoryStore {
         }
         drop(inner);
         Box::pin(async move { Ok(doomed) })
+    }
+
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        self.lock().workers.insert(worker.id.clone(), worker.clone());
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        let workers = self.lock().workers.values().cloned().collect();
+        Box::pin(async move { Ok(workers) })
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        let mut inner = self.lock();
+        let before = inner.workers.len();
+        inner.workers.retain(|_, worker| !request.selects(worker));
+        let forgotten = (before - inner.workers.len()) as u64;
+        drop(inner);
+        Box::pin(async move { Ok(forgotten) })
+    }
+
+    fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
+        let mut counts: BTreeMap<WorkflowKey, u64> = BTreeMap::new();
+        for run in self.lock().runs.values().filter(|run| run.status.needs_worker()) {
+            *counts.entry(WorkflowKey { name: run.workflow.clone(), version: run.version }).or_default() += 1;
+        }
+        let counts = counts.into_iter().map(|(key, runs)| VersionCount { key, runs }).collect();
+        Box::pin(async move { Ok(counts) })
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -1,9 +1,10 @@
 //! The embedded SQLite backend: one file, WAL, one writer thread that group-commits.
 
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, HeartbeatRequest, LeaseStatus, NewRun, NewSignal,
-    PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
-    SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
+    NewRun, NewSignal, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
+    RunStatus, RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, VersionCount,
+    WorkerRecord, WorkflowKey,
 };
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -107,6 +108,8 @@ enum Command {
     Resume(ResumeRequest, Reply<()>),
     StartWithSignal(NewRun, StartSignal, Reply<(CreatedRun, SignalId)>),
     Prune(PruneRequest, Reply<Vec<RunId>>),
+    RecordWorker(WorkerRecord, Reply<()>),
+    ForgetWorkers(ForgetWorkers, Reply<u64>),
 }
 
 enum Output {
@@ -119,6 +122,7 @@ enum Output {
     Pause(PauseOutcome),
     Started(Box<(CreatedRun, SignalId)>),
     Pruned(Vec<RunId>),
+    Count(u64),
 }
 
 /// A command's failure; `dirty` when it may have written part of its change before failing.
@@ -203,6 +207,18 @@ ALTER TABLE runs ADD COLUMN restarted_from TEXT;
 CREATE INDEX IF NOT EXISTS runs_delete_after ON runs(delete_after) WHERE delete_after IS NOT NULL;
 CREATE INDEX IF NOT EXISTS runs_completed ON runs(completed_at) WHERE completed_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS runs_restarted_from ON runs(restarted_from) WHERE restarted_from IS NOT NULL;
+",
+    // 4: workers and the workflow versions they serve (a JSON array of `name@version` tags).
+    "
+CREATE TABLE IF NOT EXISTS workers (
+    id TEXT PRIMARY KEY NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    last_seen INTEGER NOT NULL,
+    live_until INTEGER NOT NULL,
+    serves TEXT NOT NULL
+);
 ",
 ];
 
@@ -561,6 +577,8 @@ impl Writer {
                 self.start_with_signal(run, signal).map(|started| Output::Started(Box::new(started)))
             }
             Command::Prune(request, _) => self.prune(request).map(Output::Pruned),
+            Command::RecordWorker(worker, _) => self.record_worker(worker).map(|()| Output::Unit),
+            Command::ForgetWorkers(request, _) => self.forget_workers(request).map(Output::Count),
         }
     }
 
@@ -591,6 +609,36 @@ impl Writer {
             }
         }
         Ok(doomed.into_iter().map(RunId::new).collect())
+    }
+
+    fn record_worker(&mut self, worker: &WorkerRecord) -> Result<(), Failure> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO workers (id, host, pid, started_at, last_seen, live_until, serves)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                     started_at = excluded.started_at, last_seen = excluded.last_seen,
+                     live_until = excluded.live_until, serves = excluded.serves",
+            )?
+            .execute(params![
+                worker.id,
+                worker.host,
+                worker.pid,
+                worker.started_at.as_millis(),
+                worker.last_seen.as_millis(),
+                worker.live_until.as_millis(),
+                worker.serves_json()
+            ])?;
+        Ok(())
+    }
+
+    fn forget_workers(&mut self, request: &ForgetWorkers) -> Result<u64, Failure> {
+        let ids = serde_json::to_string(&request.ids).map_err(|e| clean(StoreError::InvalidInput(e.to_string())))?;
+        let forgotten = self
+            .conn
+            .prepare_cached("DELETE FROM workers WHERE id IN (SELECT value FROM json_each(?1)) OR live_until < ?2")?
+            .execute(params![ids, request.dead_before.map(Timestamp::as_millis)])?;
+        Ok(forgotten as u64)
     }
 
     fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -950,6 +998,8 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
             send(r, output, |o| if let Output::Started(v) = o { Some(*v) } else { None })
         }
         Command::Prune(_, r) => send(r, output, |o| if let Output::Pruned(v) = o { Some(v) } else { None }),
+        Command::RecordWorker(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
+        Command::ForgetWorkers(_, r) => send(r, output, |o| if let Output::Count(v) = o { Some(v) } else { None }),
     }
 }
 
@@ -971,6 +1021,7 @@ impl Store for SqliteStore {
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
         let filter = filter.clone();
         self.read(move |conn| {
+            let stranded = filter.stranded_tags().map(|tags| serde_json::Value::from(tags).to_string());
             let size = filter.page_size();
             let (cursor_at, cursor_id) = match &filter.cursor {
                 Some(PageCursor { created_at, id }) => (Some(created_at.as_millis()), Some(id.as_str().to_owned())),
@@ -982,6 +1033,8 @@ impl Store for SqliteStore {
                      WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
                        AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4)
                        AND (?5 IS NULL OR (created_at, id) < (?5, ?6)) AND (?8 IS NULL OR restarted_from = ?8)
+                       AND (?9 IS NULL OR (status IN ('pending', 'running', 'suspended')
+                            AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?9))))
                      ORDER BY created_at DESC, id DESC LIMIT ?7"
                 ))
                 .map_err(backend)?;
@@ -995,7 +1048,8 @@ impl Store for SqliteStore {
                     cursor_at,
                     cursor_id,
                     (size + 1) as i64,
-                    filter.restarted_from.as_ref().map(RunId::as_str)
+                    filter.restarted_from.as_ref().map(RunId::as_str),
+                    stranded
                 ],
             )?;
             Ok(RunPage::cut(runs, size))
@@ -1093,6 +1147,69 @@ impl Store for SqliteStore {
 
     fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
         Box::pin(self.send(|r| Command::Prune(request, r)))
+    }
+
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        let worker = worker.clone();
+        Box::pin(self.send(|r| Command::RecordWorker(worker, r)))
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM workers ORDER BY id",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        WorkerRecord {
+                            id: r.get(0)?,
+                            host: r.get(1)?,
+                            pid: r.get(2)?,
+                            started_at: Timestamp::from_millis(r.get(3)?),
+                            last_seen: Timestamp::from_millis(r.get(4)?),
+                            live_until: Timestamp::from_millis(r.get(5)?),
+                            serves: Vec::new(),
+                        },
+                        r.get::<_, String>(6)?,
+                    ))
+                })
+                .map_err(backend)?;
+            let mut workers = Vec::new();
+            for row in rows {
+                let (mut worker, serves) = row.map_err(backend)?;
+                worker.serves = WorkerRecord::parse_serves(&serves)?;
+                workers.push(worker);
+            }
+            Ok(workers)
+        })
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        let request = request.clone();
+        Box::pin(self.send(|r| Command::ForgetWorkers(request, r)))
+    }
+
+    fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT workflow, version, count(*) FROM runs WHERE status IN ('pending', 'running', 'suspended')
+                     GROUP BY workflow, version ORDER BY workflow, version",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(VersionCount {
+                        key: WorkflowKey { name: r.get(0)?, version: r.get(1)? },
+                        runs: r.get::<_, i64>(2)? as u64,
+                    })
+                })
+                .map_err(backend)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(backend)
+        })
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -57,6 +57,12 @@ impl WorkflowKey {
     pub fn tag(&self) -> String {
         format!("{}@{}", self.name, self.version)
     }
+
+    /// Reads a [`tag`](WorkflowKey::tag) back (the version follows the last `@`).
+    pub fn parse_tag(tag: &str) -> Option<WorkflowKey> {
+        let (name, version) = tag.rsplit_once('@')?;
+        Some(WorkflowKey { name: name.to_owned(), version: version.parse().ok()? })
+    }
 }
 
 /// Where a run stands. The names are the lowercase names of the design brief.
@@ -113,6 +119,15 @@ impl RunStatus {
     pub fn is_terminal(self) -> bool {
         matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
     }
+
+    /// Whether a run in this status needs a worker that serves its version to go on: pending,
+    /// running or suspended (not ended, and not paused, which waits for an operator instead).
+    pub fn needs_worker(self) -> bool {
+        matches!(self, RunStatus::Pending | RunStatus::Running | RunStatus::Suspended)
+    }
+
+    /// The statuses for which [`needs_worker`](RunStatus::needs_worker) holds.
+    pub const NEEDS_WORKER: [RunStatus; 3] = [RunStatus::Pending, RunStatus::Running, RunStatus::Suspended];
 }
 
 impl fmt::Display for RunStatus {
@@ -369,6 +384,9 @@ pub struct RunFilter {
     pub created_before: Option<Timestamp>,
     /// Only restarts of this run.
     pub restarted_from: Option<RunId>,
+    /// Only stranded runs, given the workflow versions live workers serve: runs that
+    /// [need a worker](RunStatus::needs_worker) whose `(workflow, version)` is not in this list.
+    pub stranded: Option<Vec<WorkflowKey>>,
     /// Page size (default 100, at most 1000).
     pub limit: Option<usize>,
     /// Continue after this cursor (from [`RunPage::next_cursor`]).
@@ -380,6 +398,88 @@ impl RunFilter {
     pub fn page_size(&self) -> usize {
         self.limit.unwrap_or(100).clamp(1, 1000)
     }
+
+    /// The [`stranded`](RunFilter::stranded) list as `name@version` tags, the form SQL stores
+    /// match on.
+    pub fn stranded_tags(&self) -> Option<Vec<String>> {
+        self.stranded.as_ref().map(|keys| keys.iter().map(WorkflowKey::tag).collect())
+    }
+
+    /// Whether `run` passes the filter (the cursor included).
+    pub fn matches(&self, run: &RunRecord) -> bool {
+        self.workflow.as_ref().is_none_or(|w| &run.workflow == w)
+            && self.status.is_none_or(|s| run.status == s)
+            && self.created_after.is_none_or(|t| run.created_at >= t)
+            && self.created_before.is_none_or(|t| run.created_at < t)
+            && self.restarted_from.as_ref().is_none_or(|r| run.restarted_from.as_ref() == Some(r))
+            && self.stranded.as_ref().is_none_or(|served| {
+                run.status.needs_worker() && !served.iter().any(|k| k.name == run.workflow && k.version == run.version)
+            })
+            && self.cursor.as_ref().is_none_or(|c| (run.created_at, &run.id) < (c.created_at, &c.id))
+    }
+}
+
+/// A worker as it records itself in the store, refreshed with its heartbeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRecord {
+    /// Its lease identity.
+    pub id: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// Its last heartbeat.
+    pub last_seen: Timestamp,
+    /// Until when it counts as live without another heartbeat (its last heartbeat plus its lease).
+    pub live_until: Timestamp,
+    /// The workflow versions it executes, sorted.
+    pub serves: Vec<WorkflowKey>,
+}
+
+impl WorkerRecord {
+    /// Whether it counts as live at `now` (wall-clock time, as leases).
+    pub fn is_live_at(&self, now: Timestamp) -> bool {
+        self.live_until > now
+    }
+
+    /// [`serves`](WorkerRecord::serves) as a JSON array of `name@version` tags, as SQL stores keep it.
+    pub fn serves_json(&self) -> String {
+        serde_json::Value::from(self.serves.iter().map(WorkflowKey::tag).collect::<Vec<_>>()).to_string()
+    }
+
+    /// Reads [`serves_json`](WorkerRecord::serves_json) back.
+    pub fn parse_serves(text: &str) -> Result<Vec<WorkflowKey>, StoreError> {
+        let corrupt = || StoreError::Corrupt(format!("a worker's workflow list is unreadable: {text}"));
+        let tags: Vec<String> = serde_json::from_str(text).map_err(|_| corrupt())?;
+        tags.iter().map(|tag| WorkflowKey::parse_tag(tag).ok_or_else(corrupt)).collect()
+    }
+}
+
+/// Which worker records [`Store::forget_workers`](crate::Store::forget_workers) deletes.
+#[derive(Debug, Clone, Default)]
+pub struct ForgetWorkers {
+    /// These workers (one that shut down).
+    pub ids: Vec<String>,
+    /// Also every worker not live since this time.
+    pub dead_before: Option<Timestamp>,
+}
+
+impl ForgetWorkers {
+    /// Whether `worker` is to be forgotten.
+    pub fn selects(&self, worker: &WorkerRecord) -> bool {
+        self.ids.contains(&worker.id) || self.dead_before.is_some_and(|t| worker.live_until < t)
+    }
+}
+
+/// How many runs of one workflow version [need a worker](RunStatus::needs_worker).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionCount {
+    /// The workflow version.
+    pub key: WorkflowKey,
+    /// How many of its runs are pending, running or suspended.
+    pub runs: u64,
 }
 
 /// Where a page ended: the `(created_at, id)` of its last run (pages run newest first).
