@@ -17,6 +17,7 @@ macro_rules! out {
 mod bench;
 mod demo;
 mod runs;
+mod workers;
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +41,9 @@ enum Command {
         #[command(subcommand)]
         command: runs::RunsCommand,
     },
+    /// List the live workers: host, process, when each started and last heartbeat, and the
+    /// workflow versions it serves.
+    Workers(workers::WorkersArgs),
     /// Run a worker with example workflows (an order saga, a fan-out, a sleep woken by a signal)
     /// until every run it started is done. Kill it and start it again: it resumes its runs.
     Demo {
@@ -81,6 +85,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Runs { command } => runs::run(command).await,
+            Command::Workers(args) => workers::run(args).await,
             Command::Demo { store } => demo::run(&store).await,
             Command::Bench(args) => bench::run(args).await,
             Command::BenchWorker(args) => bench::worker(args).await,

@@ -3,8 +3,8 @@
 use anyhow::{Context, Result, bail};
 use cairn::journal::{Event, JournalEntry};
 use cairn::{
-    CancelOutcome, Client, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SignalRecord, SqliteStore,
-    Timestamp,
+    CancelOutcome, Client, LiveWorkers, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SignalRecord,
+    SqliteStore, Timestamp,
 };
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -81,6 +81,10 @@ pub(crate) enum RunsCommand {
         /// Continue after this cursor (printed on stderr when a page is cut short).
         #[arg(long)]
         cursor: Option<String>,
+        /// Only stranded runs: pending, running or suspended while no live worker serves their
+        /// workflow version.
+        #[arg(long)]
+        stranded: bool,
         /// Print one JSON array instead of a table.
         #[arg(long)]
         json: bool,
@@ -186,7 +190,7 @@ async fn restarts_of(client: &Client, id: &RunId) -> Result<Vec<RunId>> {
     }
 }
 
-async fn open(store: &StoreArgs) -> Result<Client> {
+pub(crate) async fn open(store: &StoreArgs) -> Result<Client> {
     Ok(Client::from_shared(store.open(false).await?))
 }
 
@@ -225,6 +229,16 @@ pub(crate) fn run_json(run: &RunRecord) -> Value {
     })
 }
 
+/// A run in `runs list --json` and `runs show --json`: its summary, and whether it is stranded
+/// (and why).
+fn listed_json(run: &RunRecord, live: &LiveWorkers) -> Value {
+    let mut summary = run_json(run);
+    let reason = live.why_stranded(run);
+    summary["stranded"] = json!(reason.is_some());
+    summary["stranded_reason"] = json!(reason);
+    summary
+}
+
 fn signal_json(signal: &SignalRecord) -> Value {
     json!({
         "id": signal.id.0,
@@ -240,7 +254,7 @@ fn entry_json(entry: &JournalEntry) -> Value {
     json!({ "seq": entry.seq, "at": time(entry.at), "at_ms": entry.at.as_millis(), "event": event })
 }
 
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -307,7 +321,7 @@ fn describe(event: &Event) -> (String, String) {
 
 pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
-        RunsCommand::List { store, workflow, status, limit, cursor, json } => {
+        RunsCommand::List { store, workflow, status, limit, cursor, stranded, json } => {
             let client = open(&store).await?;
             let status = match status {
                 Some(s) => Some(RunStatus::parse(&s).with_context(|| {
@@ -322,6 +336,10 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 limit: Some(limit.unwrap_or(1000).min(1000)),
                 ..RunFilter::default()
             };
+            let live = client.live_workers().await?;
+            if stranded {
+                filter.stranded = Some(live.served());
+            }
             let mut runs = Vec::new();
             let mut next = None;
             loop {
@@ -338,7 +356,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 }
             }
             if json {
-                out!("{}", Value::Array(runs.iter().map(run_json).collect()));
+                out!("{}", Value::Array(runs.iter().map(|run| listed_json(run, &live)).collect()));
             } else {
                 let rows: Vec<Vec<String>> = runs
                     .iter()
@@ -346,7 +364,10 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                         vec![
                             r.id.to_string(),
                             r.workflow.clone(),
-                            status_text(r),
+                            match live.why_stranded(r) {
+                                Some(_) => format!("{}, stranded", status_text(r)),
+                                None => status_text(r),
+                            },
                             time(r.created_at),
                             r.completed_at.map(time).unwrap_or_default(),
                         ]
@@ -365,8 +386,10 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let journal = client.journal(&id).await?;
             let signals = client.signals(&id).await?;
             let restarts = restarts_of(&client, &id).await?;
+            let live = client.live_workers().await?;
+            let stranded = live.why_stranded(&run);
             if json {
-                let mut summary = run_json(&run);
+                let mut summary = listed_json(&run, &live);
                 summary["input"] = raw_json(&run.input);
                 summary["output"] = run.output.as_deref().map_or(Value::Null, raw_json);
                 summary["restarts"] = json!(restarts.iter().map(RunId::as_str).collect::<Vec<_>>());
@@ -380,6 +403,9 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("run       {}", run.id);
                 out!("workflow  {} v{}", run.workflow, run.version);
                 out!("status    {}", status_text(&run));
+                if let Some(reason) = &stranded {
+                    out!("stranded  {reason}");
+                }
                 out!("created   {}", time(run.created_at));
                 if let Some(at) = run.completed_at {
                     out!("completed {}", time(at));

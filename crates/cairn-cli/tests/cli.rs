@@ -293,3 +293,105 @@ async fn runs_prune() {
     assert_eq!(left.len(), 2, "the pending runs are kept: {left:?}");
     assert!(left.iter().all(|id| id.starts_with("run-")));
 }
+
+/// `cairn workers` and stranded runs in `runs list` / `runs show`: the JSON contract, with a live
+/// worker in this process that serves version 2 of `order` while the seeded runs are version 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_and_stranded_runs() {
+    use cairn::prelude::*;
+    use cairn::store::{WorkerRecord, WorkflowKey};
+    async fn order_v2(_ctx: Ctx, _input: Value) -> Result<u8, WorkflowError> {
+        Ok(2)
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    seed(&db).await; // run-a: order v1, run-b: refund v1, both pending
+    let engine =
+        Engine::builder().store(SqliteStore::open(&db).unwrap()).register("order", 2, order_v2).start().await.unwrap();
+    engine.start("order", &serde_json::json!({})).id("run-c").await.unwrap().result::<u8>().await.unwrap();
+    let db = db.to_str().unwrap();
+
+    let workers = stdout_json(&cairn(&["workers", "--db", db, "--json"]));
+    let workers = workers.as_array().unwrap();
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    let me = &workers[0];
+    assert_eq!(me["id"], engine.worker_id());
+    assert_eq!(me["pid"], std::process::id());
+    assert_eq!(me["live"], true);
+    assert_eq!(me["serves"], serde_json::json!([{ "workflow": "order", "version": 2 }]));
+    for field in ["host", "started_at", "last_seen", "live_until"] {
+        assert!(me[field].is_string(), "missing {field} in {me}");
+    }
+    let text = String::from_utf8(cairn(&["workers", "--db", db]).stdout).unwrap();
+    assert!(text.starts_with("ID") && text.contains(engine.worker_id()) && text.contains("order@2"), "{text}");
+
+    let all = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    let stranded = |id: &str| all.as_array().unwrap().iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(stranded("run-a")["stranded"], true);
+    assert_eq!(
+        stranded("run-a")["stranded_reason"],
+        "no live worker serves version 1 of `order` (live workers serve version 2)"
+    );
+    assert_eq!(stranded("run-b")["stranded_reason"], "no live worker serves workflow `refund`");
+    assert_eq!(stranded("run-c")["stranded"], false, "completed runs are never stranded");
+    assert!(stranded("run-c")["stranded_reason"].is_null());
+    let ids =
+        |list: Value| list.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    assert_eq!(ids(stdout_json(&cairn(&["runs", "list", "--stranded", "--db", db, "--json"]))), ["run-b", "run-a"]);
+    let refunds = cairn(&["runs", "list", "--stranded", "--workflow", "refund", "--db", db, "--json"]);
+    assert_eq!(ids(stdout_json(&refunds)), ["run-b"]);
+    let table = String::from_utf8(cairn(&["runs", "list", "--stranded", "--db", db]).stdout).unwrap();
+    assert!(table.contains("pending, stranded"), "{table}");
+    let shown = stdout_json(&cairn(&["runs", "show", "run-a", "--db", db, "--json"]));
+    assert_eq!(shown["run"]["stranded"], true);
+
+    // A worker that stopped beating is listed only with --all, as not live.
+    let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
+    let gone = WorkerRecord {
+        id: "crashed-worker".into(),
+        host: "elsewhere".into(),
+        pid: 7,
+        started_at: now - std::time::Duration::from_secs(90),
+        last_seen: now - std::time::Duration::from_secs(60),
+        live_until: now - std::time::Duration::from_secs(30),
+        serves: vec![WorkflowKey { name: "refund".into(), version: 1 }],
+    };
+    engine.store().record_worker(&gone).await.unwrap();
+    assert_eq!(stdout_json(&cairn(&["workers", "--db", db, "--json"])).as_array().unwrap().len(), 1);
+    let every = stdout_json(&cairn(&["workers", "--all", "--db", db, "--json"]));
+    assert_eq!(every[0]["id"], "crashed-worker");
+    assert_eq!(every[0]["live"], false);
+    let refunds = cairn(&["runs", "list", "--stranded", "--workflow", "refund", "--db", db, "--json"]);
+    assert_eq!(ids(stdout_json(&refunds)), ["run-b"], "a dead worker serves nothing");
+
+    // Bad input: clear errors, non-zero exits, nothing created.
+    let absent = dir.path().join("absent.db");
+    let no_db = cairn(&["workers", "--db", absent.to_str().unwrap()]);
+    assert!(!no_db.status.success());
+    assert!(String::from_utf8_lossy(&no_db.stderr).contains("no Cairn database"));
+    assert!(!absent.exists(), "listing workers must not create a database");
+    let bad_flag = cairn(&["workers", "--db", db, "--live"]);
+    assert!(!bad_flag.status.success());
+
+    // A worker that shuts down removes its record.
+    engine.shutdown().await;
+    let left = stdout_json(&cairn(&["workers", "--all", "--db", db, "--json"]));
+    assert_eq!(ids(left), ["crashed-worker"]);
+    let none = stdout_json(&cairn(&["runs", "list", "--stranded", "--db", db, "--json"]));
+    assert_eq!(ids(none), ["run-b", "run-a"]);
+}
+
+/// A worker that starts warns once per stranded workflow version, with the run count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_starting_worker_warns_about_stranded_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("demo.db");
+    seed(&db).await; // order v1 and refund v1: workflows the demo does not serve
+    let demo = cairn(&["demo", "--db", db.to_str().unwrap()]);
+    assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
+    let stderr = String::from_utf8(demo.stderr).unwrap();
+    for workflow in ["order", "refund"] {
+        let warning = format!("1 run of `{workflow}` version 1 stranded: no live worker serves workflow `{workflow}`");
+        assert_eq!(stderr.matches(&warning).count(), 1, "{stderr}");
+    }
+}

@@ -6,7 +6,9 @@ use crate::registry::Registry;
 use crate::run::{Mode, PAUSED_BY_REQUEST, RunShared, drive};
 use crate::{Client, Ctx, EngineError, Interrupt, WorkflowError};
 use cairn_journal::JournalEntry;
-use cairn_store::{Append, ClaimRequest, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store};
+use cairn_store::{
+    Append, ClaimRequest, ForgetWorkers, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store, WorkerRecord,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -97,6 +99,8 @@ pub(crate) struct Local {
     drain_for: Mutex<Duration>,
     /// Fired once every run has stopped: the heartbeat and notice loops end.
     shutdown: CancellationToken,
+    /// When this worker started (wall-clock time), for its record in the store.
+    started_at: cairn_journal::Timestamp,
 }
 
 pub(crate) fn log_warning(message: &str) {
@@ -131,6 +135,29 @@ impl Local {
             waiters: Mutex::new(HashMap::new()),
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
+            started_at: wall_now(),
+        }
+    }
+
+    /// This worker's record in the store, as of now: live for one lease from now.
+    fn worker_record(&self) -> WorkerRecord {
+        let now = wall_now();
+        WorkerRecord {
+            id: self.config.worker_id.clone(),
+            host: crate::workers::host_name(),
+            pid: std::process::id(),
+            started_at: self.started_at,
+            last_seen: now,
+            live_until: now + self.config.lease,
+            serves: self.registry.keys(),
+        }
+    }
+
+    /// Records (or refreshes) this worker in the store; a failure is logged, not fatal: the
+    /// worker still works, it is only missing from `cairn workers` until the next heartbeat.
+    async fn record_worker(&self) {
+        if let Err(error) = self.store.record_worker(&self.worker_record()).await {
+            log_warning(&format!("could not record this worker in the store: {error}"));
         }
     }
 
@@ -428,6 +455,31 @@ async fn sweep_loop(local: Arc<Local>, client: Client, every: Duration) {
     }
 }
 
+/// How long a dead worker's record is kept (for `cairn workers --all`) before a starting worker
+/// deletes it.
+const FORGET_DEAD_WORKERS_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// Logs one warning per workflow version whose runs no live worker serves, with the run count,
+/// and forgets workers dead for a day.
+async fn warn_stranded(client: &Client) {
+    let dead_before = Some(wall_now() - FORGET_DEAD_WORKERS_AFTER);
+    if let Err(error) = client.store().forget_workers(&ForgetWorkers { ids: Vec::new(), dead_before }).await {
+        log_warning(&format!("could not forget dead workers: {error}"));
+    }
+    match client.stranded_versions().await {
+        Ok(stranded) => {
+            for version in stranded {
+                let plural = if version.runs == 1 { "run" } else { "runs" };
+                log_warning(&format!(
+                    "{} {plural} of `{}` version {} stranded: {}",
+                    version.runs, version.key.name, version.key.version, version.reason
+                ));
+            }
+        }
+        Err(error) => log_warning(&format!("could not look for stranded runs: {error}")),
+    }
+}
+
 async fn heartbeat_loop(local: Arc<Local>) {
     let every = (local.config.lease / 3).max(Duration::from_millis(10));
     loop {
@@ -435,6 +487,7 @@ async fn heartbeat_loop(local: Arc<Local>) {
             () = tokio::time::sleep(every) => {}
             () = local.shutdown.cancelled() => break,
         }
+        local.record_worker().await;
         let runs: Vec<(RunId, u64)> = lock(&local.active).values().map(|r| (r.id.clone(), r.epoch)).collect();
         if runs.is_empty() {
             continue;
@@ -590,6 +643,7 @@ impl EngineBuilder {
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
         let notices = store.notices();
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
+        local.record_worker().await;
         let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
         let heartbeat = tokio::spawn(heartbeat_loop(Arc::clone(&local)));
         if let Some(notices) = notices {
@@ -599,6 +653,7 @@ impl EngineBuilder {
         if let Some(every) = local.config.sweep_every {
             tokio::spawn(sweep_loop(Arc::clone(&local), client.clone(), every));
         }
+        warn_stranded(&client).await;
         Ok(Engine { client, local, loops: Mutex::new(Some((claimer, heartbeat))) })
     }
 }
@@ -685,6 +740,10 @@ impl Engine {
             let _ = claimer.await;
             self.local.shutdown.cancel();
             let _ = heartbeat.await;
+            let me = ForgetWorkers { ids: vec![self.local.config.worker_id.clone()], dead_before: None };
+            if let Err(error) = self.local.store.forget_workers(&me).await {
+                log_warning(&format!("could not remove this worker's record: {error}"));
+            }
         }
         // Runs aborted mid-way: hand their leases back here.
         let active: Vec<Arc<RunShared>> = lock(&self.local.active).drain().map(|(_, run)| run).collect();

@@ -47,6 +47,7 @@ mod panic;
 mod registry;
 mod run;
 pub mod testing;
+mod workers;
 
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 pub use cairn_store::{
@@ -62,6 +63,7 @@ pub use engine::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
 };
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
+pub use workers::{LiveWorkers, StrandedPage, StrandedRun, StrandedVersion};
 
 /// The journal layer, for tools that read journals.
 pub mod journal {
