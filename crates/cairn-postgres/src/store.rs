@@ -1705,6 +1705,64 @@ mod tests {
         assert_eq!(lease("held").await, Some(2_000_000));
     }
 
+    /// Two sweepers on one database (two stores, as two workers) delete every prunable run
+    /// exactly once between them, and neither waits for a row another session holds: it skips it,
+    /// and a later sweep takes it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_sweepers_delete_each_run_once_and_skip_held_rows() {
+        use cairn_store::PruneRequest;
+        let Some((store, schema)) = test_store("sweepers").await else { return };
+        let other_store =
+            crate::PostgresStore::connect(crate::PostgresOptions::new(&schema.url).schema(&schema.name)).await.unwrap();
+        let s = format!("\"{}\"", schema.name);
+        let setup = raw_client(&schema.url).await;
+        setup
+            .batch_execute(&format!(
+                "INSERT INTO {s}.runs (id, workflow, version, status, input, created_at, updated_at, completed_at,
+                     last_seq, delete_after)
+                 SELECT 'r' || lpad(g::text, 5, '0'), 'w', 1, 'completed', '{{}}', 1, 1, 2, 2, 10
+                 FROM generate_series(1, 3000) g;
+                 INSERT INTO {s}.journal (run_id, seq, at, kind, data)
+                 SELECT id, seq, 1, 'started', '{{}}' FROM {s}.runs, generate_series(1, 2) seq;
+                 INSERT INTO {s}.signals (run_id, name, payload, sent_at) SELECT id, 'x', '1', 1 FROM {s}.runs;"
+            ))
+            .await
+            .unwrap();
+        // Another session holds one of them (as a sweeper mid-batch would).
+        let locker = raw_client(&schema.url).await;
+        locker.batch_execute(&format!("BEGIN; SELECT 1 FROM {s}.runs WHERE id = 'r00007' FOR UPDATE")).await.unwrap();
+        let sweep = |store: crate::PostgresStore| async move {
+            let mut deleted = Vec::new();
+            loop {
+                let request =
+                    PruneRequest { now: Timestamp::from_millis(100), ended_before: None, limit: 100, dry_run: false };
+                let batch = store.prune(request).await.unwrap();
+                if batch.is_empty() {
+                    return deleted;
+                }
+                deleted.extend(batch);
+            }
+        };
+        // The bound only turns a sweeper waiting for the held row (a hang) into a failure.
+        let both = async { tokio::join!(tokio::spawn(sweep(store.clone())), tokio::spawn(sweep(other_store))) };
+        let (a, b) = tokio::time::timeout(std::time::Duration::from_secs(120), both)
+            .await
+            .expect("a sweeper waited for a row another session holds");
+        let mut all: Vec<RunId> = a.unwrap().into_iter().chain(b.unwrap()).collect();
+        let total = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), total, "a run was deleted by both sweepers");
+        assert_eq!(total, 2_999, "every run but the held one");
+        assert!(!all.contains(&RunId::new("r00007")));
+        locker.batch_execute("COMMIT").await.unwrap();
+        assert_eq!(sweep(store.clone()).await, [RunId::new("r00007")]);
+        for table in ["runs", "journal", "signals"] {
+            let left: i64 = setup.query_one(&format!("SELECT count(*) FROM {s}.{table}"), &[]).await.unwrap().get(0);
+            assert_eq!(left, 0, "{table} rows left");
+        }
+    }
+
     /// The connection listening for wake-ups closes when the last clone of its store is dropped.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn listener_ends_with_the_store() {
