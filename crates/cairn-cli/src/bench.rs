@@ -13,6 +13,9 @@ pub(crate) enum Workload {
     W1,
     /// Latency: one run at a time.
     W2,
+    /// Resume: runs with a long journal (default 10,000 steps) suspended on a signal; each is
+    /// signalled on a freshly started engine and timed from the signal to its result.
+    W4,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -43,12 +46,17 @@ pub(crate) struct BenchArgs {
     /// SQLite durability.
     #[arg(long, value_enum, default_value = "full")]
     durability: DurabilityArg,
-    /// Runs (default: 1000 for w1, 200 for w2).
+    /// Runs (default: 1000 for w1, 200 for w2, 10 for w4).
     #[arg(long)]
     runs: Option<usize>,
-    /// Steps per run.
-    #[arg(long, default_value_t = 10)]
-    steps: usize,
+    /// Steps per run (default: 10; 10,000 for w4).
+    #[arg(long)]
+    steps: Option<usize>,
+    /// W1/W2 with a retention sweep in progress: first fill the store with this many ended runs
+    /// of 10 steps each, past their retention, then delete them in the background (as an
+    /// engine's sweeper does) while the workload runs.
+    #[arg(long, default_value_t = 0)]
+    prunable: usize,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
@@ -150,9 +158,14 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let runs = args.runs.unwrap_or(match args.workload {
         Workload::W1 => 1000,
         Workload::W2 => 200,
+        Workload::W4 => 10,
     });
-    if runs == 0 || args.steps == 0 {
+    let steps = args.steps.unwrap_or(if args.workload == Workload::W4 { 10_000 } else { 10 });
+    if runs == 0 || steps == 0 {
         bail!("--runs and --steps must be at least 1");
+    }
+    if args.prunable > 0 && args.workload == Workload::W4 {
+        bail!("--prunable applies to w1 and w2");
     }
     let durability = match args.durability {
         DurabilityArg::Full => Durability::Full,
@@ -166,13 +179,14 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     }
     let workers = args.workers.max(1);
     let per_worker = runs.div_ceil(workers);
+    let sqlite_path = dir.path().join("bench.db");
     let (store, store_name, floor_us): (Arc<dyn Store>, &str, f64) = match args.store {
         StoreKind::Memory => (Arc::new(MemoryStore::new()), "memory", 0.0),
         StoreKind::Sqlite => {
             let floor = cairn::store::sqlite_commit_floor_us(&dir.path().join("floor.db"), durability, 200)
                 .context("measuring the commit floor")?;
             let options = SqliteOptions { durability, ..SqliteOptions::default() };
-            (Arc::new(SqliteStore::open_with(dir.path().join("bench.db"), options)?), "sqlite", floor)
+            (Arc::new(SqliteStore::open_with(&sqlite_path, options)?), "sqlite", floor)
         }
         StoreKind::Postgres => {
             let schema = format!("cairn_bench_{}", std::process::id());
@@ -184,6 +198,23 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             (Arc::new(store), "postgres", floor)
         }
     };
+    if args.workload == Workload::W4 {
+        let reopen =
+            Reopen { kind: args.store, sqlite_path, durability, url: &args.database_url, schema: &schema_name };
+        let result = resume(
+            store,
+            reopen,
+            runs,
+            steps,
+            (store_name, durability_name(args.store, durability), floor_us),
+            args.json,
+        )
+        .await;
+        if let Some(store) = bench_schema {
+            store.drop_schema().await?;
+        }
+        return result;
+    }
     let marks = Arc::new(Mutex::new(Vec::new()));
     let extra = Workers(
         (1..workers)
@@ -196,8 +227,10 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             .collect::<std::io::Result<Vec<_>>>()
             .context("starting the extra bench workers")?,
     );
+    let sweeping = if args.prunable > 0 { Some(fill_prunable(&store, args.prunable).await?) } else { None };
     let engine = Engine::builder()
         .shared_store(store)
+        .sweep_every(None)
         .max_active_runs(per_worker.max(1))
         .register("noop", 1, noop_workflow(Arc::clone(&marks), args.workload == Workload::W2))
         .start()
@@ -209,39 +242,50 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     };
     let mut run_ms = Vec::with_capacity(runs);
     let mut step_us = Vec::new();
+    let sweeper = sweeping.map(|client| {
+        tokio::spawn(async move {
+            let begun = Instant::now();
+            let deleted = client.prune(None, false).await.map(|ids| ids.len());
+            (deleted, begun.elapsed())
+        })
+    });
     let started = Instant::now();
-    match args.workload {
-        Workload::W1 => {
-            let client = engine.client();
-            let tasks: Vec<_> = (0..runs)
-                .map(|_| {
-                    let client = client.clone();
-                    let steps = args.steps;
-                    tokio::spawn(async move {
-                        let begun = Instant::now();
-                        let handle = client.start("noop", &steps).await?;
-                        handle.result::<usize>().await?;
-                        Ok::<_, ClientError>(begun.elapsed())
-                    })
-                })
-                .collect();
-            for task in tasks {
-                run_ms.push(task.await??.as_secs_f64() * 1e3);
-            }
+    if args.workload == Workload::W2 {
+        for _ in 0..runs {
+            marks.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            let begun = Instant::now();
+            let handle = engine.start("noop", &steps).await?;
+            handle.result::<usize>().await?;
+            run_ms.push(begun.elapsed().as_secs_f64() * 1e3);
+            let marks = marks.lock().unwrap_or_else(|p| p.into_inner());
+            step_us.extend(marks.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e6));
         }
-        Workload::W2 => {
-            for _ in 0..runs {
-                marks.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                let begun = Instant::now();
-                let handle = engine.start("noop", &args.steps).await?;
-                handle.result::<usize>().await?;
-                run_ms.push(begun.elapsed().as_secs_f64() * 1e3);
-                let marks = marks.lock().unwrap_or_else(|p| p.into_inner());
-                step_us.extend(marks.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e6));
-            }
+    } else {
+        let client = engine.client();
+        let tasks: Vec<_> = (0..runs)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let begun = Instant::now();
+                    let handle = client.start("noop", &steps).await?;
+                    handle.result::<usize>().await?;
+                    Ok::<_, ClientError>(begun.elapsed())
+                })
+            })
+            .collect();
+        for task in tasks {
+            run_ms.push(task.await??.as_secs_f64() * 1e3);
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let sweep = match sweeper {
+        Some(task) => {
+            let still_sweeping = !task.is_finished();
+            let (deleted, took) = task.await?;
+            Some((deleted?, took.as_secs_f64(), still_sweeping))
+        }
+        None => None,
+    };
     let statements = match (&bench_schema, calls_before) {
         (Some(store), Some(before)) => store.statement_calls().await?.map(|after| statement_counts(&before, &after)),
         _ => None,
@@ -252,7 +296,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         store.drop_schema().await?;
     }
 
-    let steps_total = runs * args.steps;
+    let steps_total = runs * steps;
     let run_sorted = sorted(run_ms);
     let step_sorted = sorted(step_us);
     let step_p50 = if step_sorted.is_empty() {
@@ -261,13 +305,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     } else {
         percentile(&step_sorted, 50.0)
     };
-    let durability_name = match args.store {
-        StoreKind::Memory => "none",
-        StoreKind::Sqlite => durability.as_str(),
-        StoreKind::Postgres => "synchronous_commit=on",
-    };
+    let durability_name = durability_name(args.store, durability);
     let report = serde_json::json!({
-        "workload": match args.workload { Workload::W1 => "w1", Workload::W2 => "w2" },
+        "workload": if args.workload == Workload::W2 { "w2" } else { "w1" },
         "store": store_name,
         "durability": durability_name,
         "runs": runs,
@@ -281,6 +321,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         "step_overhead_us_p50": step_p50,
         "step_us_p99": percentile(&step_sorted, 99.0),
         "floor_us": floor_us,
+        "swept_runs": sweep.map(|(deleted, _, _)| deleted),
+        "sweep_seconds": sweep.map(|(_, took, _)| took),
+        "sweep_outlasted_workload": sweep.map(|(_, _, still)| still),
         "sql_statements_per_step": statements.as_ref().map(|s| s.iter().map(|(_, n)| n).sum::<i64>() as f64 / steps_total as f64),
     });
     if !args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
@@ -291,7 +334,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             durability_name,
             workers,
             runs,
-            args.steps,
+            steps,
             seconds,
             runs as f64 / seconds,
             steps_total as f64 / seconds,
@@ -300,6 +343,10 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             step_p50,
             floor_us
         );
+        if let Some((deleted, took, still)) = sweep {
+            let during = if still { "throughout the workload" } else { "ending before the workload did" };
+            out!("retention sweep in the background: {deleted} ended runs deleted in {took:.2} s, {during}");
+        }
     }
     if let Some(statements) = &statements
         && (!args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()))
@@ -310,6 +357,163 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         }
     }
     if args.json {
+        out!("{report}");
+    }
+    Ok(())
+}
+
+fn durability_name(kind: StoreKind, durability: Durability) -> &'static str {
+    match kind {
+        StoreKind::Memory => "none",
+        StoreKind::Sqlite => durability.as_str(),
+        StoreKind::Postgres => "synchronous_commit=on",
+    }
+}
+
+/// Fills the store with `count` ended runs of 10 steps each whose retention has passed (created
+/// with their journals in one `create_run` each, then cancelled), for a sweep to delete; returns
+/// a client to sweep with.
+async fn fill_prunable(store: &Arc<dyn Store>, count: usize) -> Result<Client> {
+    use cairn::journal::{Event, StepPath};
+    let client = Client::from_shared(Arc::clone(store));
+    let output = serde_json::value::to_raw_value(&1)?;
+    let at = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
+    let steps: Vec<Event> = (0..10u32)
+        .map(|i| {
+            Ok(Event::StepCompleted {
+                path: StepPath::parse(&format!("s[{i}]"))?,
+                ordinal: i,
+                attempt: 1,
+                output: output.clone(),
+                started_at: Some(at),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let mut next = 0;
+    while next < count {
+        let batch: Vec<_> = (next..count.min(next + 1000))
+            .map(|i| {
+                let (store, client, steps) = (Arc::clone(store), client.clone(), steps.clone());
+                tokio::spawn(async move {
+                    let id = cairn::RunId::new(format!("prunable-{i:07}"));
+                    let mut run =
+                        cairn::store::NewRun::new(id.clone(), "prunable", 1, serde_json::value::to_raw_value(&i)?, at);
+                    run.retention = Some(std::time::Duration::ZERO);
+                    run.prefix = steps;
+                    store.create_run(run).await?;
+                    client.cancel(&id).await?;
+                    Ok::<_, anyhow::Error>(())
+                })
+            })
+            .collect();
+        for task in batch {
+            task.await??;
+        }
+        next += 1000;
+    }
+    Ok(client)
+}
+
+/// How W4 opens the store again for each fresh engine.
+struct Reopen<'a> {
+    kind: StoreKind,
+    sqlite_path: std::path::PathBuf,
+    durability: Durability,
+    url: &'a str,
+    schema: &'a str,
+}
+
+impl Reopen<'_> {
+    async fn open(&self, memory: &Arc<dyn Store>) -> Result<Arc<dyn Store>> {
+        Ok(match self.kind {
+            StoreKind::Memory => Arc::clone(memory),
+            StoreKind::Sqlite => {
+                let options = SqliteOptions { durability: self.durability, ..SqliteOptions::default() };
+                Arc::new(SqliteStore::open_with(&self.sqlite_path, options)?)
+            }
+            StoreKind::Postgres => {
+                let options = cairn_postgres::PostgresOptions::new(self.url).schema(self.schema);
+                Arc::new(cairn_postgres::PostgresStore::connect(options).await?)
+            }
+        })
+    }
+}
+
+/// The W4 workflow: `steps` no-op steps, then a wait for the signal `go`.
+async fn resumable(ctx: Ctx, steps: usize) -> Result<usize, WorkflowError> {
+    for i in 0..steps {
+        ctx.step(&format!("s[{i}]"), || async move { Ok::<_, StepError>(i) }).await?;
+    }
+    let go: Option<usize> =
+        ctx.wait_for_event("go", EventFilter::any(), std::time::Duration::from_secs(86_400)).await?;
+    Ok(steps + go.unwrap_or(0))
+}
+
+/// W4: `runs` runs of `steps` steps suspend on a signal (set up concurrently, untimed); then, one
+/// at a time, an engine is started afresh on a freshly opened store (untimed) and the run is timed
+/// from sending its signal to its result: claim, journal load, replay of every step, the wait, the
+/// completion.
+async fn resume(
+    store: Arc<dyn Store>,
+    reopen: Reopen<'_>,
+    runs: usize,
+    steps: usize,
+    (store_name, durability_name, floor_us): (&str, &str, f64),
+    json: bool,
+) -> Result<()> {
+    let engine = Engine::builder()
+        .shared_store(Arc::clone(&store))
+        .sweep_every(None)
+        .max_active_runs(runs)
+        .register("resume", 1, resumable)
+        .start()
+        .await?;
+    let mut ids = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        ids.push(engine.start("resume", &steps).await?.id().clone());
+    }
+    for id in &ids {
+        while engine.get(id).await?.status != cairn::RunStatus::Suspended {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    engine.shutdown().await;
+    drop(engine);
+    let mut resume_ms = Vec::with_capacity(runs);
+    for id in &ids {
+        let fresh = reopen.open(&store).await?;
+        let engine =
+            Engine::builder().shared_store(fresh).sweep_every(None).register("resume", 1, resumable).start().await?;
+        let begun = Instant::now();
+        engine.signal(id, "go", &1usize).await?;
+        let total: usize = engine.result(id).await?;
+        resume_ms.push(begun.elapsed().as_secs_f64() * 1e3);
+        if total != steps + 1 {
+            bail!("run {id} returned {total}, expected {}", steps + 1);
+        }
+        engine.shutdown().await;
+    }
+    let resume_sorted = sorted(resume_ms);
+    let report = serde_json::json!({
+        "workload": "w4",
+        "store": store_name,
+        "durability": durability_name,
+        "runs": runs,
+        "journal_steps": steps,
+        "resume_ms_p50": percentile(&resume_sorted, 50.0),
+        "resume_ms_p99": percentile(&resume_sorted, 99.0),
+        "resume_ms_max": resume_sorted.last().copied().unwrap_or_default(),
+        "floor_us": floor_us,
+    });
+    if !json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        out!(
+            "w4 on {store_name} ({durability_name}): {runs} runs with {steps}-step journals, signal to result on a fresh engine: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; commit floor {floor_us:.1} us",
+            percentile(&resume_sorted, 50.0),
+            percentile(&resume_sorted, 99.0),
+            resume_sorted.last().copied().unwrap_or_default(),
+        );
+    }
+    if json {
         out!("{report}");
     }
     Ok(())

@@ -120,20 +120,26 @@ pub enum CursorError {
 /// ```
 #[derive(Debug, Default)]
 pub struct ReplayCursor {
-    journaled: HashMap<StepPath, (StepKind, u32)>,
-    by_position: HashMap<(StepPath, u32), StepPath>,
-    next_ordinal: HashMap<StepPath, u32>,
-    requested: HashSet<StepPath>,
+    /// Each journaled path: its kind, its position in its scope, whether the body asked for it.
+    journaled: Map<StepPath, (StepKind, u32, bool)>,
+    by_position: Map<(StepPath, u32), StepPath>,
+    next_ordinal: Map<StepPath, u32>,
+    /// Paths the body asked for that the journal does not hold.
+    requested_new: HashSet<StepPath, foldhash::fast::RandomState>,
     /// How many of the requested paths the journal holds.
     requested_known: usize,
 }
+
+/// Hashed with foldhash: replay looks up every step several times, and the paths come from
+/// workflow code, not from outside.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 impl ReplayCursor {
     /// A cursor over what `state` has journaled.
     pub fn new(state: &RunState) -> Self {
         let mut cursor = ReplayCursor::default();
         for (path, record) in state.steps() {
-            cursor.journaled.insert(path.clone(), (record.kind, record.ordinal));
+            cursor.journaled.insert(path.clone(), (record.kind, record.ordinal, false));
             cursor.by_position.insert((path.parent(), record.ordinal), path.clone());
         }
         cursor
@@ -155,26 +161,20 @@ impl ReplayCursor {
     /// code ran it), it takes its position as before and is not reported as unreached; if not,
     /// it takes nothing. Returns whether the journal held it.
     pub fn skip_removed(&mut self, path: &StepPath) -> Result<bool, CursorError> {
-        if self.requested.contains(path) {
-            return Err(CursorError::DuplicatePath(path.clone()));
+        match self.journaled.get(path) {
+            Some(&(kind, _, _)) => self.request(path, kind).map(|_| true),
+            None if self.requested_new.contains(path) => Err(CursorError::DuplicatePath(path.clone())),
+            None => Ok(false),
         }
-        let Some(&(kind, _)) = self.journaled.get(path) else {
-            return Ok(false);
-        };
-        self.request(path, kind)?;
-        Ok(true)
     }
 
     /// The body asks for `path` of `kind`; returns its position and whether the journal knows it.
     pub fn request(&mut self, path: &StepPath, kind: StepKind) -> Result<Replayed, CursorError> {
-        if self.requested.contains(path) {
-            return Err(CursorError::DuplicatePath(path.clone()));
-        }
         let scope = path.parent();
-        let ordinal = *self.next_ordinal.get(&scope).unwrap_or(&0);
-        let at_position = self.by_position.get(&(scope.clone(), ordinal));
+        let ordinal = self.next_ordinal.get(&scope).copied().unwrap_or(0);
         let replayed = match self.journaled.get(path) {
-            Some(&(journal_kind, journal_ordinal)) => {
+            Some(&(_, _, true)) => return Err(CursorError::DuplicatePath(path.clone())),
+            Some(&(journal_kind, journal_ordinal, false)) => {
                 if journal_kind != kind {
                     return Err(NonDeterminism::KindMismatch {
                         path: path.clone(),
@@ -186,31 +186,37 @@ impl ReplayCursor {
                 if journal_ordinal != ordinal {
                     return Err(self.order_mismatch(scope, ordinal, path, kind).into());
                 }
+                if let Some(entry) = self.journaled.get_mut(path) {
+                    entry.2 = true;
+                }
                 self.requested_known += 1;
                 Replayed::Known { ordinal }
             }
-            None if at_position.is_some() => {
+            None if self.requested_new.contains(path) => return Err(CursorError::DuplicatePath(path.clone())),
+            None if self.by_position.contains_key(&(scope.clone(), ordinal)) => {
                 return Err(self.order_mismatch(scope, ordinal, path, kind).into());
             }
-            None => Replayed::New { ordinal },
+            None => {
+                self.requested_new.insert(path.clone());
+                Replayed::New { ordinal }
+            }
         };
         self.next_ordinal.insert(scope, ordinal + 1);
-        self.requested.insert(path.clone());
         Ok(replayed)
     }
 
     fn order_mismatch(&self, scope: StepPath, ordinal: u32, found: &StepPath, found_kind: StepKind) -> NonDeterminism {
         let expected = self.by_position.get(&(scope.clone(), ordinal)).cloned();
-        let expected_kind = expected.as_ref().and_then(|p| self.journaled.get(p)).map(|(k, _)| *k);
+        let expected_kind = expected.as_ref().and_then(|p| self.journaled.get(p)).map(|(k, _, _)| *k);
         NonDeterminism::OrderMismatch { scope, ordinal, expected, expected_kind, found: found.clone(), found_kind }
     }
 
     /// The body has finished: every journaled path must have been asked for.
     pub fn finish(&self) -> Result<(), NonDeterminism> {
-        let mut missing: Vec<_> = self.journaled.iter().filter(|(p, _)| !self.requested.contains(*p)).collect();
-        missing.sort_by_key(|(p, (_, ordinal))| (p.parent(), *ordinal));
+        let mut missing: Vec<_> = self.journaled.iter().filter(|(_, (_, _, requested))| !requested).collect();
+        missing.sort_by_key(|(p, (_, ordinal, _))| (p.parent(), *ordinal));
         match missing.first() {
-            Some((path, (kind, _))) => Err(NonDeterminism::Unreached { path: (*path).clone(), kind: *kind }),
+            Some((path, (kind, _, _))) => Err(NonDeterminism::Unreached { path: (*path).clone(), kind: *kind }),
             None => Ok(()),
         }
     }

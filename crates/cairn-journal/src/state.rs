@@ -170,7 +170,9 @@ pub struct RunState {
     input: Option<Box<RawValue>>,
     deadline: Option<Timestamp>,
     phase: RunPhase,
-    steps: HashMap<StepPath, StepRecord>,
+    /// Hashed with foldhash: replay looks every step up here, and the paths come from workflow
+    /// code, not from outside.
+    steps: HashMap<StepPath, StepRecord, foldhash::fast::RandomState>,
     consumed_signals: HashSet<SignalId>,
     patches: HashMap<String, bool>,
     last_seq: u64,
@@ -191,7 +193,7 @@ impl RunState {
             input: None,
             deadline: None,
             phase: RunPhase::Active,
-            steps: HashMap::new(),
+            steps: HashMap::default(),
             consumed_signals: HashSet::new(),
             patches: HashMap::new(),
             last_seq: 0,
