@@ -54,7 +54,7 @@ pub(crate) struct BenchArgs {
     steps: Option<usize>,
     /// W1/W2 with a retention sweep in progress: first fill the store with this many ended runs
     /// of 10 steps each, past their retention, then delete them in the background (as an
-    /// engine's sweeper does) while the workload runs.
+    /// engine's sweeper does, paced by `Client::sweep`) while the workload runs.
     #[arg(long, default_value_t = 0)]
     prunable: usize,
     /// Print one JSON object as the last line.
@@ -245,7 +245,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let sweeper = sweeping.map(|client| {
         tokio::spawn(async move {
             let begun = Instant::now();
-            let deleted = client.prune(None, false).await.map(|ids| ids.len());
+            let deleted = client.sweep().await.map(|ids| ids.len());
             (deleted, begun.elapsed())
         })
     });

@@ -81,6 +81,9 @@ pub struct StartRun<'a> {
     signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
 }
 
+/// How many times as long as a batch took [`Client::sweep`] pauses before the next.
+pub const SWEEP_PAUSE_FACTOR: u32 = 8;
+
 /// Most runs [`Client::prune`] deletes in one store transaction.
 pub const PRUNE_BATCH: usize = 1_000;
 
@@ -520,19 +523,41 @@ impl Client {
     /// ended are never deleted. Engines do this by themselves every
     /// [sweep interval](crate::EngineBuilder::sweep_every).
     pub async fn prune(&self, older_than: Option<Duration>, dry_run: bool) -> Result<Vec<RunId>, ClientError> {
+        self.prune_batches(older_than, dry_run, 0).await
+    }
+
+    /// What an engine's sweeper does every [sweep interval](crate::EngineBuilder::sweep_every):
+    /// [`prune`](Client::prune) of runs past their retention, pausing after each full batch
+    /// [`SWEEP_PAUSE_FACTOR`] times as long as the batch took, so a large backlog takes at most
+    /// a ninth of the store's time (on SQLite, of its one writer) from the runs executing
+    /// meanwhile. Returns the ids deleted.
+    pub async fn sweep(&self) -> Result<Vec<RunId>, ClientError> {
+        self.prune_batches(None, false, SWEEP_PAUSE_FACTOR).await
+    }
+
+    /// Prunes in batches of [`PRUNE_BATCH`], pausing `pause_factor` times each full batch's
+    /// duration before the next.
+    async fn prune_batches(
+        &self,
+        older_than: Option<Duration>,
+        dry_run: bool,
+        pause_factor: u32,
+    ) -> Result<Vec<RunId>, ClientError> {
         let now = self.clock.now();
         let max = self.local.as_ref().and_then(|l| l.config.max_retention);
         let ended_before = [older_than, max].into_iter().flatten().min().map(|keep| now - keep);
         let limit = if dry_run { usize::MAX / 2 } else { PRUNE_BATCH };
         let mut deleted = Vec::new();
         loop {
+            let began = std::time::Instant::now();
             let batch = self.store.prune(PruneRequest { now, ended_before, limit, dry_run }).await?;
             let full = batch.len() == limit;
             deleted.extend(batch);
             if dry_run || !full {
                 return Ok(deleted);
             }
-            tokio::task::yield_now().await;
+            // Real time, not the engine's clock: this paces the store's work.
+            tokio::time::sleep(began.elapsed() * pause_factor).await;
         }
     }
 

@@ -447,7 +447,7 @@ async fn sweep_loop(local: Arc<Local>, client: Client, every: Duration) {
             () = local.clock.sleep_until(local.clock.now() + every) => {}
             () = local.draining.cancelled() => break,
         }
-        match client.prune(None, false).await {
+        match client.sweep().await {
             Ok(deleted) if deleted.is_empty() => {}
             Ok(deleted) => eprintln!("cairn: swept {} ended runs past their retention", deleted.len()),
             Err(error) => log_warning(&format!("sweeping ended runs failed: {error}")),
