@@ -1495,7 +1495,7 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let client = self.pool.get().await.map_err(backend)?;
             let statement = client.prepare_cached(&self.sql.record_worker).await.map_err(backend)?;
-            let serves: Vec<String> = worker.serves.iter().map(WorkflowKey::tag).collect();
+            let serves = tags(&worker.serves);
             let params: [&(dyn ToSql + Sync); 7] = [
                 &worker.id,
                 &worker.host,
@@ -1517,14 +1517,7 @@ impl Store for PostgresStore {
             let rows = client.query(&statement, &[]).await.map_err(backend)?;
             rows.iter()
                 .map(|row| {
-                    let tags: Vec<String> = row.try_get(6).map_err(backend)?;
-                    let serves = tags
-                        .iter()
-                        .map(|tag| {
-                            WorkflowKey::parse_tag(tag)
-                                .ok_or_else(|| StoreError::Corrupt(format!("a worker serves an unreadable {tag:?}")))
-                        })
-                        .collect::<Result<_, _>>()?;
+                    let serves = WorkerRecord::serves_from_tags(&row.try_get::<_, Vec<String>>(6).map_err(backend)?)?;
                     Ok(WorkerRecord {
                         id: row.try_get(0).map_err(backend)?,
                         host: row.try_get(1).map_err(backend)?,

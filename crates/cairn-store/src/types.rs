@@ -125,9 +125,6 @@ impl RunStatus {
     pub fn needs_worker(self) -> bool {
         matches!(self, RunStatus::Pending | RunStatus::Running | RunStatus::Suspended)
     }
-
-    /// The statuses for which [`needs_worker`](RunStatus::needs_worker) holds.
-    pub const NEEDS_WORKER: [RunStatus; 3] = [RunStatus::Pending, RunStatus::Running, RunStatus::Suspended];
 }
 
 impl fmt::Display for RunStatus {
@@ -451,9 +448,19 @@ impl WorkerRecord {
 
     /// Reads [`serves_json`](WorkerRecord::serves_json) back.
     pub fn parse_serves(text: &str) -> Result<Vec<WorkflowKey>, StoreError> {
-        let corrupt = || StoreError::Corrupt(format!("a worker's workflow list is unreadable: {text}"));
-        let tags: Vec<String> = serde_json::from_str(text).map_err(|_| corrupt())?;
-        tags.iter().map(|tag| WorkflowKey::parse_tag(tag).ok_or_else(corrupt)).collect()
+        let tags: Vec<String> = serde_json::from_str(text)
+            .map_err(|_| StoreError::Corrupt(format!("a worker's workflow list is unreadable: {text}")))?;
+        WorkerRecord::serves_from_tags(&tags)
+    }
+
+    /// The workflow versions a worker serves, from their `name@version` tags as stores keep them.
+    pub fn serves_from_tags(tags: &[String]) -> Result<Vec<WorkflowKey>, StoreError> {
+        tags.iter()
+            .map(|tag| {
+                WorkflowKey::parse_tag(tag)
+                    .ok_or_else(|| StoreError::Corrupt(format!("a worker serves an unreadable {tag:?}")))
+            })
+            .collect()
     }
 }
 

@@ -99,8 +99,9 @@ pub(crate) struct Local {
     drain_for: Mutex<Duration>,
     /// Fired once every run has stopped: the heartbeat and notice loops end.
     shutdown: CancellationToken,
-    /// When this worker started (wall-clock time), for its record in the store.
-    started_at: cairn_journal::Timestamp,
+    /// This worker's record in the store as of its start; [`Local::worker_record`] brings its
+    /// times up to date.
+    worker: WorkerRecord,
 }
 
 pub(crate) fn log_warning(message: &str) {
@@ -119,6 +120,16 @@ impl Local {
         config: Config,
         remote_notices: bool,
     ) -> Local {
+        let started = wall_now();
+        let worker = WorkerRecord {
+            id: config.worker_id.clone(),
+            host: crate::workers::host_name(),
+            pid: std::process::id(),
+            started_at: started,
+            last_seen: started,
+            live_until: started + config.lease,
+            serves: registry.keys(),
+        };
         Local {
             store,
             clock,
@@ -135,22 +146,14 @@ impl Local {
             waiters: Mutex::new(HashMap::new()),
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
-            started_at: wall_now(),
+            worker,
         }
     }
 
     /// This worker's record in the store, as of now: live for one lease from now.
     fn worker_record(&self) -> WorkerRecord {
         let now = wall_now();
-        WorkerRecord {
-            id: self.config.worker_id.clone(),
-            host: crate::workers::host_name(),
-            pid: std::process::id(),
-            started_at: self.started_at,
-            last_seen: now,
-            live_until: now + self.config.lease,
-            serves: self.registry.keys(),
-        }
+        WorkerRecord { last_seen: now, live_until: now + self.config.lease, ..self.worker.clone() }
     }
 
     /// Records (or refreshes) this worker in the store; a failure is logged, not fatal: the
@@ -459,13 +462,16 @@ async fn sweep_loop(local: Arc<Local>, client: Client, every: Duration) {
 /// deletes it.
 const FORGET_DEAD_WORKERS_AFTER: Duration = Duration::from_secs(24 * 3600);
 
-/// Logs one warning per workflow version whose runs no live worker serves, with the run count,
-/// and forgets workers dead for a day.
-async fn warn_stranded(client: &Client) {
+/// Deletes the records of workers dead for a day.
+async fn forget_dead_workers(store: &dyn Store) {
     let dead_before = Some(wall_now() - FORGET_DEAD_WORKERS_AFTER);
-    if let Err(error) = client.store().forget_workers(&ForgetWorkers { ids: Vec::new(), dead_before }).await {
+    if let Err(error) = store.forget_workers(&ForgetWorkers { ids: Vec::new(), dead_before }).await {
         log_warning(&format!("could not forget dead workers: {error}"));
     }
+}
+
+/// Logs one warning per workflow version whose runs no live worker serves, with the run count.
+async fn warn_stranded(client: &Client) {
     match client.stranded_versions().await {
         Ok(stranded) => {
             for version in stranded {
@@ -653,6 +659,7 @@ impl EngineBuilder {
         if let Some(every) = local.config.sweep_every {
             tokio::spawn(sweep_loop(Arc::clone(&local), client.clone(), every));
         }
+        forget_dead_workers(local.store.as_ref()).await;
         warn_stranded(&client).await;
         Ok(Engine { client, local, loops: Mutex::new(Some((claimer, heartbeat))) })
     }
