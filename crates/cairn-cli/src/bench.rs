@@ -492,6 +492,10 @@ async fn resume(
             bail!("run {id} returned {total}, expected {}", steps + 1);
         }
         engine.shutdown().await;
+        drop(engine);
+        // Untimed: the store just dropped closes its connections on its own threads; the next
+        // resume starts on a quiet process, as a restarted worker does.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let resume_sorted = sorted(resume_ms);
     let report = serde_json::json!({

@@ -60,6 +60,16 @@ fn validate_segment(segment: &str) -> Result<(), PathError> {
     Ok(())
 }
 
+/// Checks a whole path (the empty string is the root).
+fn validate(text: &str) -> Result<(), PathError> {
+    if !text.is_empty() {
+        for segment in text.split('/') {
+            validate_segment(segment)?;
+        }
+    }
+    Ok(())
+}
+
 impl StepPath {
     /// The empty path: the run itself.
     pub fn root() -> Self {
@@ -95,12 +105,7 @@ impl StepPath {
 
     /// Parses a whole path such as `a/b[3]/c`; the empty string is the root.
     pub fn parse(text: &str) -> Result<StepPath, PathError> {
-        if text.is_empty() {
-            return Ok(StepPath::root());
-        }
-        for segment in text.split('/') {
-            validate_segment(segment)?;
-        }
+        validate(text)?;
         Ok(StepPath(text.to_owned()))
     }
 
@@ -147,7 +152,7 @@ impl fmt::Display for StepPath {
 impl TryFrom<String> for StepPath {
     type Error = PathError;
     fn try_from(value: String) -> Result<Self, PathError> {
-        StepPath::parse(&value)?;
+        validate(&value)?;
         Ok(StepPath(value))
     }
 }

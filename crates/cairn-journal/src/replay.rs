@@ -122,7 +122,9 @@ pub enum CursorError {
 pub struct ReplayCursor {
     /// Each journaled path: its kind, its position in its scope, whether the body asked for it.
     journaled: Map<StepPath, (StepKind, u32, bool)>,
-    by_position: Map<(StepPath, u32), StepPath>,
+    /// Each journaled path by scope and position; built from `journaled` when first needed (a
+    /// replay that asks only for journaled paths in order never needs it).
+    by_position: Option<Map<(StepPath, u32), StepPath>>,
     next_ordinal: Map<StepPath, u32>,
     /// Paths the body asked for that the journal does not hold.
     requested_new: HashSet<StepPath, foldhash::fast::RandomState>,
@@ -137,12 +139,10 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 impl ReplayCursor {
     /// A cursor over what `state` has journaled.
     pub fn new(state: &RunState) -> Self {
-        let mut cursor = ReplayCursor::default();
-        for (path, record) in state.steps() {
-            cursor.journaled.insert(path.clone(), (record.kind, record.ordinal, false));
-            cursor.by_position.insert((path.parent(), record.ordinal), path.clone());
-        }
-        cursor
+        // Collecting reserves the exact size up front: no rehash while 10,000 paths go in.
+        let journaled =
+            state.steps().map(|(path, record)| (path.clone(), (record.kind, record.ordinal, false))).collect();
+        ReplayCursor { journaled, ..ReplayCursor::default() }
     }
 
     /// Whether the body has asked for every path the journal holds: from here on it runs code
@@ -172,31 +172,27 @@ impl ReplayCursor {
     pub fn request(&mut self, path: &StepPath, kind: StepKind) -> Result<Replayed, CursorError> {
         let scope = path.parent();
         let ordinal = self.next_ordinal.get(&scope).copied().unwrap_or(0);
-        let replayed = match self.journaled.get(path) {
-            Some(&(_, _, true)) => return Err(CursorError::DuplicatePath(path.clone())),
-            Some(&(journal_kind, journal_ordinal, false)) => {
-                if journal_kind != kind {
-                    return Err(NonDeterminism::KindMismatch {
-                        path: path.clone(),
-                        expected: journal_kind,
-                        found: kind,
-                    }
-                    .into());
+        let replayed = match self.journaled.get_mut(path) {
+            Some((_, _, true)) => return Err(CursorError::DuplicatePath(path.clone())),
+            Some((journal_kind, journal_ordinal, requested)) => {
+                if *journal_kind != kind {
+                    let expected = *journal_kind;
+                    return Err(NonDeterminism::KindMismatch { path: path.clone(), expected, found: kind }.into());
                 }
-                if journal_ordinal != ordinal {
+                if *journal_ordinal != ordinal {
                     return Err(self.order_mismatch(scope, ordinal, path, kind).into());
                 }
-                if let Some(entry) = self.journaled.get_mut(path) {
-                    entry.2 = true;
-                }
+                *requested = true;
                 self.requested_known += 1;
                 Replayed::Known { ordinal }
             }
-            None if self.requested_new.contains(path) => return Err(CursorError::DuplicatePath(path.clone())),
-            None if self.by_position.contains_key(&(scope.clone(), ordinal)) => {
-                return Err(self.order_mismatch(scope, ordinal, path, kind).into());
-            }
             None => {
+                if self.requested_new.contains(path) {
+                    return Err(CursorError::DuplicatePath(path.clone()));
+                }
+                if self.by_position().contains_key(&(scope.clone(), ordinal)) {
+                    return Err(self.order_mismatch(scope, ordinal, path, kind).into());
+                }
                 self.requested_new.insert(path.clone());
                 Replayed::New { ordinal }
             }
@@ -205,8 +201,22 @@ impl ReplayCursor {
         Ok(replayed)
     }
 
-    fn order_mismatch(&self, scope: StepPath, ordinal: u32, found: &StepPath, found_kind: StepKind) -> NonDeterminism {
-        let expected = self.by_position.get(&(scope.clone(), ordinal)).cloned();
+    /// Each journaled path by scope and position.
+    fn by_position(&mut self) -> &Map<(StepPath, u32), StepPath> {
+        let journaled = &self.journaled;
+        self.by_position.get_or_insert_with(|| {
+            journaled.iter().map(|(path, &(_, ordinal, _))| ((path.parent(), ordinal), path.clone())).collect()
+        })
+    }
+
+    fn order_mismatch(
+        &mut self,
+        scope: StepPath,
+        ordinal: u32,
+        found: &StepPath,
+        found_kind: StepKind,
+    ) -> NonDeterminism {
+        let expected = self.by_position().get(&(scope.clone(), ordinal)).cloned();
         let expected_kind = expected.as_ref().and_then(|p| self.journaled.get(p)).map(|(k, _, _)| *k);
         NonDeterminism::OrderMismatch { scope, ordinal, expected, expected_kind, found: found.clone(), found_kind }
     }

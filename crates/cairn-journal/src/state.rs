@@ -202,7 +202,9 @@ impl RunState {
 
     /// Folds a whole journal, checking every transition.
     pub fn fold<'a>(entries: impl IntoIterator<Item = &'a JournalEntry>) -> Result<RunState, TransitionError> {
+        let entries = entries.into_iter();
         let mut state = RunState::new();
+        state.steps.reserve(entries.size_hint().0);
         for entry in entries {
             state.apply(entry)?;
         }
@@ -273,69 +275,89 @@ impl RunState {
     /// Applies one journal entry after [checking](RunState::check) it.
     pub fn apply(&mut self, entry: &JournalEntry) -> Result<(), TransitionError> {
         self.check(entry.seq, &entry.event)?;
-        self.last_seq = entry.seq;
-        match &entry.event {
+        self.record(entry.seq, entry.event.clone());
+        Ok(())
+    }
+
+    /// Applies one journal entry after [checking](RunState::check) it, taking its event instead
+    /// of copying what the state keeps of it.
+    pub fn apply_owned(&mut self, entry: JournalEntry) -> Result<(), TransitionError> {
+        self.check(entry.seq, &entry.event)?;
+        self.record(entry.seq, entry.event);
+        Ok(())
+    }
+
+    /// Folds a whole journal that the caller no longer needs, checking every transition: as
+    /// [`fold`](RunState::fold), without copying payloads and paths.
+    ///
+    /// ```
+    /// use cairn_journal::{Event, JournalEntry, RunState, Timestamp};
+    /// use serde_json::value::RawValue;
+    /// let input = RawValue::from_string("1".into()).unwrap();
+    /// let started = Event::Started { workflow: "w".into(), version: 1, input, deadline: None };
+    /// let state = RunState::fold_owned(vec![JournalEntry::new(1, Timestamp::from_millis(0), started)]).unwrap();
+    /// assert_eq!(state.workflow(), "w");
+    /// ```
+    pub fn fold_owned(entries: impl IntoIterator<Item = JournalEntry>) -> Result<RunState, TransitionError> {
+        let entries = entries.into_iter();
+        let mut state = RunState::new();
+        state.steps.reserve(entries.size_hint().0);
+        for entry in entries {
+            state.apply_owned(entry)?;
+        }
+        Ok(state)
+    }
+
+    /// Records a checked event.
+    fn record(&mut self, seq: u64, event: Event) {
+        self.last_seq = seq;
+        match event {
             Event::Started { workflow, version, input, deadline } => {
-                self.workflow.clone_from(workflow);
-                self.version = *version;
-                self.input = Some(input.clone());
-                self.deadline = *deadline;
+                self.workflow = workflow;
+                self.version = version;
+                self.input = Some(input);
+                self.deadline = deadline;
             }
             Event::StepCompleted { path, ordinal, attempt, output, .. } => {
-                self.set_step(
-                    path,
-                    StepKind::Step,
-                    *ordinal,
-                    StepStatus::Completed { attempt: *attempt, output: output.clone() },
-                );
+                self.set_step(path, StepKind::Step, ordinal, StepStatus::Completed { attempt, output });
             }
             Event::StepFailed { path, ordinal, attempt, error, retry_at, .. } => {
                 let status = match retry_at {
-                    Some(retry_at) => StepStatus::Retrying {
-                        failed_attempts: *attempt,
-                        retry_at: *retry_at,
-                        last_error: error.clone(),
-                    },
-                    None => StepStatus::Failed { attempts: *attempt, error: error.clone() },
+                    Some(retry_at) => StepStatus::Retrying { failed_attempts: attempt, retry_at, last_error: error },
+                    None => StepStatus::Failed { attempts: attempt, error },
                 };
-                self.set_step(path, StepKind::Step, *ordinal, status);
+                self.set_step(path, StepKind::Step, ordinal, status);
             }
             Event::TimerStarted { path, ordinal, wake_at } => {
-                self.set_step(path, StepKind::Sleep, *ordinal, StepStatus::Sleeping { wake_at: *wake_at });
+                self.set_step(path, StepKind::Sleep, ordinal, StepStatus::Sleeping { wake_at });
             }
             Event::TimerFired { path } => {
-                if let Some(record) = self.steps.get_mut(path) {
+                if let Some(record) = self.steps.get_mut(&path) {
                     record.status = StepStatus::Slept;
                 }
             }
             Event::WaitStarted { path, ordinal, event, filter, deadline } => {
-                self.set_step(
-                    path,
-                    StepKind::Wait,
-                    *ordinal,
-                    StepStatus::Waiting { event: event.clone(), filter: filter.clone(), deadline: *deadline },
-                );
+                self.set_step(path, StepKind::Wait, ordinal, StepStatus::Waiting { event, filter, deadline });
             }
             Event::WaitCompleted { path, signal, payload } => {
                 if let Some(signal) = signal {
-                    self.consumed_signals.insert(*signal);
+                    self.consumed_signals.insert(signal);
                 }
-                if let Some(record) = self.steps.get_mut(path) {
-                    record.status = StepStatus::Received { signal: *signal, payload: payload.clone() };
+                if let Some(record) = self.steps.get_mut(&path) {
+                    record.status = StepStatus::Received { signal, payload };
                 }
             }
             Event::Patched { id, applied } => {
-                self.patches.insert(id.clone(), *applied);
+                self.patches.insert(id, applied);
             }
-            Event::Completed { output } => self.phase = RunPhase::Completed(output.clone()),
-            Event::Failed { error } => self.phase = RunPhase::Failed(error.clone()),
-            Event::Cancelled { reason } => self.phase = RunPhase::Cancelled(reason.clone()),
+            Event::Completed { output } => self.phase = RunPhase::Completed(output),
+            Event::Failed { error } => self.phase = RunPhase::Failed(error),
+            Event::Cancelled { reason } => self.phase = RunPhase::Cancelled(reason),
         }
-        Ok(())
     }
 
-    fn set_step(&mut self, path: &StepPath, kind: StepKind, ordinal: u32, status: StepStatus) {
-        self.steps.insert(path.clone(), StepRecord { kind, ordinal, status });
+    fn set_step(&mut self, path: StepPath, kind: StepKind, ordinal: u32, status: StepStatus) {
+        self.steps.insert(path, StepRecord { kind, ordinal, status });
     }
 
     /// The workflow name from the `started` event.

@@ -256,6 +256,33 @@ pub async fn append_checks_sequence(store: DynStore) {
     assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 4);
 }
 
+/// A journal of 5,001 entries reads back whole and in order, and a second run's entries do not
+/// mix in (backends may read long journals in parts).
+pub async fn long_journals_read_back_whole(store: DynStore) {
+    for id in ["long", "other"] {
+        store.create_run(new_run(id, "order", None, 1)).await.expect("create");
+    }
+    let mut claimed = store.claim(&claim_req("w1", "order", 10)).await.expect("claim");
+    claimed.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    for (run, steps) in claimed.iter().zip([5_000u32, 3]) {
+        let mut after_seq = run.last_seq;
+        for chunk in (0..steps).collect::<Vec<_>>().chunks(500) {
+            let events = chunk.iter().map(|&i| step(&format!("{}[{i}]", run.id.as_str()), i)).collect::<Vec<_>>();
+            let mut append = progress(run, events);
+            append.after_seq = after_seq;
+            after_seq += chunk.len() as u64;
+            store.append(append).await.expect("append");
+        }
+    }
+    let journal = store.read_journal(&RunId::new("long")).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=5_001).collect::<Vec<_>>());
+    let state = RunState::fold(&journal).expect("journal folds");
+    assert_eq!(state.steps().count(), 5_000);
+    assert!(state.steps().all(|(path, _)| path.as_str().starts_with("long[")), "another run's entries mixed in");
+    assert_eq!(store.read_journal(&RunId::new("other")).await.expect("journal").len(), 4);
+    assert!(store.read_journal(&RunId::new("absent")).await.expect("journal").is_empty());
+}
+
 /// A suspended run becomes ready at its `wake_at`, not before.
 pub async fn suspended_runs_wake_on_time(store: DynStore) {
     store.create_run(new_run("z", "order", None, 1)).await.expect("create");
@@ -840,6 +867,7 @@ macro_rules! conformance_tests {
                 create_and_read_back, idempotent_create, concurrent_idempotent_create, concurrent_mixed_creates,
                 duplicate_id_is_refused,
                 claim_respects_workflows_and_versions, stale_epoch_is_fenced, append_checks_sequence,
+                long_journals_read_back_whole,
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,

@@ -94,6 +94,13 @@ type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
 /// How many reader threads (each with its own read-only connection) a store keeps.
 const READER_THREADS: usize = 2;
 
+/// A run's journal entries with sequence numbers in a range.
+const JOURNAL_RANGE: &str =
+    "SELECT seq, at, data FROM journal WHERE run_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq";
+
+/// Journals at least this long are read by all reader threads at once, each taking a range.
+const SPLIT_JOURNAL_AT: i64 = 2_000;
+
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
 enum Command {
@@ -378,6 +385,9 @@ impl SqliteStore {
             std::thread::Builder::new()
                 .name(format!("cairn-sqlite-reader-{i}"))
                 .spawn(move || {
+                    // Reads the schema and compiles the journal query before the first job
+                    // needs them (a resumed run's first read otherwise pays for both).
+                    let _ = reader.prepare_cached(JOURNAL_RANGE);
                     loop {
                         // Take one job while holding the lock, run it without.
                         let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
@@ -414,6 +424,32 @@ impl SqliteStore {
             sent.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?;
             answer.await.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?
         }
+    }
+
+    /// A run's journal entries with sequence numbers in `first..=last`, in order, in a vector
+    /// with room for `capacity`.
+    fn read_journal_range(
+        &self,
+        id: &RunId,
+        (first, last): (i64, i64),
+        capacity: usize,
+    ) -> StoreFuture<'static, Vec<JournalEntry>> {
+        let id = id.clone();
+        self.read(move |conn| {
+            let mut entries = Vec::with_capacity(capacity);
+            let mut stmt = conn.prepare_cached(JOURNAL_RANGE).map_err(backend)?;
+            let mut rows = stmt.query(params![id.as_str(), first, last]).map_err(backend)?;
+            while let Some(row) = rows.next().map_err(backend)? {
+                let seq: i64 = row.get(0).map_err(backend)?;
+                let at: i64 = row.get(1).map_err(backend)?;
+                // Parsed from the row's own text, not from a copy of it.
+                let data = row.get_ref(2).and_then(|v| Ok(v.as_str()?)).map_err(backend)?;
+                let event = Event::from_json(data)
+                    .map_err(|e| StoreError::Corrupt(format!("run {id} event #{seq} is unreadable: {e}")))?;
+                entries.push(JournalEntry::new(seq as u64, Timestamp::from_millis(at), event));
+            }
+            Ok(entries)
+        })
     }
 
     /// Runs `read` on one of the reader threads.
@@ -1057,22 +1093,32 @@ impl Store for SqliteStore {
     }
 
     fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
-        let id = id.clone();
-        self.read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT seq, at, data FROM journal WHERE run_id = ?1 ORDER BY seq")
-                .map_err(backend)?;
-            let rows = stmt
-                .query_map([id.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)))
-                .map_err(backend)?;
-            let mut entries = Vec::new();
-            for row in rows {
-                let (seq, at, data) = row.map_err(backend)?;
-                let event = Event::from_json(&data)
-                    .map_err(|e| StoreError::Corrupt(format!("run {id} event #{seq} is unreadable: {e}")))?;
-                entries.push(JournalEntry::new(seq as u64, Timestamp::from_millis(at), event));
+        Box::pin(async move {
+            let run = id.clone();
+            let last_seq = self
+                .read(move |conn| {
+                    conn.prepare_cached("SELECT last_seq FROM runs WHERE id = ?1")
+                        .and_then(|mut stmt| stmt.query_row([run.as_str()], |r| r.get::<_, i64>(0)).optional())
+                        .map_err(backend)
+                })
+                .await?;
+            match last_seq {
+                // A long journal is read in halves on both reader threads at once: its rows up to
+                // the last sequence number seen here are written for good, so both halves read
+                // the same journal whatever is appended meanwhile.
+                Some(last) if last >= SPLIT_JOURNAL_AT => {
+                    let middle = last / 2;
+                    // Both jobs are queued here, before either is awaited.
+                    // The first half's vector takes the second's entries without growing.
+                    let capacity = usize::try_from(last).unwrap_or(0).min(1 << 20);
+                    let first = self.read_journal_range(id, (1, middle), capacity);
+                    let second = self.read_journal_range(id, (middle + 1, last), capacity - capacity / 2);
+                    let mut entries = first.await?;
+                    entries.extend(second.await?);
+                    Ok(entries)
+                }
+                _ => self.read_journal_range(id, (1, i64::MAX), 0).await,
             }
-            Ok(entries)
         })
     }
 

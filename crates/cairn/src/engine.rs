@@ -292,7 +292,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         return None;
     }
     let registered = local.registry.get(&run.workflow, run.version).cloned()?;
-    let state = match cairn_journal::RunState::fold(&journal) {
+    let state = match cairn_journal::RunState::fold_owned(journal) {
         Ok(state) => state,
         Err(error) => {
             let error = format!("[CAIRN-E0106] the journal does not fold: {error}");

@@ -99,6 +99,13 @@ async fn a_patched_branch_replays_the_same_way_across_engine_restarts() {
     engine.signal(&old_run, "first", &1u8).await.unwrap();
     engine.signal(&new_run, "first", &2u8).await.unwrap();
     for run in [&old_run, &new_run] {
+        // Suspended again after consuming the signal (it was suspended before it, too).
+        let mut polls = 0;
+        while !engine.journal(run).await.unwrap().iter().any(|e| matches!(&e.event, Event::WaitCompleted { .. })) {
+            polls += 1;
+            assert!(polls < 3_000, "run {run} never consumed its signal");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         wait_for_status(&engine, run, RunStatus::Suspended).await;
         let journal = engine.journal(run).await.unwrap();
         assert!(journal.iter().any(|e| matches!(&e.event, Event::WaitCompleted { signal: Some(_), .. })));
