@@ -903,11 +903,6 @@ async fn refusal(client: &impl GenericClient, sql: &Sql, append: &Append) -> Res
     })
 }
 
-/// The group-commit writer: drains queued jobs into rounds (at most one job per run per round, so
-/// a run's writes keep their order) and commits each round as one transaction: new runs in one
-/// statement, plain progress and finishing appends in another, other appends one statement each.
-/// A lone job commits by itself in one statement. If a round's transaction fails as a whole,
-/// every job of the round is retried alone.
 /// Journals at least this long are read in two halves at once.
 const SPLIT_JOURNAL_AT: i64 = 2_000;
 
@@ -933,6 +928,11 @@ async fn journal_range(
         .collect()
 }
 
+/// The group-commit writer: drains queued jobs into rounds (at most one job per run per round, so
+/// a run's writes keep their order) and commits each round as one transaction: new runs in one
+/// statement, plain progress and finishing appends in another, other appends one statement each.
+/// A lone job commits by itself in one statement. If a round's transaction fails as a whole,
+/// every job of the round is retried alone.
 async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Job>) {
     let mut pending: VecDeque<Job> = VecDeque::new();
     // Runs with a job in a round under way: their next jobs wait, so each run's writes keep
