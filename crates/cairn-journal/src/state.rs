@@ -202,13 +202,7 @@ impl RunState {
 
     /// Folds a whole journal, checking every transition.
     pub fn fold<'a>(entries: impl IntoIterator<Item = &'a JournalEntry>) -> Result<RunState, TransitionError> {
-        let entries = entries.into_iter();
-        let mut state = RunState::new();
-        state.steps.reserve(entries.size_hint().0);
-        for entry in entries {
-            state.apply(entry)?;
-        }
-        Ok(state)
+        RunState::fold_owned(entries.into_iter().cloned())
     }
 
     /// Checks whether `event` may come next, without changing anything.
@@ -275,7 +269,7 @@ impl RunState {
     /// Applies one journal entry after [checking](RunState::check) it.
     pub fn apply(&mut self, entry: &JournalEntry) -> Result<(), TransitionError> {
         self.check(entry.seq, &entry.event)?;
-        self.record(entry.seq, entry.event.clone());
+        self.record(entry.clone());
         Ok(())
     }
 
@@ -283,7 +277,7 @@ impl RunState {
     /// of copying what the state keeps of it.
     pub fn apply_owned(&mut self, entry: JournalEntry) -> Result<(), TransitionError> {
         self.check(entry.seq, &entry.event)?;
-        self.record(entry.seq, entry.event);
+        self.record(entry);
         Ok(())
     }
 
@@ -308,8 +302,8 @@ impl RunState {
         Ok(state)
     }
 
-    /// Records a checked event.
-    fn record(&mut self, seq: u64, event: Event) {
+    /// Records a checked entry.
+    fn record(&mut self, JournalEntry { seq, event, .. }: JournalEntry) {
         self.last_seq = seq;
         match event {
             Event::Started { workflow, version, input, deadline } => {

@@ -1386,16 +1386,16 @@ impl Store for PostgresStore {
 
     fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
         let last = i64::try_from(last_seq).unwrap_or(i64::MAX);
+        let range = |bounds| journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), bounds);
         Box::pin(async move {
             if last < SPLIT_JOURNAL_AT {
-                return journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, last)).await;
+                return range((1, last)).await;
             }
             // A long journal is read in halves on two connections at once, the second half
             // received and decoded on another task.
             let middle = last / 2;
-            let second =
-                tokio::spawn(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (middle + 1, last)));
-            let mut entries = journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, middle)).await?;
+            let second = tokio::spawn(range((middle + 1, last)));
+            let mut entries = range((1, middle)).await?;
             let second = second.await.map_err(|e| StoreError::Backend(format!("reading a journal: {e}")))??;
             entries.extend(second);
             Ok(entries)

@@ -2,7 +2,7 @@
 
 use crate::run::{Begun, RunShared};
 use crate::{StepError, WorkflowError};
-use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepRecord, StepStatus, Timestamp};
+use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepStatus, Timestamp};
 use cairn_store::{RunId, SuspendReason};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -313,20 +313,25 @@ where
         let this = &mut *self;
         if this.running.is_none() {
             let begun = this.begun.take().unwrap_or_else(|| Err(WorkflowError::failed("step polled after completion")));
-            // Replay of a step the journal holds as completed: its result at once, without the
-            // future that runs, retries and journals a body.
-            if let Ok((
-                path,
-                Begun { record: Some(StepRecord { status: StepStatus::Completed { output, .. }, .. }), .. },
-            )) = &begun
-            {
-                return Poll::Ready(decode(path, output.get()));
-            }
+            let (path, Begun { ordinal, record }) = match begun {
+                Ok(begun) => begun,
+                Err(error) => return Poll::Ready(Err(error)),
+            };
+            // A step the journal holds as settled (replay) returns at once, without the future
+            // that runs, retries and journals a body; one backing off resumes at its next attempt.
+            let retry = match record.map(|r| r.status) {
+                Some(StepStatus::Completed { output, .. }) => return Poll::Ready(decode(&path, output.get())),
+                Some(StepStatus::Failed { attempts, error }) => {
+                    return Poll::Ready(Err(WorkflowError::StepFailed { path, attempts, message: error }));
+                }
+                Some(StepStatus::Retrying { failed_attempts, retry_at, .. }) => Some((failed_attempts + 1, retry_at)),
+                _ => None,
+            };
             let body = this.body.take();
             let ctx = this.ctx.clone();
             let policy = this.policy.clone();
             let timeout = this.timeout;
-            this.running = Some(Box::pin(run_step(ctx, begun, body, policy, timeout)));
+            this.running = Some(Box::pin(run_step(ctx, (path, ordinal, retry), body, policy, timeout)));
         }
         match this.running.as_mut() {
             Some(running) => running.as_mut().poll(cx),
@@ -335,9 +340,12 @@ where
     }
 }
 
+/// Runs a step's body until an attempt succeeds or the step fails for good, journaling each
+/// attempt. `retry` is the attempt to resume at and when, for a step the journal holds as backing
+/// off; without it, attempt 1 runs now.
 async fn run_step<T, F, Fut, E>(
     ctx: Ctx,
-    begun: Result<(StepPath, Begun), WorkflowError>,
+    (path, ordinal, retry): (StepPath, u32, Option<(u32, Timestamp)>),
     body: Option<Box<F>>,
     policy: RetryPolicy,
     timeout: Option<Duration>,
@@ -348,19 +356,11 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: Into<StepError>,
 {
-    let (path, Begun { ordinal, record }) = begun?;
     let shared = &ctx.shared;
     let mut attempt = 1;
-    match record.map(|r| r.status) {
-        Some(StepStatus::Completed { output, .. }) => return decode(&path, output.get()),
-        Some(StepStatus::Failed { attempts, error }) => {
-            return Err(WorkflowError::StepFailed { path, attempts, message: error });
-        }
-        Some(StepStatus::Retrying { failed_attempts, retry_at, .. }) => {
-            attempt = failed_attempts + 1;
-            shared.park(Some(retry_at), SuspendReason::BackingOff, None).await?;
-        }
-        _ => {}
+    if let Some((next, retry_at)) = retry {
+        attempt = next;
+        shared.park(Some(retry_at), SuspendReason::BackingOff, None).await?;
     }
     let mut body = body.ok_or_else(|| WorkflowError::failed("step body missing"))?;
     let limit = shared.local.config.max_payload_bytes;

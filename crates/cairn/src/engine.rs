@@ -470,6 +470,15 @@ async fn forget_dead_workers(store: &dyn Store) {
     }
 }
 
+/// What a starting worker does once, beside claiming runs: forgets workers dead for a day, then
+/// warns about stranded runs (unless it is already shutting down, when its own record is going).
+async fn start_up_chores(local: Arc<Local>, client: Client) {
+    forget_dead_workers(local.store.as_ref()).await;
+    if !local.draining.is_cancelled() {
+        warn_stranded(&client).await;
+    }
+}
+
 /// Logs one warning per workflow version whose runs no live worker serves, with the run count.
 async fn warn_stranded(client: &Client) {
     match client.stranded_versions().await {
@@ -659,8 +668,8 @@ impl EngineBuilder {
         if let Some(every) = local.config.sweep_every {
             tokio::spawn(sweep_loop(Arc::clone(&local), client.clone(), every));
         }
-        forget_dead_workers(local.store.as_ref()).await;
-        warn_stranded(&client).await;
+        // Housekeeping off the start path: the worker claims runs meanwhile.
+        tokio::spawn(start_up_chores(Arc::clone(&local), client.clone()));
         Ok(Engine { client, local, loops: Mutex::new(Some((claimer, heartbeat))) })
     }
 }
