@@ -1,0 +1,78 @@
+//! SQLite disk use stays bounded: the WAL file gives its space back once writes stop, and the
+//! database file reuses the space that pruning freed instead of growing with every batch of runs.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use cairn_journal::Timestamp;
+use cairn_store::*;
+use serde_json::value::RawValue;
+use std::path::Path;
+use std::time::Duration;
+
+/// Creates `count` runs with 4 KiB inputs, each kept for 1 ms once ended, and cancels them all.
+async fn write_ended_runs(store: &SqliteStore, round: u32, count: u32) {
+    let input = RawValue::from_string(format!("{{\"pad\":\"{}\"}}", "x".repeat(4096))).unwrap();
+    for i in 0..count {
+        let id = RunId::new(format!("r{round}-{i}"));
+        let mut run = NewRun::new(id.clone(), "order", 1, input.clone(), Timestamp::from_millis(1));
+        run.retention = Some(Duration::from_millis(1));
+        store.create_run(run).await.unwrap();
+        let at = Timestamp::from_millis(2);
+        store.cancel(ControlRequest { run_id: id, reason: "test".into(), at, lease_now: at }).await.unwrap();
+    }
+}
+
+async fn prune_all(store: &SqliteStore) -> usize {
+    let mut deleted = 0;
+    loop {
+        let request =
+            PruneRequest { now: Timestamp::from_millis(1_000), ended_before: None, limit: 1_000, dry_run: false };
+        let batch = store.prune(request).await.unwrap().len();
+        if batch == 0 {
+            return deleted;
+        }
+        deleted += batch;
+    }
+}
+
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Waits (up to a minute, polling) for the WAL file to be truncated: the store's checkpoint
+/// thread does it once the writer has been idle for a tick.
+async fn wal_emptied(wal: &Path) -> u64 {
+    for _ in 0..600 {
+        if size(wal) == 0 {
+            return 0;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    size(wal)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cairn.db");
+    let wal = dir.path().join("cairn.db-wal");
+    let store = SqliteStore::open(&db).unwrap();
+
+    write_ended_runs(&store, 1, 2_000).await;
+    assert!(size(&wal) > 0, "the burst went through the WAL");
+    assert_eq!(wal_emptied(&wal).await, 0, "the WAL keeps its high-water size after writes stopped");
+    assert_eq!(prune_all(&store).await, 2_000);
+    assert_eq!(wal_emptied(&wal).await, 0);
+    let after_first = size(&db);
+    assert!(after_first > 2_000 * 4_096, "the first round's runs were written to the database file");
+
+    for round in 2..=4 {
+        write_ended_runs(&store, round, 2_000).await;
+        assert_eq!(prune_all(&store).await, 2_000);
+        assert_eq!(wal_emptied(&wal).await, 0);
+    }
+    let after_four = size(&db);
+    assert!(
+        after_four <= after_first + after_first / 10,
+        "the database grew from {after_first} to {after_four} bytes over rounds that each freed what they wrote"
+    );
+}
