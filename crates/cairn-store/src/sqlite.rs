@@ -382,10 +382,10 @@ impl SqliteStore {
                     let passive = checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
                         Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
                     });
-                    if let Ok((busy, frames, copied)) = passive {
-                        if idle.should_truncate(busy != 0, frames, copied) {
-                            let _ = checkpointer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-                        }
+                    if let Ok((busy, frames, copied)) = passive
+                        && idle.should_truncate(busy != 0, frames, copied)
+                    {
+                        let _ = checkpointer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
                     }
                 }
             })
