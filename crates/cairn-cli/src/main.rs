@@ -17,6 +17,7 @@ macro_rules! out {
 mod bench;
 mod demo;
 mod runs;
+mod serve;
 mod workers;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +51,9 @@ enum Command {
         #[command(flatten)]
         store: runs::StoreArgs,
     },
+    /// Run a worker that also serves the HTTP API (`--examples` registers `hello` and
+    /// `approval`); stops gracefully on SIGTERM or Ctrl-C.
+    Serve(serve::ServeArgs),
     /// Measure throughput (w1) or latency (w2).
     Bench(bench::BenchArgs),
     /// An extra worker process for `bench --workers N` (started by the bench itself).
@@ -87,6 +91,7 @@ fn main() -> std::process::ExitCode {
             Command::Runs { command } => runs::run(command).await,
             Command::Workers(args) => workers::run(args).await,
             Command::Demo { store } => demo::run(&store).await,
+            Command::Serve(args) => serve::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::BenchWorker(args) => bench::worker(args).await,
         }

@@ -1,11 +1,11 @@
 //! `cairn runs list|show|signal|cancel`.
 
 use anyhow::{Context, Result, bail};
-use cairn::journal::{Event, JournalEntry};
-use cairn::{
-    CancelOutcome, Client, LiveWorkers, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SignalRecord,
-    SqliteStore, Timestamp,
-};
+use cairn::journal::Event;
+use cairn::{CancelOutcome, Client, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SqliteStore};
+use cairn_http::restarts_of;
+pub(crate) use cairn_http::views::time;
+use cairn_http::views::{detail_json, entry_json, listed_json, signal_json};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -176,82 +176,8 @@ pub(crate) enum RunsCommand {
     },
 }
 
-/// The runs that restart `id`.
-async fn restarts_of(client: &Client, id: &RunId) -> Result<Vec<RunId>> {
-    let mut filter = RunFilter { restarted_from: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
-    let mut restarts = Vec::new();
-    loop {
-        let page = client.list(&filter).await?;
-        restarts.extend(page.runs.into_iter().map(|r| r.id));
-        match page.next_cursor {
-            Some(cursor) => filter.cursor = Some(cursor),
-            None => return Ok(restarts),
-        }
-    }
-}
-
 pub(crate) async fn open(store: &StoreArgs) -> Result<Client> {
     Ok(Client::from_shared(store.open(false).await?))
-}
-
-pub(crate) fn time(t: Timestamp) -> String {
-    humantime::format_rfc3339_millis(t.to_system_time()).to_string()
-}
-
-fn opt_time(t: Option<Timestamp>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(time(t)))
-}
-
-fn raw_json(raw: &serde_json::value::RawValue) -> Value {
-    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
-}
-
-/// The JSON form of a run summary (`runs list --json` and `runs show --json`).
-pub(crate) fn run_json(run: &RunRecord) -> Value {
-    json!({
-        "id": run.id.as_str(),
-        "workflow": run.workflow,
-        "version": run.version,
-        "status": run.status.as_str(),
-        "suspend_reason": run.suspend_reason.map(|r| r.as_str()),
-        "created_at": time(run.created_at),
-        "updated_at": time(run.updated_at),
-        "completed_at": opt_time(run.completed_at),
-        "wake_at": opt_time(run.wake_at),
-        "idempotency_key": run.idempotency_key,
-        "error": run.error,
-        "steps": run.last_seq,
-        "recoveries": run.recoveries,
-        "pause_requested": run.pause_requested,
-        "deadline": opt_time(run.deadline),
-        "delete_after": opt_time(run.delete_after),
-        "restarted_from": run.restarted_from.as_ref().map(RunId::as_str),
-    })
-}
-
-/// A run in `runs list --json` and `runs show --json`: its summary, and whether it is stranded
-/// (and why).
-fn listed_json(run: &RunRecord, live: &LiveWorkers) -> Value {
-    let mut summary = run_json(run);
-    let reason = live.why_stranded(run);
-    summary["stranded"] = json!(reason.is_some());
-    summary["stranded_reason"] = json!(reason);
-    summary
-}
-
-fn signal_json(signal: &SignalRecord) -> Value {
-    json!({
-        "id": signal.id.0,
-        "name": signal.name,
-        "payload": raw_json(&signal.payload),
-        "sent_at": time(signal.sent_at),
-        "consumed_seq": signal.consumed_seq,
-    })
-}
-
-fn entry_json(entry: &JournalEntry) -> Value {
-    let event: Value = serde_json::from_str(&entry.event.to_json()).unwrap_or(Value::Null);
-    json!({ "seq": entry.seq, "at": time(entry.at), "at_ms": entry.at.as_millis(), "event": event })
 }
 
 pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -389,12 +315,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let live = client.live_workers().await?;
             let stranded = live.why_stranded(&run);
             if json {
-                let mut summary = listed_json(&run, &live);
-                summary["input"] = raw_json(&run.input);
-                summary["output"] = run.output.as_deref().map_or(Value::Null, raw_json);
-                summary["restarts"] = json!(restarts.iter().map(RunId::as_str).collect::<Vec<_>>());
                 let out = json!({
-                    "run": summary,
+                    "run": detail_json(&run, &live, &restarts),
                     "journal": journal.iter().map(entry_json).collect::<Vec<_>>(),
                     "signals": signals.iter().map(signal_json).collect::<Vec<_>>(),
                 });

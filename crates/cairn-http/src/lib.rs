@@ -1,0 +1,448 @@
+//! Cairn's HTTP API: an [`axum::Router`] over a [`Client`], served by `cairn serve` and
+//! mountable in your own axum application next to your own worker.
+//!
+//! Every route is JSON under `/v1` (plus `/healthz`). Errors are
+//! `{"error": {"code": "...", "message": "..."}}` with a 4xx or 5xx status; a request that is
+//! refused changes nothing stored. Request bodies are limited ([`ApiConfig::body_limit`], 4 MiB
+//! by default); with a [token](ApiConfig::token) set, every route but `/healthz` answers `401`
+//! without `Authorization: Bearer <token>`.
+//!
+//! | method and path | does |
+//! |---|---|
+//! | `POST /v1/workflows/{name}/runs` | start: `{input, id?, idempotencyKey?, version?, retentionDays?}`; `201` when created, `200` with the existing run for a repeated key |
+//! | `GET /v1/workflows/{name}/runs` | list, newest first: `status`, `since`, `until` (RFC 3339), `cursor`, `limit` (≤ 1,000) |
+//! | `GET /v1/runs` | the same across workflows (`workflow` as a parameter) |
+//! | `GET /v1/workflows/{name}/runs/{id}` | one run: status, input, output, error, times, restarts |
+//! | `GET /v1/workflows/{name}/runs/{id}/steps` | its journal, with per-step timings and attempts |
+//! | `GET /v1/workflows/{name}/runs/{id}/signals` | its signals, buffered and consumed |
+//! | `POST /v1/workflows/{name}/runs/{id}/signals/{event}` | deliver a signal; the body is its payload (empty: `null`) |
+//! | `DELETE /v1/workflows/{name}/runs/{id}` | cancel |
+//! | `POST /v1/workflows/{name}/runs/{id}/pause` | pause |
+//! | `POST /v1/workflows/{name}/runs/{id}/resume` | resume |
+//! | `POST /v1/workflows/{name}/runs/{id}/restart` | restart from a step: `{fromStep}`; `201` with the new run |
+//! | `GET /healthz` | `200` while the process serves |
+//!
+//! Runs appear in the same JSON shape as `cairn runs … --json` prints them ([`views`]).
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use cairn::{Engine, SqliteStore};
+//! let engine = Engine::builder().store(SqliteStore::open("cairn.db")?).start().await?;
+//! let app = axum::Router::new()
+//!     .nest("/cairn", cairn_http::router(engine.client(), cairn_http::ApiConfig::default()));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:7700").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod views;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use cairn::{CancelOutcome, Client, ClientError, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the API is served.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// With a token, every route but `/healthz` needs `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Largest request body in bytes (default 4 MiB, the default payload limit).
+    pub body_limit: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig { token: None, body_limit: 4 * 1024 * 1024 }
+    }
+}
+
+impl ApiConfig {
+    /// The default configuration with the token from `CAIRN_TOKEN` (if set and not empty).
+    pub fn from_env() -> Self {
+        let token = std::env::var("CAIRN_TOKEN").ok().filter(|t| !t.is_empty());
+        ApiConfig { token, ..ApiConfig::default() }
+    }
+}
+
+/// The API's routes over `client`. Mount it with [`Router::nest`] or serve it as it is.
+pub fn router(client: Client, config: ApiConfig) -> Router {
+    let api = Api { client, token: config.token.map(Arc::from) };
+    let v1 = Router::new()
+        .route("/v1/workflows/{name}/runs", post(start).get(list_workflow))
+        .route("/v1/runs", get(list_all))
+        .route("/v1/workflows/{name}/runs/{id}", get(show).delete(cancel))
+        .route("/v1/workflows/{name}/runs/{id}/steps", get(steps))
+        .route("/v1/workflows/{name}/runs/{id}/signals", get(signals))
+        .route("/v1/workflows/{name}/runs/{id}/signals/{event}", post(signal))
+        .route("/v1/workflows/{name}/runs/{id}/pause", post(pause))
+        .route("/v1/workflows/{name}/runs/{id}/resume", post(resume))
+        .route("/v1/workflows/{name}/runs/{id}/restart", post(restart))
+        .fallback(not_found)
+        .route_layer(middleware::from_fn_with_state(api.clone(), authorize));
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({ "status": "ok" })) }))
+        .merge(v1)
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .with_state(api)
+}
+
+#[derive(Clone)]
+struct Api {
+    client: Client,
+    token: Option<Arc<str>>,
+}
+
+/// An error answer: `{"error": {"code", "message"}}` with its status.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into() }
+    }
+
+    fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "error": { "code": self.code, "message": self.message } }))).into_response()
+    }
+}
+
+impl From<ClientError> for ApiError {
+    fn from(error: ClientError) -> Self {
+        let (status, code) = match &error {
+            ClientError::UnknownWorkflow(_) => (StatusCode::NOT_FOUND, "unknown_workflow"),
+            ClientError::UnknownVersion { .. } => (StatusCode::NOT_FOUND, "unknown_version"),
+            ClientError::InvalidPayload(_) => (StatusCode::BAD_REQUEST, "invalid_payload"),
+            ClientError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ClientError::RunNotFound(_) => (StatusCode::NOT_FOUND, "run_not_found"),
+            ClientError::DuplicateRunId(_) => (StatusCode::CONFLICT, "duplicate_run_id"),
+            ClientError::RunFinished { .. } => (StatusCode::CONFLICT, "run_finished"),
+            ClientError::NotPaused { .. } => (StatusCode::CONFLICT, "not_paused"),
+            ClientError::NotEnded { .. } => (StatusCode::CONFLICT, "not_ended"),
+            ClientError::UnknownStep { .. } => (StatusCode::BAD_REQUEST, "unknown_step"),
+            ClientError::RunDidNotComplete { .. } => (StatusCode::CONFLICT, "run_did_not_complete"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
+        };
+        ApiError::new(status, code, error.to_string())
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        let status = rejection.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE { "body_too_large" } else { "invalid_body" };
+        ApiError::new(status, code, rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::bad_request("invalid_path", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        ApiError::bad_request("invalid_query", rejection.body_text())
+    }
+}
+
+type Answer = Result<Response, ApiError>;
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+/// Refuses a request without the configured bearer token.
+async fn authorize(State(api): State<Api>, request: Request, next: Next) -> Response {
+    if let Some(token) = &api.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        if !given.is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())) {
+            let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token")
+                .into_response();
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares two secrets in time that depends on their lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// A workflow name from a path: 1 to 200 bytes, no control characters.
+fn workflow_name(name: &str) -> Result<&str, ApiError> {
+    if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "invalid_workflow_name",
+            format!("workflow name {name:?} must be 1 to 200 bytes without control characters"),
+        ));
+    }
+    Ok(name)
+}
+
+fn run_id(id: &str) -> Result<RunId, ApiError> {
+    RunId::validate(id).map_err(|error| ApiError::bad_request("invalid_run_id", error.to_string()))
+}
+
+/// The run `id` of workflow `name` (a run of another workflow is not found under this one).
+async fn run_of(api: &Api, name: &str, id: &str) -> Result<RunRecord, ApiError> {
+    let (name, id) = (workflow_name(name)?, run_id(id)?);
+    let run = api.client.get(&id).await?;
+    if run.workflow != name {
+        return Err(ClientError::RunNotFound(id).into());
+    }
+    Ok(run)
+}
+
+/// JSON from a request body: malformed JSON or wrong types are `400`.
+fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|error| ApiError::bad_request("invalid_json", error.to_string()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct StartBody {
+    #[serde(default)]
+    input: Option<Box<RawValue>>,
+    id: Option<String>,
+    idempotency_key: Option<String>,
+    version: Option<u32>,
+    retention_days: Option<u32>,
+}
+
+async fn start(
+    State(api): State<Api>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let Path(name) = path?;
+    let name = workflow_name(&name)?;
+    let body = body?;
+    let body: StartBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let null = RawValue::NULL.to_owned();
+    let input = body.input.unwrap_or(null);
+    let mut start = api.client.start(name, &*input);
+    if let Some(id) = body.id {
+        start = start.id(run_id(&id)?.as_str());
+    }
+    if let Some(key) = body.idempotency_key {
+        start = start.idempotency_key(key);
+    }
+    if let Some(version) = body.version {
+        start = start.version(version);
+    }
+    if let Some(days) = body.retention_days {
+        start = start.retention(Duration::from_secs(u64::from(days) * 86_400));
+    }
+    let handle = start.await?;
+    let run = api.client.get(handle.id()).await?;
+    let mut answer = views::run_json(&run);
+    answer["created"] = json!(handle.created());
+    let status = if handle.created() { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(answer)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    workflow: Option<String>,
+    status: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
+    humantime::parse_rfc3339_weak(text).map(cairn::Timestamp::from_system_time).map_err(|error| {
+        ApiError::bad_request("invalid_query", format!("{name} {text:?} is not an RFC 3339 time: {error}"))
+    })
+}
+
+async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer {
+    let status = match params.status.as_deref() {
+        Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_query",
+                format!(
+                    "status {text:?} is not one of pending, running, suspended, completed, failed, cancelled, paused"
+                ),
+            )
+        })?),
+        None => None,
+    };
+    if let Some(limit) = params.limit
+        && !(1..=1000).contains(&limit)
+    {
+        return Err(ApiError::bad_request("invalid_query", format!("limit {limit} is not between 1 and 1000")));
+    }
+    let cursor = match params.cursor.as_deref() {
+        Some(text) => {
+            Some(PageCursor::decode(text).map_err(|error| ApiError::bad_request("invalid_cursor", error.to_string()))?)
+        }
+        None => None,
+    };
+    let filter = RunFilter {
+        workflow: workflow.map(|name| workflow_name(&name).map(str::to_owned)).transpose()?,
+        status,
+        created_after: params.since.as_deref().map(|t| timestamp("since", t)).transpose()?,
+        created_before: params.until.as_deref().map(|t| timestamp("until", t)).transpose()?,
+        limit: Some(params.limit.unwrap_or(100)),
+        cursor,
+        ..RunFilter::default()
+    };
+    let page = api.client.list(&filter).await?;
+    let live = api.client.live_workers().await?;
+    let runs: Vec<Value> = page.runs.iter().map(|run| views::listed_json(run, &live)).collect();
+    let next = page.next_cursor.map(|cursor| cursor.encode());
+    Ok(Json(json!({ "runs": runs, "next_cursor": next })).into_response())
+}
+
+async fn list_workflow(
+    State(api): State<Api>,
+    path: Result<Path<String>, PathRejection>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Answer {
+    let (Path(name), Query(params)) = (path?, params?);
+    if params.workflow.as_ref().is_some_and(|w| w != &name) {
+        return Err(ApiError::bad_request("invalid_query", "`workflow` is given by the path here"));
+    }
+    list(&api, Some(name), params).await
+}
+
+async fn list_all(State(api): State<Api>, params: Result<Query<ListParams>, QueryRejection>) -> Answer {
+    let Query(mut params) = params?;
+    let workflow = params.workflow.take();
+    list(&api, workflow, params).await
+}
+
+/// The runs that restart `id`.
+pub async fn restarts_of(client: &Client, id: &RunId) -> Result<Vec<RunId>, ClientError> {
+    let mut filter = RunFilter { restarted_from: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
+    let mut restarts = Vec::new();
+    loop {
+        let page = client.list(&filter).await?;
+        restarts.extend(page.runs.into_iter().map(|r| r.id));
+        match page.next_cursor {
+            Some(cursor) => filter.cursor = Some(cursor),
+            None => return Ok(restarts),
+        }
+    }
+}
+
+async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    let restarts = restarts_of(&api.client, &run.id).await?;
+    let live = api.client.live_workers().await?;
+    Ok(Json(views::detail_json(&run, &live, &restarts)).into_response())
+}
+
+async fn steps(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    let journal = api.client.journal(&run.id).await?;
+    let journal: Vec<Value> = journal.iter().map(views::entry_json).collect();
+    Ok(Json(json!({ "run": run.id.as_str(), "journal": journal })).into_response())
+}
+
+async fn signals(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    let signals = api.client.signals(&run.id).await?;
+    let signals: Vec<Value> = signals.iter().map(views::signal_json).collect();
+    Ok(Json(json!({ "run": run.id.as_str(), "signals": signals })).into_response())
+}
+
+async fn signal(
+    State(api): State<Api>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let Path((name, id, event)) = path?;
+    if event.is_empty() || event.len() > 200 || event.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "invalid_event_name",
+            format!("event name {event:?} must be 1 to 200 bytes without control characters"),
+        ));
+    }
+    let body = body?;
+    let payload: Box<RawValue> = parse(if body.is_empty() { b"null" } else { &body })?;
+    let run = run_of(&api, &name, &id).await?;
+    let signal = api.client.signal_raw(&run.id, &event, payload).await?;
+    Ok(Json(json!({ "run": run.id.as_str(), "signal": signal.0, "event": event })).into_response())
+}
+
+async fn cancel(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    let outcome = match api.client.cancel(&run.id).await? {
+        CancelOutcome::Cancelled => "cancelled",
+        CancelOutcome::Requested => "cancel-requested",
+    };
+    Ok(Json(json!({ "run": run.id.as_str(), "outcome": outcome })).into_response())
+}
+
+async fn pause(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    let outcome = match api.client.pause(&run.id).await? {
+        PauseOutcome::Paused => "paused",
+        PauseOutcome::Requested => "pause-requested",
+    };
+    Ok(Json(json!({ "run": run.id.as_str(), "outcome": outcome })).into_response())
+}
+
+async fn resume(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    api.client.resume(&run.id).await?;
+    Ok(Json(json!({ "run": run.id.as_str(), "outcome": "resumed" })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RestartBody {
+    from_step: String,
+}
+
+async fn restart(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let Path((name, id)) = path?;
+    let body: RestartBody = parse(&body?)?;
+    let run = run_of(&api, &name, &id).await?;
+    let restarted = api.client.restart(&run.id, &body.from_step).await?;
+    let answer =
+        json!({ "run": restarted.id().as_str(), "restarted_from": run.id.as_str(), "from_step": body.from_step });
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}

@@ -1,0 +1,371 @@
+//! The HTTP API against a real engine on SQLite: each route's success, not found and bad input,
+//! and that a refused request changes nothing stored.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use cairn::prelude::*;
+use cairn::{RunFilter, SqliteStore};
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tower::ServiceExt;
+
+#[derive(Deserialize)]
+struct Hello {
+    name: String,
+}
+
+async fn hello(ctx: Ctx, input: Hello) -> Result<String, WorkflowError> {
+    ctx.step("greet", || async { Ok::<_, StepError>(format!("Hello, {}!", input.name)) }).await
+}
+
+async fn approval(ctx: Ctx, _input: Value) -> Result<Value, WorkflowError> {
+    let payload: Option<Value> = ctx.wait_for_event("approve", EventFilter::any(), Duration::from_secs(3600)).await?;
+    Ok(payload.unwrap_or(Value::Null))
+}
+
+struct Served {
+    app: Router,
+    engine: Engine,
+    _dir: tempfile::TempDir,
+}
+
+async fn served(config: cairn_http::ApiConfig) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("cairn.db")).unwrap();
+    let engine = Engine::builder()
+        .store(store)
+        .register("hello", 1, hello)
+        .register("approval", 1, approval)
+        .start()
+        .await
+        .unwrap();
+    let app = cairn_http::router(engine.client(), config);
+    Served { app, engine, _dir: dir }
+}
+
+impl Served {
+    async fn call(&self, method: &str, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
+        self.call_with(method, uri, body, None).await
+    }
+
+    async fn call_with(&self, method: &str, uri: &str, body: Option<&str>, token: Option<&str>) -> (StatusCode, Value) {
+        let mut request = Request::builder().method(method).uri(uri);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request.body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned()))).unwrap();
+        let response = self.app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        (status, value)
+    }
+
+    /// Every run in the store, with its signal and journal counts: what a refused request must
+    /// leave as it was.
+    async fn stored(&self) -> Vec<(String, String, usize, usize)> {
+        let client = self.engine.client();
+        let page = client.list(&RunFilter { limit: Some(1000), ..RunFilter::default() }).await.unwrap();
+        let mut out = Vec::new();
+        for run in page.runs {
+            let signals = client.signals(&run.id).await.unwrap().len();
+            let journal = client.journal(&run.id).await.unwrap().len();
+            out.push((run.id.to_string(), run.status.as_str().to_owned(), signals, journal));
+        }
+        out
+    }
+}
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_else(|| panic!("not an error body: {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_get_steps_and_list() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    let (status, started) =
+        api.call("POST", "/v1/workflows/hello/runs", Some(r#"{"input":{"name":"Ada"},"idempotencyKey":"k1"}"#)).await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    assert_eq!(started["created"], json!(true));
+    assert_eq!(started["workflow"], json!("hello"));
+    let id = started["id"].as_str().unwrap().to_owned();
+
+    let (status, again) =
+        api.call("POST", "/v1/workflows/hello/runs", Some(r#"{"input":{"name":"Ada"},"idempotencyKey":"k1"}"#)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again["id"], json!(id));
+    assert_eq!(again["created"], json!(false));
+
+    let output: String = api.engine.client().result(&cairn::RunId::new(&id)).await.unwrap();
+    assert_eq!(output, "Hello, Ada!");
+    let (status, run) = api.call("GET", &format!("/v1/workflows/hello/runs/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(run["status"], json!("completed"));
+    assert_eq!(run["input"], json!({"name": "Ada"}));
+    assert_eq!(run["output"], json!("Hello, Ada!"));
+    assert_eq!(run["stranded"], json!(false));
+
+    let (status, steps) = api.call("GET", &format!("/v1/workflows/hello/runs/{id}/steps"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let journal = steps["journal"].as_array().unwrap();
+    let completed = journal.iter().find_map(|e| e["event"].get("step_completed")).unwrap_or_else(|| panic!("{steps}"));
+    assert_eq!((&completed["path"], &completed["output"]), (&json!("greet"), &json!("Hello, Ada!")));
+    assert!(completed["started_at"].is_i64(), "{completed}");
+
+    // A second run with its own id; lists by workflow and status, newest first, in pages.
+    let (status, second) = api
+        .call("POST", "/v1/workflows/hello/runs", Some(r#"{"input":{"name":"Bo"},"id":"second","retentionDays":2}"#))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{second}");
+    assert_eq!(second["id"], json!("second"));
+    api.engine.client().result::<String>(&cairn::RunId::new("second")).await.unwrap();
+    let (status, page) = api.call("GET", "/v1/workflows/hello/runs?status=completed&limit=1", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(page["runs"][0]["id"], json!("second"));
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let (status, next) = api.call("GET", &format!("/v1/workflows/hello/runs?limit=1&cursor={cursor}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(next["runs"][0]["id"], json!(id));
+    let (_, none) = api.call("GET", "/v1/workflows/hello/runs?status=failed", None).await;
+    assert_eq!(none["runs"], json!([]));
+    let (_, other) = api.call("GET", "/v1/workflows/approval/runs", None).await;
+    assert_eq!(other["runs"], json!([]));
+    let (status, all) = api.call("GET", "/v1/runs?workflow=hello", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(all["runs"].as_array().unwrap().len(), 2);
+    let (_, future) = api.call("GET", "/v1/runs?since=2999-01-01T00:00:00Z", None).await;
+    assert_eq!(future["runs"], json!([]));
+    let (_, past) = api.call("GET", "/v1/runs?until=2000-01-01T00:00:00Z", None).await;
+    assert_eq!(past["runs"], json!([]));
+
+    let (status, health) = api.call("GET", "/healthz", None).await;
+    assert_eq!((status, health), (StatusCode::OK, json!({"status": "ok"})));
+    api.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signal_cancel_pause_resume_restart() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    let (_, run) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"a1"}"#)).await;
+    assert_eq!(run["id"], json!("a1"));
+    let (status, sent) =
+        api.call("POST", "/v1/workflows/approval/runs/a1/signals/approve", Some(r#"{"by":"ops"}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{sent}");
+    assert_eq!(sent["event"], json!("approve"));
+    let output: Value = api.engine.client().result(&cairn::RunId::new("a1")).await.unwrap();
+    assert_eq!(output, json!({"by": "ops"}));
+    let (status, signals) = api.call("GET", "/v1/workflows/approval/runs/a1/signals", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(signals["signals"][0]["payload"], json!({"by": "ops"}));
+    // An ended run refuses signals, cancels and pauses.
+    let (status, body) = api.call("POST", "/v1/workflows/approval/runs/a1/signals/approve", None).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "run_finished"));
+    let (status, body) = api.call("DELETE", "/v1/workflows/approval/runs/a1", None).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "run_finished"));
+
+    // Restart from the wait: a new run, linked both ways.
+    let (status, restarted) =
+        api.call("POST", "/v1/workflows/approval/runs/a1/restart", Some(r#"{"fromStep":"approve"}"#)).await;
+    assert_eq!(status, StatusCode::CREATED, "{restarted}");
+    let new_id = restarted["run"].as_str().unwrap().to_owned();
+    let (_, original) = api.call("GET", "/v1/workflows/approval/runs/a1", None).await;
+    assert_eq!(original["restarts"], json!([new_id]));
+    let (status, body) =
+        api.call("POST", "/v1/workflows/approval/runs/a1/restart", Some(r#"{"fromStep":"nowhere"}"#)).await;
+    assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "unknown_step"));
+
+    // Pause and resume the restarted run, then cancel it.
+    let (status, paused) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/pause"), None).await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    assert!(paused["outcome"] == json!("paused") || paused["outcome"] == json!("pause-requested"), "{paused}");
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        state = api.call("GET", &format!("/v1/workflows/approval/runs/{new_id}"), None).await.1;
+        if state["status"] == json!("paused") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(state["status"], json!("paused"), "{state}");
+    let (status, resumed) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/resume"), None).await;
+    assert_eq!((status, &resumed["outcome"]), (StatusCode::OK, &json!("resumed")));
+    let (status, body) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/resume"), None).await;
+    assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "not_paused"));
+    let (status, cancelled) = api.call("DELETE", &format!("/v1/workflows/approval/runs/{new_id}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    api.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_and_change_nothing() {
+    let api = served(cairn_http::ApiConfig { body_limit: 1024, ..cairn_http::ApiConfig::default() }).await;
+    let (_, run) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"w"}"#)).await;
+    assert_eq!(run["id"], json!("w"));
+    let mut before = api.stored().await;
+    for _ in 0..200 {
+        if before[0].1 == "suspended" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        before = api.stored().await;
+    }
+    let big = format!(r#"{{"input":{{"name":"{}"}}}}"#, "x".repeat(2048));
+    let cases: Vec<(&str, String, Option<String>, StatusCode, &str)> = vec![
+        ("POST", "/v1/workflows/hello/runs".into(), Some("{not json".into()), StatusCode::BAD_REQUEST, "invalid_json"),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":3}}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_payload",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{},"colour":"red"}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":"a"},"version":"one"}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        ("POST", "/v1/workflows/hello/runs".into(), Some(big), StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":"a"},"version":7}"#.into()),
+            StatusCode::NOT_FOUND,
+            "unknown_version",
+        ),
+        (
+            "POST",
+            "/v1/workflows/nope/runs".into(),
+            Some(r#"{"input":1}"#.into()),
+            StatusCode::NOT_FOUND,
+            "unknown_workflow",
+        ),
+        (
+            "POST",
+            "/v1/workflows/%01bad/runs".into(),
+            Some(r#"{"input":1}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_workflow_name",
+        ),
+        (
+            "POST",
+            "/v1/workflows/approval/runs".into(),
+            Some(r#"{"id":"w"}"#.into()),
+            StatusCode::CONFLICT,
+            "duplicate_run_id",
+        ),
+        (
+            "POST",
+            "/v1/workflows/approval/runs".into(),
+            Some(r#"{"id":"a\u0001b"}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_run_id",
+        ),
+        ("GET", "/v1/workflows/approval/runs/missing".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
+        ("GET", "/v1/workflows/hello/runs/w".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
+        ("GET", "/v1/workflows/approval/runs/%01".into(), None, StatusCode::BAD_REQUEST, "invalid_run_id"),
+        ("GET", "/v1/workflows/approval/runs/missing/steps".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
+        ("GET", "/v1/workflows/approval/runs?status=happy".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        ("GET", "/v1/workflows/approval/runs?cursor=zzz".into(), None, StatusCode::BAD_REQUEST, "invalid_cursor"),
+        ("GET", "/v1/workflows/approval/runs?limit=0".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        ("GET", "/v1/workflows/approval/runs?limit=many".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        ("GET", "/v1/runs?since=yesterday".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        ("GET", "/v1/runs?colour=red".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        (
+            "POST",
+            "/v1/workflows/approval/runs/w/signals/approve".into(),
+            Some("{oops".into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/v1/workflows/approval/runs/missing/signals/approve".into(),
+            Some("1".into()),
+            StatusCode::NOT_FOUND,
+            "run_not_found",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs/w/signals/approve".into(),
+            Some("1".into()),
+            StatusCode::NOT_FOUND,
+            "run_not_found",
+        ),
+        (
+            "POST",
+            "/v1/workflows/approval/runs/w/signals/%01".into(),
+            Some("1".into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_event_name",
+        ),
+        ("DELETE", "/v1/workflows/approval/runs/missing".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
+        ("POST", "/v1/workflows/approval/runs/w/resume".into(), None, StatusCode::CONFLICT, "not_paused"),
+        (
+            "POST",
+            "/v1/workflows/approval/runs/w/restart".into(),
+            Some(r#"{"fromStep":"approve"}"#.into()),
+            StatusCode::CONFLICT,
+            "not_ended",
+        ),
+        (
+            "POST",
+            "/v1/workflows/approval/runs/w/restart".into(),
+            Some("{}".into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        ("GET", "/v1/nothing-here".into(), None, StatusCode::NOT_FOUND, "not_found"),
+    ];
+    for (method, uri, body, status, expected) in cases {
+        let (got, answer) = api.call(method, &uri, body.as_deref()).await;
+        assert_eq!((got, code(&answer)), (status, expected), "{method} {uri}: {answer}");
+        assert!(answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answer}");
+    }
+    assert_eq!(api.stored().await, before, "a refused request changed the store");
+    api.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_guards_every_route_but_healthz() {
+    let config = cairn_http::ApiConfig { token: Some("s3cret".into()), ..cairn_http::ApiConfig::default() };
+    let api = served(config).await;
+    let routes = [
+        ("POST", "/v1/workflows/hello/runs", Some(r#"{"input":{"name":"x"}}"#)),
+        ("GET", "/v1/workflows/hello/runs", None),
+        ("GET", "/v1/runs", None),
+        ("GET", "/v1/workflows/hello/runs/x", None),
+        ("GET", "/v1/workflows/hello/runs/x/steps", None),
+        ("GET", "/v1/workflows/hello/runs/x/signals", None),
+        ("POST", "/v1/workflows/hello/runs/x/signals/e", None),
+        ("DELETE", "/v1/workflows/hello/runs/x", None),
+        ("POST", "/v1/workflows/hello/runs/x/pause", None),
+        ("POST", "/v1/workflows/hello/runs/x/resume", None),
+        ("POST", "/v1/workflows/hello/runs/x/restart", Some(r#"{"fromStep":"greet"}"#)),
+    ];
+    for (method, uri, body) in routes {
+        for token in [None, Some("wrong"), Some("s3cret-but-longer")] {
+            let (status, answer) = api.call_with(method, uri, body, token).await;
+            assert_eq!((status, code(&answer)), (StatusCode::UNAUTHORIZED, "unauthorized"), "{method} {uri} {token:?}");
+        }
+    }
+    assert!(api.stored().await.is_empty(), "an unauthorized start created a run");
+    let (status, _) = api.call("GET", "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, answer) = api.call_with("GET", "/v1/runs", None, Some("s3cret")).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    api.engine.shutdown().await;
+}
