@@ -4,8 +4,8 @@ use anyhow::{Context, Result, bail};
 use cairn::journal::Event;
 use cairn::{CancelOutcome, Client, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SqliteStore};
 use cairn_http::restarts_of;
+use cairn_http::views;
 pub(crate) use cairn_http::views::time;
-use cairn_http::views::{detail_json, entry_json, listed_json, signal_json};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -282,7 +282,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 }
             }
             if json {
-                out!("{}", Value::Array(runs.iter().map(|run| listed_json(run, &live)).collect()));
+                out!("{}", json!(runs.iter().map(|run| views::listed(run, &live)).collect::<Vec<_>>()));
             } else {
                 let rows: Vec<Vec<String>> = runs
                     .iter()
@@ -316,9 +316,9 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let stranded = live.why_stranded(&run);
             if json {
                 let out = json!({
-                    "run": detail_json(&run, &live, &restarts),
-                    "journal": journal.iter().map(entry_json).collect::<Vec<_>>(),
-                    "signals": signals.iter().map(signal_json).collect::<Vec<_>>(),
+                    "run": views::detail(&run, &live, &restarts),
+                    "journal": journal.iter().map(views::entry).collect::<Vec<_>>(),
+                    "signals": signals.iter().map(views::signal).collect::<Vec<_>>(),
                 });
                 out!("{out}");
             } else {

@@ -21,6 +21,7 @@
 //! | `POST /v1/workflows/{name}/runs/{id}/resume` | resume |
 //! | `POST /v1/workflows/{name}/runs/{id}/restart` | restart from a step: `{fromStep}`; `201` with the new run |
 //! | `GET /healthz` | `200` while the process serves |
+//! | `GET /openapi.json` | this API as an OpenAPI 3.1 document, generated from the handlers |
 //!
 //! Runs appear in the same JSON shape as `cairn runs … --json` prints them ([`views`]).
 //!
@@ -43,14 +44,16 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
 use cairn::{CancelOutcome, Client, ClientError, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use views::{Outcome, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps};
 
 /// How the API is served.
 #[derive(Debug, Clone)]
@@ -75,32 +78,44 @@ impl ApiConfig {
     }
 }
 
+#[derive(OpenApi)]
+#[openapi(info(
+    title = "Cairn",
+    description = "Start, list, inspect, signal, cancel, pause, resume and restart durable workflow runs."
+))]
+struct ApiDoc;
+
 /// The API's routes over `client`. Mount it with [`Router::nest`] or serve it as it is.
 pub fn router(client: Client, config: ApiConfig) -> Router {
-    let api = Api { client, token: config.token.map(Arc::from) };
-    let v1 = Router::new()
-        .route("/v1/workflows/{name}/runs", post(start).get(list_workflow))
-        .route("/v1/runs", get(list_all))
-        .route("/v1/workflows/{name}/runs/{id}", get(show).delete(cancel))
-        .route("/v1/workflows/{name}/runs/{id}/steps", get(steps))
-        .route("/v1/workflows/{name}/runs/{id}/signals", get(signals))
-        .route("/v1/workflows/{name}/runs/{id}/signals/{event}", post(signal))
-        .route("/v1/workflows/{name}/runs/{id}/pause", post(pause))
-        .route("/v1/workflows/{name}/runs/{id}/resume", post(resume))
-        .route("/v1/workflows/{name}/runs/{id}/restart", post(restart))
-        .fallback(not_found)
-        .route_layer(middleware::from_fn_with_state(api.clone(), authorize));
-    Router::new()
-        .route("/healthz", get(|| async { Json(json!({ "status": "ok" })) }))
-        .merge(v1)
-        .layer(DefaultBodyLimit::max(config.body_limit))
-        .with_state(api)
+    let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
+    router.fallback(not_found).layer(DefaultBodyLimit::max(config.body_limit)).with_state(Api { client })
+}
+
+/// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    documented(None).into_openapi()
+}
+
+/// Every documented route; those under `/v1` (and the document) are guarded by `token`.
+fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
+    let guarded = OpenApiRouter::new()
+        .routes(routes!(start, list_workflow))
+        .routes(routes!(list_all))
+        .routes(routes!(show, cancel))
+        .routes(routes!(steps))
+        .routes(routes!(signals))
+        .routes(routes!(signal))
+        .routes(routes!(pause))
+        .routes(routes!(resume))
+        .routes(routes!(restart))
+        .routes(routes!(openapi_json))
+        .route_layer(middleware::from_fn_with_state(token, authorize));
+    OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(guarded).routes(routes!(healthz))
 }
 
 #[derive(Clone)]
 struct Api {
     client: Client,
-    token: Option<Arc<str>>,
 }
 
 /// An error answer: `{"error": {"code", "message"}}` with its status.
@@ -121,9 +136,26 @@ impl ApiError {
     }
 }
 
+/// Every error answer's body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable snake_case code (`run_not_found`, `invalid_json`, `run_finished`, …).
+    pub code: String,
+    /// For people.
+    pub message: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": { "code": self.code, "message": self.message } }))).into_response()
+        let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
+        (self.status, Json(body)).into_response()
     }
 }
 
@@ -167,15 +199,13 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
-type Answer = Result<Response, ApiError>;
-
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
 /// Refuses a request without the configured bearer token.
-async fn authorize(State(api): State<Api>, request: Request, next: Next) -> Response {
-    if let Some(token) = &api.token {
+async fn authorize(State(token): State<Option<Arc<str>>>, request: Request, next: Next) -> Response {
+    if let Some(token) = &token {
         let given = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -226,28 +256,92 @@ fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|error| ApiError::bad_request("invalid_json", error.to_string()))
 }
 
-#[derive(Deserialize)]
+/// What `POST /v1/workflows/{name}/runs` takes.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct StartBody {
+pub struct StartBody {
+    /// The run's input (default `null`).
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     input: Option<Box<RawValue>>,
+    /// The run's id (default: a new UUIDv7).
     id: Option<String>,
+    /// Starting again with the same key returns the existing run.
     idempotency_key: Option<String>,
+    /// The workflow version (default: the newest the server's worker registered).
     version: Option<u32>,
+    /// Days to keep the run once it has ended (default: the workflow's, or 30).
     retention_days: Option<u32>,
 }
 
+/// What `POST …/restart` takes.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RestartBody {
+    /// The step (or scope) to run again from, as the journal names it.
+    from_step: String,
+}
+
+/// The query of the list routes.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Only this workflow (`/v1/runs` only).
+    workflow: Option<String>,
+    /// Only this status.
+    status: Option<String>,
+    /// Created at or after (RFC 3339).
+    since: Option<String>,
+    /// Created before (RFC 3339).
+    until: Option<String>,
+    /// From a page's `next_cursor`.
+    cursor: Option<String>,
+    /// Page size, 1 to 1,000 (default 100).
+    limit: Option<usize>,
+}
+
+/// The health answer.
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`.
+    status: String,
+}
+
+type Answer<T> = Result<Json<T>, ApiError>;
+
+#[utoipa::path(get, path = "/healthz", tag = "service", responses((status = 200, body = Health)))]
+async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok".into() })
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "service",
+    responses((status = 200, description = "This document", body = Object), (status = 401, body = ErrorBody)))]
+async fn openapi_json() -> Response {
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = DOCUMENT.get_or_init(|| openapi().to_json().unwrap_or_else(|_| "{}".to_owned()));
+    ([(header::CONTENT_TYPE, "application/json")], text.as_str()).into_response()
+}
+
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name")),
+    request_body = StartBody,
+    responses(
+        (status = 201, description = "Created", body = StartedRun),
+        (status = 200, description = "An existing run with this idempotency key", body = StartedRun),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, description = "Unknown workflow or version", body = ErrorBody),
+        (status = 409, description = "The id is taken", body = ErrorBody), (status = 413, body = ErrorBody)))]
 async fn start(
     State(api): State<Api>,
     path: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
     let Path(name) = path?;
     let name = workflow_name(&name)?;
     let body = body?;
     let body: StartBody = parse(if body.is_empty() { b"{}" } else { &body })?;
-    let null = RawValue::NULL.to_owned();
-    let input = body.input.unwrap_or(null);
+    let input = body.input.unwrap_or_else(|| RawValue::NULL.to_owned());
     let mut start = api.client.start(name, &*input);
     if let Some(id) = body.id {
         start = start.id(run_id(&id)?.as_str());
@@ -263,21 +357,8 @@ async fn start(
     }
     let handle = start.await?;
     let run = api.client.get(handle.id()).await?;
-    let mut answer = views::run_json(&run);
-    answer["created"] = json!(handle.created());
     let status = if handle.created() { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(answer)).into_response())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListParams {
-    workflow: Option<String>,
-    status: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
-    cursor: Option<String>,
-    limit: Option<usize>,
+    Ok((status, Json(StartedRun { run: views::run_view(&run), created: handle.created() })))
 }
 
 fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
@@ -286,7 +367,7 @@ fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
     })
 }
 
-async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer {
+async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
     let status = match params.status.as_deref() {
         Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
             ApiError::bad_request(
@@ -320,16 +401,18 @@ async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer
     };
     let page = api.client.list(&filter).await?;
     let live = api.client.live_workers().await?;
-    let runs: Vec<Value> = page.runs.iter().map(|run| views::listed_json(run, &live)).collect();
-    let next = page.next_cursor.map(|cursor| cursor.encode());
-    Ok(Json(json!({ "runs": runs, "next_cursor": next })).into_response())
+    let runs = page.runs.iter().map(|run| views::listed(run, &live)).collect();
+    Ok(Json(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) }))
 }
 
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ListParams),
+    responses((status = 200, body = RunPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn list_workflow(
     State(api): State<Api>,
     path: Result<Path<String>, PathRejection>,
     params: Result<Query<ListParams>, QueryRejection>,
-) -> Answer {
+) -> Answer<RunPage> {
     let (Path(name), Query(params)) = (path?, params?);
     if params.workflow.as_ref().is_some_and(|w| w != &name) {
         return Err(ApiError::bad_request("invalid_query", "`workflow` is given by the path here"));
@@ -337,7 +420,9 @@ async fn list_workflow(
     list(&api, Some(name), params).await
 }
 
-async fn list_all(State(api): State<Api>, params: Result<Query<ListParams>, QueryRejection>) -> Answer {
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(ListParams),
+    responses((status = 200, body = RunPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_all(State(api): State<Api>, params: Result<Query<ListParams>, QueryRejection>) -> Answer<RunPage> {
     let Query(mut params) = params?;
     let workflow = params.workflow.take();
     list(&api, workflow, params).await
@@ -357,35 +442,52 @@ pub async fn restarts_of(client: &Client, id: &RunId) -> Result<Vec<RunId>, Clie
     }
 }
 
-async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = RunDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<RunDetail> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     let restarts = restarts_of(&api.client, &run.id).await?;
     let live = api.client.live_workers().await?;
-    Ok(Json(views::detail_json(&run, &live, &restarts)).into_response())
+    Ok(Json(views::detail(&run, &live, &restarts)))
 }
 
-async fn steps(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/steps", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Steps), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn steps(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Steps> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     let journal = api.client.journal(&run.id).await?;
-    let journal: Vec<Value> = journal.iter().map(views::entry_json).collect();
-    Ok(Json(json!({ "run": run.id.as_str(), "journal": journal })).into_response())
+    Ok(Json(Steps { run: run.id.to_string(), journal: journal.iter().map(views::entry).collect() }))
 }
 
-async fn signals(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/signals", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Signals), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn signals(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Signals> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     let signals = api.client.signals(&run.id).await?;
-    let signals: Vec<Value> = signals.iter().map(views::signal_json).collect();
-    Ok(Json(json!({ "run": run.id.as_str(), "signals": signals })).into_response())
+    Ok(Json(Signals { run: run.id.to_string(), signals: signals.iter().map(views::signal).collect() }))
 }
 
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/signals/{event}", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id"),
+        ("event" = String, Path, description = "Signal name")),
+    request_body(content = Object, description = "The payload (empty: `null`)"),
+    responses((status = 200, body = SignalSent), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody),
+        (status = 413, body = ErrorBody)))]
 async fn signal(
     State(api): State<Api>,
     path: Result<Path<(String, String, String)>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Answer<SignalSent> {
     let Path((name, id, event)) = path?;
     if event.is_empty() || event.len() > 200 || event.chars().any(char::is_control) {
         return Err(ApiError::bad_request(
@@ -397,52 +499,63 @@ async fn signal(
     let payload: Box<RawValue> = parse(if body.is_empty() { b"null" } else { &body })?;
     let run = run_of(&api, &name, &id).await?;
     let signal = api.client.signal_raw(&run.id, &event, payload).await?;
-    Ok(Json(json!({ "run": run.id.as_str(), "signal": signal.0, "event": event })).into_response())
+    Ok(Json(SignalSent { run: run.id.to_string(), signal: signal.0, event }))
 }
 
-async fn cancel(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+#[utoipa::path(delete, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody)))]
+async fn cancel(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Outcome> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     let outcome = match api.client.cancel(&run.id).await? {
         CancelOutcome::Cancelled => "cancelled",
         CancelOutcome::Requested => "cancel-requested",
     };
-    Ok(Json(json!({ "run": run.id.as_str(), "outcome": outcome })).into_response())
+    Ok(Json(Outcome { run: run.id.to_string(), outcome: outcome.into() }))
 }
 
-async fn pause(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/pause", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody)))]
+async fn pause(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Outcome> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     let outcome = match api.client.pause(&run.id).await? {
         PauseOutcome::Paused => "paused",
         PauseOutcome::Requested => "pause-requested",
     };
-    Ok(Json(json!({ "run": run.id.as_str(), "outcome": outcome })).into_response())
+    Ok(Json(Outcome { run: run.id.to_string(), outcome: outcome.into() }))
 }
 
-async fn resume(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer {
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/resume", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run is not paused", body = ErrorBody)))]
+async fn resume(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Outcome> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     api.client.resume(&run.id).await?;
-    Ok(Json(json!({ "run": run.id.as_str(), "outcome": "resumed" })).into_response())
+    Ok(Json(Outcome { run: run.id.to_string(), outcome: "resumed".into() }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RestartBody {
-    from_step: String,
-}
-
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/restart", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    request_body = RestartBody,
+    responses((status = 201, body = Restarted), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has not ended", body = ErrorBody)))]
 async fn restart(
     State(api): State<Api>,
     path: Result<Path<(String, String)>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer {
+) -> Result<(StatusCode, Json<Restarted>), ApiError> {
     let Path((name, id)) = path?;
     let body: RestartBody = parse(&body?)?;
     let run = run_of(&api, &name, &id).await?;
     let restarted = api.client.restart(&run.id, &body.from_step).await?;
     let answer =
-        json!({ "run": restarted.id().as_str(), "restarted_from": run.id.as_str(), "from_step": body.from_step });
-    Ok((StatusCode::CREATED, Json(answer)).into_response())
+        Restarted { run: restarted.id().to_string(), restarted_from: run.id.to_string(), from_step: body.from_step };
+    Ok((StatusCode::CREATED, Json(answer)))
 }

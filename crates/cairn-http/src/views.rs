@@ -1,17 +1,16 @@
 //! The JSON forms of runs, journal entries and signals: one shape for the HTTP API and for the
-//! `cairn` command's `--json` output, so a tool reads either the same way.
+//! `cairn` command's `--json` output, so a tool reads either the same way. Times are RFC 3339 in
+//! UTC with milliseconds; inputs, outputs and payloads are the JSON they were given as.
 
 use cairn::journal::JournalEntry;
 use cairn::{LiveWorkers, RunId, RunRecord, SignalRecord, Timestamp};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 
 /// A time as RFC 3339 in UTC with milliseconds (`2026-11-23T10:00:00.000Z`).
 pub fn time(t: Timestamp) -> String {
     humantime::format_rfc3339_millis(t.to_system_time()).to_string()
-}
-
-fn opt_time(t: Option<Timestamp>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(time(t)))
 }
 
 /// Stored JSON as a value (`null` if it does not parse, which a store never hands out).
@@ -19,61 +18,228 @@ pub fn raw_json(raw: &serde_json::value::RawValue) -> Value {
     serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
 
-/// A run's summary: id, workflow, version, status, times, error, step count and lifecycle flags.
-pub fn run_json(run: &RunRecord) -> Value {
-    json!({
-        "id": run.id.as_str(),
-        "workflow": run.workflow,
-        "version": run.version,
-        "status": run.status.as_str(),
-        "suspend_reason": run.suspend_reason.map(|r| r.as_str()),
-        "created_at": time(run.created_at),
-        "updated_at": time(run.updated_at),
-        "completed_at": opt_time(run.completed_at),
-        "wake_at": opt_time(run.wake_at),
-        "idempotency_key": run.idempotency_key,
-        "error": run.error,
-        "steps": run.last_seq,
-        "recoveries": run.recoveries,
-        "pause_requested": run.pause_requested,
-        "deadline": opt_time(run.deadline),
-        "delete_after": opt_time(run.delete_after),
-        "restarted_from": run.restarted_from.as_ref().map(RunId::as_str),
-    })
+/// A run's summary.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunView {
+    /// The run's id.
+    pub id: String,
+    /// Its workflow.
+    pub workflow: String,
+    /// The workflow version it runs on.
+    pub version: u32,
+    /// `pending`, `running`, `suspended`, `completed`, `failed`, `cancelled` or `paused`.
+    pub status: String,
+    /// Why a suspended run sleeps: `sleep`, `wait` or `retry`.
+    pub suspend_reason: Option<String>,
+    /// When it was created.
+    pub created_at: String,
+    /// When its summary last changed.
+    pub updated_at: String,
+    /// When it ended.
+    pub completed_at: Option<String>,
+    /// When a suspended run is next due.
+    pub wake_at: Option<String>,
+    /// The key it was started with.
+    pub idempotency_key: Option<String>,
+    /// Why it failed, was cancelled or is parked.
+    pub error: Option<String>,
+    /// How many journal entries it has.
+    pub steps: u64,
+    /// How many times in a row a worker died executing it.
+    pub recoveries: u32,
+    /// Whether a pause waits for its next step boundary.
+    pub pause_requested: bool,
+    /// When it fails with a timeout if it has not ended.
+    pub deadline: Option<String>,
+    /// When it is deleted once ended.
+    pub delete_after: Option<String>,
+    /// The run it restarts.
+    pub restarted_from: Option<String>,
 }
 
-/// A run as lists show it: its summary, and whether it is stranded (and why).
-pub fn listed_json(run: &RunRecord, live: &LiveWorkers) -> Value {
-    let mut summary = run_json(run);
-    let reason = live.why_stranded(run);
-    summary["stranded"] = json!(reason.is_some());
-    summary["stranded_reason"] = json!(reason);
-    summary
+/// A run as lists show it: its summary, and whether it is stranded.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ListedRun {
+    /// The summary.
+    #[serde(flatten)]
+    pub run: RunView,
+    /// Whether the run needs a worker and no live worker serves its workflow version.
+    pub stranded: bool,
+    /// Why, when stranded.
+    pub stranded_reason: Option<String>,
 }
 
-/// One run in full: the listed summary plus its input, output and the runs that restart it.
-pub fn detail_json(run: &RunRecord, live: &LiveWorkers, restarts: &[RunId]) -> Value {
-    let mut summary = listed_json(run, live);
-    summary["input"] = raw_json(&run.input);
-    summary["output"] = run.output.as_deref().map_or(Value::Null, raw_json);
-    summary["restarts"] = json!(restarts.iter().map(RunId::as_str).collect::<Vec<_>>());
-    summary
+/// One run in full.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunDetail {
+    /// The summary and stranded state.
+    #[serde(flatten)]
+    pub listed: ListedRun,
+    /// Its input.
+    #[schema(value_type = Object)]
+    pub input: Value,
+    /// Its output, once completed.
+    #[schema(value_type = Object)]
+    pub output: Value,
+    /// The runs that restart it.
+    pub restarts: Vec<String>,
 }
 
-/// A signal: id, name, payload, when it was sent, and the journal entry that consumed it.
-pub fn signal_json(signal: &SignalRecord) -> Value {
-    json!({
-        "id": signal.id.0,
-        "name": signal.name,
-        "payload": raw_json(&signal.payload),
-        "sent_at": time(signal.sent_at),
-        "consumed_seq": signal.consumed_seq,
-    })
+/// A signal delivered to a run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SignalView {
+    /// Its id (unique in the store).
+    pub id: i64,
+    /// Its name (the event a wait asks for).
+    pub name: String,
+    /// Its payload.
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    /// When it was delivered.
+    pub sent_at: String,
+    /// The journal entry that consumed it; `null` while buffered.
+    pub consumed_seq: Option<u64>,
 }
 
-/// A journal entry: its sequence number, when it was committed, and the event as journaled
-/// (the form `cairn::testing::replay` reads back).
-pub fn entry_json(entry: &JournalEntry) -> Value {
-    let event: Value = serde_json::from_str(&entry.event.to_json()).unwrap_or(Value::Null);
-    json!({ "seq": entry.seq, "at": time(entry.at), "at_ms": entry.at.as_millis(), "event": event })
+/// A journal entry.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EntryView {
+    /// Its position in the run's journal (from 1).
+    pub seq: u64,
+    /// When it was committed.
+    pub at: String,
+    /// The same in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// The event as journaled (`{"<kind>": {...}}`), the form `cairn::testing::replay` reads.
+    #[schema(value_type = Object)]
+    pub event: Value,
+}
+
+/// A run's summary.
+pub fn run_view(run: &RunRecord) -> RunView {
+    RunView {
+        id: run.id.to_string(),
+        workflow: run.workflow.clone(),
+        version: run.version,
+        status: run.status.as_str().to_owned(),
+        suspend_reason: run.suspend_reason.map(|r| r.as_str().to_owned()),
+        created_at: time(run.created_at),
+        updated_at: time(run.updated_at),
+        completed_at: run.completed_at.map(time),
+        wake_at: run.wake_at.map(time),
+        idempotency_key: run.idempotency_key.clone(),
+        error: run.error.clone(),
+        steps: run.last_seq,
+        recoveries: run.recoveries,
+        pause_requested: run.pause_requested,
+        deadline: run.deadline.map(time),
+        delete_after: run.delete_after.map(time),
+        restarted_from: run.restarted_from.as_ref().map(RunId::to_string),
+    }
+}
+
+/// A run as lists show it.
+pub fn listed(run: &RunRecord, live: &LiveWorkers) -> ListedRun {
+    let stranded_reason = live.why_stranded(run);
+    ListedRun { run: run_view(run), stranded: stranded_reason.is_some(), stranded_reason }
+}
+
+/// One run in full.
+pub fn detail(run: &RunRecord, live: &LiveWorkers, restarts: &[RunId]) -> RunDetail {
+    RunDetail {
+        listed: listed(run, live),
+        input: raw_json(&run.input),
+        output: run.output.as_deref().map_or(Value::Null, raw_json),
+        restarts: restarts.iter().map(RunId::to_string).collect(),
+    }
+}
+
+/// A signal.
+pub fn signal(signal: &SignalRecord) -> SignalView {
+    SignalView {
+        id: signal.id.0,
+        name: signal.name.clone(),
+        payload: raw_json(&signal.payload),
+        sent_at: time(signal.sent_at),
+        consumed_seq: signal.consumed_seq,
+    }
+}
+
+/// A journal entry.
+pub fn entry(entry: &JournalEntry) -> EntryView {
+    EntryView {
+        seq: entry.seq,
+        at: time(entry.at),
+        at_ms: entry.at.as_millis(),
+        event: serde_json::from_str(&entry.event.to_json()).unwrap_or(Value::Null),
+    }
+}
+
+/// A run just started (or found by its idempotency key).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StartedRun {
+    /// The run's summary.
+    #[serde(flatten)]
+    pub run: RunView,
+    /// `false` when the idempotency key matched an existing run.
+    pub created: bool,
+}
+
+/// One page of runs, newest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunPage {
+    /// The runs.
+    pub runs: Vec<ListedRun>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// A run's journal.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Steps {
+    /// The run's id.
+    pub run: String,
+    /// Its entries in order.
+    pub journal: Vec<EntryView>,
+}
+
+/// A run's signals.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Signals {
+    /// The run's id.
+    pub run: String,
+    /// Its signals in the order they were delivered.
+    pub signals: Vec<SignalView>,
+}
+
+/// A signal delivered.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SignalSent {
+    /// The run's id.
+    pub run: String,
+    /// The signal's id.
+    pub signal: i64,
+    /// Its name.
+    pub event: String,
+}
+
+/// What a cancel, pause or resume did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Outcome {
+    /// The run's id.
+    pub run: String,
+    /// `cancelled`, `cancel-requested` (a worker stops it at its next heartbeat), `paused`,
+    /// `pause-requested` (at its next step boundary) or `resumed`.
+    pub outcome: String,
+}
+
+/// A restart: the new run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Restarted {
+    /// The new run's id.
+    pub run: String,
+    /// The run it restarts.
+    pub restarted_from: String,
+    /// The step it runs again from.
+    pub from_step: String,
 }
