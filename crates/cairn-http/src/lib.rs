@@ -13,7 +13,7 @@
 //! | `GET /v1/workflows/{name}/runs` | list, newest first: `status`, `since`, `until` (RFC 3339), `cursor`, `limit` (≤ 1,000) |
 //! | `GET /v1/runs` | the same across workflows (`workflow` as a parameter) |
 //! | `GET /v1/workflows/{name}/runs/{id}` | one run: status, input, output, error, times, restarts |
-//! | `GET /v1/workflows/{name}/runs/{id}/steps` | its journal, with per-step timings and attempts |
+//! | `GET /v1/workflows/{name}/runs/{id}/steps` | each step over time (start, end, attempts with errors, sleeps and waits), and the journal |
 //! | `GET /v1/workflows/{name}/runs/{id}/signals` | its signals, buffered and consumed |
 //! | `POST /v1/workflows/{name}/runs/{id}/signals/{event}` | deliver a signal; the body is its payload (empty: `null`) |
 //! | `DELETE /v1/workflows/{name}/runs/{id}` | cancel |
@@ -462,7 +462,8 @@ async fn steps(State(api): State<Api>, path: Result<Path<(String, String)>, Path
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     let journal = api.client.journal(&run.id).await?;
-    Ok(Json(Steps { run: run.id.to_string(), journal: journal.iter().map(views::entry).collect() }))
+    let steps = views::steps(&journal);
+    Ok(Json(Steps { run: run.id.to_string(), steps, journal: journal.iter().map(views::entry).collect() }))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/signals", tag = "runs",

@@ -194,13 +194,93 @@ pub struct RunPage {
     pub next_cursor: Option<String>,
 }
 
-/// A run's journal.
+/// One attempt of a step body.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AttemptView {
+    /// Its number, from 1.
+    pub attempt: u32,
+    /// When it began.
+    pub started_at: String,
+    /// When its result was committed.
+    pub ended_at: String,
+    /// How long it took, in milliseconds.
+    pub duration_ms: i64,
+    /// Its error, if it failed.
+    pub error: Option<String>,
+    /// When the next attempt was due, if it failed and was to be retried.
+    pub retry_at: Option<String>,
+}
+
+/// One step over time.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StepView {
+    /// Its path (`name`, `scope/name[3]`).
+    pub path: String,
+    /// `step`, `sleep` or `wait`.
+    pub kind: String,
+    /// `retrying`, `completed`, `failed`, `sleeping`, `slept`, `waiting`, `received` or `timed_out`.
+    pub phase: String,
+    /// When it began: its first attempt, or when the sleep or wait was journaled.
+    pub started_at: String,
+    /// When it ended, once it has.
+    pub ended_at: Option<String>,
+    /// How long it took, once ended, in milliseconds (retries and their backoff included).
+    pub duration_ms: Option<i64>,
+    /// A step body's attempts (empty for sleeps and waits).
+    pub attempts: Vec<AttemptView>,
+    /// A sleep's end, or a wait's deadline.
+    pub until: Option<String>,
+    /// The signal a wait asks for.
+    pub event: Option<String>,
+}
+
+/// A run's steps over time, and its journal.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Steps {
     /// The run's id.
     pub run: String,
-    /// Its entries in order.
+    /// Each step in the order it first appears in the journal.
+    pub steps: Vec<StepView>,
+    /// The journal's entries in order.
     pub journal: Vec<EntryView>,
+}
+
+/// Each step of a journal over time.
+pub fn steps(journal: &[JournalEntry]) -> Vec<StepView> {
+    let millis = |from: Timestamp, to: Timestamp| to.as_millis() - from.as_millis();
+    cairn::journal::timeline::steps(journal)
+        .into_iter()
+        .map(|step| StepView {
+            path: step.path.to_string(),
+            kind: step.kind.to_string(),
+            phase: enum_text(&step.phase),
+            started_at: time(step.started_at),
+            ended_at: step.ended_at.map(time),
+            duration_ms: step.ended_at.map(|end| millis(step.started_at, end)),
+            attempts: step
+                .attempts
+                .iter()
+                .map(|a| AttemptView {
+                    attempt: a.attempt,
+                    started_at: time(a.started_at),
+                    ended_at: time(a.ended_at),
+                    duration_ms: millis(a.started_at, a.ended_at),
+                    error: a.error.clone(),
+                    retry_at: a.retry_at.map(time),
+                })
+                .collect(),
+            until: step.until.map(time),
+            event: step.event,
+        })
+        .collect()
+}
+
+/// A unit enum's serde name (`timed_out`).
+fn enum_text(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(text)) => text,
+        _ => String::new(),
+    }
 }
 
 /// A run's signals.

@@ -115,6 +115,13 @@ async fn start_get_steps_and_list() {
     let completed = journal.iter().find_map(|e| e["event"].get("step_completed")).unwrap_or_else(|| panic!("{steps}"));
     assert_eq!((&completed["path"], &completed["output"]), (&json!("greet"), &json!("Hello, Ada!")));
     assert!(completed["started_at"].is_i64(), "{completed}");
+    let greet = &steps["steps"][0];
+    assert_eq!(
+        (&greet["path"], &greet["kind"], &greet["phase"]),
+        (&json!("greet"), &json!("step"), &json!("completed"))
+    );
+    assert_eq!(greet["attempts"].as_array().unwrap().len(), 1);
+    assert!(greet["duration_ms"].as_i64().is_some_and(|ms| ms >= 0), "{greet}");
 
     // A second run with its own id; lists by workflow and status, newest first, in pages.
     let (status, second) = api
@@ -162,6 +169,13 @@ async fn signal_cancel_pause_resume_restart() {
     let (status, signals) = api.call("GET", "/v1/workflows/approval/runs/a1/signals", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(signals["signals"][0]["payload"], json!({"by": "ops"}));
+    let (_, steps) = api.call("GET", "/v1/workflows/approval/runs/a1/steps", None).await;
+    let wait = &steps["steps"][0];
+    assert_eq!(
+        (&wait["kind"], &wait["phase"], &wait["event"]),
+        (&json!("wait"), &json!("received"), &json!("approve"))
+    );
+    assert!(wait["until"].is_string() && wait["ended_at"].is_string(), "{wait}");
     // An ended run refuses signals, cancels and pauses.
     let (status, body) = api.call("POST", "/v1/workflows/approval/runs/a1/signals/approve", None).await;
     assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "run_finished"));

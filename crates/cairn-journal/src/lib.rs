@@ -32,6 +32,7 @@ mod replay;
 mod retry;
 mod state;
 mod time;
+pub mod timeline;
 
 pub use event::{Event, EventKindName, JournalEntry, SignalId};
 pub use filter::json_contains;
