@@ -198,6 +198,9 @@ impl Store for CountingReads {
     fn version_counts(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::VersionCount>> {
         self.inner.version_counts()
     }
+    fn workflow_counts(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::WorkflowCount>> {
+        self.inner.workflow_counts()
+    }
     fn list_runs<'a>(
         &'a self,
         filter: &'a cairn::store::RunFilter,

@@ -12,6 +12,7 @@
 //! | `POST /v1/workflows/{name}/runs` | start: `{input, id?, idempotencyKey?, version?, retentionDays?}`; `201` when created, `200` with the existing run for a repeated key |
 //! | `GET /v1/workflows/{name}/runs` | list, newest first: `status`, `since`, `until` (RFC 3339), `cursor`, `limit` (≤ 1,000) |
 //! | `GET /v1/runs` | the same across workflows (`workflow` as a parameter) |
+//! | `GET /v1/workflows` | every workflow with runs, with its counts by status |
 //! | `GET /v1/workflows/{name}/runs/{id}` | one run: status, input, output, error, times, restarts |
 //! | `GET /v1/workflows/{name}/runs/{id}/steps` | each step over time (start, end, attempts with errors, sleeps and waits), and the journal |
 //! | `GET /v1/workflows/{name}/runs/{id}/signals` | its signals, buffered and consumed |
@@ -53,7 +54,7 @@ use std::time::Duration;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use views::{Outcome, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps};
+use views::{Outcome, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows};
 
 /// How the API is served.
 #[derive(Debug, Clone)]
@@ -101,6 +102,7 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
     let guarded = OpenApiRouter::new()
         .routes(routes!(start, list_workflow))
         .routes(routes!(list_all))
+        .routes(routes!(workflows))
         .routes(routes!(show, cancel))
         .routes(routes!(steps))
         .routes(routes!(signals))
@@ -426,6 +428,12 @@ async fn list_all(State(api): State<Api>, params: Result<Query<ListParams>, Quer
     let Query(mut params) = params?;
     let workflow = params.workflow.take();
     list(&api, workflow, params).await
+}
+
+#[utoipa::path(get, path = "/v1/workflows", tag = "runs",
+    responses((status = 200, body = Workflows), (status = 401, body = ErrorBody)))]
+async fn workflows(State(api): State<Api>) -> Answer<Workflows> {
+    Ok(Json(views::workflows(&api.client.workflow_counts().await?)))
 }
 
 /// The runs that restart `id`.

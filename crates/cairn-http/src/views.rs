@@ -323,3 +323,36 @@ pub struct Restarted {
     /// The step it runs again from.
     pub from_step: String,
 }
+
+/// One workflow's runs by status.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkflowView {
+    /// The workflow's name.
+    pub name: String,
+    /// How many of its runs have each status (statuses with none are left out).
+    pub runs: std::collections::BTreeMap<String, u64>,
+    /// How many runs it has in all.
+    pub total: u64,
+}
+
+/// Every workflow with runs in the store, by name.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Workflows {
+    /// The workflows.
+    pub workflows: Vec<WorkflowView>,
+}
+
+/// Groups per-status counts (ordered by workflow) by workflow.
+pub fn workflows(counts: &[cairn::WorkflowCount]) -> Workflows {
+    let mut workflows: Vec<WorkflowView> = Vec::new();
+    for count in counts {
+        if workflows.last().is_none_or(|w| w.name != count.workflow) {
+            workflows.push(WorkflowView { name: count.workflow.clone(), runs: Default::default(), total: 0 });
+        }
+        if let Some(view) = workflows.last_mut() {
+            view.runs.insert(count.status.as_str().to_owned(), count.runs);
+            view.total += count.runs;
+        }
+    }
+    Workflows { workflows }
+}

@@ -150,6 +150,10 @@ async fn start_get_steps_and_list() {
     let (_, past) = api.call("GET", "/v1/runs?until=2000-01-01T00:00:00Z", None).await;
     assert_eq!(past["runs"], json!([]));
 
+    let (status, workflows) = api.call("GET", "/v1/workflows", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(workflows, json!({"workflows": [{"name": "hello", "runs": {"completed": 2}, "total": 2}]}));
+
     let (status, health) = api.call("GET", "/healthz", None).await;
     assert_eq!((status, health), (StatusCode::OK, json!({"status": "ok"})));
     api.engine.shutdown().await;
@@ -361,6 +365,7 @@ async fn a_token_guards_every_route_but_healthz() {
         ("POST", "/v1/workflows/hello/runs", Some(r#"{"input":{"name":"x"}}"#)),
         ("GET", "/v1/workflows/hello/runs", None),
         ("GET", "/v1/runs", None),
+        ("GET", "/v1/workflows", None),
         ("GET", "/v1/workflows/hello/runs/x", None),
         ("GET", "/v1/workflows/hello/runs/x/steps", None),
         ("GET", "/v1/workflows/hello/runs/x/signals", None),
@@ -405,6 +410,7 @@ async fn the_openapi_document_matches_the_router() {
         ("GET", "/healthz"),
         ("GET", "/openapi.json"),
         ("GET", "/v1/runs"),
+        ("GET", "/v1/workflows"),
         ("POST", "/v1/workflows/{name}/runs"),
         ("GET", "/v1/workflows/{name}/runs"),
         ("GET", "/v1/workflows/{name}/runs/{id}"),

@@ -6,7 +6,7 @@ use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     NewRun, NewSignal, Notice, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage,
     RunRecord, RunStatus, RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason,
-    VersionCount, WorkerRecord, WorkflowKey,
+    VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -189,6 +189,8 @@ struct Sql {
     workers: String,
     forget_workers: String,
     version_counts: String,
+    fold_ended_counts: String,
+    workflow_counts: String,
 }
 
 impl Sql {
@@ -248,6 +250,24 @@ impl Sql {
             version_counts: format!(
                 "SELECT workflow, version, count(*) FROM {s}.runs WHERE status IN ('pending', 'running', 'suspended')
                  GROUP BY workflow, version ORDER BY workflow, version"
+            ),
+            // Concurrent folds never count a delta twice: a row one has deleted is skipped by the
+            // other; counters are upserted in key order, so two folds never deadlock.
+            fold_ended_counts: format!(
+                "WITH moved AS (DELETE FROM {s}.ended_deltas RETURNING workflow, status, runs)
+                 INSERT INTO {s}.ended_counts AS c (workflow, status, runs)
+                 SELECT workflow, status, sum(runs) FROM moved GROUP BY workflow, status ORDER BY workflow, status
+                 ON CONFLICT (workflow, status) DO UPDATE SET runs = c.runs + excluded.runs"
+            ),
+            workflow_counts: format!(
+                "SELECT workflow, status, sum(runs)::BIGINT FROM (
+                     SELECT workflow, status, runs FROM {s}.ended_counts
+                     UNION ALL SELECT workflow, status, runs FROM {s}.ended_deltas
+                     UNION ALL SELECT workflow, 'pending', count(*) FROM {s}.runs WHERE status = 'pending' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'running', count(*) FROM {s}.runs WHERE status = 'running' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'suspended', count(*) FROM {s}.runs WHERE status = 'suspended' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'paused', count(*) FROM {s}.runs WHERE status = 'paused' GROUP BY workflow
+                 ) counts GROUP BY workflow, status HAVING sum(runs) > 0 ORDER BY workflow, status COLLATE \"C\""
             ),
             schema: schema.to_owned(),
             get_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1"),
@@ -1569,6 +1589,28 @@ impl Store for PostgresStore {
             let statement = client.prepare_cached(&self.sql.forget_workers).await.map_err(backend)?;
             let params: [&(dyn ToSql + Sync); 2] = [&request.ids, &request.dead_before.map(Timestamp::as_millis)];
             client.execute(&statement, &params).await.map_err(backend)
+        })
+    }
+
+    fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            // Folding first keeps the deltas read below few; the answer does not depend on it.
+            let fold = client.prepare_cached(&self.sql.fold_ended_counts).await.map_err(backend)?;
+            client.execute(&fold, &[]).await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.workflow_counts).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    let status: String = row.try_get(1).map_err(backend)?;
+                    Ok(WorkflowCount {
+                        workflow: row.try_get(0).map_err(backend)?,
+                        status: RunStatus::parse(&status)
+                            .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?,
+                        runs: row.try_get::<_, i64>(2).map_err(backend)?.max(0) as u64,
+                    })
+                })
+                .collect()
         })
     }
 

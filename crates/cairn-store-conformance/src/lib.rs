@@ -862,6 +862,66 @@ pub async fn list_filters_and_pages(store: DynStore) {
     assert!(running.runs.iter().all(|r| r.workflow == "refund"));
 }
 
+/// Counts per workflow and status follow runs through every status, and down again when ended
+/// runs are deleted.
+pub async fn workflow_counts_follow_every_status(store: DynStore) {
+    assert_eq!(store.workflow_counts().await.expect("counts"), []);
+    let ended = [
+        ("o-done-1", "order", RunStatus::Completed, None),
+        ("o-done-2", "order", RunStatus::Completed, Some(1)),
+        ("o-failed", "order", RunStatus::Failed, None),
+        ("b-done", "billing", RunStatus::Completed, None),
+    ];
+    for (i, (id, workflow, status, keep_ms)) in ended.into_iter().enumerate() {
+        let mut run = new_run(id, workflow, None, i as i64);
+        run.retention = keep_ms.map(std::time::Duration::from_millis);
+        store.create_run(run).await.expect("create");
+        let claimed = claim_one(&store, workflow, 10).await;
+        let (event, output, error) = match status {
+            RunStatus::Completed => (Event::Completed { output: raw("1") }, Some(raw("1")), None),
+            _ => (Event::Failed { error: "boom".into() }, None, Some("boom".to_owned())),
+        };
+        let mut finish = progress(&claimed, vec![event]);
+        finish.update = RunUpdate::Finish { status, output, error, at: t(20) };
+        store.append(finish).await.expect("finish");
+    }
+    store.create_run(new_run("o-running", "order", None, 10)).await.expect("create");
+    claim_one(&store, "order", 30).await;
+    store.create_run(new_run("o-asleep", "order", None, 11)).await.expect("create");
+    let asleep = claim_one(&store, "order", 30).await;
+    suspend_sleeping(&store, &asleep, 1_000_000, 30).await;
+    store.create_run(new_run("o-paused", "order", None, 12)).await.expect("create");
+    store.pause(control(&RunId::new("o-paused"), 31)).await.expect("pause");
+    store.create_run(new_run("o-cancelled", "order", None, 13)).await.expect("create");
+    store.cancel(control(&RunId::new("o-cancelled"), 31)).await.expect("cancel");
+    store.create_run(new_run("o-pending-1", "order", None, 14)).await.expect("create");
+    store.create_run(new_run("o-pending-2", "order", None, 15)).await.expect("create");
+
+    let counts = |counts: Vec<WorkflowCount>| -> Vec<(String, &'static str, u64)> {
+        counts.into_iter().map(|c| (c.workflow, c.status.as_str(), c.runs)).collect()
+    };
+    let expected = |completed: u64| {
+        vec![
+            ("billing".to_owned(), "completed", 1),
+            ("order".to_owned(), "cancelled", 1),
+            ("order".to_owned(), "completed", completed),
+            ("order".to_owned(), "failed", 1),
+            ("order".to_owned(), "paused", 1),
+            ("order".to_owned(), "pending", 2),
+            ("order".to_owned(), "running", 1),
+            ("order".to_owned(), "suspended", 1),
+        ]
+    };
+    assert_eq!(counts(store.workflow_counts().await.expect("counts")), expected(2));
+
+    // Deleting an ended run counts it out; a dry run changes nothing.
+    let prune = |dry_run| PruneRequest { now: t(1_000_000), ended_before: None, limit: 100, dry_run };
+    assert_eq!(store.prune(prune(true)).await.expect("dry run").len(), 1);
+    assert_eq!(counts(store.workflow_counts().await.expect("counts")), expected(2));
+    assert_eq!(store.prune(prune(false)).await.expect("prune"), [RunId::new("o-done-2")]);
+    assert_eq!(counts(store.workflow_counts().await.expect("counts")), expected(1));
+}
+
 /// Declares one `#[tokio::test]` per conformance check for a backend.
 ///
 /// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
@@ -884,7 +944,8 @@ macro_rules! conformance_tests {
                 list_filters_and_pages, pause_and_resume_idle_runs, pause_held_runs_by_flag,
                 reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
                 ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
-                workers_are_recorded_and_forgotten, stranded_runs_are_counted_and_listed);
+                workers_are_recorded_and_forgotten, stranded_runs_are_counted_and_listed,
+                workflow_counts_follow_every_status);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

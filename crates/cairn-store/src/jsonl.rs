@@ -3,7 +3,7 @@
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     MemoryStore, NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
-    SignalRecord, StartSignal, Store, StoreError, StoreFuture, VersionCount, WorkerRecord, WorkflowKey,
+    SignalRecord, StartSignal, Store, StoreError, StoreFuture, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -472,6 +472,10 @@ impl Store for JsonlStore {
 
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
         self.inner.memory.version_counts()
+    }
+
+    fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
+        self.inner.memory.workflow_counts()
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -124,6 +124,11 @@ pub trait Store: Send + Sync + 'static {
     /// many, by `(workflow, version)`.
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>>;
 
+    /// How many runs each workflow has in each status, ordered by workflow then status name,
+    /// without counts of 0. SQL stores keep the ended statuses' counts as runs end and are
+    /// deleted, so this does not scan the runs that have ended.
+    fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>>;
+
     /// The earliest `wake_at` among suspended runs of these workflows.
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
 

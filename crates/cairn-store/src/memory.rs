@@ -2,7 +2,7 @@ use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
     RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, VersionCount, WorkerRecord,
-    WorkflowKey,
+    WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -519,6 +519,18 @@ impl Store for MemoryStore {
             *counts.entry(WorkflowKey { name: run.workflow.clone(), version: run.version }).or_default() += 1;
         }
         let counts = counts.into_iter().map(|(key, runs)| VersionCount { key, runs }).collect();
+        Box::pin(async move { Ok(counts) })
+    }
+
+    fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
+        let mut counts: BTreeMap<(String, &'static str), (RunStatus, u64)> = BTreeMap::new();
+        for run in self.lock().runs.values() {
+            counts.entry((run.workflow.clone(), run.status.as_str())).or_insert((run.status, 0)).1 += 1;
+        }
+        let counts = counts
+            .into_iter()
+            .map(|((workflow, _), (status, runs))| WorkflowCount { workflow, status, runs })
+            .collect();
         Box::pin(async move { Ok(counts) })
     }
 

@@ -4,7 +4,7 @@ use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     NewRun, NewSignal, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
     RunStatus, RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, VersionCount,
-    WorkerRecord, WorkflowKey,
+    WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -226,6 +226,36 @@ CREATE TABLE IF NOT EXISTS workers (
     live_until INTEGER NOT NULL,
     serves TEXT NOT NULL
 );
+",
+    // 5: runs per workflow in each ended status, kept by triggers as runs end and are deleted
+    // (what `workflow_counts` reads instead of scanning every ended run).
+    "
+CREATE TABLE IF NOT EXISTS ended_counts (
+    workflow TEXT NOT NULL,
+    status TEXT NOT NULL,
+    runs INTEGER NOT NULL,
+    PRIMARY KEY (workflow, status)
+) WITHOUT ROWID;
+INSERT INTO ended_counts (workflow, status, runs)
+    SELECT workflow, status, count(*) FROM runs WHERE status IN ('completed', 'failed', 'cancelled')
+    GROUP BY workflow, status;
+CREATE TRIGGER IF NOT EXISTS runs_ended_insert AFTER INSERT ON runs
+WHEN new.status IN ('completed', 'failed', 'cancelled') BEGIN
+    INSERT INTO ended_counts (workflow, status, runs) VALUES (new.workflow, new.status, 1)
+        ON CONFLICT (workflow, status) DO UPDATE SET runs = runs + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS runs_ended_update AFTER UPDATE OF status ON runs
+WHEN old.status IS NOT new.status
+    AND (old.status IN ('completed', 'failed', 'cancelled') OR new.status IN ('completed', 'failed', 'cancelled')) BEGIN
+    UPDATE ended_counts SET runs = runs - 1 WHERE workflow = old.workflow AND status = old.status;
+    INSERT INTO ended_counts (workflow, status, runs)
+        SELECT new.workflow, new.status, 1 WHERE new.status IN ('completed', 'failed', 'cancelled')
+        ON CONFLICT (workflow, status) DO UPDATE SET runs = runs + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS runs_ended_delete AFTER DELETE ON runs
+WHEN old.status IN ('completed', 'failed', 'cancelled') BEGIN
+    UPDATE ended_counts SET runs = runs - 1 WHERE workflow = old.workflow AND status = old.status;
+END;
 ",
 ];
 
@@ -1278,6 +1308,33 @@ impl Store for SqliteStore {
                 })
                 .map_err(backend)?;
             rows.collect::<rusqlite::Result<_>>().map_err(backend)
+        })
+    }
+
+    fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
+        self.read(|conn| {
+            // Unended runs are counted where they are (the status indexes hold them); ended ones
+            // come from their counters.
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT workflow, status, runs FROM ended_counts WHERE runs > 0
+                     UNION ALL
+                     SELECT workflow, status, count(*) FROM runs
+                     WHERE status IN ('pending', 'running', 'suspended', 'paused') GROUP BY workflow, status
+                     ORDER BY 1, 2",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))
+                .map_err(backend)?;
+            let mut counts = Vec::new();
+            for row in rows {
+                let (workflow, status, runs) = row.map_err(backend)?;
+                let status = RunStatus::parse(&status)
+                    .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?;
+                counts.push(WorkflowCount { workflow, status, runs: runs.max(0) as u64 });
+            }
+            Ok(counts)
         })
     }
 

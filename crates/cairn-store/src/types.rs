@@ -489,6 +489,17 @@ pub struct VersionCount {
     pub runs: u64,
 }
 
+/// How many runs of one workflow have one status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowCount {
+    /// The workflow.
+    pub workflow: String,
+    /// The status.
+    pub status: RunStatus,
+    /// How many of its runs have it (never 0 in [`Store::workflow_counts`](crate::Store::workflow_counts)).
+    pub runs: u64,
+}
+
 /// Where a page ended: the `(created_at, id)` of its last run (pages run newest first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageCursor {

@@ -342,6 +342,11 @@ impl Client {
         self.store.get_run(id).await?.ok_or_else(|| ClientError::RunNotFound(id.clone()))
     }
 
+    /// How many runs each workflow has in each status (no zero counts), by workflow then status.
+    pub async fn workflow_counts(&self) -> Result<Vec<cairn_store::WorkflowCount>, ClientError> {
+        Ok(self.store.workflow_counts().await?)
+    }
+
     /// Runs matching `filter`, newest first, one page at a time.
     pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, ClientError> {
         Ok(self.store.list_runs(filter).await?)

@@ -52,7 +52,7 @@ mod workers;
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 pub use cairn_store::{
     CancelOutcome, MemoryStore, PageCursor, PauseOutcome, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    SignalRecord, Store, StoreError, SuspendReason,
+    SignalRecord, Store, StoreError, SuspendReason, WorkflowCount,
 };
 #[cfg(feature = "sqlite")]
 pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
