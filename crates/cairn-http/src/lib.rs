@@ -228,15 +228,19 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
-/// A workflow name from a path: 1 to 200 bytes, no control characters.
-fn workflow_name(name: &str) -> Result<&str, ApiError> {
+/// A name from a path (`what`: `workflow` or `event`): 1 to 200 bytes, no control characters.
+fn valid_name<'a>(what: &str, code: &'static str, name: &'a str) -> Result<&'a str, ApiError> {
     if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
         return Err(ApiError::bad_request(
-            "invalid_workflow_name",
-            format!("workflow name {name:?} must be 1 to 200 bytes without control characters"),
+            code,
+            format!("{what} name {name:?} must be 1 to 200 bytes without control characters"),
         ));
     }
     Ok(name)
+}
+
+fn workflow_name(name: &str) -> Result<&str, ApiError> {
+    valid_name("workflow", "invalid_workflow_name", name)
 }
 
 fn run_id(id: &str) -> Result<RunId, ApiError> {
@@ -498,12 +502,7 @@ async fn signal(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<SignalSent> {
     let Path((name, id, event)) = path?;
-    if event.is_empty() || event.len() > 200 || event.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            "invalid_event_name",
-            format!("event name {event:?} must be 1 to 200 bytes without control characters"),
-        ));
-    }
+    valid_name("event", "invalid_event_name", &event)?;
     let body = body?;
     let payload: Box<RawValue> = parse(if body.is_empty() { b"null" } else { &body })?;
     let run = run_of(&api, &name, &id).await?;
