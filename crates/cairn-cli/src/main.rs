@@ -19,6 +19,7 @@ mod demo;
 mod runs;
 mod serve;
 mod workers;
+mod workflows;
 
 use clap::{Parser, Subcommand};
 
@@ -45,6 +46,8 @@ enum Command {
     /// List the live workers: host, process, when each started and last heartbeat, and the
     /// workflow versions it serves.
     Workers(workers::WorkersArgs),
+    /// List the workflows that have runs, with how many runs each has in each status.
+    Workflows(workflows::WorkflowsArgs),
     /// Run a worker with example workflows (an order saga, a fan-out, a sleep woken by a signal)
     /// until every run it started is done. Kill it and start it again: it resumes its runs.
     Demo {
@@ -90,6 +93,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Runs { command } => runs::run(command).await,
             Command::Workers(args) => workers::run(args).await,
+            Command::Workflows(args) => workflows::run(args).await,
             Command::Demo { store } => demo::run(&store).await,
             Command::Serve(args) => serve::run(args).await,
             Command::Bench(args) => bench::run(args).await,

@@ -164,6 +164,38 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Start a run of a workflow (a worker serving it executes it; without `--version`, version 1).
+    Start {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The workflow's name.
+        workflow: String,
+        /// The input, as JSON (default: null).
+        input: Option<String>,
+        /// The run's id (default: a new UUIDv7).
+        #[arg(long)]
+        id: Option<String>,
+        /// Starting again with the same key returns the existing run.
+        #[arg(long = "idempotency-key")]
+        idempotency_key: Option<String>,
+        /// The workflow version.
+        #[arg(long)]
+        version: Option<u32>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show each step of a run over time: when it began and ended, its attempts and errors,
+    /// sleeps and waits.
+    Steps {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The run's id.
+        id: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a run.
     Cancel {
         #[command(flatten)]
@@ -397,6 +429,53 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{}", json!({ "run": id.as_str(), "signal": signal.0, "event": event }));
             } else {
                 out!("signal {} `{event}` delivered to {id}", signal.0);
+            }
+        }
+        RunsCommand::Start { store, workflow, input, id, idempotency_key, version, json } => {
+            let input: Box<serde_json::value::RawValue> = match input {
+                Some(text) => serde_json::from_str(&text).with_context(|| format!("input {text:?} is not JSON"))?,
+                None => serde_json::value::RawValue::NULL.to_owned(),
+            };
+            let client = Client::from_shared(store.open(true).await?);
+            let handle = client.start_raw(&workflow, input, id, idempotency_key, version).await?;
+            let run = client.get(handle.id()).await?;
+            if json {
+                out!("{}", json!(views::StartedRun { run: views::run_view(&run), created: handle.created() }));
+            } else if handle.created() {
+                out!("{} started: a worker serving {} v{} runs it", run.id, run.workflow, run.version);
+            } else {
+                out!("{} already exists with this idempotency key ({})", run.id, run.status);
+            }
+        }
+        RunsCommand::Steps { store, id, json } => {
+            let client = open(&store).await?;
+            let id = RunId::new(id);
+            client.get(&id).await?;
+            let journal = client.journal(&id).await?;
+            let steps = views::steps(&journal);
+            if json {
+                let journal = journal.iter().map(views::entry).collect();
+                out!("{}", json!(views::Steps { run: id.to_string(), steps, journal }));
+            } else {
+                let rows: Vec<Vec<String>> = steps
+                    .iter()
+                    .map(|s| {
+                        let errors = s.attempts.iter().filter(|a| a.error.is_some()).count();
+                        vec![
+                            s.path.clone(),
+                            s.kind.clone(),
+                            s.phase.clone(),
+                            s.started_at.clone(),
+                            s.duration_ms.map(|ms| format!("{ms} ms")).unwrap_or_default(),
+                            match (s.attempts.len(), errors) {
+                                (0, _) => String::new(),
+                                (n, 0) => n.to_string(),
+                                (n, e) => format!("{n} ({e} failed)"),
+                            },
+                        ]
+                    })
+                    .collect();
+                out!("{}", table(&["PATH", "KIND", "PHASE", "STARTED", "TOOK", "ATTEMPTS"], &rows));
             }
         }
         RunsCommand::Cancel { store, id, json } => {

@@ -395,3 +395,54 @@ async fn a_starting_worker_warns_about_stranded_runs() {
         assert_eq!(stderr.matches(&warning).count(), 1, "{stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_start_steps_and_workflows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    let db = db.to_str().unwrap();
+
+    let started = stdout_json(&cairn(&["runs", "start", "order", r#"{"n":7}"#, "--id", "o-1", "--db", db, "--json"]));
+    assert_eq!(
+        (&started["id"], &started["workflow"], &started["status"]),
+        (&"o-1".into(), &"order".into(), &"pending".into())
+    );
+    assert_eq!(started["created"], true);
+    let keyed = ["runs", "start", "order", "1", "--idempotency-key", "k", "--version", "2", "--db", db, "--json"];
+    let first = stdout_json(&cairn(&keyed));
+    let again = stdout_json(&cairn(&keyed));
+    assert_eq!((first["created"].clone(), again["created"].clone()), (true.into(), false.into()));
+    assert_eq!((&first["id"], &first["version"]), (&again["id"], &2.into()));
+    stdout_json(&cairn(&["runs", "cancel", "o-1", "--db", db, "--json"]));
+
+    let workflows = stdout_json(&cairn(&["workflows", "--db", db, "--json"]));
+    assert_eq!(
+        workflows,
+        serde_json::json!({"workflows": [{"name": "order", "runs": {"cancelled": 1, "pending": 1}, "total": 2}]})
+    );
+    let table = String::from_utf8(cairn(&["workflows", "--db", db]).stdout).unwrap();
+    assert!(table.starts_with("WORKFLOW") && table.contains("cancelled 1, pending 1"), "{table}");
+
+    let steps = stdout_json(&cairn(&["runs", "steps", "o-1", "--db", db, "--json"]));
+    assert_eq!(steps["run"], "o-1");
+    assert_eq!(steps["steps"], serde_json::json!([]), "no step ran before the cancel");
+    assert_eq!(steps["journal"].as_array().unwrap().len(), 2, "started, cancelled");
+
+    // Bad input: clear errors, non-zero exits, nothing stored.
+    let before = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
+    for bad in [
+        vec!["runs", "start", "order", "{not json", "--db", db],
+        vec!["runs", "start", "order", "1", "--id", "o-1", "--db", db],
+        vec!["runs", "start", "order", "1", "--id", "a/b", "--db", db],
+        vec!["runs", "start", "", "1", "--db", db],
+        vec!["runs", "steps", "nope", "--db", db],
+    ] {
+        let output = cairn(&bad);
+        assert!(!output.status.success(), "{bad:?} succeeded");
+        assert!(!output.stderr.is_empty(), "{bad:?} said nothing");
+    }
+    assert_eq!(stdout_json(&cairn(&["runs", "list", "--db", db, "--json"])), before);
+    let absent = dir.path().join("absent.db");
+    assert!(!cairn(&["workflows", "--db", absent.to_str().unwrap()]).status.success());
+    assert!(!absent.exists(), "counting must not create a database");
+}

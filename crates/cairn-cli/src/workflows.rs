@@ -1,0 +1,36 @@
+//! `cairn workflows`: the workflows with runs in the store, and their counts by status.
+
+use crate::runs::{StoreArgs, open, table};
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+/// `cairn workflows [--json]`.
+#[derive(Args)]
+pub(crate) struct WorkflowsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Every workflow with runs in the store, with its counts by status.
+pub(crate) async fn run(args: WorkflowsArgs) -> Result<()> {
+    let client = open(&args.store).await?;
+    let workflows = cairn_http::views::workflows(&client.workflow_counts().await?);
+    if args.json {
+        out!("{}", json!(workflows));
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = workflows
+        .workflows
+        .iter()
+        .map(|w| {
+            let counts: Vec<String> = w.runs.iter().map(|(status, n)| format!("{status} {n}")).collect();
+            vec![w.name.clone(), w.total.to_string(), counts.join(", ")]
+        })
+        .collect();
+    out!("{}", table(&["WORKFLOW", "RUNS", "BY STATUS"], &rows));
+    Ok(())
+}
