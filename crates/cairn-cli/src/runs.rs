@@ -3,7 +3,6 @@
 use anyhow::{Context, Result, bail};
 use cairn::journal::Event;
 use cairn::{CancelOutcome, Client, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SqliteStore};
-use cairn_http::restarts_of;
 use cairn_http::views;
 pub(crate) use cairn_http::views::time;
 use clap::{Args, Subcommand};
@@ -281,12 +280,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
         RunsCommand::List { store, workflow, status, limit, cursor, stranded, json } => {
             let client = open(&store).await?;
-            let status = match status {
-                Some(s) => Some(RunStatus::parse(&s).with_context(|| {
-                    format!("unknown status {s:?}; expected one of pending, running, suspended, completed, failed, cancelled, paused")
-                })?),
-                None => None,
-            };
+            let status = status.as_deref().map(RunStatus::parse_given).transpose().map_err(anyhow::Error::msg)?;
             let mut filter = RunFilter {
                 workflow,
                 status,
@@ -343,7 +337,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let run = client.get(&id).await?;
             let journal = client.journal(&id).await?;
             let signals = client.signals(&id).await?;
-            let restarts = restarts_of(&client, &id).await?;
+            let restarts = client.restarts(&id).await?;
             let live = client.live_workers().await?;
             let stranded = live.why_stranded(&run);
             if json {
@@ -426,7 +420,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let id = RunId::new(id);
             let signal = client.signal(&id, &event, &payload).await?;
             if json {
-                out!("{}", json!({ "run": id.as_str(), "signal": signal.0, "event": event }));
+                out!("{}", json!(views::SignalSent { run: id.to_string(), signal: signal.0, event }));
             } else {
                 out!("signal {} `{event}` delivered to {id}", signal.0);
             }
@@ -438,9 +432,9 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             };
             let client = Client::from_shared(store.open(true).await?);
             let handle = client.start_raw(&workflow, input, id, idempotency_key, version).await?;
-            let run = client.get(handle.id()).await?;
+            let run = handle.record();
             if json {
-                out!("{}", json!(views::StartedRun { run: views::run_view(&run), created: handle.created() }));
+                out!("{}", json!(views::started(&handle)));
             } else if handle.created() {
                 out!("{} started: a worker serving {} v{} runs it", run.id, run.workflow, run.version);
             } else {
@@ -451,13 +445,12 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let client = open(&store).await?;
             let id = RunId::new(id);
             client.get(&id).await?;
-            let journal = client.journal(&id).await?;
-            let steps = views::steps(&journal);
+            let steps = views::steps(&id, &client.journal(&id).await?);
             if json {
-                let journal = journal.iter().map(views::entry).collect();
-                out!("{}", json!(views::Steps { run: id.to_string(), steps, journal }));
+                out!("{}", json!(steps));
             } else {
                 let rows: Vec<Vec<String>> = steps
+                    .steps
                     .iter()
                     .map(|s| {
                         let errors = s.attempts.iter().filter(|a| a.error.is_some()).count();
@@ -482,12 +475,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let client = open(&store).await?;
             let id = RunId::new(id);
             let outcome = client.cancel(&id).await?;
-            let state = match outcome {
-                CancelOutcome::Cancelled => "cancelled",
-                CancelOutcome::Requested => "cancel-requested",
-            };
             if json {
-                out!("{}", json!({ "run": id.as_str(), "outcome": state }));
+                out!("{}", json!(views::Outcome::cancel(&id, outcome)));
             } else if outcome == CancelOutcome::Cancelled {
                 out!("{id} cancelled");
             } else {
@@ -498,12 +487,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let client = open(&store).await?;
             let id = RunId::new(id);
             let outcome = client.pause(&id).await?;
-            let state = match outcome {
-                PauseOutcome::Paused => "paused",
-                PauseOutcome::Requested => "pause-requested",
-            };
             if json {
-                out!("{}", json!({ "run": id.as_str(), "outcome": state }));
+                out!("{}", json!(views::Outcome::pause(&id, outcome)));
             } else if outcome == PauseOutcome::Paused {
                 out!("{id} paused");
             } else {
@@ -515,10 +500,9 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let id = RunId::new(id);
             let restarted = client.restart(&id, &from_step).await?;
             if json {
-                out!(
-                    "{}",
-                    json!({ "run": restarted.id().as_str(), "restarted_from": id.as_str(), "from_step": from_step })
-                );
+                let restart =
+                    views::Restarted { run: restarted.id().to_string(), restarted_from: id.to_string(), from_step };
+                out!("{}", json!(restart));
             } else {
                 out!("{} restarts {id} from `{from_step}`: a worker serving its version runs it", restarted.id());
             }
@@ -549,7 +533,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let id = RunId::new(id);
             client.resume(&id).await?;
             if json {
-                out!("{}", json!({ "run": id.as_str(), "outcome": "resumed" }));
+                out!("{}", json!(views::Outcome::resumed(&id)));
             } else {
                 out!("{id} resumed: a worker serving its version continues it");
             }

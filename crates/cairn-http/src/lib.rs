@@ -46,7 +46,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use cairn::{CancelOutcome, Client, ClientError, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus};
+use cairn::{Client, ClientError, PageCursor, RunFilter, RunId, RunRecord, RunStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -362,9 +362,8 @@ async fn start(
         start = start.retention(Duration::from_secs(u64::from(days) * 86_400));
     }
     let handle = start.await?;
-    let run = api.client.get(handle.id()).await?;
     let status = if handle.created() { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(StartedRun { run: views::run_view(&run), created: handle.created() })))
+    Ok((status, Json(views::started(&handle))))
 }
 
 fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
@@ -374,17 +373,12 @@ fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
 }
 
 async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
-    let status = match params.status.as_deref() {
-        Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_query",
-                format!(
-                    "status {text:?} is not one of pending, running, suspended, completed, failed, cancelled, paused"
-                ),
-            )
-        })?),
-        None => None,
-    };
+    let status = params
+        .status
+        .as_deref()
+        .map(RunStatus::parse_given)
+        .transpose()
+        .map_err(|message| ApiError::bad_request("invalid_query", message))?;
     if let Some(limit) = params.limit
         && !(1..=1000).contains(&limit)
     {
@@ -440,20 +434,6 @@ async fn workflows(State(api): State<Api>) -> Answer<Workflows> {
     Ok(Json(views::workflows(&api.client.workflow_counts().await?)))
 }
 
-/// The runs that restart `id`.
-pub async fn restarts_of(client: &Client, id: &RunId) -> Result<Vec<RunId>, ClientError> {
-    let mut filter = RunFilter { restarted_from: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
-    let mut restarts = Vec::new();
-    loop {
-        let page = client.list(&filter).await?;
-        restarts.extend(page.runs.into_iter().map(|r| r.id));
-        match page.next_cursor {
-            Some(cursor) => filter.cursor = Some(cursor),
-            None => return Ok(restarts),
-        }
-    }
-}
-
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",
     params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
     responses((status = 200, body = RunDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
@@ -461,7 +441,7 @@ pub async fn restarts_of(client: &Client, id: &RunId) -> Result<Vec<RunId>, Clie
 async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<RunDetail> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    let restarts = restarts_of(&api.client, &run.id).await?;
+    let restarts = api.client.restarts(&run.id).await?;
     let live = api.client.live_workers().await?;
     Ok(Json(views::detail(&run, &live, &restarts)))
 }
@@ -473,9 +453,7 @@ async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathR
 async fn steps(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Steps> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    let journal = api.client.journal(&run.id).await?;
-    let steps = views::steps(&journal);
-    Ok(Json(Steps { run: run.id.to_string(), steps, journal: journal.iter().map(views::entry).collect() }))
+    Ok(Json(views::steps(&run.id, &api.client.journal(&run.id).await?)))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/signals", tag = "runs",
@@ -517,11 +495,7 @@ async fn signal(
 async fn cancel(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Outcome> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    let outcome = match api.client.cancel(&run.id).await? {
-        CancelOutcome::Cancelled => "cancelled",
-        CancelOutcome::Requested => "cancel-requested",
-    };
-    Ok(Json(Outcome { run: run.id.to_string(), outcome: outcome.into() }))
+    Ok(Json(Outcome::cancel(&run.id, api.client.cancel(&run.id).await?)))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/pause", tag = "runs",
@@ -531,11 +505,7 @@ async fn cancel(State(api): State<Api>, path: Result<Path<(String, String)>, Pat
 async fn pause(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Outcome> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    let outcome = match api.client.pause(&run.id).await? {
-        PauseOutcome::Paused => "paused",
-        PauseOutcome::Requested => "pause-requested",
-    };
-    Ok(Json(Outcome { run: run.id.to_string(), outcome: outcome.into() }))
+    Ok(Json(Outcome::pause(&run.id, api.client.pause(&run.id).await?)))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/resume", tag = "runs",
@@ -546,7 +516,7 @@ async fn resume(State(api): State<Api>, path: Result<Path<(String, String)>, Pat
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     api.client.resume(&run.id).await?;
-    Ok(Json(Outcome { run: run.id.to_string(), outcome: "resumed".into() }))
+    Ok(Json(Outcome::resumed(&run.id)))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/restart", tag = "runs",

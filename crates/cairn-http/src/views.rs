@@ -3,7 +3,7 @@
 //! UTC with milliseconds; inputs, outputs and payloads are the JSON they were given as.
 
 use cairn::journal::JournalEntry;
-use cairn::{LiveWorkers, RunId, RunRecord, SignalRecord, Timestamp};
+use cairn::{CancelOutcome, LiveWorkers, PauseOutcome, RunId, RunRecord, SignalRecord, Timestamp};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -185,6 +185,11 @@ pub struct StartedRun {
     pub created: bool,
 }
 
+/// A run just started, as its start created or found it.
+pub fn started(handle: &cairn::RunHandle) -> StartedRun {
+    StartedRun { run: run_view(handle.record()), created: handle.created() }
+}
+
 /// One page of runs, newest first.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RunPage {
@@ -245,15 +250,20 @@ pub struct Steps {
     pub journal: Vec<EntryView>,
 }
 
+/// A run's steps over time, with its journal.
+pub fn steps(run: &RunId, journal: &[JournalEntry]) -> Steps {
+    Steps { run: run.to_string(), steps: step_views(journal), journal: journal.iter().map(entry).collect() }
+}
+
 /// Each step of a journal over time.
-pub fn steps(journal: &[JournalEntry]) -> Vec<StepView> {
+fn step_views(journal: &[JournalEntry]) -> Vec<StepView> {
     let millis = |from: Timestamp, to: Timestamp| to.as_millis() - from.as_millis();
     cairn::journal::timeline::steps(journal)
         .into_iter()
         .map(|step| StepView {
             path: step.path.to_string(),
             kind: step.kind.to_string(),
-            phase: enum_text(&step.phase),
+            phase: step.phase.as_str().to_owned(),
             started_at: time(step.started_at),
             ended_at: step.ended_at.map(time),
             duration_ms: step.ended_at.map(|end| millis(step.started_at, end)),
@@ -273,14 +283,6 @@ pub fn steps(journal: &[JournalEntry]) -> Vec<StepView> {
             event: step.event,
         })
         .collect()
-}
-
-/// A unit enum's serde name (`timed_out`).
-fn enum_text(value: &impl Serialize) -> String {
-    match serde_json::to_value(value) {
-        Ok(Value::String(text)) => text,
-        _ => String::new(),
-    }
 }
 
 /// A run's signals.
@@ -311,6 +313,35 @@ pub struct Outcome {
     /// `cancelled`, `cancel-requested` (a worker stops it at its next heartbeat), `paused`,
     /// `pause-requested` (at its next step boundary) or `resumed`.
     pub outcome: String,
+}
+
+impl Outcome {
+    fn new(run: &RunId, outcome: &str) -> Self {
+        Outcome { run: run.to_string(), outcome: outcome.to_owned() }
+    }
+
+    /// What a cancel did.
+    pub fn cancel(run: &RunId, outcome: CancelOutcome) -> Self {
+        let outcome = match outcome {
+            CancelOutcome::Cancelled => "cancelled",
+            CancelOutcome::Requested => "cancel-requested",
+        };
+        Outcome::new(run, outcome)
+    }
+
+    /// What a pause did.
+    pub fn pause(run: &RunId, outcome: PauseOutcome) -> Self {
+        let outcome = match outcome {
+            PauseOutcome::Paused => "paused",
+            PauseOutcome::Requested => "pause-requested",
+        };
+        Outcome::new(run, outcome)
+    }
+
+    /// A resume.
+    pub fn resumed(run: &RunId) -> Self {
+        Outcome::new(run, "resumed")
+    }
 }
 
 /// A restart: the new run.

@@ -28,6 +28,22 @@ pub enum Phase {
     TimedOut,
 }
 
+impl Phase {
+    /// The snake_case name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Retrying => "retrying",
+            Phase::Completed => "completed",
+            Phase::Failed => "failed",
+            Phase::Sleeping => "sleeping",
+            Phase::Slept => "slept",
+            Phase::Waiting => "waiting",
+            Phase::Received => "received",
+            Phase::TimedOut => "timed_out",
+        }
+    }
+}
+
 /// One attempt of a step body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Attempt {
@@ -299,6 +315,9 @@ mod tests {
         ];
         let steps = steps(&journal);
         assert_eq!((steps[0].phase, steps[0].ended_at), (Phase::Retrying, None));
+        for phase in [steps[0].phase, steps[1].phase] {
+            assert_eq!(serde_json::to_value(phase).unwrap(), phase.as_str(), "as_str is the serialized name");
+        }
         assert_eq!((steps[1].phase, steps[1].ended_at), (Phase::TimedOut, Some(at(8))));
     }
 }

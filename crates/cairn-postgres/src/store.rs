@@ -477,7 +477,7 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         id: RunId::new(row.try_get::<_, String>(0).map_err(backend)?),
         workflow: row.try_get(1).map_err(backend)?,
         version: u32::try_from(row.try_get::<_, i32>(2).map_err(backend)?).unwrap_or(0),
-        status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("unknown status {status}")))?,
+        status: RunStatus::parse_stored(&status)?,
         suspend_reason: reason.as_deref().and_then(SuspendReason::parse),
         input: raw(row.try_get(5).map_err(backend)?)?,
         output: row.try_get::<_, Option<String>>(6).map_err(backend)?.map(raw).transpose()?,
@@ -923,16 +923,14 @@ async fn refusal(client: &impl GenericClient, sql: &Sql, append: &Append) -> Res
     })
 }
 
-/// Journals at least this long are read in two halves at once.
-const SPLIT_JOURNAL_AT: i64 = 2_000;
-
 /// A run's journal entries with sequence numbers in `first..=last`, in order.
 async fn journal_range(
     pool: Pool,
     sql: Arc<Sql>,
     id: RunId,
-    (first, last): (i64, i64),
+    (first, last): (u64, u64),
 ) -> Result<Vec<JournalEntry>, StoreError> {
+    let (first, last) = (i64::try_from(first).unwrap_or(i64::MAX), i64::try_from(last).unwrap_or(i64::MAX));
     let client = pool.get().await.map_err(backend)?;
     let statement = client.prepare_cached(&sql.journal).await.map_err(backend)?;
     let rows = client.query(&statement, &[&id.as_str(), &first, &last]).await.map_err(backend)?;
@@ -1401,21 +1399,19 @@ impl Store for PostgresStore {
     }
 
     fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
-        Box::pin(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, i64::MAX)))
+        Box::pin(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, u64::MAX)))
     }
 
     fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
-        let last = i64::try_from(last_seq).unwrap_or(i64::MAX);
         let range = |bounds| journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), bounds);
         Box::pin(async move {
-            if last < SPLIT_JOURNAL_AT {
-                return range((1, last)).await;
-            }
+            let Some([first, second]) = cairn_store::journal_halves(last_seq) else {
+                return range((1, last_seq)).await;
+            };
             // A long journal is read in halves on two connections at once, the second half
             // received and decoded on another task.
-            let middle = last / 2;
-            let second = tokio::spawn(range((middle + 1, last)));
-            let mut entries = range((1, middle)).await?;
+            let second = tokio::spawn(range(second));
+            let mut entries = range(first).await?;
             let second = second.await.map_err(|e| StoreError::Backend(format!("reading a journal: {e}")))??;
             entries.extend(second);
             Ok(entries)
@@ -1605,8 +1601,7 @@ impl Store for PostgresStore {
                     let status: String = row.try_get(1).map_err(backend)?;
                     Ok(WorkflowCount {
                         workflow: row.try_get(0).map_err(backend)?,
-                        status: RunStatus::parse(&status)
-                            .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?,
+                        status: RunStatus::parse_stored(&status)?,
                         runs: row.try_get::<_, i64>(2).map_err(backend)?.max(0) as u64,
                     })
                 })

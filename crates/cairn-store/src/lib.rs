@@ -150,6 +150,22 @@ pub trait Store: Send + Sync + 'static {
 
 pub use cairn_journal::{SignalId, Timestamp};
 
+/// Journals at least this long are read by SQL backends in two halves at once (see
+/// [`Store::read_journal_through`]).
+pub const SPLIT_JOURNAL_AT: u64 = 2_000;
+
+/// The sequence ranges (first, last) a journal of entries 1 to `last_seq` is read in: two halves
+/// from [`SPLIT_JOURNAL_AT`] entries on, else `None` (read it whole).
+///
+/// ```
+/// assert_eq!(cairn_store::journal_halves(10), None);
+/// assert_eq!(cairn_store::journal_halves(5_001), Some([(1, 2_500), (2_501, 5_001)]));
+/// ```
+pub fn journal_halves(last_seq: u64) -> Option<[(u64, u64); 2]> {
+    let middle = last_seq / 2;
+    (last_seq >= SPLIT_JOURNAL_AT).then_some([(1, middle), (middle + 1, last_seq)])
+}
+
 /// What [`Store::notices`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {

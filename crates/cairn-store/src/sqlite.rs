@@ -99,9 +99,6 @@ const READER_THREADS: usize = 2;
 const JOURNAL_RANGE: &str =
     "SELECT seq, at, data FROM journal WHERE run_id = ?1 AND seq BETWEEN ?2 AND ?3 ORDER BY seq";
 
-/// Journals at least this long are read by all reader threads at once, each taking a range.
-const SPLIT_JOURNAL_AT: i64 = 2_000;
-
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
 enum Command {
@@ -265,7 +262,7 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
             id: RunId::new(row.get::<_, String>(0).map_err(backend)?),
             workflow: row.get(1).map_err(backend)?,
             version: row.get(2).map_err(backend)?,
-            status: RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("unknown status {status}")))?,
+            status: RunStatus::parse_stored(&status)?,
             suspend_reason: reason.as_deref().and_then(SuspendReason::parse),
             input: raw(input)?,
             output: output.map(raw).transpose()?,
@@ -1183,17 +1180,16 @@ impl Store for SqliteStore {
     }
 
     fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
-        let last = i64::try_from(last_seq).unwrap_or(i64::MAX);
+        let seq = |seq: u64| i64::try_from(seq).unwrap_or(i64::MAX);
         let capacity = usize::try_from(last_seq).unwrap_or(0).min(1 << 20);
-        if last < SPLIT_JOURNAL_AT {
-            return self.read_journal_range(id, (1, last), capacity);
-        }
+        let Some([(_, middle), (_, last)]) = crate::journal_halves(last_seq) else {
+            return self.read_journal_range(id, (1, seq(last_seq)), capacity);
+        };
         // A long journal is read in halves on both reader threads at once; both jobs are queued
         // here, before either is awaited. The first half's vector takes the second's entries
         // without growing.
-        let middle = last / 2;
-        let first = self.read_journal_range(id, (1, middle), capacity);
-        let second = self.read_journal_range(id, (middle + 1, last), capacity - capacity / 2);
+        let first = self.read_journal_range(id, (1, seq(middle)), capacity);
+        let second = self.read_journal_range(id, (seq(middle) + 1, seq(last)), capacity - capacity / 2);
         Box::pin(async move {
             let mut entries = first.await?;
             entries.extend(second.await?);
@@ -1356,9 +1352,11 @@ impl Store for SqliteStore {
             let mut counts = Vec::new();
             for row in rows {
                 let (workflow, status, runs) = row.map_err(backend)?;
-                let status = RunStatus::parse(&status)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?;
-                counts.push(WorkflowCount { workflow, status, runs: runs.max(0) as u64 });
+                counts.push(WorkflowCount {
+                    workflow,
+                    status: RunStatus::parse_stored(&status)?,
+                    runs: runs.max(0) as u64,
+                });
             }
             Ok(counts)
         })

@@ -115,6 +115,20 @@ impl RunStatus {
         RunStatus::ALL.into_iter().find(|s| s.as_str() == text)
     }
 
+    /// Parses a name a person or a client gave: an unknown one is an error that lists the
+    /// known ones.
+    pub fn parse_given(text: &str) -> Result<RunStatus, String> {
+        RunStatus::parse(text).ok_or_else(|| {
+            let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            format!("unknown status {text:?}; expected one of {}", known.join(", "))
+        })
+    }
+
+    /// Parses a name read back from a store: an unknown one means the store is corrupt.
+    pub fn parse_stored(text: &str) -> Result<RunStatus, StoreError> {
+        RunStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown status {text}")))
+    }
+
     /// Whether the run has ended for good.
     pub fn is_terminal(self) -> bool {
         matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)

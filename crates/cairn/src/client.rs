@@ -49,7 +49,7 @@ impl std::fmt::Debug for Client {
 /// A run that was started (or found by its idempotency key).
 #[derive(Debug, Clone)]
 pub struct RunHandle {
-    id: RunId,
+    run: RunRecord,
     created: bool,
     client: Client,
 }
@@ -57,7 +57,13 @@ pub struct RunHandle {
 impl RunHandle {
     /// The run's id.
     pub fn id(&self) -> &RunId {
-        &self.id
+        &self.run.id
+    }
+
+    /// The run as the store held it when it was created or found (a worker may have moved it
+    /// on since: [`Client::get`] reads it again).
+    pub fn record(&self) -> &RunRecord {
+        &self.run
     }
 
     /// `false` when the idempotency key matched an existing run.
@@ -67,7 +73,7 @@ impl RunHandle {
 
     /// Waits for the run to end and decodes its output.
     pub async fn result<O: DeserializeOwned>(&self) -> Result<O, ClientError> {
-        self.client.result(&self.id).await
+        self.client.result(&self.run.id).await
     }
 }
 
@@ -334,12 +340,26 @@ impl Client {
                 run.signal_may_have_arrived();
             }
         }
-        Ok(RunHandle { id: created.run.id, created: created.created, client: self.clone() })
+        Ok(RunHandle { run: created.run, created: created.created, client: self.clone() })
     }
 
     /// One run's summary.
     pub async fn get(&self, id: &RunId) -> Result<RunRecord, ClientError> {
         self.store.get_run(id).await?.ok_or_else(|| ClientError::RunNotFound(id.clone()))
+    }
+
+    /// The runs that restart `id` (newest first).
+    pub async fn restarts(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
+        let mut filter = RunFilter { restarted_from: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
+        let mut restarts = Vec::new();
+        loop {
+            let page = self.list(&filter).await?;
+            restarts.extend(page.runs.into_iter().map(|r| r.id));
+            match page.next_cursor {
+                Some(cursor) => filter.cursor = Some(cursor),
+                None => return Ok(restarts),
+            }
+        }
     }
 
     /// How many runs each workflow has in each status (no zero counts), by workflow then status.
