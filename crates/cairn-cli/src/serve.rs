@@ -1,4 +1,4 @@
-//! `cairn serve`: a worker that also serves the HTTP API.
+//! `cairn serve`: a worker that also serves the HTTP API and the dashboard.
 
 use anyhow::{Context, Result};
 use cairn::prelude::*;
@@ -13,7 +13,7 @@ pub(crate) struct ServeArgs {
     /// Address to serve the HTTP API on (port 0: any free port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: std::net::SocketAddr,
-    /// Register the example workflows `hello` and `approval`.
+    /// Register the example workflows `hello`, `approval` and `flaky`.
     #[arg(long)]
     examples: bool,
 }
@@ -37,20 +37,60 @@ async fn approval(ctx: Ctx, _input: serde_json::Value) -> Result<serde_json::Val
     Ok(payload.unwrap_or(serde_json::Value::Null))
 }
 
+/// `flaky`'s input.
+#[derive(Deserialize)]
+struct Flaky {
+    /// How many attempts of its step fail before one succeeds (default 2).
+    #[serde(default = "two")]
+    failures: u32,
+}
+
+fn two() -> u32 {
+    2
+}
+
+/// `flaky`: a step that fails `failures` times before it succeeds (retried after 300 ms each
+/// time), then a one-second sleep; it shows retries and sleeps on the dashboard's timeline.
+async fn flaky(ctx: Ctx, input: Flaky) -> Result<String, WorkflowError> {
+    let failures = input.failures.min(10);
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let policy = RetryPolicy::fixed(Duration::from_millis(300)).attempts(failures + 1);
+    let made = ctx
+        .step("charge", move || {
+            let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            async move {
+                if attempt <= failures {
+                    return Err(StepError::retryable(format!("attempt {attempt}: the card service is down")));
+                }
+                Ok(attempt)
+            }
+        })
+        .retry(policy)
+        .await?;
+    ctx.sleep("cool-down", Duration::from_secs(1)).await?;
+    Ok(format!("charged on attempt {made}"))
+}
+
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let store = args.store.open(true).await?;
     let mut builder = Engine::builder().shared_store(store);
     if args.examples {
-        builder = builder.register("hello", 1, hello).register("approval", 1, approval);
+        builder = builder.register("hello", 1, hello).register("approval", 1, approval).register("flaky", 1, flaky);
     }
     let engine = builder.start().await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr().context("cannot read the listening address")?;
-    let app = cairn_http::router(engine.client(), cairn_http::ApiConfig::from_env());
-    out!("cairn serve: API on http://{address}/v1 (store: {})", args.store.describe());
-    let served = axum::serve(listener, app).with_graceful_shutdown(crate::stop_requested()).await;
+    let config = cairn_http::ApiConfig::from_env();
+    let live_streams = config.shutdown.clone();
+    let app = cairn_http::router(engine.client(), config);
+    out!("cairn serve: dashboard on http://{address}/ (API under /v1; store: {})", args.store.describe());
+    let stop = async move {
+        crate::stop_requested().await;
+        live_streams.cancel();
+    };
+    let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
     engine.shutdown().await;
     served.context("the HTTP server failed")
 }

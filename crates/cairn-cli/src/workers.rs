@@ -3,9 +3,7 @@
 use crate::runs::{StoreArgs, open, table, time};
 use anyhow::Result;
 use cairn::Timestamp;
-use cairn::store::WorkerRecord;
 use clap::Args;
-use serde_json::{Value, json};
 
 /// `cairn workers [--all] [--json]`.
 #[derive(Args)]
@@ -20,19 +18,6 @@ pub(crate) struct WorkersArgs {
     json: bool,
 }
 
-fn worker_json(worker: &WorkerRecord, now: Timestamp) -> Value {
-    json!({
-        "id": worker.id,
-        "host": worker.host,
-        "pid": worker.pid,
-        "started_at": time(worker.started_at),
-        "last_seen": time(worker.last_seen),
-        "live_until": time(worker.live_until),
-        "live": worker.is_live_at(now),
-        "serves": worker.serves.iter().map(|k| json!({"workflow": k.name, "version": k.version})).collect::<Vec<_>>(),
-    })
-}
-
 pub(crate) async fn run(args: WorkersArgs) -> Result<()> {
     let client = open(&args.store).await?;
     let now = Timestamp::from_system_time(std::time::SystemTime::now());
@@ -41,7 +26,8 @@ pub(crate) async fn run(args: WorkersArgs) -> Result<()> {
         workers.retain(|w| w.is_live_at(now));
     }
     if args.json {
-        out!("{}", Value::Array(workers.iter().map(|w| worker_json(w, now)).collect()));
+        let views: Vec<_> = workers.iter().map(|w| cairn_http::views::worker(w, now)).collect();
+        out!("{}", serde_json::to_string(&views)?);
         return Ok(());
     }
     let rows: Vec<Vec<String>> = workers

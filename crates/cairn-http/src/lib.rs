@@ -21,6 +21,10 @@
 //! | `POST /v1/workflows/{name}/runs/{id}/pause` | pause |
 //! | `POST /v1/workflows/{name}/runs/{id}/resume` | resume |
 //! | `POST /v1/workflows/{name}/runs/{id}/restart` | restart from a step: `{fromStep}`; `201` with the new run |
+//! | `GET /v1/workers` | the live workers, and the workflow versions whose runs no live worker serves |
+//! | `GET /v1/live/runs` | server-sent events: the runs page (the list's query), workflows and workers whenever they change |
+//! | `GET /v1/workflows/{name}/runs/{id}/live` | server-sent events: one run, its steps and its signals whenever they change |
+//! | `GET /` | the dashboard: one page, compiled in, that reads the routes above (open without a token; it asks for one) |
 //! | `GET /healthz` | `200` while the process serves |
 //! | `GET /openapi.json` | this API as an OpenAPI 3.1 document, generated from the handlers |
 //!
@@ -37,6 +41,7 @@
 //! # Ok(()) }
 //! ```
 
+mod dashboard;
 pub mod views;
 
 use axum::body::Bytes;
@@ -44,11 +49,13 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use cairn::{Client, ClientError, PageCursor, RunFilter, RunId, RunRecord, RunStatus};
+use cairn::{Client, ClientError, LiveWorkers, PageCursor, RunFilter, RunId, RunRecord, RunStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa::{IntoParams, OpenApi, ToSchema};
@@ -56,18 +63,32 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use views::{Outcome, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows};
 
+pub use tokio_util::sync::CancellationToken;
+
 /// How the API is served.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
-    /// With a token, every route but `/healthz` needs `Authorization: Bearer <token>`.
+    /// With a token, every route but `/healthz` and the dashboard's page needs
+    /// `Authorization: Bearer <token>`.
     pub token: Option<String>,
     /// Largest request body in bytes (default 4 MiB, the default payload limit).
     pub body_limit: usize,
+    /// How often a live stream looks for changes (default 1 s); it sends an update only when
+    /// what it shows has changed.
+    pub live_interval: Duration,
+    /// Live streams end when this is cancelled, so that a graceful shutdown need not wait for
+    /// browsers to go away. Cancel it when your server begins to shut down.
+    pub shutdown: CancellationToken,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        ApiConfig { token: None, body_limit: 4 * 1024 * 1024 }
+        ApiConfig {
+            token: None,
+            body_limit: 4 * 1024 * 1024,
+            live_interval: Duration::from_secs(1),
+            shutdown: CancellationToken::new(),
+        }
     }
 }
 
@@ -89,7 +110,8 @@ struct ApiDoc;
 /// The API's routes over `client`. Mount it with [`Router::nest`] or serve it as it is.
 pub fn router(client: Client, config: ApiConfig) -> Router {
     let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
-    router.fallback(not_found).layer(DefaultBodyLimit::max(config.body_limit)).with_state(Api { client })
+    let live = Live { interval: config.live_interval, shutdown: config.shutdown };
+    router.fallback(not_found).layer(DefaultBodyLimit::max(config.body_limit)).with_state(Api { client, live })
 }
 
 /// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves).
@@ -110,14 +132,28 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(pause))
         .routes(routes!(resume))
         .routes(routes!(restart))
+        .routes(routes!(workers))
+        .routes(routes!(live_runs))
+        .routes(routes!(live_run))
         .routes(routes!(openapi_json))
         .route_layer(middleware::from_fn_with_state(token, authorize));
-    OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(guarded).routes(routes!(healthz))
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(guarded)
+        .routes(routes!(healthz))
+        .routes(routes!(dashboard::page))
 }
 
 #[derive(Clone)]
 struct Api {
     client: Client,
+    live: Live,
+}
+
+/// How live streams run.
+#[derive(Clone)]
+struct Live {
+    interval: Duration,
+    shutdown: CancellationToken,
 }
 
 /// An error answer: `{"error": {"code", "message"}}` with its status.
@@ -154,10 +190,15 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
+impl ApiError {
+    fn body(&self) -> ErrorBody {
+        ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message.clone() } }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message } };
-        (self.status, Json(body)).into_response()
+        (self.status, Json(self.body())).into_response()
     }
 }
 
@@ -372,7 +413,8 @@ fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
     })
 }
 
-async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
+/// The filter a list query asks for (`workflow` from the path or the query).
+fn list_filter(workflow: Option<String>, params: ListParams) -> Result<RunFilter, ApiError> {
     let status = params
         .status
         .as_deref()
@@ -390,7 +432,7 @@ async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer
         }
         None => None,
     };
-    let filter = RunFilter {
+    Ok(RunFilter {
         workflow: workflow.map(|name| workflow_name(&name).map(str::to_owned)).transpose()?,
         status,
         created_after: params.since.as_deref().map(|t| timestamp("since", t)).transpose()?,
@@ -398,11 +440,18 @@ async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer
         limit: Some(params.limit.unwrap_or(100)),
         cursor,
         ..RunFilter::default()
-    };
-    let page = api.client.list(&filter).await?;
-    let live = api.client.live_workers().await?;
-    let runs = page.runs.iter().map(|run| views::listed(run, &live)).collect();
-    Ok(Json(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) }))
+    })
+}
+
+async fn run_page(client: &Client, filter: &RunFilter, live: &LiveWorkers) -> Result<RunPage, ApiError> {
+    let page = client.list(filter).await?;
+    let runs = page.runs.iter().map(|run| views::listed(run, live)).collect();
+    Ok(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) })
+}
+
+async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
+    let filter = list_filter(workflow, params)?;
+    Ok(Json(run_page(&api.client, &filter, &api.client.live_workers().await?).await?))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs", tag = "runs",
@@ -441,9 +490,12 @@ async fn workflows(State(api): State<Api>) -> Answer<Workflows> {
 async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<RunDetail> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    let restarts = api.client.restarts(&run.id).await?;
-    let live = api.client.live_workers().await?;
-    Ok(Json(views::detail(&run, &live, &restarts)))
+    Ok(Json(run_detail(&api.client, &run).await?))
+}
+
+async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ApiError> {
+    let restarts = client.restarts(&run.id).await?;
+    Ok(views::detail(run, &client.live_workers().await?, &restarts))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/steps", tag = "runs",
@@ -463,8 +515,12 @@ async fn steps(State(api): State<Api>, path: Result<Path<(String, String)>, Path
 async fn signals(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Signals> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    let signals = api.client.signals(&run.id).await?;
-    Ok(Json(Signals { run: run.id.to_string(), signals: signals.iter().map(views::signal).collect() }))
+    Ok(Json(run_signals(&api.client, &run.id).await?))
+}
+
+async fn run_signals(client: &Client, id: &RunId) -> Result<Signals, ApiError> {
+    let signals = client.signals(id).await?;
+    Ok(Signals { run: id.to_string(), signals: signals.iter().map(views::signal).collect() })
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/signals/{event}", tag = "runs",
@@ -536,4 +592,99 @@ async fn restart(
     let answer =
         Restarted { run: restarted.id().to_string(), restarted_from: run.id.to_string(), from_step: body.from_step };
     Ok((StatusCode::CREATED, Json(answer)))
+}
+
+async fn workers_view(client: &Client, live: &LiveWorkers) -> Result<views::Workers, ApiError> {
+    let stranded = client.stranded_versions().await?;
+    Ok(views::workers(live, &stranded, cairn::Timestamp::from_system_time(std::time::SystemTime::now())))
+}
+
+#[utoipa::path(get, path = "/v1/workers", tag = "service",
+    responses((status = 200, body = views::Workers), (status = 401, body = ErrorBody)))]
+async fn workers(State(api): State<Api>) -> Answer<views::Workers> {
+    Ok(Json(workers_view(&api.client, &api.client.live_workers().await?).await?))
+}
+
+/// A server-sent event stream of `event`: `snapshot` now and again every `interval`, sent only
+/// when it differs from the last one sent (an `error` event when it fails), until the client
+/// goes away or the server shuts down.
+fn live_stream<T, F, Fut>(live: Live, event: &'static str, snapshot: F) -> Response
+where
+    T: Serialize,
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, ApiError>> + Send,
+{
+    struct State<F> {
+        snapshot: F,
+        live: Live,
+        last: Option<String>,
+        first: bool,
+    }
+    let state = State { snapshot, live, last: None, first: true };
+    let events = futures::stream::unfold(state, move |mut state| async move {
+        loop {
+            if !state.first {
+                tokio::select! {
+                    () = tokio::time::sleep(state.live.interval) => {}
+                    () = state.live.shutdown.cancelled() => return None,
+                }
+            }
+            state.first = false;
+            let (name, data) = match (state.snapshot)().await {
+                Ok(value) => (event, serde_json::to_string(&value)),
+                Err(error) => ("error", serde_json::to_string(&error.body())),
+            };
+            let data = data.unwrap_or_else(|_| "null".to_owned());
+            let tagged = format!("{name}\n{data}");
+            if state.last.as_ref() != Some(&tagged) {
+                state.last = Some(tagged);
+                let event = Event::default().event(name).data(data);
+                return Some((Ok::<_, Infallible>(event), state));
+            }
+        }
+    });
+    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+#[utoipa::path(get, path = "/v1/live/runs", tag = "live", params(ListParams),
+    responses((status = 200, description = "Server-sent events: `runs` with a snapshot whenever it changes, \
+        `error` when reading one fails", content_type = "text/event-stream", body = views::RunsSnapshot),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn live_runs(State(api): State<Api>, params: Result<Query<ListParams>, QueryRejection>) -> Result<Response, ApiError> {
+    let Query(mut params) = params?;
+    let filter = list_filter(params.workflow.take(), params)?;
+    let client = api.client.clone();
+    Ok(live_stream(api.live, "runs", move || {
+        let (client, filter) = (client.clone(), filter.clone());
+        async move {
+            let live = client.live_workers().await?;
+            Ok(views::RunsSnapshot {
+                runs: run_page(&client, &filter, &live).await?,
+                workflows: views::workflows(&client.workflow_counts().await?),
+                workers: workers_view(&client, &live).await?,
+            })
+        }
+    }))
+}
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/live", tag = "live",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "Server-sent events: `run` with a snapshot whenever it changes, \
+        `error` when reading one fails", content_type = "text/event-stream", body = views::RunSnapshot),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn live_run(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Result<Response, ApiError> {
+    let Path((name, id)) = path?;
+    let id = run_of(&api, &name, &id).await?.id;
+    let client = api.client.clone();
+    Ok(live_stream(api.live, "run", move || {
+        let (client, id) = (client.clone(), id.clone());
+        async move {
+            let run = client.get(&id).await?;
+            Ok(views::RunSnapshot {
+                run: run_detail(&client, &run).await?,
+                steps: views::steps(&id, &client.journal(&id).await?),
+                signals: run_signals(&client, &id).await?,
+            })
+        }
+    }))
 }

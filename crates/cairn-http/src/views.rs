@@ -387,3 +387,108 @@ pub fn workflows(counts: &[cairn::WorkflowCount]) -> Workflows {
     }
     Workflows { workflows }
 }
+
+/// A workflow version a worker serves.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ServedView {
+    /// The workflow.
+    pub workflow: String,
+    /// Its version.
+    pub version: u32,
+}
+
+/// A worker as the store records it (`cairn workers --json` prints a list of these).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkerView {
+    /// Its lease identity.
+    pub id: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// When it started.
+    pub started_at: String,
+    /// Its last heartbeat.
+    pub last_seen: String,
+    /// Until when it counts as live without another heartbeat.
+    pub live_until: String,
+    /// Whether it is live now.
+    pub live: bool,
+    /// The workflow versions it executes.
+    pub serves: Vec<ServedView>,
+}
+
+/// `worker` as of `now` (wall-clock time).
+pub fn worker(worker: &cairn::store::WorkerRecord, now: Timestamp) -> WorkerView {
+    WorkerView {
+        id: worker.id.clone(),
+        host: worker.host.clone(),
+        pid: worker.pid,
+        started_at: time(worker.started_at),
+        last_seen: time(worker.last_seen),
+        live_until: time(worker.live_until),
+        live: worker.is_live_at(now),
+        serves: worker.serves.iter().map(|k| ServedView { workflow: k.name.clone(), version: k.version }).collect(),
+    }
+}
+
+/// A workflow version whose runs no live worker serves.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StrandedView {
+    /// The workflow.
+    pub workflow: String,
+    /// Its version.
+    pub version: u32,
+    /// How many of its runs are pending, running or suspended.
+    pub runs: u64,
+    /// Why they are stranded.
+    pub reason: String,
+}
+
+/// The live workers and the stranded workflow versions.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Workers {
+    /// The live workers.
+    pub workers: Vec<WorkerView>,
+    /// Each workflow version with runs that no live worker serves.
+    pub stranded: Vec<StrandedView>,
+}
+
+/// The live workers and the stranded versions as of `now`.
+pub fn workers(live: &LiveWorkers, stranded: &[cairn::StrandedVersion], now: Timestamp) -> Workers {
+    Workers {
+        workers: live.workers.iter().map(|w| worker(w, now)).collect(),
+        stranded: stranded
+            .iter()
+            .map(|s| StrandedView {
+                workflow: s.key.name.clone(),
+                version: s.key.version,
+                runs: s.runs,
+                reason: s.reason.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// What the dashboard's runs page shows, as one live update: a page of runs, the workflows with
+/// their counts, and the workers.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunsSnapshot {
+    /// The runs that match the stream's filter, newest first.
+    pub runs: RunPage,
+    /// Every workflow with runs, with its counts by status.
+    pub workflows: Workflows,
+    /// The live workers and the stranded versions.
+    pub workers: Workers,
+}
+
+/// What the dashboard's run page shows, as one live update.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunSnapshot {
+    /// The run.
+    pub run: RunDetail,
+    /// Its steps over time and its journal.
+    pub steps: Steps,
+    /// Its signals.
+    pub signals: Signals,
+}

@@ -60,9 +60,21 @@ impl Served {
         let request = request.body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned()))).unwrap();
         let response = self.app.clone().oneshot(request).await.unwrap();
         let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        (status, value)
+        let kind = response.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap().to_owned());
+        let mut body = response.into_body();
+        match kind.as_deref() {
+            // A live stream never ends: its first event, as `{"event", "data"}`.
+            Some("text/event-stream") => (status, first_event(&mut body).await),
+            Some(kind) if kind.starts_with("text/html") => {
+                let bytes = body.collect().await.unwrap().to_bytes();
+                (status, Value::String(String::from_utf8(bytes.to_vec()).unwrap()))
+            }
+            _ => {
+                let bytes = body.collect().await.unwrap().to_bytes();
+                let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+                (status, value)
+            }
+        }
     }
 
     /// Every run in the store, with its signal and journal counts: what a refused request must
@@ -77,6 +89,32 @@ impl Served {
             out.push((run.id.to_string(), run.status.as_str().to_owned(), signals, journal));
         }
         out
+    }
+}
+
+/// The next server-sent event on `body` (comments skipped) as `{"event", "data"}`.
+async fn first_event(body: &mut Body) -> Value {
+    let mut text = String::new();
+    loop {
+        if let Some(end) = text.find("\n\n") {
+            let frame: String = text.drain(..end + 2).collect();
+            let (mut event, mut data) = (None, None);
+            for line in frame.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    event = Some(name.to_owned());
+                } else if let Some(json) = line.strip_prefix("data: ") {
+                    data = Some(serde_json::from_str::<Value>(json).unwrap());
+                }
+            }
+            if let (Some(event), Some(data)) = (event, data) {
+                return json!({"event": event, "data": data});
+            }
+            continue;
+        }
+        let frame = body.frame().await.expect("the stream ended before an event").unwrap();
+        if let Ok(bytes) = frame.into_data() {
+            text.push_str(std::str::from_utf8(&bytes).unwrap());
+        }
     }
 }
 
@@ -216,6 +254,51 @@ async fn signal_cancel_pause_resume_restart() {
     assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "not_paused"));
     let (status, cancelled) = api.call("DELETE", &format!("/v1/workflows/approval/runs/{new_id}"), None).await;
     assert_eq!(status, StatusCode::OK, "{cancelled}");
+    api.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_streams_send_each_change_once_and_end_on_shutdown() {
+    let config = cairn_http::ApiConfig { live_interval: Duration::from_millis(10), ..cairn_http::ApiConfig::default() };
+    let shutdown = config.shutdown.clone();
+    let api = served(config).await;
+    let (status, _) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"l1"}"#)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, first) = api.call("GET", "/v1/live/runs?workflow=approval", None).await;
+    assert_eq!((status, &first["event"]), (StatusCode::OK, &json!("runs")), "{first}");
+    assert_eq!(first["data"]["runs"]["runs"][0]["id"], json!("l1"), "{first}");
+    assert_eq!(first["data"]["workflows"]["workflows"][0]["name"], json!("approval"), "{first}");
+    let (status, missing) = api.call("GET", "/v1/workflows/approval/runs/nope/live", None).await;
+    assert_eq!((status, code(&missing)), (StatusCode::NOT_FOUND, "run_not_found"));
+
+    let request = Request::get("/v1/workflows/approval/runs/l1/live").body(Body::empty()).unwrap();
+    let mut body = api.app.clone().oneshot(request).await.unwrap().into_body();
+    let mut last = first_event(&mut body).await;
+    while last["data"]["run"]["status"] != json!("suspended") {
+        last = first_event(&mut body).await;
+    }
+    assert_eq!(last["event"], json!("run"));
+    assert_eq!(last["data"]["steps"]["steps"][0]["kind"], json!("wait"), "{last}");
+    let (status, _) = api.call("POST", "/v1/workflows/approval/runs/l1/signals/approve", Some("1")).await;
+    assert_eq!(status, StatusCode::OK);
+    // Polled every 10 ms, the stream sends only what changed: never the same snapshot twice.
+    while last["data"]["run"]["status"] != json!("completed") {
+        let next = first_event(&mut body).await;
+        assert_ne!(next, last, "the stream sent an unchanged snapshot again");
+        last = next;
+    }
+    assert_eq!(last["data"]["run"]["output"], json!(1), "{last}");
+    assert_eq!(last["data"]["signals"]["signals"][0]["name"], json!("approve"), "{last}");
+
+    // Shutting down ends the stream, so a graceful stop need not wait for the browser.
+    shutdown.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(frame) = body.frame().await {
+            frame.unwrap();
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream went on after shutdown");
     api.engine.shutdown().await;
 }
 
@@ -375,6 +458,9 @@ async fn a_token_guards_every_route_but_healthz() {
         ("POST", "/v1/workflows/hello/runs/x/resume", None),
         ("POST", "/v1/workflows/hello/runs/x/restart", Some(r#"{"fromStep":"greet"}"#)),
         ("GET", "/openapi.json", None),
+        ("GET", "/v1/workers", None),
+        ("GET", "/v1/live/runs", None),
+        ("GET", "/v1/workflows/hello/runs/x/live", None),
     ];
     for (method, uri, body) in routes {
         for token in [None, Some("wrong"), Some("s3cret-but-longer")] {
@@ -385,6 +471,10 @@ async fn a_token_guards_every_route_but_healthz() {
     assert!(api.stored().await.is_empty(), "an unauthorized start created a run");
     let (status, _) = api.call("GET", "/healthz", None).await;
     assert_eq!(status, StatusCode::OK);
+    // The dashboard's page holds no data: it is served to anyone, and asks for the token.
+    let (status, page) = api.call("GET", "/", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.as_str().unwrap().contains("token-form"), "{page}");
     let (status, answer) = api.call_with("GET", "/v1/runs", None, Some("s3cret")).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     api.engine.shutdown().await;
@@ -407,8 +497,12 @@ async fn the_openapi_document_matches_the_router() {
     }
     documented.sort();
     let mut expected: Vec<(String, String)> = [
+        ("GET", "/"),
         ("GET", "/healthz"),
         ("GET", "/openapi.json"),
+        ("GET", "/v1/workers"),
+        ("GET", "/v1/live/runs"),
+        ("GET", "/v1/workflows/{name}/runs/{id}/live"),
         ("GET", "/v1/runs"),
         ("GET", "/v1/workflows"),
         ("POST", "/v1/workflows/{name}/runs"),

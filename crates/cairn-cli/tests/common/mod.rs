@@ -1,0 +1,89 @@
+//! What the tests of `cairn serve` share: a real server process on a temporary SQLite file, and
+//! plain HTTP/1.1 requests to it.
+#![allow(dead_code)] // each test file uses its own part
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// One HTTP/1.1 request (`Connection: close`, a bearer token if given); the status and the JSON
+/// body (`null` when it is not JSON).
+pub(crate) fn http_with(address: &str, method: &str, path: &str, body: Option<&str>, token: Option<&str>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    let body = body.unwrap_or("");
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// [`http_with`] without a token.
+pub(crate) fn http(address: &str, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+    http_with(address, method, path, body, None)
+}
+
+/// Polls a run until it reaches `status` (the engine runs it in the background).
+pub(crate) fn await_status(address: &str, path: &str, status: &str, token: Option<&str>) -> Value {
+    let mut run = Value::Null;
+    for _ in 0..600 {
+        run = http_with(address, "GET", path, None, token).1;
+        if run["status"] == json!(status) {
+            return run;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{path} never became {status}: {run}");
+}
+
+/// A running `cairn serve --examples` on a SQLite file in a temporary directory; killed when
+/// dropped.
+pub(crate) struct Server {
+    pub(crate) process: Child,
+    /// `host:port` it listens on.
+    pub(crate) address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts one on any free port, with `CAIRN_TOKEN` set to `token` (or unset), and waits for
+    /// the line that says where it listens.
+    pub(crate) fn start(token: Option<&str>) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        command
+            .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--db"])
+            .arg(dir.path().join("cairn.db"))
+            .env_remove("CAIRN_TOKEN")
+            .stdout(Stdio::piped());
+        if let Some(token) = token {
+            command.env("CAIRN_TOKEN", token);
+        }
+        let mut process = command.spawn().unwrap();
+        let mut first = String::new();
+        BufReader::new(process.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        let address = first
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_owned();
+        Server { process, address, _dir: dir }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}

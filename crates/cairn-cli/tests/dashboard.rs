@@ -1,0 +1,318 @@
+//! The dashboard in a real browser: headless Chromium driven over WebDriver (chromedriver)
+//! against a real `cairn serve --examples` with a token. It asks for the token, lists runs and
+//! follows new ones live without reloading, filters, shows one run (input, output, timeline with
+//! retries, sleeps and waits, journal, signals), and its buttons cancel, signal, pause, resume
+//! and restart.
+//!
+//! Needs `chromium` and `chromedriver` on `PATH` (Debian: `apt-get install chromium
+//! chromium-driver`; or `CAIRN_CHROMIUM` and `CAIRN_CHROMEDRIVER`). Without them it is skipped
+//! with a loud message, unless `CAIRN_REQUIRE_BROWSER=1`, under which it fails.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use common::{Server, await_status, http_with};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "dashboard-secret";
+/// How long the page may take to show something before the test gives up (not a speed check:
+/// it only turns a hang into a failure).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The first of `names` on `PATH`, or the file `variable` names.
+fn program(variable: &str, names: &[&str]) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(variable) {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).flat_map(|dir| names.iter().map(move |name| dir.join(name))).find(|p| p.is_file())
+}
+
+/// chromedriver and Chromium, or `None` (said loudly) when either is missing and not required.
+fn browser_programs() -> Option<(PathBuf, PathBuf)> {
+    let driver = program("CAIRN_CHROMEDRIVER", &["chromedriver"]);
+    let browser = program("CAIRN_CHROMIUM", &["chromium", "chromium-browser", "google-chrome"]);
+    match (driver, browser) {
+        (Some(driver), Some(browser)) => Some((driver, browser)),
+        _ if std::env::var("CAIRN_REQUIRE_BROWSER").is_ok_and(|v| v == "1") => {
+            panic!("CAIRN_REQUIRE_BROWSER=1 but chromium and chromedriver are not both on PATH")
+        }
+        _ => {
+            eprintln!(
+                "\n!!! SKIPPED: the dashboard's browser test needs chromium and chromedriver \
+                 (apt-get install chromium chromium-driver); set CAIRN_REQUIRE_BROWSER=1 to fail instead !!!\n"
+            );
+            None
+        }
+    }
+}
+
+/// A headless Chromium session over WebDriver, with its chromedriver; both end when dropped.
+struct Browser {
+    driver: Child,
+    address: String,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn start(driver: &PathBuf, browser: &PathBuf) -> Browser {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let address = format!("127.0.0.1:{port}");
+        let since = Instant::now();
+        while TcpStream::connect(&address).is_err() {
+            assert!(since.elapsed() < PATIENCE, "chromedriver did not listen on {address}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let mut browser_ = Browser { driver: child, address, session: String::new(), _profile: profile };
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": browser,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--no-first-run", "--window-size=1280,1000",
+                         format!("--user-data-dir={}", browser_._profile.path().display())],
+            },
+        }}});
+        let created = browser_.call("POST", "/session", &capabilities);
+        browser_.session = created["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {created}")).to_owned();
+        browser_
+    }
+
+    /// One WebDriver command; its `value`.
+    fn call(&self, method: &str, path: &str, body: &Value) -> Value {
+        let mut stream = TcpStream::connect(&self.address).unwrap();
+        let body = if method == "GET" || method == "DELETE" { String::new() } else { body.to_string() };
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.address,
+            body.len()
+        )
+        .unwrap();
+        // chromedriver may hold the connection open after its answer: read the head, then
+        // exactly the body its Content-Length announces, and turn a stall into a failure.
+        stream.set_read_timeout(Some(PATIENCE * 2)).unwrap();
+        let mut response = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let (head, body) = loop {
+            let read = stream.read(&mut chunk).unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"));
+            response.extend_from_slice(&chunk[..read]);
+            let text = String::from_utf8_lossy(&response).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|line| line.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")))
+                    .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+                if length.is_some_and(|length| body.len() >= length) || (length.is_none() && read == 0) {
+                    break (head.to_owned(), body.to_owned());
+                }
+            }
+            assert!(read > 0, "WebDriver {method} {path}: connection closed mid-answer");
+        };
+        let answer: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{head}\n{body}"));
+        assert!(head.contains(" 200 "), "WebDriver {method} {path}: {answer}");
+        answer["value"].clone()
+    }
+
+    fn command(&self, method: &str, path: &str, body: Value) -> Value {
+        self.call(method, &format!("/session/{}{path}", self.session), &body)
+    }
+
+    fn goto(&self, url: &str) {
+        self.command("POST", "/url", json!({ "url": url }));
+    }
+
+    /// Runs `script` (a function body; `arguments` are `args`) in the page; its return value.
+    fn script(&self, script: &str, args: Value) -> Value {
+        self.command("POST", "/execute/sync", json!({ "script": script, "args": args }))
+    }
+
+    /// Waits until `script` returns something truthy; returns that.
+    fn wait_for(&self, what: &str, script: &str) -> Value {
+        let since = Instant::now();
+        loop {
+            let value = self.script(script, json!([]));
+            if !matches!(value, Value::Null | Value::Bool(false)) && value != json!("") && value != json!(0) {
+                return value;
+            }
+            if since.elapsed() > PATIENCE {
+                let page = self.script("return document.getElementById('view').innerText", json!([]));
+                panic!("the page never showed {what}; it shows:\n{page}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The element `css` selects (it must exist).
+    fn element(&self, css: &str) -> String {
+        let found = self.command("POST", "/element", json!({"using": "css selector", "value": css}));
+        found.as_object().and_then(|o| o.values().next()).and_then(Value::as_str).unwrap().to_owned()
+    }
+
+    /// A real click on `css`, once it is there.
+    fn click(&self, css: &str) {
+        self.wait_for(css, &format!("return document.querySelector({css:?}) !== null"));
+        let element = self.element(css);
+        self.command("POST", &format!("/element/{element}/click"), json!({}));
+    }
+
+    /// Types `text` into the field `css` (real key events).
+    fn type_into(&self, css: &str, text: &str) {
+        let element = self.element(css);
+        self.command("POST", &format!("/element/{element}/clear"), json!({}));
+        self.command("POST", &format!("/element/{element}/value"), json!({ "text": text }));
+    }
+
+    fn text(&self, css: &str) -> String {
+        self.script(&format!("const e = document.querySelector({css:?}); return e ? e.textContent : null"), json!([]))
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let path = format!("/session/{}", self.session);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.call("DELETE", &path, &Value::Null)));
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// The row of run `id` on the runs page shows `status`.
+fn row_shows(id: &str, status: &str) -> String {
+    format!("return document.querySelector('tr.run[data-id=\"{id}\"][data-status=\"{status}\"]') !== null")
+}
+
+#[test]
+fn the_dashboard_in_a_real_browser() {
+    let Some((driver, chromium)) = browser_programs() else { return };
+    let server = Server::start(Some(TOKEN));
+    let address = server.address.clone();
+    let api = |method: &str, path: &str, body: Option<&str>| http_with(&address, method, path, body, Some(TOKEN));
+    let (status, _) = api("POST", "/v1/workflows/hello/runs", Some(r#"{"id":"h-1","input":{"name":"Ada"}}"#));
+    assert_eq!(status, 201);
+    await_status(&address, "/v1/workflows/hello/runs/h-1", "completed", Some(TOKEN));
+
+    let browser = Browser::start(&driver, &chromium);
+    let home = format!("http://{address}/");
+    browser.goto(&home);
+
+    // The API wants a token: the page asks for it, and then shows the runs.
+    browser.wait_for("the token form", "return !document.getElementById('token-form').hidden");
+    browser.type_into("#token-input", TOKEN);
+    browser.click("#token-form button");
+    browser.wait_for("run h-1 as completed", &row_shows("h-1", "completed"));
+    assert_eq!(browser.text("tr[data-workflow=hello] td[data-status=completed]"), "1");
+    assert_eq!(browser.script("return document.querySelectorAll('tr.worker').length", json!([])), json!(1));
+    assert!(browser.text("#stranded").contains("No stranded runs"), "{}", browser.text("#stranded"));
+
+    // A run started elsewhere appears without a reload (the mark set on this document survives).
+    browser.script("window.cairnMark = 'same page'", json!([]));
+    let (status, _) = api("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"a-1"}"#));
+    assert_eq!(status, 201);
+    browser.wait_for("run a-1 waiting", &row_shows("a-1", "suspended"));
+    assert_eq!(browser.script("return window.cairnMark", json!([])), json!("same page"));
+
+    // Filters: by workflow, then by status.
+    browser.click("#workflow-filter option[value=hello]");
+    browser.wait_for(
+        "only hello's runs",
+        "return location.hash.includes('workflow=hello') && document.querySelector('tr.run[data-id=\"a-1\"]') === null \
+         && document.querySelector('tr.run[data-id=\"h-1\"]') !== null",
+    );
+    browser.click("#workflow-filter option[value='']");
+    browser.click("#status-filter option[value=suspended]");
+    browser.wait_for(
+        "only suspended runs",
+        "return document.querySelectorAll('tr.run').length === 1 && document.querySelector('tr.run[data-id=\"a-1\"]') !== null",
+    );
+
+    // One run: waiting for its signal; send it from the form.
+    browser.click("tr.run[data-id=a-1] a");
+    browser.wait_for("a-1's page", "return document.querySelector('#run-status .status-suspended') !== null");
+    browser.wait_for("a waiting wait on the timeline", "return document.querySelector('g.step[data-kind=wait][data-phase=waiting] rect.wait') !== null");
+    assert!(browser.text("#pending-signals").contains("None"));
+    browser.type_into("#signal-name", "approve");
+    browser.type_into("#signal-payload", r#"{"by": "browser"}"#);
+    browser.click("#send-signal");
+    browser.wait_for("a-1 completed", "return document.querySelector('#run-status .status-completed') !== null");
+    let output: Value = serde_json::from_str(&browser.text("#output")).unwrap();
+    assert_eq!(output, json!({"by": "browser"}));
+    browser.wait_for("the consumed signal", "return document.querySelector('#consumed-signals tr.signal[data-name=approve]') !== null");
+    browser.wait_for("the wait received", "return document.querySelector('g.step[data-kind=wait][data-phase=received]') !== null");
+    browser.wait_for("the journal", "return document.querySelector('#journal tr.entry[data-kind=wait_completed]') !== null");
+    assert!(browser.script("return document.getElementById('send-signal').disabled", json!([])) == json!(true));
+    assert_eq!(browser.script("return window.cairnMark", json!([])), json!("same page"));
+    let stored = api("GET", "/v1/workflows/approval/runs/a-1", None).1;
+    assert_eq!(stored["output"], json!({"by": "browser"}));
+
+    // A signal whose payload is not JSON is refused in the page and sends nothing.
+    let (status, _) = api("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"a-2"}"#));
+    assert_eq!(status, 201);
+    browser.goto(&format!("{home}#/runs/approval/a-2"));
+    browser.wait_for("a-2 waiting", "return document.querySelector('#run-status .status-suspended') !== null");
+    browser.type_into("#signal-name", "approve");
+    browser.type_into("#signal-payload", "{not json");
+    browser.click("#send-signal");
+    browser.wait_for("the refusal", "return document.getElementById('action-result').className === 'bad'");
+    assert!(api("GET", "/v1/workflows/approval/runs/a-2/signals", None).1["signals"].as_array().unwrap().is_empty());
+
+    // Pause, resume, cancel.
+    browser.click("#pause");
+    browser.wait_for("a-2 paused", "return document.querySelector('#run-status .status-paused') !== null");
+    assert_eq!(await_status(&address, "/v1/workflows/approval/runs/a-2", "paused", Some(TOKEN))["status"], "paused");
+    browser.wait_for("resume enabled", "return !document.getElementById('resume').disabled");
+    browser.click("#resume");
+    browser.wait_for("a-2 waiting again", "return document.querySelector('#run-status .status-suspended') !== null");
+    browser.click("#cancel");
+    browser.wait_for("a-2 cancelled", "return document.querySelector('#run-status .status-cancelled') !== null");
+    assert!(browser.text("#action-result").starts_with("cancel: "), "{}", browser.text("#action-result"));
+    await_status(&address, "/v1/workflows/approval/runs/a-2", "cancelled", Some(TOKEN));
+
+    // Retries and sleeps on the timeline: two failed attempts, their waits to retry, the sleep.
+    let (status, _) = api("POST", "/v1/workflows/flaky/runs", Some(r#"{"id":"f-1","input":{"failures":2}}"#));
+    assert_eq!(status, 201);
+    browser.goto(&format!("{home}#/runs/flaky/f-1"));
+    browser.wait_for("f-1 completed", "return document.querySelector('#run-status .status-completed') !== null");
+    let charge = "g.step[data-path=charge][data-kind=step][data-phase=completed]";
+    browser.wait_for("the charge step", &format!("return document.querySelector('{charge}') !== null"));
+    let count = |css: &str| browser.script(&format!("return document.querySelectorAll('{css}').length"), json!([]));
+    assert_eq!(count(&format!("{charge} rect.attempt.failed")), json!(2));
+    assert_eq!(count(&format!("{charge} rect.attempt:not(.failed)")), json!(1));
+    assert_eq!(count(&format!("{charge} rect.retry-wait")), json!(2));
+    assert_eq!(count("g.step[data-path=cool-down][data-kind=sleep][data-phase=slept] rect.sleep"), json!(1));
+    let failure = browser.text(&format!("{charge} rect.attempt.failed title"));
+    assert!(failure.contains("the card service is down"), "{failure}");
+
+    // Restart h-1 from its step: the page follows to the new run, linked to the old one.
+    browser.goto(&format!("{home}#/runs/hello/h-1"));
+    browser.wait_for("h-1 completed", "return document.querySelector('#run-status .status-completed') !== null");
+    browser.wait_for("the restart step", "return document.querySelector('#restart-step option[value=greet]') !== null");
+    browser.click("#restart");
+    browser.wait_for("the restarted run", "return document.getElementById('restarted-from')?.textContent === 'h-1'");
+    browser.wait_for("it completed", "return document.querySelector('#run-status .status-completed') !== null");
+    let new_id = browser.script("return decodeURIComponent(location.hash.split('/').pop())", json!([]));
+    let new_id = new_id.as_str().unwrap();
+    assert_ne!(new_id, "h-1");
+    let restarted = api("GET", &format!("/v1/workflows/hello/runs/{new_id}"), None).1;
+    assert_eq!((restarted["restarted_from"].as_str(), &restarted["output"]), (Some("h-1"), &json!("Hello, Ada!")));
+    browser.goto(&format!("{home}#/runs/hello/h-1"));
+    browser.wait_for("the link to the restart", &format!("return document.querySelector('a.restart-link')?.textContent === '{new_id}'"));
+}
