@@ -247,7 +247,10 @@ fn the_dashboard_in_a_real_browser() {
     // One run: waiting for its signal; send it from the form.
     browser.click("tr.run[data-id=a-1] a");
     browser.wait_for("a-1's page", "return document.querySelector('#run-status .status-suspended') !== null");
-    browser.wait_for("a waiting wait on the timeline", "return document.querySelector('g.step[data-kind=wait][data-phase=waiting] rect.wait') !== null");
+    browser.wait_for(
+        "a waiting wait on the timeline",
+        "return document.querySelector('g.step[data-kind=wait][data-phase=waiting] rect.wait') !== null",
+    );
     assert!(browser.text("#pending-signals").contains("None"));
     browser.type_into("#signal-name", "approve");
     browser.type_into("#signal-payload", r#"{"by": "browser"}"#);
@@ -255,9 +258,18 @@ fn the_dashboard_in_a_real_browser() {
     browser.wait_for("a-1 completed", "return document.querySelector('#run-status .status-completed') !== null");
     let output: Value = serde_json::from_str(&browser.text("#output")).unwrap();
     assert_eq!(output, json!({"by": "browser"}));
-    browser.wait_for("the consumed signal", "return document.querySelector('#consumed-signals tr.signal[data-name=approve]') !== null");
-    browser.wait_for("the wait received", "return document.querySelector('g.step[data-kind=wait][data-phase=received]') !== null");
-    browser.wait_for("the journal", "return document.querySelector('#journal tr.entry[data-kind=wait_completed]') !== null");
+    browser.wait_for(
+        "the consumed signal",
+        "return document.querySelector('#consumed-signals tr.signal[data-name=approve]') !== null",
+    );
+    browser.wait_for(
+        "the wait received",
+        "return document.querySelector('g.step[data-kind=wait][data-phase=received]') !== null",
+    );
+    browser.wait_for(
+        "the journal",
+        "return document.querySelector('#journal tr.entry[data-kind=wait_completed]') !== null",
+    );
     assert!(browser.script("return document.getElementById('send-signal').disabled", json!([])) == json!(true));
     assert_eq!(browser.script("return window.cairnMark", json!([])), json!("same page"));
     let stored = api("GET", "/v1/workflows/approval/runs/a-1", None).1;
@@ -314,5 +326,8 @@ fn the_dashboard_in_a_real_browser() {
     let restarted = api("GET", &format!("/v1/workflows/hello/runs/{new_id}"), None).1;
     assert_eq!((restarted["restarted_from"].as_str(), &restarted["output"]), (Some("h-1"), &json!("Hello, Ada!")));
     browser.goto(&format!("{home}#/runs/hello/h-1"));
-    browser.wait_for("the link to the restart", &format!("return document.querySelector('a.restart-link')?.textContent === '{new_id}'"));
+    browser.wait_for(
+        "the link to the restart",
+        &format!("return document.querySelector('a.restart-link')?.textContent === '{new_id}'"),
+    );
 }

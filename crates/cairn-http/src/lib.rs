@@ -650,7 +650,10 @@ where
     responses((status = 200, description = "Server-sent events: `runs` with a snapshot whenever it changes, \
         `error` when reading one fails", content_type = "text/event-stream", body = views::RunsSnapshot),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
-async fn live_runs(State(api): State<Api>, params: Result<Query<ListParams>, QueryRejection>) -> Result<Response, ApiError> {
+async fn live_runs(
+    State(api): State<Api>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let Query(mut params) = params?;
     let filter = list_filter(params.workflow.take(), params)?;
     let client = api.client.clone();
@@ -672,7 +675,10 @@ async fn live_runs(State(api): State<Api>, params: Result<Query<ListParams>, Que
     responses((status = 200, description = "Server-sent events: `run` with a snapshot whenever it changes, \
         `error` when reading one fails", content_type = "text/event-stream", body = views::RunSnapshot),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
-async fn live_run(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Result<Response, ApiError> {
+async fn live_run(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Response, ApiError> {
     let Path((name, id)) = path?;
     let id = run_of(&api, &name, &id).await?.id;
     let client = api.client.clone();

@@ -10,7 +10,13 @@ use std::time::Duration;
 
 /// One HTTP/1.1 request (`Connection: close`, a bearer token if given); the status and the JSON
 /// body (`null` when it is not JSON).
-pub(crate) fn http_with(address: &str, method: &str, path: &str, body: Option<&str>, token: Option<&str>) -> (u16, Value) {
+pub(crate) fn http_with(
+    address: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> (u16, Value) {
     let mut stream = TcpStream::connect(address).unwrap();
     let body = body.unwrap_or("");
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();

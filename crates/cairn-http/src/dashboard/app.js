@@ -198,15 +198,12 @@
   }
 
   function renderRuns(snapshot, workflow) {
-    const select = document.getElementById('workflow-filter');
-    if (select) {
-      const names = snapshot.workflows.workflows.map((w) => w.name);
-      if (workflow && !names.includes(workflow)) names.push(workflow);
-      select.replaceChildren(el('option', { value: '' }, 'all'),
-        names.map((name) => el('option', { value: name, selected: name === workflow }, name)));
-    }
+    const names = snapshot.workflows.workflows.map((w) => w.name);
+    if (workflow && !names.includes(workflow)) names.push(workflow);
+    replace('workflow-filter', el('option', { value: '' }, 'all'),
+      names.map((name) => el('option', { value: name, selected: name === workflow }, name)));
     const rows = snapshot.runs.runs.map((run) => {
-      const note = run.stranded_reason ? 'stranded: ' + listed.stranded_reason
+      const note = run.stranded_reason ? 'stranded: ' + run.stranded_reason
         : run.error ? run.error : run.suspend_reason ? run.suspend_reason + (run.wake_at ? ' until ' + time(run.wake_at) : '') : '';
       return el('tr', { class: 'run', 'data-id': run.id, 'data-status': run.status },
         el('td', { class: 'mono' }, el('a', { href: runHref(run.workflow, run.id) }, run.id)),
@@ -321,7 +318,7 @@
       run.stranded_reason ? fact('stranded', el('span', { class: 'error-text' }, run.stranded_reason)) : [],
       run.restarted_from ? fact('restarted from',
         el('a', { id: 'restarted-from', class: 'mono', href: runHref(workflow, run.restarted_from) }, run.restarted_from)) : [],
-      restarts.length ? fact('restarts', restarts.map((r, i) =>
+      restarts.length ? fact('restarts', restarts.flatMap((r, i) =>
         [i ? ', ' : '', el('a', { class: 'mono restart-link', href: runHref(workflow, r) }, r)])) : [],
       fact('steps journaled', String(run.steps)),
       run.recoveries ? fact('recoveries', String(run.recoveries)) : []);
