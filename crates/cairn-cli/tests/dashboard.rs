@@ -2,7 +2,7 @@
 //! against a real `cairn serve --examples` with a token. It asks for the token, lists runs and
 //! follows new ones live without reloading, filters, shows one run (input, output, timeline with
 //! retries, sleeps and waits, journal, signals), and its buttons cancel, signal, pause, resume
-//! and restart.
+//! and restart. It saves a screenshot of each page under `target/tmp/` and checks it is not blank.
 //!
 //! Needs `chromium` and `chromedriver` on `PATH` (Debian: `apt-get install chromium
 //! chromium-driver`; or `CAIRN_CHROMIUM` and `CAIRN_CHROMEDRIVER`). Without them it is skipped
@@ -176,6 +176,32 @@ impl Browser {
         self.command("POST", &format!("/element/{element}/value"), json!({ "text": text }));
     }
 
+    /// Saves a screenshot of the page as `dashboard-<name>.png` under `target/tmp/` and checks
+    /// that it is not blank: at least 2 % of its pixels differ from its most common colour.
+    fn screenshot(&self, name: &str) {
+        use base64::Engine as _;
+        let encoded = self.command("GET", "/screenshot", Value::Null);
+        let png = base64::engine::general_purpose::STANDARD.decode(encoded.as_str().unwrap()).unwrap();
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("dashboard-{name}.png"));
+        std::fs::write(&path, &png).unwrap();
+        let mut decoder = png::Decoder::new(std::io::Cursor::new(&png));
+        decoder.set_transformations(png::Transformations::normalize_to_color8());
+        let mut reader = decoder.read_info().unwrap();
+        let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+        let frame = reader.next_frame(&mut pixels).unwrap();
+        let mut colours = std::collections::HashMap::<&[u8], usize>::new();
+        for pixel in pixels[..frame.buffer_size()].chunks_exact(frame.color_type.samples()) {
+            *colours.entry(pixel).or_default() += 1;
+        }
+        let total: usize = colours.values().sum();
+        let background = colours.values().copied().max().unwrap_or_default();
+        assert!(
+            (total - background) * 50 >= total,
+            "{} is blank: {background} of its {total} pixels are one colour",
+            path.display()
+        );
+    }
+
     fn text(&self, css: &str) -> String {
         self.script(&format!("const e = document.querySelector({css:?}); return e ? e.textContent : null"), json!([]))
             .as_str()
@@ -222,6 +248,7 @@ fn the_dashboard_in_a_real_browser() {
     assert_eq!(browser.text("tr[data-workflow=hello] td[data-status=completed]"), "1");
     assert_eq!(browser.script("return document.querySelectorAll('tr.worker').length", json!([])), json!(1));
     assert!(browser.text("#stranded").contains("No stranded runs"), "{}", browser.text("#stranded"));
+    browser.screenshot("runs");
 
     // A run started elsewhere appears without a reload (the mark set on this document survives).
     browser.script("window.cairnMark = 'same page'", json!([]));
@@ -272,6 +299,7 @@ fn the_dashboard_in_a_real_browser() {
     );
     assert!(browser.script("return document.getElementById('send-signal').disabled", json!([])) == json!(true));
     assert_eq!(browser.script("return window.cairnMark", json!([])), json!("same page"));
+    browser.screenshot("run");
     let stored = api("GET", "/v1/workflows/approval/runs/a-1", None).1;
     assert_eq!(stored["output"], json!({"by": "browser"}));
 
@@ -312,6 +340,7 @@ fn the_dashboard_in_a_real_browser() {
     assert_eq!(count("g.step[data-path=cool-down][data-kind=sleep][data-phase=slept] rect.sleep"), json!(1));
     let failure = browser.text(&format!("{charge} rect.attempt.failed title"));
     assert!(failure.contains("the card service is down"), "{failure}");
+    browser.screenshot("timeline");
 
     // Restart h-1 from its step: the page follows to the new run, linked to the old one.
     browser.goto(&format!("{home}#/runs/hello/h-1"));
