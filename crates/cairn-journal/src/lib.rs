@@ -33,6 +33,7 @@ mod retry;
 mod state;
 mod time;
 pub mod timeline;
+pub mod topic;
 
 pub use event::{Event, EventKindName, JournalEntry, SignalId};
 pub use filter::json_contains;

@@ -115,6 +115,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         EXECUTE FUNCTION {schema}.count_ended();
     CREATE TRIGGER runs_ended_delete AFTER DELETE ON {schema}.runs FOR EACH ROW
         WHEN (OLD.status IN ('completed', 'failed', 'cancelled')) EXECUTE FUNCTION {schema}.count_ended();",
+    // 7: the topic patterns each workflow subscribes to.
+    "CREATE TABLE {schema}.subscriptions (
+        workflow TEXT COLLATE \"C\" NOT NULL,
+        pattern TEXT COLLATE \"C\" NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (workflow, pattern)
+    );",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

@@ -5,8 +5,8 @@ use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     NewRun, NewSignal, Notice, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage,
-    RunRecord, RunStatus, RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason,
-    VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    RunRecord, RunStatus, RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture,
+    Subscription, SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -188,6 +188,8 @@ struct Sql {
     record_worker: String,
     workers: String,
     forget_workers: String,
+    set_subscriptions: String,
+    subscriptions: String,
     version_counts: String,
     fold_ended_counts: String,
     workflow_counts: String,
@@ -247,6 +249,19 @@ impl Sql {
                 "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM {s}.workers ORDER BY id"
             ),
             forget_workers: format!("DELETE FROM {s}.workers WHERE id = ANY($1) OR live_until < $2"),
+            // One statement: the subscriptions of workflows $1 not among the new ones ($2, $3, $4)
+            // go, the new ones are added or updated; a reader sees the old set or the new one.
+            set_subscriptions: format!(
+                "WITH wanted AS (SELECT * FROM unnest($2::text[], $3::text[], $4::int[]) AS w(workflow, pattern, version)),
+                 gone AS (
+                     DELETE FROM {s}.subscriptions o WHERE o.workflow = ANY($1)
+                       AND NOT EXISTS (SELECT 1 FROM wanted w WHERE w.workflow = o.workflow AND w.pattern = o.pattern))
+                 INSERT INTO {s}.subscriptions (workflow, pattern, version) SELECT workflow, pattern, version FROM wanted
+                 ON CONFLICT (workflow, pattern) DO UPDATE SET version = excluded.version"
+            ),
+            subscriptions: format!(
+                "SELECT workflow, pattern, version FROM {s}.subscriptions ORDER BY workflow, pattern"
+            ),
             version_counts: format!(
                 "SELECT workflow, version, count(*) FROM {s}.runs WHERE status IN ('pending', 'running', 'suspended')
                  GROUP BY workflow, version ORDER BY workflow, version"
@@ -1585,6 +1600,37 @@ impl Store for PostgresStore {
             let statement = client.prepare_cached(&self.sql.forget_workers).await.map_err(backend)?;
             let params: [&(dyn ToSql + Sync); 2] = [&request.ids, &request.dead_before.map(Timestamp::as_millis)];
             client.execute(&statement, &params).await.map_err(backend)
+        })
+    }
+
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.set_subscriptions).await.map_err(backend)?;
+            let workflows: Vec<&str> = request.subscriptions.iter().map(|s| s.workflow.as_str()).collect();
+            let patterns: Vec<&str> = request.subscriptions.iter().map(|s| s.pattern.as_str()).collect();
+            let versions: Vec<i32> =
+                request.subscriptions.iter().map(|s| i32::try_from(s.version).unwrap_or(i32::MAX)).collect();
+            let params: [&(dyn ToSql + Sync); 4] = [&request.workflows, &workflows, &patterns, &versions];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.subscriptions).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(Subscription {
+                        workflow: row.try_get(0).map_err(backend)?,
+                        pattern: row.try_get(1).map_err(backend)?,
+                        version: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
+                    })
+                })
+                .collect()
         })
     }
 

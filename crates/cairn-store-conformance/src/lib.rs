@@ -594,6 +594,35 @@ pub async fn workers_are_recorded_and_forgotten(store: DynStore) {
     assert!(store.workers().await.expect("workers").is_empty());
 }
 
+/// Subscriptions are replaced per workflow: a declaration replaces exactly the named workflows'
+/// patterns and versions (dropping those left out, keeping other workflows'), and they read
+/// back in order.
+pub async fn subscriptions_are_replaced_per_workflow(store: DynStore) {
+    let sub =
+        |workflow: &str, pattern: &str| Subscription { workflow: workflow.into(), pattern: pattern.into(), version: 1 };
+    let set = |workflows: &[&str], subscriptions: Vec<Subscription>| SetSubscriptions {
+        workflows: workflows.iter().map(|w| (*w).to_owned()).collect(),
+        subscriptions,
+    };
+    assert!(store.subscriptions().await.expect("subscriptions").is_empty());
+    let first =
+        set(&["welcome", "audit"], vec![sub("welcome", "user.*"), sub("audit", "*.*"), sub("audit", "billing")]);
+    store.set_subscriptions(&first).await.expect("set");
+    let all = [sub("audit", "*.*"), sub("audit", "billing"), sub("welcome", "user.*")];
+    assert_eq!(store.subscriptions().await.expect("subscriptions"), all, "by workflow, then pattern");
+    store.set_subscriptions(&first).await.expect("set again");
+    assert_eq!(store.subscriptions().await.expect("subscriptions"), all, "setting the same set changes nothing");
+    // Another worker's declaration for `audit` alone, of version 2: `billing` is dropped, `*.*`
+    // moves to version 2, `welcome` is untouched.
+    let v2 = |pattern: &str| Subscription { version: 2, ..sub("audit", pattern) };
+    store.set_subscriptions(&set(&["audit"], vec![v2("*.*"), v2("order.*")])).await.expect("set");
+    let after = [v2("*.*"), v2("order.*"), sub("welcome", "user.*")];
+    assert_eq!(store.subscriptions().await.expect("subscriptions"), after);
+    // A workflow registered without subscriptions has none left.
+    store.set_subscriptions(&set(&["welcome", "unknown"], vec![])).await.expect("clear");
+    assert_eq!(store.subscriptions().await.expect("subscriptions"), [v2("*.*"), v2("order.*")]);
+}
+
 /// Runs that need a worker are counted per workflow version, and listed as stranded when no
 /// served version matches theirs; ended and paused runs are never stranded.
 pub async fn stranded_runs_are_counted_and_listed(store: DynStore) {
@@ -944,8 +973,8 @@ macro_rules! conformance_tests {
                 list_filters_and_pages, pause_and_resume_idle_runs, pause_held_runs_by_flag,
                 reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
                 ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
-                workers_are_recorded_and_forgotten, stranded_runs_are_counted_and_listed,
-                workflow_counts_follow_every_status);
+                workers_are_recorded_and_forgotten, subscriptions_are_replaced_per_workflow,
+                stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

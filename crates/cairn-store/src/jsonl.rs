@@ -3,7 +3,8 @@
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     MemoryStore, NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
-    SignalRecord, StartSignal, Store, StoreError, StoreFuture, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount,
+    WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -468,6 +469,15 @@ impl Store for JsonlStore {
 
     fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
         self.inner.memory.forget_workers(request)
+    }
+
+    // Subscriptions too: only the process holding the directory's lock declares or reads them.
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        self.inner.memory.set_subscriptions(request)
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        self.inner.memory.subscriptions()
     }
 
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {

@@ -120,6 +120,13 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes the worker records `request` selects; returns how many it deleted.
     fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64>;
 
+    /// Replaces the topic subscriptions of `request.workflows` with `request.subscriptions`, in
+    /// one operation.
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()>;
+
+    /// Every topic subscription, ordered by workflow then pattern.
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>>;
+
     /// For each workflow version with runs that [need a worker](RunStatus::needs_worker), how
     /// many, by `(workflow, version)`.
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>>;

@@ -1,8 +1,8 @@
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, VersionCount, WorkerRecord,
-    WorkflowCount, WorkflowKey,
+    RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
+    SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -37,6 +37,8 @@ struct Inner {
     /// Runs that are or will become claimable, by when: the index claims and timers scan.
     due: BTreeSet<(Due, Timestamp, RunId)>,
     workers: BTreeMap<String, WorkerRecord>,
+    /// Topic subscriptions: the version each (workflow, pattern) starts.
+    subscriptions: BTreeMap<(String, String), u32>,
 }
 
 /// Why a run may become claimable.
@@ -502,6 +504,27 @@ impl Store for MemoryStore {
     fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
         let workers = self.lock().workers.values().cloned().collect();
         Box::pin(async move { Ok(workers) })
+    }
+
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        let mut inner = self.lock();
+        inner.subscriptions.retain(|(workflow, _), _| !request.workflows.contains(workflow));
+        for s in &request.subscriptions {
+            inner.subscriptions.insert((s.workflow.clone(), s.pattern.clone()), s.version);
+        }
+        drop(inner);
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        let subscriptions = (self.lock().subscriptions.iter())
+            .map(|((workflow, pattern), version)| Subscription {
+                workflow: workflow.clone(),
+                pattern: pattern.clone(),
+                version: *version,
+            })
+            .collect();
+        Box::pin(async move { Ok(subscriptions) })
     }
 
     fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {

@@ -3,8 +3,8 @@
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     NewRun, NewSignal, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
-    RunStatus, RunUpdate, SignalRecord, StartSignal, Store, StoreError, StoreFuture, SuspendReason, VersionCount,
-    WorkerRecord, WorkflowCount, WorkflowKey,
+    RunStatus, RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
+    SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -115,6 +115,7 @@ enum Command {
     Prune(PruneRequest, Reply<Vec<RunId>>),
     RecordWorker(WorkerRecord, Reply<()>),
     ForgetWorkers(ForgetWorkers, Reply<u64>),
+    SetSubscriptions(SetSubscriptions, Reply<()>),
 }
 
 enum Output {
@@ -238,6 +239,16 @@ CREATE TABLE IF NOT EXISTS ended_counts (
 INSERT INTO ended_counts (workflow, status, runs)
     SELECT workflow, status, count(*) FROM runs WHERE status IN ('completed', 'failed', 'cancelled')
     GROUP BY workflow, status;
+",
+    // 6: the topic patterns each workflow subscribes to (events published to a matching topic
+    // start a run of it).
+    "
+CREATE TABLE IF NOT EXISTS subscriptions (
+    workflow TEXT NOT NULL,
+    pattern TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (workflow, pattern)
+) WITHOUT ROWID;
 ",
 ];
 
@@ -680,6 +691,7 @@ impl Writer {
             Command::Prune(request, _) => self.prune(request).map(Output::Pruned),
             Command::RecordWorker(worker, _) => self.record_worker(worker).map(|()| Output::Unit),
             Command::ForgetWorkers(request, _) => self.forget_workers(request).map(Output::Count),
+            Command::SetSubscriptions(request, _) => self.set_subscriptions(request).map(|()| Output::Unit),
         }
     }
 
@@ -744,6 +756,20 @@ impl Writer {
             .prepare_cached("DELETE FROM workers WHERE id IN (SELECT value FROM json_each(?1)) OR live_until < ?2")?
             .execute(params![ids, request.dead_before.map(Timestamp::as_millis)])?;
         Ok(forgotten as u64)
+    }
+
+    fn set_subscriptions(&mut self, request: &SetSubscriptions) -> Result<(), Failure> {
+        for workflow in &request.workflows {
+            self.conn.prepare_cached("DELETE FROM subscriptions WHERE workflow = ?1")?.execute([workflow])?;
+        }
+        for subscription in &request.subscriptions {
+            self.conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO subscriptions (workflow, pattern, version) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![subscription.workflow, subscription.pattern, subscription.version])?;
+        }
+        Ok(())
     }
 
     fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -1119,6 +1145,7 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
         Command::Prune(_, r) => send(r, output, |o| if let Output::Pruned(v) = o { Some(v) } else { None }),
         Command::RecordWorker(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
         Command::ForgetWorkers(_, r) => send(r, output, |o| if let Output::Count(v) = o { Some(v) } else { None }),
+        Command::SetSubscriptions(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
     }
 }
 
@@ -1273,6 +1300,23 @@ impl Store for SqliteStore {
     fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
         let worker = worker.clone();
         Box::pin(self.send(|r| Command::RecordWorker(worker, r)))
+    }
+
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        let request = request.clone();
+        Box::pin(self.send(|r| Command::SetSubscriptions(request, r)))
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT workflow, pattern, version FROM subscriptions ORDER BY workflow, pattern")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| Ok(Subscription { workflow: r.get(0)?, pattern: r.get(1)?, version: r.get(2)? }))
+                .map_err(backend)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(backend)
+        })
     }
 
     fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {

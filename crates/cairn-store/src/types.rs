@@ -494,6 +494,29 @@ impl ForgetWorkers {
     }
 }
 
+/// A workflow's subscription to the events of every topic `pattern` matches (see
+/// [`cairn_journal::topic`]): each event published to such a topic starts one run of it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Subscription {
+    /// The subscribed workflow.
+    pub workflow: String,
+    /// The topic pattern, e.g. `user.*`.
+    pub pattern: String,
+    /// The version of the workflow an event starts (the newest its declaring worker registered).
+    pub version: u32,
+}
+
+/// What [`Store::set_subscriptions`](crate::Store::set_subscriptions) writes: the subscriptions
+/// of `workflows` become exactly `subscriptions` (an engine declares those of every workflow it
+/// registers, so a subscription dropped from the code is dropped from the store).
+#[derive(Debug, Clone, Default)]
+pub struct SetSubscriptions {
+    /// The workflows whose subscriptions are replaced.
+    pub workflows: Vec<String>,
+    /// Their subscriptions; each names one of `workflows`.
+    pub subscriptions: Vec<Subscription>,
+}
+
 /// How many runs of one workflow version [need a worker](RunStatus::needs_worker).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionCount {

@@ -87,6 +87,83 @@ pub struct StartRun<'a> {
     signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
 }
 
+/// An event to publish, awaited to publish it. Made by [`Client::publish`].
+#[must_use = "a publish does nothing until awaited"]
+pub struct Publish<'a> {
+    client: &'a Client,
+    topic: String,
+    payload: Result<Box<RawValue>, ClientError>,
+    id: Option<String>,
+}
+
+impl Publish<'_> {
+    /// The event's id (default: a new UUIDv7). Publishing an id again starts no run that this
+    /// id has already started (while that run is kept): retry a publish with the same id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+}
+
+/// What a [`Publish`] did.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The event's id (given, or generated).
+    pub event_id: String,
+    /// One run per subscribed workflow, by workflow: those this publish started
+    /// ([`created`](RunHandle::created)) and those an earlier publish of the same id had.
+    pub runs: Vec<RunHandle>,
+}
+
+impl Published {
+    /// The runs this publish started.
+    pub fn started(&self) -> impl Iterator<Item = &RunHandle> {
+        self.runs.iter().filter(|run| run.created())
+    }
+
+    /// The idempotency key that ties event `event_id` to the one run it starts per workflow.
+    pub fn idempotency_key(event_id: &str) -> String {
+        format!("event:{event_id}")
+    }
+}
+
+impl<'a> IntoFuture for Publish<'a> {
+    type Output = Result<Published, ClientError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let client = self.client;
+            cairn_journal::topic::check_topic(&self.topic).map_err(ClientError::InvalidTopic)?;
+            let payload = self.payload?;
+            client.check_size(&payload)?;
+            let event_id = match self.id {
+                Some(id) if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) => {
+                    return Err(ClientError::InvalidEventId(id));
+                }
+                Some(id) => id,
+                None => uuid::Uuid::now_v7().to_string(),
+            };
+            let mut subscribers: Vec<(String, u32)> = (client.store.subscriptions().await?.into_iter())
+                .filter(|s| cairn_journal::topic::matches(&s.pattern, &self.topic))
+                .map(|s| (s.workflow, s.version))
+                .collect();
+            subscribers.dedup_by(|a, b| a.0 == b.0);
+            // Every run is checked before any is created: a payload one subscriber cannot read
+            // starts nothing.
+            let key = Published::idempotency_key(&event_id);
+            let runs = (subscribers.into_iter())
+                .map(|(workflow, version)| client.event_run(&workflow, version, &payload, &key))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut started = Vec::with_capacity(runs.len());
+            for run in runs {
+                started.push(client.create(run).await?);
+            }
+            Ok(Published { event_id, runs: started })
+        })
+    }
+}
+
 /// How many times as long as a batch took [`Client::sweep`] pauses before the next.
 pub const SWEEP_PAUSE_FACTOR: u32 = 8;
 
@@ -258,6 +335,20 @@ impl Client {
         }
     }
 
+    /// Publishes an event with `payload` to `topic` (`user.signup`): one run starts for each
+    /// workflow [subscribed](crate::EngineBuilder::subscribe) to a pattern matching it, with the
+    /// payload as its input, at most once per event [id](Publish::id) and workflow. A topic no
+    /// workflow subscribes to starts nothing. The runs' idempotency key is
+    /// `event:<id>` ([`Published::idempotency_key`]).
+    pub fn publish<P: Serialize + ?Sized>(&self, topic: &str, payload: &P) -> Publish<'_> {
+        Publish {
+            client: self,
+            topic: topic.to_owned(),
+            payload: serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string())),
+            id: None,
+        }
+    }
+
     /// Starts a run from raw JSON input.
     pub async fn start_raw(
         &self,
@@ -274,6 +365,20 @@ impl Client {
 
     /// A run to create, checked: the workflow and version exist (when this client knows its
     /// engine's workflows), the input decodes and fits, the id is valid.
+    /// The run event `key` starts for a subscribed workflow. Its input is checked when this
+    /// client's engine registers that version; another service's workflow is started unchecked.
+    fn event_run(&self, workflow: &str, version: u32, input: &RawValue, key: &str) -> Result<NewRun, ClientError> {
+        if let Some(registered) = self.local.as_ref().and_then(|local| local.registry.get(workflow, version)) {
+            (registered.check_input)(input).map_err(|e| ClientError::InvalidPayload(format!("{workflow}: {e}")))?;
+        }
+        let now = self.clock.now();
+        let mut run =
+            NewRun::new(RunId::new(uuid::Uuid::now_v7().to_string()), workflow, version, input.to_owned(), now);
+        run.idempotency_key = Some(key.to_owned());
+        run.retention = Some(self.retention_of(workflow, None));
+        Ok(run)
+    }
+
     fn new_run(&self, workflow: &str, input: Box<RawValue>, options: StartOptions) -> Result<NewRun, ClientError> {
         self.check_size(&input)?;
         let StartOptions { id, idempotency_key, version, timeout, retention } = options;

@@ -574,6 +574,45 @@ impl EngineBuilder {
         self
     }
 
+    /// Subscribes workflow `name` (registered with this builder) to the events of every topic
+    /// `pattern` matches: `user.signup`, or `user.*` (`*` is any one segment; see
+    /// [`cairn_journal::topic`]). Each event [published](crate::Client::publish) to a matching
+    /// topic starts one run of the workflow's newest registered version, with the event's payload
+    /// as input. The engine declares its workflows' subscriptions in the store when it starts,
+    /// replacing what an earlier deploy declared for them, so any client of the store can publish.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::MemoryStore;
+    /// use serde_json::{Value, json};
+    ///
+    /// async fn welcome(ctx: Ctx, user: Value) -> Result<String, WorkflowError> {
+    ///     ctx.step("greet", || async { Ok::<_, StepError>(format!("welcome {}", user["name"])) }).await
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder()
+    ///     .store(MemoryStore::new())
+    ///     .register("welcome", 1, welcome)
+    ///     .subscribe("welcome", "user.*")
+    ///     .start()
+    ///     .await?;
+    /// let published = engine.publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await?;
+    /// assert_eq!(published.runs.len(), 1);
+    /// let greeting: String = published.runs[0].result().await?;
+    /// assert_eq!(greeting, "welcome \"Ada\"");
+    /// // The same event again starts nothing new.
+    /// let again = engine.publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await?;
+    /// assert_eq!(again.started().count(), 0);
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn subscribe(mut self, name: &str, pattern: &str) -> Self {
+        self.registry.subscribe(name, pattern);
+        self
+    }
+
     /// This worker's identity in leases (default: `worker-<pid>-<random>`).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.config.worker_id = id.into();
@@ -655,7 +694,9 @@ impl EngineBuilder {
         if let Some((name, version)) = self.duplicate {
             return Err(EngineError::DuplicateWorkflow { name, version });
         }
+        self.registry.check_subscriptions()?;
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
+        store.set_subscriptions(&self.registry.subscriptions()).await.map_err(EngineError::Store)?;
         let notices = store.notices();
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
         local.record_worker().await;

@@ -243,6 +243,12 @@ pub enum ClientError {
         /// Its error or reason.
         message: String,
     },
+    /// A topic to publish to is not valid.
+    #[error(transparent)]
+    InvalidTopic(cairn_journal::topic::TopicError),
+    /// An event id is empty, over 200 bytes or holds a control character.
+    #[error("[CAIRN-E0309] event id {0:?} must be 1 to 200 bytes without control characters")]
+    InvalidEventId(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -279,4 +285,18 @@ pub enum EngineError {
     /// `Engine::start` was called outside a Tokio runtime.
     #[error("the engine must be started inside a Tokio runtime")]
     NoRuntime,
+    /// A subscription's topic pattern is not valid.
+    #[error(transparent)]
+    InvalidTopic(cairn_journal::topic::TopicError),
+    /// A subscription names a workflow that is not registered.
+    #[error("[CAIRN-E0304] workflow `{name}` subscribes to `{pattern}` but is not registered")]
+    SubscriberNotRegistered {
+        /// The workflow.
+        name: String,
+        /// The pattern.
+        pattern: String,
+    },
+    /// The store refused the worker's subscriptions.
+    #[error("could not declare this worker's topic subscriptions: {0}")]
+    Store(StoreError),
 }

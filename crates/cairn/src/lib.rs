@@ -56,7 +56,7 @@ pub use cairn_store::{
 };
 #[cfg(feature = "sqlite")]
 pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
-pub use client::{Client, PRUNE_BATCH, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
+pub use client::{Client, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use ctx::{Ctx, EventFilter, Step};
 pub use engine::{

@@ -1,11 +1,11 @@
 //! Registered workflows, type-erased so the engine can run any of them from raw JSON.
 
 use crate::{Ctx, WorkflowError};
-use cairn_store::WorkflowKey;
+use cairn_store::{SetSubscriptions, Subscription, WorkflowKey};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,6 +26,8 @@ pub(crate) struct Registry {
     workflows: HashMap<(String, u32), Registered>,
     latest: BTreeMap<String, u32>,
     retention: HashMap<String, Duration>,
+    /// Topic patterns by workflow name.
+    subscriptions: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Registry {
@@ -70,6 +72,42 @@ impl Registry {
     /// How long ended runs of `name` are kept, if set at registration.
     pub(crate) fn retention(&self, name: &str) -> Option<Duration> {
         self.retention.get(name).copied()
+    }
+
+    pub(crate) fn subscribe(&mut self, name: &str, pattern: &str) {
+        self.subscriptions.entry(name.to_owned()).or_default().insert(pattern.to_owned());
+    }
+
+    /// A subscription that names an unregistered workflow or an invalid pattern, if any.
+    pub(crate) fn check_subscriptions(&self) -> Result<(), crate::EngineError> {
+        for (name, patterns) in &self.subscriptions {
+            for pattern in patterns {
+                cairn_journal::topic::check_pattern(pattern).map_err(crate::EngineError::InvalidTopic)?;
+                if !self.latest.contains_key(name) {
+                    return Err(crate::EngineError::SubscriberNotRegistered {
+                        name: name.clone(),
+                        pattern: pattern.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What this worker declares: every registered workflow's subscriptions (none for most),
+    /// each starting the newest registered version.
+    pub(crate) fn subscriptions(&self) -> SetSubscriptions {
+        let subscriptions = (self.subscriptions.iter())
+            .flat_map(|(name, patterns)| {
+                let version = self.latest(name).unwrap_or(1);
+                patterns.iter().map(move |pattern| Subscription {
+                    workflow: name.clone(),
+                    pattern: pattern.clone(),
+                    version,
+                })
+            })
+            .collect();
+        SetSubscriptions { workflows: self.latest.keys().cloned().collect(), subscriptions }
     }
 
     pub(crate) fn latest(&self, name: &str) -> Option<u32> {
