@@ -13,7 +13,8 @@ pub(crate) struct ServeArgs {
     /// Address to serve the HTTP API on (port 0: any free port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: std::net::SocketAddr,
-    /// Register the example workflows `hello`, `approval` and `flaky`.
+    /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval` and
+    /// `flaky`.
     #[arg(long)]
     examples: bool,
 }
@@ -75,7 +76,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let store = args.store.open(true).await?;
     let mut builder = Engine::builder().shared_store(store);
     if args.examples {
-        builder = builder.register("hello", 1, hello).register("approval", 1, approval).register("flaky", 1, flaky);
+        builder = (builder.register("hello", 1, hello).subscribe("hello", "user.*"))
+            .register("approval", 1, approval)
+            .register("flaky", 1, flaky);
     }
     let engine = builder.start().await?;
     let listener = tokio::net::TcpListener::bind(args.listen)

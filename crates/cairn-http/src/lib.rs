@@ -61,7 +61,9 @@ use std::time::Duration;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use views::{Outcome, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows};
+use views::{
+    Outcome, PublishedEvent, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows,
+};
 
 pub use tokio_util::sync::CancellationToken;
 
@@ -133,6 +135,7 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(resume))
         .routes(routes!(restart))
         .routes(routes!(workers))
+        .routes(routes!(publish))
         .routes(routes!(live_runs))
         .routes(routes!(live_run))
         .routes(routes!(openapi_json))
@@ -216,6 +219,8 @@ impl From<ClientError> for ApiError {
             ClientError::NotEnded { .. } => (StatusCode::CONFLICT, "not_ended"),
             ClientError::UnknownStep { .. } => (StatusCode::BAD_REQUEST, "unknown_step"),
             ClientError::RunDidNotComplete { .. } => (StatusCode::CONFLICT, "run_did_not_complete"),
+            ClientError::InvalidTopic(_) => (StatusCode::BAD_REQUEST, "invalid_topic"),
+            ClientError::InvalidEventId(_) => (StatusCode::BAD_REQUEST, "invalid_event_id"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
         };
         ApiError::new(status, code, error.to_string())
@@ -319,6 +324,18 @@ pub struct StartBody {
     version: Option<u32>,
     /// Days to keep the run once it has ended (default: the workflow's, or 30).
     retention_days: Option<u32>,
+}
+
+/// What `POST /v1/events/{topic}` takes.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishBody {
+    /// The event's id (default: a new UUIDv7). Publishing an id again starts no run it started.
+    id: Option<String>,
+    /// The event's payload, each started run's input (default `null`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    payload: Option<Box<RawValue>>,
 }
 
 /// What `POST …/restart` takes.
@@ -542,6 +559,31 @@ async fn signal(
     let run = run_of(&api, &name, &id).await?;
     let signal = api.client.signal_raw(&run.id, &event, payload).await?;
     Ok(Json(SignalSent { run: run.id.to_string(), signal: signal.0, event }))
+}
+
+#[utoipa::path(post, path = "/v1/events/{topic}", tag = "events",
+    params(("topic" = String, Path, description = "Topic, e.g. `user.signup`")),
+    request_body = PublishBody,
+    responses(
+        (status = 201, description = "Runs were started", body = PublishedEvent),
+        (status = 200, description = "No run started: no subscriber, or the id was published before", body = PublishedEvent),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
+async fn publish(
+    State(api): State<Api>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<PublishedEvent>), ApiError> {
+    let Path(topic) = path?;
+    let body = body?;
+    let body: PublishBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let payload = body.payload.unwrap_or_else(|| RawValue::NULL.to_owned());
+    let mut publish = api.client.publish(&topic, &*payload);
+    if let Some(id) = body.id {
+        publish = publish.id(id);
+    }
+    let published = views::published(&topic, &publish.await?);
+    let status = if published.runs.is_empty() { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, Json(published)))
 }
 
 #[utoipa::path(delete, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",

@@ -190,6 +190,26 @@ pub fn started(handle: &cairn::RunHandle) -> StartedRun {
     StartedRun { run: run_view(handle.record()), created: handle.created() }
 }
 
+/// What a publish did (`POST /v1/events/{topic}`, `cairn events publish --json`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PublishedEvent {
+    /// The event's id (given, or generated).
+    pub id: String,
+    /// The topic it was published to.
+    pub topic: String,
+    /// The runs this publish started, one per subscribed workflow (none when the id was
+    /// published before, or no workflow subscribes to the topic).
+    pub runs: Vec<StartedRun>,
+    /// Runs an earlier publish of the same id started, which were not started again.
+    pub already_started: Vec<StartedRun>,
+}
+
+/// The view of `published`, an event published to `topic`.
+pub fn published(topic: &str, published: &cairn::Published) -> PublishedEvent {
+    let (runs, already_started) = published.runs.iter().map(started).partition(|run| run.created);
+    PublishedEvent { id: published.event_id.clone(), topic: topic.to_owned(), runs, already_started }
+}
+
 /// One page of runs, newest first.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RunPage {

@@ -40,6 +40,8 @@ async fn served(config: cairn_http::ApiConfig) -> Served {
         .store(store)
         .register("hello", 1, hello)
         .register("approval", 1, approval)
+        .subscribe("hello", "user.*")
+        .subscribe("approval", "*.signup")
         .start()
         .await
         .unwrap();
@@ -303,6 +305,48 @@ async fn live_streams_send_each_change_once_and_end_on_shutdown() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_start_one_run_per_subscribed_workflow_once() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    let event = r#"{"id":"e1","payload":{"name":"Ada"}}"#;
+    let (status, published) = api.call("POST", "/v1/events/user.signup", Some(event)).await;
+    assert_eq!(status, StatusCode::CREATED, "{published}");
+    assert_eq!((&published["id"], &published["topic"]), (&json!("e1"), &json!("user.signup")));
+    let started: Vec<&str> =
+        published["runs"].as_array().unwrap().iter().map(|r| r["workflow"].as_str().unwrap()).collect();
+    assert_eq!(started, ["approval", "hello"]);
+    assert!(
+        published["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["created"] == json!(true) && r["idempotency_key"] == json!("event:e1"))
+    );
+    assert_eq!(published["already_started"], json!([]));
+    let hello = published["runs"][1]["id"].as_str().unwrap();
+    let output: String = api.engine.client().result(&cairn::RunId::new(hello)).await.unwrap();
+    assert_eq!(output, "Hello, Ada!");
+
+    // The same id again: nothing started, the earlier runs named.
+    let (status, again) = api.call("POST", "/v1/events/user.signup", Some(event)).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["runs"], json!([]));
+    let ids = |answer: &Value, list: &str| {
+        answer[list].as_array().unwrap().iter().map(|r| r["id"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&again, "already_started"), ids(&published, "runs"));
+    // Only `hello` listens to `user.login`; nobody to `order.placed`.
+    let (status, login) = api.call("POST", "/v1/events/user.login", Some(r#"{"payload":{"name":"Bo"}}"#)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(login["runs"].as_array().unwrap().len(), 1);
+    assert!(!login["id"].as_str().unwrap().is_empty(), "a generated id: {login}");
+    let (status, nobody) = api.call("POST", "/v1/events/order.placed", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((&nobody["runs"], &nobody["already_started"]), (&json!([]), &json!([])));
+    assert_eq!(api.stored().await.len(), 3);
+    api.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_and_change_nothing() {
     let api = served(cairn_http::ApiConfig { body_limit: 1024, ..cairn_http::ApiConfig::default() }).await;
     let (_, run) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"w"}"#)).await;
@@ -430,6 +474,38 @@ async fn bad_requests_are_refused_and_change_nothing() {
             "invalid_json",
         ),
         ("GET", "/v1/nothing-here".into(), None, StatusCode::NOT_FOUND, "not_found"),
+        ("POST", "/v1/events/user..signup".into(), None, StatusCode::BAD_REQUEST, "invalid_topic"),
+        ("POST", "/v1/events/user.*".into(), None, StatusCode::BAD_REQUEST, "invalid_topic"),
+        (
+            "POST",
+            "/v1/events/user.signup".into(),
+            Some(r#"{"id":""}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_event_id",
+        ),
+        ("POST", "/v1/events/user.signup".into(), Some("{oops".into()), StatusCode::BAD_REQUEST, "invalid_json"),
+        (
+            "POST",
+            "/v1/events/user.signup".into(),
+            Some(r#"{"data":1}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        // `hello` cannot read this payload (`approval` could): neither starts.
+        (
+            "POST",
+            "/v1/events/user.signup".into(),
+            Some(r#"{"id":"e1","payload":{"name":3}}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_payload",
+        ),
+        (
+            "POST",
+            "/v1/events/user.signup".into(),
+            Some(format!(r#"{{"payload":"{}"}}"#, "x".repeat(2048))),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+        ),
     ];
     for (method, uri, body, status, expected) in cases {
         let (got, answer) = api.call(method, &uri, body.as_deref()).await;
@@ -461,6 +537,7 @@ async fn a_token_guards_every_route_but_healthz() {
         ("GET", "/v1/workers", None),
         ("GET", "/v1/live/runs", None),
         ("GET", "/v1/workflows/hello/runs/x/live", None),
+        ("POST", "/v1/events/user.signup", Some(r#"{"payload":{"name":"x"}}"#)),
     ];
     for (method, uri, body) in routes {
         for token in [None, Some("wrong"), Some("s3cret-but-longer")] {
@@ -515,6 +592,7 @@ async fn the_openapi_document_matches_the_router() {
         ("POST", "/v1/workflows/{name}/runs/{id}/pause"),
         ("POST", "/v1/workflows/{name}/runs/{id}/resume"),
         ("POST", "/v1/workflows/{name}/runs/{id}/restart"),
+        ("POST", "/v1/events/{topic}"),
     ]
     .iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))
@@ -525,7 +603,9 @@ async fn the_openapi_document_matches_the_router() {
     // Every documented route answers on the real router (its handler, not the fallback), with a
     // status the document lists for it.
     for (method, path) in &documented {
-        let uri = path.replace("{name}", "approval").replace("{id}", "missing").replace("{event}", "approve");
+        let uri = (path.replace("{name}", "approval").replace("{id}", "missing"))
+            .replace("{event}", "approve")
+            .replace("{topic}", "nobody.listens");
         let body = match path.as_str() {
             "/v1/workflows/{name}/runs" if method == "POST" => Some(r#"{"input":null}"#),
             p if p.ends_with("/restart") => Some(r#"{"fromStep":"approve"}"#),
