@@ -16,6 +16,7 @@ macro_rules! out {
 
 mod bench;
 mod demo;
+mod events;
 mod runs;
 mod serve;
 mod workers;
@@ -43,6 +44,11 @@ enum Command {
         #[command(subcommand)]
         command: runs::RunsCommand,
     },
+    /// Publish events that start the workflows subscribed to their topic.
+    Events {
+        #[command(subcommand)]
+        command: events::EventsCommand,
+    },
     /// List the live workers: host, process, when each started and last heartbeat, and the
     /// workflow versions it serves.
     Workers(workers::WorkersArgs),
@@ -54,8 +60,8 @@ enum Command {
         #[command(flatten)]
         store: runs::StoreArgs,
     },
-    /// Run a worker that also serves the HTTP API (`--examples` registers `hello` and
-    /// `approval`); stops gracefully on SIGTERM or Ctrl-C.
+    /// Run a worker that also serves the HTTP API and the dashboard (`--examples` registers
+    /// `hello`, `approval` and `flaky`); stops gracefully on SIGTERM or Ctrl-C.
     Serve(serve::ServeArgs),
     /// Measure throughput (w1) or latency (w2).
     Bench(bench::BenchArgs),
@@ -92,6 +98,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Runs { command } => runs::run(command).await,
+            Command::Events { command } => events::run(command).await,
             Command::Workers(args) => workers::run(args).await,
             Command::Workflows(args) => workflows::run(args).await,
             Command::Demo { store } => demo::run(&store).await,

@@ -6,7 +6,7 @@ use cairn::{CancelOutcome, Client, PageCursor, PauseOutcome, RunFilter, RunId, R
 use cairn_http::views;
 pub(crate) use cairn_http::views::time;
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 
 /// Where the runs are: an SQLite file (`--db`, the default), PostgreSQL (`--database-url`) or a
@@ -211,6 +211,14 @@ pub(crate) async fn open(store: &StoreArgs) -> Result<Client> {
     Ok(Client::from_shared(store.open(false).await?))
 }
 
+/// A JSON argument (`null` when absent), or an error naming it.
+pub(crate) fn json_arg(what: &str, text: Option<String>) -> Result<Box<serde_json::value::RawValue>> {
+    match text {
+        Some(text) => serde_json::from_str(&text).with_context(|| format!("{what} {text:?} is not JSON")),
+        None => Ok(serde_json::value::RawValue::NULL.to_owned()),
+    }
+}
+
 pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
@@ -413,10 +421,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
         }
         RunsCommand::Signal { store, id, event, payload, json } => {
             let client = open(&store).await?;
-            let payload: Value = match payload {
-                Some(text) => serde_json::from_str(&text).with_context(|| format!("payload {text:?} is not JSON"))?,
-                None => Value::Null,
-            };
+            let payload = json_arg("payload", payload)?;
             let id = RunId::new(id);
             let signal = client.signal(&id, &event, &payload).await?;
             if json {
@@ -426,10 +431,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Start { store, workflow, input, id, idempotency_key, version, json } => {
-            let input: Box<serde_json::value::RawValue> = match input {
-                Some(text) => serde_json::from_str(&text).with_context(|| format!("input {text:?} is not JSON"))?,
-                None => serde_json::value::RawValue::NULL.to_owned(),
-            };
+            let input = json_arg("input", input)?;
             let client = Client::from_shared(store.open(true).await?);
             let handle = client.start_raw(&workflow, input, id, idempotency_key, version).await?;
             let run = handle.record();

@@ -446,3 +446,42 @@ async fn runs_start_steps_and_workflows() {
     assert!(!cairn(&["workflows", "--db", absent.to_str().unwrap()]).status.success());
     assert!(!absent.exists(), "counting must not create a database");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_events_are_refused_and_start_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.db");
+    // An engine declared `order` subscribed to `shop.*`; its runs wait for a worker.
+    async fn order(ctx: cairn::Ctx, n: u32) -> Result<u32, cairn::WorkflowError> {
+        ctx.step("count", || async { Ok::<_, cairn::StepError>(n) }).await
+    }
+    let engine = cairn::Engine::builder()
+        .store(SqliteStore::open(&path).unwrap())
+        .register("order", 1, order)
+        .subscribe("order", "shop.*")
+        .start()
+        .await
+        .unwrap();
+    engine.shutdown().await;
+    let db = path.to_str().unwrap();
+    for (args, expected) in [
+        (vec!["shop..placed", "1"], "CAIRN-E0308"),
+        (vec!["shop.*", "1"], "CAIRN-E0308"),
+        (vec!["shop.placed", "{not json"], "is not JSON"),
+        (vec!["shop.placed", "1", "--id", ""], "CAIRN-E0309"),
+    ] {
+        let output = cairn(&[&["events", "publish", "--db", db][..], &args].concat());
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let client = Client::new(SqliteStore::open(&path).unwrap());
+    assert!(client.list(&Default::default()).await.unwrap().runs.is_empty(), "a refused publish started a run");
+    // A good one starts `order`, once; the text output says so.
+    let output = cairn(&["events", "publish", "shop.placed", "7", "--id", "e1", "--db", db]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && text.contains("e1 on shop.placed: 1 run(s) started"), "{text}");
+    let again = stdout_json(&cairn(&["events", "publish", "shop.placed", "7", "--id", "e1", "--db", db, "--json"]));
+    assert_eq!(again["runs"], serde_json::json!([]));
+    assert_eq!(client.list(&Default::default()).await.unwrap().runs.len(), 1);
+}

@@ -1,5 +1,6 @@
 //! `cairn serve --examples` as a real process: `hello` through start → result and `approval`
-//! through start → signal → completion over HTTP; SIGTERM stops it cleanly.
+//! through start → signal → completion over HTTP, events published over HTTP and with `cairn
+//! events publish` on the same store; SIGTERM stops it cleanly.
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
@@ -33,6 +34,34 @@ fn serve_examples_over_http_then_stop_on_sigterm() {
     let (status, steps) = http(&address, "GET", "/v1/workflows/approval/runs/order-7/steps", None);
     assert_eq!(status, 200);
     assert!(steps["journal"].as_array().unwrap().iter().any(|e| e["event"].get("wait_completed").is_some()), "{steps}");
+
+    // Events: `hello` subscribes to `user.*`.
+    let event = r#"{"id":"evt-1","payload":{"name":"Bo"}}"#;
+    let (status, published) = http(&address, "POST", "/v1/events/user.signup", Some(event));
+    assert_eq!(status, 201, "{published}");
+    assert_eq!(published["runs"].as_array().unwrap().len(), 1, "{published}");
+    let run = published["runs"][0]["id"].as_str().unwrap();
+    let done = await_status(&address, &format!("/v1/workflows/hello/runs/{run}"), "completed", None);
+    assert_eq!(done["output"], json!("Hello, Bo!"));
+    // The same event from the command line, on the same store: already started, nothing new.
+    let publish = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["events", "publish", "--json", "--db"])
+            .arg(&server.db)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let again = publish(&["user.signup", r#"{"name":"Bo"}"#, "--id", "evt-1"]);
+    assert_eq!((&again["runs"], &again["already_started"][0]["id"]), (&json!([]), &json!(run)), "{again}");
+    // A new event from the command line: the server's worker runs what it starts.
+    let fresh = publish(&["user.login", r#"{"name":"Cy"}"#, "--id", "evt-2"]);
+    let run = fresh["runs"][0]["id"].as_str().unwrap();
+    let done = await_status(&address, &format!("/v1/workflows/hello/runs/{run}"), "completed", None);
+    assert_eq!(done["output"], json!("Hello, Cy!"));
+    assert_eq!(publish(&["order.placed"])["runs"], json!([]));
 
     // The dashboard's page, and a live stream left open: SIGTERM must end it, not wait for it.
     let (status, _) = http(&address, "GET", "/", None);

@@ -195,6 +195,15 @@ impl Store for CountingReads {
     fn forget_workers<'a>(&'a self, request: &'a cairn::store::ForgetWorkers) -> cairn::store::StoreFuture<'a, u64> {
         self.inner.forget_workers(request)
     }
+    fn set_subscriptions<'a>(
+        &'a self,
+        request: &'a cairn::store::SetSubscriptions,
+    ) -> cairn::store::StoreFuture<'a, ()> {
+        self.inner.set_subscriptions(request)
+    }
+    fn subscriptions(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::Subscription>> {
+        self.inner.subscriptions()
+    }
     fn version_counts(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::VersionCount>> {
         self.inner.version_counts()
     }

@@ -57,6 +57,8 @@ pub(crate) struct Server {
     pub(crate) process: Child,
     /// `host:port` it listens on.
     pub(crate) address: String,
+    /// Its SQLite file.
+    pub(crate) db: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -65,10 +67,11 @@ impl Server {
     /// the line that says where it listens.
     pub(crate) fn start(token: Option<&str>) -> Server {
         let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("cairn.db");
         let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
         command
             .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--db"])
-            .arg(dir.path().join("cairn.db"))
+            .arg(&db)
             .env_remove("CAIRN_TOKEN")
             .stdout(Stdio::piped());
         if let Some(token) = token {
@@ -83,7 +86,7 @@ impl Server {
             .and_then(|rest| rest.split('/').next())
             .unwrap_or_else(|| panic!("no address in {first:?}"))
             .to_owned();
-        Server { process, address, _dir: dir }
+        Server { process, address, db, _dir: dir }
     }
 }
 

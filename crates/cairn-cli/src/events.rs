@@ -1,0 +1,60 @@
+//! `cairn events publish`: events that start the workflows subscribed to their topic.
+
+use crate::runs::{StoreArgs, json_arg};
+use anyhow::Result;
+use cairn::Client;
+use clap::Subcommand;
+use serde_json::json;
+
+/// `cairn events …`.
+#[derive(Subcommand)]
+pub(crate) enum EventsCommand {
+    /// Publish an event: one run starts for each workflow subscribed to a pattern matching TOPIC
+    /// (as its workers declared), with PAYLOAD as input; an id published before starts nothing.
+    Publish {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The topic, e.g. `user.signup`.
+        topic: String,
+        /// The payload as JSON (default `null`).
+        payload: Option<String>,
+        /// The event's id (default: a new UUIDv7): publishing an id again starts no run it started.
+        #[arg(long)]
+        id: Option<String>,
+        /// Print JSON (the HTTP API's answer) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) async fn run(command: EventsCommand) -> Result<()> {
+    match command {
+        EventsCommand::Publish { store, topic, payload, id, json } => {
+            let payload = json_arg("payload", payload)?;
+            let client = Client::from_shared(store.open(true).await?);
+            let mut publish = client.publish(&topic, &*payload);
+            if let Some(id) = id {
+                publish = publish.id(id);
+            }
+            let published = cairn_http::views::published(&topic, &publish.await?);
+            if json {
+                out!("{}", json!(published));
+                return Ok(());
+            }
+            out!("event {} on {topic}: {} run(s) started", published.id, published.runs.len());
+            for run in &published.runs {
+                out!("  started {} ({} v{})", run.run.id, run.run.workflow, run.run.version);
+            }
+            for run in &published.already_started {
+                out!(
+                    "  already started {} ({} v{}, {})",
+                    run.run.id,
+                    run.run.workflow,
+                    run.run.version,
+                    run.run.status
+                );
+            }
+        }
+    }
+    Ok(())
+}
