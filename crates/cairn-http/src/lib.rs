@@ -126,6 +126,8 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
     let guarded = OpenApiRouter::new()
         .routes(routes!(start, list_workflow))
         .routes(routes!(list_all))
+        .routes(routes!(show_any))
+        .routes(routes!(prune))
         .routes(routes!(workflows))
         .routes(routes!(show, cancel))
         .routes(routes!(steps))
@@ -338,6 +340,18 @@ pub struct PublishBody {
     payload: Option<Box<RawValue>>,
 }
 
+/// What `POST /v1/runs/prune` takes.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PruneBody {
+    /// Also delete every ended run that ended longer ago than this (`90d`, `12h`), whatever its
+    /// retention.
+    older_than: Option<String>,
+    /// List what would be deleted, deleting nothing.
+    #[serde(default)]
+    dry_run: bool,
+}
+
 /// What `POST …/restart` takes.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -363,6 +377,9 @@ pub struct ListParams {
     cursor: Option<String>,
     /// Page size, 1 to 1,000 (default 100).
     limit: Option<usize>,
+    /// Only stranded runs: pending, running or suspended while no live worker serves their
+    /// workflow version.
+    stranded: Option<bool>,
 }
 
 /// The health answer.
@@ -430,8 +447,16 @@ fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
     })
 }
 
-/// The filter a list query asks for (`workflow` from the path or the query).
-fn list_filter(workflow: Option<String>, params: ListParams) -> Result<RunFilter, ApiError> {
+/// What a list query asks for: a filter, and whether only stranded runs (judged by the live
+/// workers when the page is read).
+#[derive(Clone)]
+struct ListRequest {
+    filter: RunFilter,
+    stranded: bool,
+}
+
+/// The list query `params` ask for (`workflow` from the path or the query).
+fn list_request(workflow: Option<String>, params: ListParams) -> Result<ListRequest, ApiError> {
     let status = params
         .status
         .as_deref()
@@ -449,7 +474,7 @@ fn list_filter(workflow: Option<String>, params: ListParams) -> Result<RunFilter
         }
         None => None,
     };
-    Ok(RunFilter {
+    let filter = RunFilter {
         workflow: workflow.map(|name| workflow_name(&name).map(str::to_owned)).transpose()?,
         status,
         created_after: params.since.as_deref().map(|t| timestamp("since", t)).transpose()?,
@@ -457,18 +482,23 @@ fn list_filter(workflow: Option<String>, params: ListParams) -> Result<RunFilter
         limit: Some(params.limit.unwrap_or(100)),
         cursor,
         ..RunFilter::default()
-    })
+    };
+    Ok(ListRequest { filter, stranded: params.stranded.unwrap_or(false) })
 }
 
-async fn run_page(client: &Client, filter: &RunFilter, live: &LiveWorkers) -> Result<RunPage, ApiError> {
-    let page = client.list(filter).await?;
+async fn run_page(client: &Client, request: &ListRequest, live: &LiveWorkers) -> Result<RunPage, ApiError> {
+    let page = if request.stranded {
+        client.list(&RunFilter { stranded: Some(live.served()), ..request.filter.clone() }).await?
+    } else {
+        client.list(&request.filter).await?
+    };
     let runs = page.runs.iter().map(|run| views::listed(run, live)).collect();
     Ok(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) })
 }
 
 async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
-    let filter = list_filter(workflow, params)?;
-    Ok(Json(run_page(&api.client, &filter, &api.client.live_workers().await?).await?))
+    let request = list_request(workflow, params)?;
+    Ok(Json(run_page(&api.client, &request, &api.client.live_workers().await?).await?))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs", tag = "runs",
@@ -508,6 +538,33 @@ async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathR
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     Ok(Json(run_detail(&api.client, &run).await?))
+}
+
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = RunDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn show_any(State(api): State<Api>, path: Result<Path<String>, PathRejection>) -> Answer<RunDetail> {
+    let Path(id) = path?;
+    let run = api.client.get(&run_id(&id)?).await?;
+    Ok(Json(run_detail(&api.client, &run).await?))
+}
+
+#[utoipa::path(post, path = "/v1/runs/prune", tag = "runs",
+    request_body = PruneBody,
+    responses((status = 200, body = views::Pruned), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn prune(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Answer<views::Pruned> {
+    let body = body?;
+    let body: PruneBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let older_than = (body.older_than.as_deref())
+        .map(|text| {
+            humantime::parse_duration(text).map_err(|error| {
+                ApiError::bad_request("invalid_duration", format!("olderThan {text:?} is not a duration: {error}"))
+            })
+        })
+        .transpose()?;
+    let runs = api.client.prune(older_than, body.dry_run).await?;
+    Ok(Json(views::pruned(&runs, body.dry_run)))
 }
 
 async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ApiError> {
@@ -697,14 +754,14 @@ async fn live_runs(
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(mut params) = params?;
-    let filter = list_filter(params.workflow.take(), params)?;
+    let request = list_request(params.workflow.take(), params)?;
     let client = api.client.clone();
     Ok(live_stream(api.live, "runs", move || {
-        let (client, filter) = (client.clone(), filter.clone());
+        let (client, request) = (client.clone(), request.clone());
         async move {
             let live = client.live_workers().await?;
             Ok(views::RunsSnapshot {
-                runs: run_page(&client, &filter, &live).await?,
+                runs: run_page(&client, &request, &live).await?,
                 workflows: views::workflows(&client.workflow_counts().await?),
                 workers: workers_view(&client, &live).await?,
             })

@@ -4,7 +4,7 @@
 
 use cairn::journal::JournalEntry;
 use cairn::{CancelOutcome, LiveWorkers, PauseOutcome, RunId, RunRecord, SignalRecord, Timestamp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
@@ -19,7 +19,7 @@ pub fn raw_json(raw: &serde_json::value::RawValue) -> Value {
 }
 
 /// A run's summary.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunView {
     /// The run's id.
     pub id: String,
@@ -58,7 +58,7 @@ pub struct RunView {
 }
 
 /// A run as lists show it: its summary, and whether it is stranded.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ListedRun {
     /// The summary.
     #[serde(flatten)]
@@ -70,7 +70,7 @@ pub struct ListedRun {
 }
 
 /// One run in full.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunDetail {
     /// The summary and stranded state.
     #[serde(flatten)]
@@ -86,7 +86,7 @@ pub struct RunDetail {
 }
 
 /// A signal delivered to a run.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SignalView {
     /// Its id (unique in the store).
     pub id: i64,
@@ -102,7 +102,7 @@ pub struct SignalView {
 }
 
 /// A journal entry.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EntryView {
     /// Its position in the run's journal (from 1).
     pub seq: u64,
@@ -176,7 +176,7 @@ pub fn entry(entry: &JournalEntry) -> EntryView {
 }
 
 /// A run just started (or found by its idempotency key).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StartedRun {
     /// The run's summary.
     #[serde(flatten)]
@@ -190,8 +190,24 @@ pub fn started(handle: &cairn::RunHandle) -> StartedRun {
     StartedRun { run: run_view(handle.record()), created: handle.created() }
 }
 
+/// What a prune did (`POST /v1/runs/prune`, `cairn runs prune --json`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Pruned {
+    /// How many ended runs were deleted (0 on a dry run).
+    pub deleted: usize,
+    /// Whether this was a dry run, deleting nothing.
+    pub dry_run: bool,
+    /// The runs deleted (on a dry run: that would be).
+    pub runs: Vec<String>,
+}
+
+/// The view of a prune that found `runs`.
+pub fn pruned(runs: &[RunId], dry_run: bool) -> Pruned {
+    Pruned { deleted: if dry_run { 0 } else { runs.len() }, dry_run, runs: runs.iter().map(RunId::to_string).collect() }
+}
+
 /// What a publish did (`POST /v1/events/{topic}`, `cairn events publish --json`).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PublishedEvent {
     /// The event's id (given, or generated).
     pub id: String,
@@ -211,7 +227,7 @@ pub fn published(topic: &str, published: &cairn::Published) -> PublishedEvent {
 }
 
 /// One page of runs, newest first.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunPage {
     /// The runs.
     pub runs: Vec<ListedRun>,
@@ -220,7 +236,7 @@ pub struct RunPage {
 }
 
 /// One attempt of a step body.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AttemptView {
     /// Its number, from 1.
     pub attempt: u32,
@@ -237,7 +253,7 @@ pub struct AttemptView {
 }
 
 /// One step over time.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StepView {
     /// Its path (`name`, `scope/name[3]`).
     pub path: String,
@@ -260,7 +276,7 @@ pub struct StepView {
 }
 
 /// A run's steps over time, and its journal.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Steps {
     /// The run's id.
     pub run: String,
@@ -306,7 +322,7 @@ fn step_views(journal: &[JournalEntry]) -> Vec<StepView> {
 }
 
 /// A run's signals.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Signals {
     /// The run's id.
     pub run: String,
@@ -315,7 +331,7 @@ pub struct Signals {
 }
 
 /// A signal delivered.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SignalSent {
     /// The run's id.
     pub run: String,
@@ -326,7 +342,7 @@ pub struct SignalSent {
 }
 
 /// What a cancel, pause or resume did.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Outcome {
     /// The run's id.
     pub run: String,
@@ -365,7 +381,7 @@ impl Outcome {
 }
 
 /// A restart: the new run.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Restarted {
     /// The new run's id.
     pub run: String,
@@ -376,7 +392,7 @@ pub struct Restarted {
 }
 
 /// One workflow's runs by status.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WorkflowView {
     /// The workflow's name.
     pub name: String,
@@ -387,7 +403,7 @@ pub struct WorkflowView {
 }
 
 /// Every workflow with runs in the store, by name.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Workflows {
     /// The workflows.
     pub workflows: Vec<WorkflowView>,
@@ -409,7 +425,7 @@ pub fn workflows(counts: &[cairn::WorkflowCount]) -> Workflows {
 }
 
 /// A workflow version a worker serves.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ServedView {
     /// The workflow.
     pub workflow: String,
@@ -418,7 +434,7 @@ pub struct ServedView {
 }
 
 /// A worker as the store records it (`cairn workers --json` prints a list of these).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WorkerView {
     /// Its lease identity.
     pub id: String,
@@ -453,7 +469,7 @@ pub fn worker(worker: &cairn::store::WorkerRecord, now: Timestamp) -> WorkerView
 }
 
 /// A workflow version whose runs no live worker serves.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StrandedView {
     /// The workflow.
     pub workflow: String,
@@ -466,7 +482,7 @@ pub struct StrandedView {
 }
 
 /// The live workers and the stranded workflow versions.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Workers {
     /// The live workers.
     pub workers: Vec<WorkerView>,
@@ -492,7 +508,7 @@ pub fn workers(live: &LiveWorkers, stranded: &[cairn::StrandedVersion], now: Tim
 
 /// What the dashboard's runs page shows, as one live update: a page of runs, the workflows with
 /// their counts, and the workers.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunsSnapshot {
     /// The runs that match the stream's filter, newest first.
     pub runs: RunPage,
@@ -503,7 +519,7 @@ pub struct RunsSnapshot {
 }
 
 /// What the dashboard's run page shows, as one live update.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunSnapshot {
     /// The run.
     pub run: RunDetail,

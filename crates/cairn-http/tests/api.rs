@@ -194,6 +194,30 @@ async fn start_get_steps_and_list() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(workflows, json!({"workflows": [{"name": "hello", "runs": {"completed": 2}, "total": 2}]}));
 
+    // One run by id alone, whatever its workflow.
+    let (status, by_id) = api.call("GET", &format!("/v1/runs/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(by_id, api.call("GET", &format!("/v1/workflows/hello/runs/{id}"), None).await.1);
+
+    // Stranded runs: a run of a workflow no live worker serves (started by a detached client).
+    let detached = cairn::Client::new(SqliteStore::open(api._dir.path().join("cairn.db")).unwrap());
+    detached.start("retired", &1).id("orphan").await.unwrap();
+    let (status, stranded) = api.call("GET", "/v1/runs?stranded=true", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let stranded: Vec<&Value> = stranded["runs"].as_array().unwrap().iter().map(|r| &r["id"]).collect();
+    assert_eq!(stranded, [&json!("orphan")]);
+
+    // Prune: a dry run lists the ended runs, then they go; the unended one stays.
+    let (status, dry) = api.call("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s","dryRun":true}"#)).await;
+    assert_eq!(status, StatusCode::OK, "{dry}");
+    assert_eq!((&dry["deleted"], &dry["dry_run"]), (&json!(0), &json!(true)));
+    assert_eq!(dry["runs"].as_array().unwrap().len(), 2, "{dry}");
+    assert_eq!(api.stored().await.len(), 3);
+    let (status, pruned) = api.call("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#)).await;
+    assert_eq!((status, &pruned["deleted"]), (StatusCode::OK, &json!(2)), "{pruned}");
+    let left: Vec<String> = api.stored().await.into_iter().map(|(id, ..)| id).collect();
+    assert_eq!(left, ["orphan"]);
+
     let (status, health) = api.call("GET", "/healthz", None).await;
     assert_eq!((status, health), (StatusCode::OK, json!({"status": "ok"})));
     api.engine.shutdown().await;
@@ -475,6 +499,23 @@ async fn bad_requests_are_refused_and_change_nothing() {
         ),
         ("GET", "/v1/nothing-here".into(), None, StatusCode::NOT_FOUND, "not_found"),
         ("POST", "/v1/events/user..signup".into(), None, StatusCode::BAD_REQUEST, "invalid_topic"),
+        ("GET", "/v1/runs/missing".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
+        ("GET", "/v1/runs/%01".into(), None, StatusCode::BAD_REQUEST, "invalid_run_id"),
+        ("GET", "/v1/runs?stranded=maybe".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        (
+            "POST",
+            "/v1/runs/prune".into(),
+            Some(r#"{"olderThan":"soon"}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_duration",
+        ),
+        (
+            "POST",
+            "/v1/runs/prune".into(),
+            Some(r#"{"olderThan":"0s","all":true}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
         ("POST", "/v1/events/user.*".into(), None, StatusCode::BAD_REQUEST, "invalid_topic"),
         (
             "POST",
@@ -538,6 +579,8 @@ async fn a_token_guards_every_route_but_healthz() {
         ("GET", "/v1/live/runs", None),
         ("GET", "/v1/workflows/hello/runs/x/live", None),
         ("POST", "/v1/events/user.signup", Some(r#"{"payload":{"name":"x"}}"#)),
+        ("GET", "/v1/runs/x", None),
+        ("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#)),
     ];
     for (method, uri, body) in routes {
         for token in [None, Some("wrong"), Some("s3cret-but-longer")] {
@@ -593,6 +636,8 @@ async fn the_openapi_document_matches_the_router() {
         ("POST", "/v1/workflows/{name}/runs/{id}/resume"),
         ("POST", "/v1/workflows/{name}/runs/{id}/restart"),
         ("POST", "/v1/events/{topic}"),
+        ("GET", "/v1/runs/{id}"),
+        ("POST", "/v1/runs/prune"),
     ]
     .iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))
