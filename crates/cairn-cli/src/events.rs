@@ -1,8 +1,8 @@
 //! `cairn events publish`: events that start the workflows subscribed to their topic.
 
-use crate::runs::{StoreArgs, json_arg};
+use crate::backend::Target;
+use crate::runs::json_arg;
 use anyhow::Result;
-use cairn::Client;
 use clap::Subcommand;
 use serde_json::json;
 
@@ -13,7 +13,7 @@ pub(crate) enum EventsCommand {
     /// (as its workers declared), with PAYLOAD as input; an id published before starts nothing.
     Publish {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The topic, e.g. `user.signup`.
         topic: String,
         /// The payload as JSON (default `null`).
@@ -29,14 +29,9 @@ pub(crate) enum EventsCommand {
 
 pub(crate) async fn run(command: EventsCommand) -> Result<()> {
     match command {
-        EventsCommand::Publish { store, topic, payload, id, json } => {
+        EventsCommand::Publish { target, topic, payload, id, json } => {
             let payload = json_arg("payload", payload)?;
-            let client = Client::from_shared(store.open(true).await?);
-            let mut publish = client.publish(&topic, &*payload);
-            if let Some(id) = id {
-                publish = publish.id(id);
-            }
-            let published = cairn_http::views::published(&topic, &publish.await?);
+            let published = target.connect(true).await?.publish(&topic, payload, id).await?;
             if json {
                 out!("{}", json!(published));
                 return Ok(());

@@ -14,9 +14,11 @@ macro_rules! out {
     }};
 }
 
+mod backend;
 mod bench;
 mod demo;
 mod events;
+mod remote;
 mod runs;
 mod serve;
 mod workers;

@@ -1,8 +1,10 @@
-//! `cairn runs list|show|signal|cancel`.
+//! `cairn runs …`: list, show, start, signal, cancel, pause, resume, restart and prune runs, in
+//! a store or through a running `cairn serve` (`--url`).
 
+use crate::backend::{ListQuery, Shown, Target};
 use anyhow::{Context, Result, bail};
 use cairn::journal::Event;
-use cairn::{CancelOutcome, Client, PageCursor, PauseOutcome, RunFilter, RunId, RunRecord, RunStatus, SqliteStore};
+use cairn::{Client, SqliteStore};
 use cairn_http::views;
 pub(crate) use cairn_http::views::time;
 use clap::{Args, Subcommand};
@@ -67,7 +69,7 @@ pub(crate) enum RunsCommand {
     /// List runs, newest first.
     List {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// Only runs of this workflow.
         #[arg(long)]
         workflow: Option<String>,
@@ -91,7 +93,7 @@ pub(crate) enum RunsCommand {
     /// Show one run: its summary, journal and signals.
     Show {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The run's id.
         id: String,
         /// Print JSON instead of text.
@@ -101,7 +103,7 @@ pub(crate) enum RunsCommand {
     /// Deliver a signal to a run (kept until a matching wait consumes it).
     Signal {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The run's id.
         id: String,
         /// The signal's name.
@@ -116,7 +118,7 @@ pub(crate) enum RunsCommand {
     /// boundary.
     Pause {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The run's id.
         id: String,
         /// Print JSON instead of text.
@@ -126,7 +128,7 @@ pub(crate) enum RunsCommand {
     /// Resume a paused run (paused by request, or parked by an error once fixed code is deployed).
     Resume {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The run's id.
         id: String,
         /// Print JSON instead of text.
@@ -137,7 +139,7 @@ pub(crate) enum RunsCommand {
     /// that step is kept (those steps do not run again), the step and all after it run anew.
     Restart {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The ended run's id.
         id: String,
         /// The step (or scope) to run again from, as `runs show` lists its path.
@@ -151,7 +153,7 @@ pub(crate) enum RunsCommand {
     /// and signals, in batches of 1,000; never a run that has not ended.
     Prune {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// Also delete every ended run that ended longer ago than this (e.g. `90d`, `12h`),
         /// whatever its retention.
         #[arg(long = "older-than", value_name = "DURATION")]
@@ -166,7 +168,7 @@ pub(crate) enum RunsCommand {
     /// Start a run of a workflow (a worker serving it executes it; without `--version`, version 1).
     Start {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The workflow's name.
         workflow: String,
         /// The input, as JSON (default: null).
@@ -188,7 +190,7 @@ pub(crate) enum RunsCommand {
     /// sleeps and waits.
     Steps {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The run's id.
         id: String,
         /// Print JSON instead of a table.
@@ -198,7 +200,7 @@ pub(crate) enum RunsCommand {
     /// Cancel a run.
     Cancel {
         #[command(flatten)]
-        store: StoreArgs,
+        target: Target,
         /// The run's id.
         id: String,
         /// Print JSON instead of text.
@@ -244,10 +246,10 @@ pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn status_text(run: &RunRecord) -> String {
-    match run.suspend_reason {
-        Some(reason) if run.status == RunStatus::Suspended => format!("suspended ({})", reason.as_str()),
-        _ => run.status.to_string(),
+fn status_text(run: &views::RunView) -> String {
+    match &run.suspend_reason {
+        Some(reason) if run.status == "suspended" => format!("suspended ({reason})"),
+        _ => run.status.clone(),
     }
 }
 
@@ -286,24 +288,14 @@ fn describe(event: &Event) -> (String, String) {
 
 pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
-        RunsCommand::List { store, workflow, status, limit, cursor, stranded, json } => {
-            let client = open(&store).await?;
-            let status = status.as_deref().map(RunStatus::parse_given).transpose().map_err(anyhow::Error::msg)?;
-            let mut filter = RunFilter {
-                workflow,
-                status,
-                cursor: cursor.as_deref().map(PageCursor::decode).transpose()?,
-                limit: Some(limit.unwrap_or(1000).min(1000)),
-                ..RunFilter::default()
-            };
-            let live = client.live_workers().await?;
-            if stranded {
-                filter.stranded = Some(live.served());
-            }
+        RunsCommand::List { target, workflow, status, limit, cursor, stranded, json } => {
+            let backend = target.connect(false).await?;
+            let mut query =
+                ListQuery { workflow, status, stranded, cursor, limit: limit.unwrap_or(1000).clamp(1, 1000) };
             let mut runs = Vec::new();
             let mut next = None;
             loop {
-                let page = client.list(&filter).await?;
+                let page = backend.list(&query).await?;
                 runs.extend(page.runs);
                 match (page.next_cursor, limit) {
                     (Some(cursor), Some(limit)) if runs.len() >= limit => {
@@ -311,143 +303,65 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                         next = Some(cursor);
                         break;
                     }
-                    (Some(cursor), _) => filter.cursor = Some(cursor),
+                    (Some(cursor), _) => query.cursor = Some(cursor),
                     (None, _) => break,
                 }
             }
             if json {
-                out!("{}", json!(runs.iter().map(|run| views::listed(run, &live)).collect::<Vec<_>>()));
+                out!("{}", json!(runs));
             } else {
                 let rows: Vec<Vec<String>> = runs
                     .iter()
                     .map(|r| {
                         vec![
-                            r.id.to_string(),
-                            r.workflow.clone(),
-                            match live.why_stranded(r) {
-                                Some(_) => format!("{}, stranded", status_text(r)),
-                                None => status_text(r),
+                            r.run.id.clone(),
+                            r.run.workflow.clone(),
+                            match r.stranded {
+                                true => format!("{}, stranded", status_text(&r.run)),
+                                false => status_text(&r.run),
                             },
-                            time(r.created_at),
-                            r.completed_at.map(time).unwrap_or_default(),
+                            r.run.created_at.clone(),
+                            r.run.completed_at.clone().unwrap_or_default(),
                         ]
                     })
                     .collect();
                 out!("{}", table(&["ID", "WORKFLOW", "STATUS", "CREATED", "COMPLETED"], &rows));
             }
             if let Some(cursor) = next {
-                eprintln!("more runs: --cursor {}", cursor.encode());
+                eprintln!("more runs: --cursor {cursor}");
             }
         }
-        RunsCommand::Show { store, id, json } => {
-            let client = open(&store).await?;
-            let id = RunId::new(id);
-            let run = client.get(&id).await?;
-            let journal = client.journal(&id).await?;
-            let signals = client.signals(&id).await?;
-            let restarts = client.restarts(&id).await?;
-            let live = client.live_workers().await?;
-            let stranded = live.why_stranded(&run);
+        RunsCommand::Show { target, id, json } => {
+            let shown = target.connect(false).await?.show(&id).await?;
             if json {
-                let out = json!({
-                    "run": views::detail(&run, &live, &restarts),
-                    "journal": journal.iter().map(views::entry).collect::<Vec<_>>(),
-                    "signals": signals.iter().map(views::signal).collect::<Vec<_>>(),
-                });
-                out!("{out}");
+                out!("{}", json!(shown));
             } else {
-                out!("run       {}", run.id);
-                out!("workflow  {} v{}", run.workflow, run.version);
-                out!("status    {}", status_text(&run));
-                if let Some(reason) = &stranded {
-                    out!("stranded  {reason}");
-                }
-                out!("created   {}", time(run.created_at));
-                if let Some(at) = run.completed_at {
-                    out!("completed {}", time(at));
-                }
-                if let Some(at) = run.wake_at {
-                    out!("wakes     {}", time(at));
-                }
-                if let Some(at) = run.deadline {
-                    out!("deadline  {}", time(at));
-                }
-                if let Some(original) = &run.restarted_from {
-                    out!("restarts  {original}");
-                }
-                for restart in &restarts {
-                    out!("restarted as {restart}");
-                }
-                out!("input     {}", run.input.get());
-                if let Some(output) = &run.output {
-                    out!("output    {}", output.get());
-                }
-                if let Some(error) = &run.error {
-                    out!("error     {error}");
-                }
-                out!();
-                let rows: Vec<Vec<String>> = journal
-                    .iter()
-                    .map(|e| {
-                        let (path, detail) = describe(&e.event);
-                        vec![
-                            e.seq.to_string(),
-                            time(e.at),
-                            cairn::journal::EventKindName::kind_name(&e.event).into(),
-                            path,
-                            detail,
-                        ]
-                    })
-                    .collect();
-                out!("{}", table(&["SEQ", "AT", "EVENT", "PATH", "DETAIL"], &rows));
-                if !signals.is_empty() {
-                    out!();
-                    let rows: Vec<Vec<String>> = signals
-                        .iter()
-                        .map(|s| {
-                            vec![
-                                s.id.0.to_string(),
-                                s.name.clone(),
-                                s.payload.get().to_owned(),
-                                time(s.sent_at),
-                                s.consumed_seq
-                                    .map_or_else(|| "buffered".to_owned(), |seq| format!("consumed at #{seq}")),
-                            ]
-                        })
-                        .collect();
-                    out!("{}", table(&["SIGNAL", "NAME", "PAYLOAD", "SENT", "STATE"], &rows));
-                }
+                print_shown(&shown);
             }
         }
-        RunsCommand::Signal { store, id, event, payload, json } => {
-            let client = open(&store).await?;
+        RunsCommand::Signal { target, id, event, payload, json } => {
             let payload = json_arg("payload", payload)?;
-            let id = RunId::new(id);
-            let signal = client.signal(&id, &event, &payload).await?;
+            let sent = target.connect(false).await?.signal(&id, &event, payload).await?;
             if json {
-                out!("{}", json!(views::SignalSent { run: id.to_string(), signal: signal.0, event }));
+                out!("{}", json!(sent));
             } else {
-                out!("signal {} `{event}` delivered to {id}", signal.0);
+                out!("signal {} `{}` delivered to {}", sent.signal, sent.event, sent.run);
             }
         }
-        RunsCommand::Start { store, workflow, input, id, idempotency_key, version, json } => {
+        RunsCommand::Start { target, workflow, input, id, idempotency_key, version, json } => {
             let input = json_arg("input", input)?;
-            let client = Client::from_shared(store.open(true).await?);
-            let handle = client.start_raw(&workflow, input, id, idempotency_key, version).await?;
-            let run = handle.record();
+            let started = target.connect(true).await?.start(&workflow, input, id, idempotency_key, version).await?;
+            let run = &started.run;
             if json {
-                out!("{}", json!(views::started(&handle)));
-            } else if handle.created() {
+                out!("{}", json!(started));
+            } else if started.created {
                 out!("{} started: a worker serving {} v{} runs it", run.id, run.workflow, run.version);
             } else {
                 out!("{} already exists with this idempotency key ({})", run.id, run.status);
             }
         }
-        RunsCommand::Steps { store, id, json } => {
-            let client = open(&store).await?;
-            let id = RunId::new(id);
-            client.get(&id).await?;
-            let steps = views::steps(&id, &client.journal(&id).await?);
+        RunsCommand::Steps { target, id, json } => {
+            let steps = target.connect(false).await?.steps(&id).await?;
             if json {
                 out!("{}", json!(steps));
             } else {
@@ -473,73 +387,119 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{}", table(&["PATH", "KIND", "PHASE", "STARTED", "TOOK", "ATTEMPTS"], &rows));
             }
         }
-        RunsCommand::Cancel { store, id, json } => {
-            let client = open(&store).await?;
-            let id = RunId::new(id);
-            let outcome = client.cancel(&id).await?;
+        RunsCommand::Cancel { target, id, json } => {
+            let outcome = target.connect(false).await?.cancel(&id).await?;
             if json {
-                out!("{}", json!(views::Outcome::cancel(&id, outcome)));
-            } else if outcome == CancelOutcome::Cancelled {
+                out!("{}", json!(outcome));
+            } else if outcome.outcome == "cancelled" {
                 out!("{id} cancelled");
             } else {
                 out!("{id} is running: its worker will cancel it at its next heartbeat");
             }
         }
-        RunsCommand::Pause { store, id, json } => {
-            let client = open(&store).await?;
-            let id = RunId::new(id);
-            let outcome = client.pause(&id).await?;
+        RunsCommand::Pause { target, id, json } => {
+            let outcome = target.connect(false).await?.pause(&id).await?;
             if json {
-                out!("{}", json!(views::Outcome::pause(&id, outcome)));
-            } else if outcome == PauseOutcome::Paused {
+                out!("{}", json!(outcome));
+            } else if outcome.outcome == "paused" {
                 out!("{id} paused");
             } else {
                 out!("{id} is running: its worker will pause it at its next step boundary");
             }
         }
-        RunsCommand::Restart { store, id, from_step, json } => {
-            let client = open(&store).await?;
-            let id = RunId::new(id);
-            let restarted = client.restart(&id, &from_step).await?;
+        RunsCommand::Restart { target, id, from_step, json } => {
+            let restarted = target.connect(false).await?.restart(&id, &from_step).await?;
             if json {
-                let restart =
-                    views::Restarted { run: restarted.id().to_string(), restarted_from: id.to_string(), from_step };
-                out!("{}", json!(restart));
+                out!("{}", json!(restarted));
             } else {
-                out!("{} restarts {id} from `{from_step}`: a worker serving its version runs it", restarted.id());
+                out!("{} restarts {id} from `{from_step}`: a worker serving its version runs it", restarted.run);
             }
         }
-        RunsCommand::Prune { store, older_than, dry_run, json } => {
-            let older_than = older_than
-                .map(|text| {
-                    humantime::parse_duration(&text)
-                        .with_context(|| format!("--older-than {text:?} is not a duration (try `30d` or `12h`)"))
-                })
-                .transpose()?;
-            let client = open(&store).await?;
-            let runs = client.prune(older_than, dry_run).await?;
+        RunsCommand::Prune { target, older_than, dry_run, json } => {
+            let pruned = target.connect(false).await?.prune(older_than, dry_run).await?;
             if json {
-                let ids: Vec<&str> = runs.iter().map(RunId::as_str).collect();
-                out!("{}", json!({ "deleted": if dry_run { 0 } else { runs.len() }, "dry_run": dry_run, "runs": ids }));
+                out!("{}", json!(pruned));
             } else if dry_run {
-                out!("would delete {} ended runs", runs.len());
-                for id in &runs {
+                out!("would delete {} ended runs", pruned.runs.len());
+                for id in &pruned.runs {
                     out!("{id}");
                 }
             } else {
-                out!("deleted {} ended runs", runs.len());
+                out!("deleted {} ended runs", pruned.deleted);
             }
         }
-        RunsCommand::Resume { store, id, json } => {
-            let client = open(&store).await?;
-            let id = RunId::new(id);
-            client.resume(&id).await?;
+        RunsCommand::Resume { target, id, json } => {
+            let outcome = target.connect(false).await?.resume(&id).await?;
             if json {
-                out!("{}", json!(views::Outcome::resumed(&id)));
+                out!("{}", json!(outcome));
             } else {
                 out!("{id} resumed: a worker serving its version continues it");
             }
         }
     }
     Ok(())
+}
+
+/// `runs show` as text: the run's summary, its journal and its signals.
+fn print_shown(shown: &Shown) {
+    let (detail, run) = (&shown.run, &shown.run.listed.run);
+    out!("run       {}", run.id);
+    out!("workflow  {} v{}", run.workflow, run.version);
+    out!("status    {}", status_text(run));
+    if let Some(reason) = &detail.listed.stranded_reason {
+        out!("stranded  {reason}");
+    }
+    out!("created   {}", run.created_at);
+    let optional = [("completed", &run.completed_at), ("wakes    ", &run.wake_at), ("deadline ", &run.deadline)];
+    for (label, value) in optional {
+        if let Some(value) = value {
+            out!("{label} {value}");
+        }
+    }
+    if let Some(original) = &run.restarted_from {
+        out!("restarts  {original}");
+    }
+    for restart in &detail.restarts {
+        out!("restarted as {restart}");
+    }
+    out!("input     {}", detail.input);
+    if run.status == "completed" {
+        out!("output    {}", detail.output);
+    }
+    if let Some(error) = &run.error {
+        out!("error     {error}");
+    }
+    out!();
+    let rows: Vec<Vec<String>> = shown
+        .journal
+        .iter()
+        .map(|e| {
+            let (kind, path, detail) = match Event::from_json(&e.event.to_string()) {
+                Ok(event) => {
+                    let (path, detail) = describe(&event);
+                    (cairn::journal::EventKindName::kind_name(&event).to_owned(), path, detail)
+                }
+                Err(_) => ("?".to_owned(), String::new(), e.event.to_string()),
+            };
+            vec![e.seq.to_string(), e.at.clone(), kind, path, detail]
+        })
+        .collect();
+    out!("{}", table(&["SEQ", "AT", "EVENT", "PATH", "DETAIL"], &rows));
+    if !shown.signals.is_empty() {
+        out!();
+        let rows: Vec<Vec<String>> = shown
+            .signals
+            .iter()
+            .map(|s| {
+                vec![
+                    s.id.to_string(),
+                    s.name.clone(),
+                    s.payload.to_string(),
+                    s.sent_at.clone(),
+                    s.consumed_seq.map_or_else(|| "buffered".to_owned(), |seq| format!("consumed at #{seq}")),
+                ]
+            })
+            .collect();
+        out!("{}", table(&["SIGNAL", "NAME", "PAYLOAD", "SENT", "STATE"], &rows));
+    }
 }

@@ -1,6 +1,7 @@
 //! `cairn workflows`: the workflows with runs in the store, and their counts by status.
 
-use crate::runs::{StoreArgs, open, table};
+use crate::backend::Target;
+use crate::runs::table;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
@@ -9,7 +10,7 @@ use serde_json::json;
 #[derive(Args)]
 pub(crate) struct WorkflowsArgs {
     #[command(flatten)]
-    store: StoreArgs,
+    target: Target,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -17,8 +18,7 @@ pub(crate) struct WorkflowsArgs {
 
 /// Every workflow with runs in the store, with its counts by status.
 pub(crate) async fn run(args: WorkflowsArgs) -> Result<()> {
-    let client = open(&args.store).await?;
-    let workflows = cairn_http::views::workflows(&client.workflow_counts().await?);
+    let workflows = args.target.connect(false).await?.workflows().await?;
     if args.json {
         out!("{}", json!(workflows));
         return Ok(());
