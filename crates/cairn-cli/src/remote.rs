@@ -101,6 +101,9 @@ impl Remote {
         if !status.is_success() {
             let answer: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
             match answer["error"]["message"].as_str() {
+                Some(message) if status == hyper::StatusCode::UNAUTHORIZED => {
+                    bail!("{message} (set CAIRN_TOKEN or --token)")
+                }
                 Some(message) => bail!("{message}"),
                 None => bail!("{method} {path}: {status} {}", String::from_utf8_lossy(&bytes)),
             }

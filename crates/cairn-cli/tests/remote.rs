@@ -1,0 +1,138 @@
+//! `cairn … --url` against a real `cairn serve --examples` with a token: every `runs` command,
+//! `workflows` and `events publish` print exactly what they print on the server's store itself
+//! (`--db`, the same SQLite file), text and `--json`; changes made through the server show in
+//! the store; errors are the same.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use common::{Server, await_status, http_with};
+use serde_json::{Value, json};
+use std::process::{Command, Output};
+
+const TOKEN: &str = "remote-secret";
+
+/// `cairn ARGS` with `CAIRN_URL`/`CAIRN_TOKEN`/`CAIRN_DB` cleared, then `extra` environment.
+fn cairn(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command.args(args).env_remove("CAIRN_URL").env_remove("CAIRN_TOKEN").env_remove("CAIRN_DB");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
+}
+
+fn ok(output: &Output) -> String {
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_str(&ok(output)).unwrap()
+}
+
+#[test]
+fn every_command_prints_the_same_through_the_server_as_on_its_store() {
+    let server = Server::start(Some(TOKEN));
+    let address = server.address.clone();
+    let url = format!("http://{address}");
+    let db = server.db.to_str().unwrap().to_owned();
+    let api = |method: &str, path: &str, body: Option<&str>| http_with(&address, method, path, body, Some(TOKEN));
+    // Through the server: --url with the token from the environment; on the store: --db.
+    let remote = |args: &[&str]| cairn(&[args, &["--url", &url]].concat(), &[("CAIRN_TOKEN", TOKEN)]);
+    let local = |args: &[&str]| cairn(&[args, &["--db", &db]].concat(), &[]);
+
+    // Runs in several states, started through the CLI over HTTP.
+    let start = ["runs", "start", "hello", r#"{"name":"Ada"}"#, "--id", "h-1", "--idempotency-key", "k1"];
+    let started = json_of(&remote(&[&start[..], &["--json"]].concat()));
+    assert_eq!((&started["id"], &started["created"]), (&json!("h-1"), &json!(true)), "{started}");
+    await_status(&address, "/v1/workflows/hello/runs/h-1", "completed", Some(TOKEN));
+    let again = ok(&remote(&["runs", "start", "hello", r#"{"name":"Ada"}"#, "--idempotency-key", "k1"]));
+    assert_eq!(again, "h-1 already exists with this idempotency key (completed)\n");
+    for id in ["a-1", "a-2", "a-3"] {
+        assert_eq!(api("POST", "/v1/workflows/approval/runs", Some(&format!(r#"{{"id":"{id}"}}"#))).0, 201);
+        await_status(&address, &format!("/v1/workflows/approval/runs/{id}"), "suspended", Some(TOKEN));
+    }
+
+    // Reading: the same bytes either way.
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["runs", "list"],
+        vec!["runs", "list", "--json"],
+        vec!["runs", "list", "--workflow", "approval", "--status", "suspended", "--json"],
+        vec!["runs", "list", "--limit", "2", "--json"],
+        vec!["runs", "list", "--stranded", "--json"],
+        vec!["runs", "show", "h-1"],
+        vec!["runs", "show", "h-1", "--json"],
+        vec!["runs", "show", "a-1"],
+        vec!["runs", "steps", "h-1"],
+        vec!["runs", "steps", "a-1", "--json"],
+        vec!["workflows"],
+        vec!["workflows", "--json"],
+        vec!["runs", "prune", "--dry-run", "--older-than", "0s", "--json"],
+    ];
+    for args in &reads {
+        let (through_server, on_store) = (remote(args), local(args));
+        assert_eq!(ok(&through_server), ok(&on_store), "cairn {}", args.join(" "));
+        assert_eq!(through_server.stderr, on_store.stderr, "cairn {}", args.join(" "));
+    }
+    assert_eq!(json_of(&remote(&["runs", "list", "--json"])).as_array().unwrap().len(), 4);
+
+    // Changing: through the server, seen in the store.
+    let sent = json_of(&remote(&["runs", "signal", "a-1", "approve", r#"{"by":"cli"}"#, "--json"]));
+    assert_eq!((&sent["run"], &sent["event"]), (&json!("a-1"), &json!("approve")), "{sent}");
+    await_status(&address, "/v1/workflows/approval/runs/a-1", "completed", Some(TOKEN));
+    assert_eq!(json_of(&local(&["runs", "show", "a-1", "--json"]))["run"]["output"], json!({"by": "cli"}));
+    let cancelled = json_of(&remote(&["runs", "cancel", "a-2", "--json"]));
+    assert_eq!(cancelled["run"], json!("a-2"));
+    await_status(&address, "/v1/workflows/approval/runs/a-2", "cancelled", Some(TOKEN));
+    json_of(&remote(&["runs", "pause", "a-3", "--json"]));
+    await_status(&address, "/v1/workflows/approval/runs/a-3", "paused", Some(TOKEN));
+    assert_eq!(json_of(&remote(&["runs", "resume", "a-3", "--json"])), json!({"run": "a-3", "outcome": "resumed"}));
+    let restarted = json_of(&remote(&["runs", "restart", "h-1", "--from-step", "greet", "--json"]));
+    assert_eq!((&restarted["restarted_from"], &restarted["from_step"]), (&json!("h-1"), &json!("greet")));
+    let published =
+        json_of(&remote(&["events", "publish", "user.signup", r#"{"name":"Bo"}"#, "--id", "e-1", "--json"]));
+    assert_eq!(published["runs"].as_array().unwrap().len(), 1, "{published}");
+    let republished =
+        json_of(&local(&["events", "publish", "user.signup", r#"{"name":"Bo"}"#, "--id", "e-1", "--json"]));
+    assert_eq!(republished["already_started"][0]["id"], published["runs"][0]["id"]);
+
+    // Errors: the same message, and nothing changed.
+    let before = ok(&local(&["runs", "list", "--json"]));
+    let failures: Vec<Vec<&str>> = vec![
+        vec!["runs", "show", "nope"],
+        vec!["runs", "cancel", "a-2"],
+        vec!["runs", "resume", "a-1"],
+        vec!["runs", "signal", "a-1", "approve", "{not json"],
+        vec!["runs", "list", "--status", "sleeping"],
+        vec!["runs", "restart", "a-3", "--from-step", "approve"],
+        vec!["events", "publish", "user..signup"],
+    ];
+    for args in &failures {
+        let (through_server, on_store) = (remote(args), local(args));
+        assert!(!through_server.status.success(), "cairn {} --url succeeded", args.join(" "));
+        let said = String::from_utf8_lossy(&through_server.stderr);
+        let code = |text: &str| text.split_once("[CAIRN-E").map(|(_, rest)| rest[..4].to_owned());
+        assert_eq!(code(&said), code(&String::from_utf8_lossy(&on_store.stderr)), "cairn {}: {said}", args.join(" "));
+        assert!(said.starts_with("error: "), "{said}");
+    }
+    assert_eq!(ok(&local(&["runs", "list", "--json"])), before, "a refused command changed the store");
+
+    // Without the token, or with a wrong one, or no server: a clear error.
+    let refused = cairn(&["runs", "list", "--url", &url], &[]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("bearer token (set CAIRN_TOKEN or --token)"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let wrong = cairn(&["runs", "list", "--url", &url, "--token", "nope"], &[]);
+    assert!(!wrong.status.success());
+    let https = cairn(&["runs", "list", "--url", "https://example.com"], &[]);
+    assert!(String::from_utf8_lossy(&https.stderr).contains("http://"));
+    let nobody = cairn(&["runs", "list"], &[("CAIRN_URL", "http://127.0.0.1:1")]);
+    assert!(
+        String::from_utf8_lossy(&nobody.stderr).contains("cannot reach"),
+        "{}",
+        String::from_utf8_lossy(&nobody.stderr)
+    );
+}
