@@ -73,6 +73,8 @@ async fn flaky(ctx: Ctx, input: Flaky) -> Result<String, WorkflowError> {
 }
 
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
+    // Installed before anything runs, so every number from the start is kept.
+    let metrics = cairn_http::metrics::Prometheus::install();
     let store = args.store.open(true).await?;
     let mut builder = Engine::builder().shared_store(store);
     if args.examples {
@@ -85,7 +87,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr().context("cannot read the listening address")?;
-    let config = cairn_http::ApiConfig::from_env();
+    let config = cairn_http::ApiConfig { metrics, ..cairn_http::ApiConfig::from_env() };
     let live_streams = config.shutdown.clone();
     let app = cairn_http::router(engine.client(), config);
     out!("cairn serve: dashboard on http://{address}/ (API under /v1; store: {})", args.store.describe());

@@ -1,6 +1,6 @@
 //! `cairn serve --examples` as a real process: `hello` through start → result and `approval`
 //! through start → signal → completion over HTTP, events published over HTTP and with `cairn
-//! events publish` on the same store; SIGTERM stops it cleanly.
+//! events publish` on the same store, `/metrics` counting all of it; SIGTERM stops it cleanly.
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod common;
@@ -10,6 +10,17 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
+
+/// `GET /metrics` as text.
+fn metrics_of(address: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200") && head.contains("text/plain; version=0.0.4"), "{head}");
+    body.to_owned()
+}
 
 #[test]
 fn serve_examples_over_http_then_stop_on_sigterm() {
@@ -76,6 +87,34 @@ fn serve_examples_over_http_then_stop_on_sigterm() {
     }
     let snapshot: Value = serde_json::from_str(line["data: ".len()..].trim()).unwrap();
     assert_eq!(snapshot["runs"]["runs"][0]["id"], json!("order-7"), "{snapshot}");
+
+    // Metrics: what this process started, ran, retried, received and swept.
+    let (status, flaky) = http(&address, "POST", "/v1/workflows/flaky/runs", Some(r#"{"input":{"failures":1}}"#));
+    assert_eq!(status, 201, "{flaky}");
+    let flaky = flaky["id"].as_str().unwrap();
+    await_status(&address, &format!("/v1/workflows/flaky/runs/{flaky}"), "completed", None);
+    let (status, pruned) = http(&address, "POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#));
+    assert_eq!((status, &pruned["deleted"]), (200, &json!(5)), "{pruned}");
+    let metrics = metrics_of(&address);
+    for line in [
+        // `hello`: started here by the API and by an HTTP event; the CLI started a third.
+        "workflow_runs_started_total{workflow=\"hello\"} 2",
+        "workflow_runs_completed_total{workflow=\"hello\",status=\"completed\"} 3",
+        "workflow_runs_completed_total{workflow=\"approval\",status=\"completed\"} 1",
+        "workflow_runs_in_flight{workflow=\"approval\"} 0",
+        "workflow_run_duration_seconds_count{workflow=\"hello\"} 3",
+        "workflow_step_duration_seconds_count{workflow=\"hello\",step=\"greet\"} 3",
+        "workflow_step_duration_seconds_count{workflow=\"flaky\",step=\"charge\"} 2",
+        "workflow_step_retries_total{workflow=\"flaky\",step=\"charge\"} 1",
+        "workflow_signals_total{workflow=\"approval\",event=\"approve\"} 1",
+        "workflow_retention_swept_total 5",
+        "# TYPE cairn_store_commit_seconds histogram",
+        "# TYPE cairn_store_commit_batch_size histogram",
+        "# TYPE cairn_claim_lag_seconds histogram",
+        "# HELP workflow_runs_started_total Runs started by this process.",
+    ] {
+        assert!(metrics.contains(line), "{line:?} missing from /metrics:\n{metrics}");
+    }
 
     let terminated = Command::new("kill").arg("-TERM").arg(server.process.id().to_string()).status().unwrap();
     assert!(terminated.success());

@@ -42,6 +42,7 @@
 //! ```
 
 mod dashboard;
+pub mod metrics;
 pub mod views;
 
 use axum::body::Bytes;
@@ -81,6 +82,9 @@ pub struct ApiConfig {
     /// Live streams end when this is cancelled, so that a graceful shutdown need not wait for
     /// browsers to go away. Cancel it when your server begins to shut down.
     pub shutdown: CancellationToken,
+    /// What `GET /metrics` renders (Prometheus text); without it that route answers 404. See
+    /// [`metrics::Prometheus::install`].
+    pub metrics: Option<metrics::Prometheus>,
 }
 
 impl Default for ApiConfig {
@@ -90,6 +94,7 @@ impl Default for ApiConfig {
             body_limit: 4 * 1024 * 1024,
             live_interval: Duration::from_secs(1),
             shutdown: CancellationToken::new(),
+            metrics: None,
         }
     }
 }
@@ -113,7 +118,8 @@ struct ApiDoc;
 pub fn router(client: Client, config: ApiConfig) -> Router {
     let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
     let live = Live { interval: config.live_interval, shutdown: config.shutdown };
-    router.fallback(not_found).layer(DefaultBodyLimit::max(config.body_limit)).with_state(Api { client, live })
+    let api = Api { client, live, metrics: config.metrics };
+    router.fallback(not_found).layer(DefaultBodyLimit::max(config.body_limit)).with_state(api)
 }
 
 /// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves).
@@ -141,6 +147,7 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(live_runs))
         .routes(routes!(live_run))
         .routes(routes!(openapi_json))
+        .routes(routes!(prometheus))
         .route_layer(middleware::from_fn_with_state(token, authorize));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(guarded)
@@ -152,6 +159,7 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
 struct Api {
     client: Client,
     live: Live,
+    metrics: Option<metrics::Prometheus>,
 }
 
 /// How live streams run.
@@ -394,6 +402,17 @@ type Answer<T> = Result<Json<T>, ApiError>;
 #[utoipa::path(get, path = "/healthz", tag = "service", responses((status = 200, body = Health)))]
 async fn healthz() -> Json<Health> {
     Json(Health { status: "ok".into() })
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses((status = 200, description = "Prometheus text format: runs, steps, signals, sweeps, claims and store \
+        commits", content_type = "text/plain; version=0.0.4", body = String),
+        (status = 401, body = ErrorBody), (status = 404, description = "No recorder configured", body = ErrorBody)))]
+async fn prometheus(State(api): State<Api>) -> Result<Response, ApiError> {
+    let metrics = api.metrics.as_ref().ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "metrics_disabled", "this server keeps no metrics (ApiConfig::metrics)")
+    })?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render()).into_response())
 }
 
 #[utoipa::path(get, path = "/openapi.json", tag = "service",

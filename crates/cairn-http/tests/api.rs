@@ -581,6 +581,7 @@ async fn a_token_guards_every_route_but_healthz() {
         ("POST", "/v1/events/user.signup", Some(r#"{"payload":{"name":"x"}}"#)),
         ("GET", "/v1/runs/x", None),
         ("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#)),
+        ("GET", "/metrics", None),
     ];
     for (method, uri, body) in routes {
         for token in [None, Some("wrong"), Some("s3cret-but-longer")] {
@@ -638,6 +639,7 @@ async fn the_openapi_document_matches_the_router() {
         ("POST", "/v1/events/{topic}"),
         ("GET", "/v1/runs/{id}"),
         ("POST", "/v1/runs/prune"),
+        ("GET", "/metrics"),
     ]
     .iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))

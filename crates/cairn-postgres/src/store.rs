@@ -1040,6 +1040,7 @@ impl Round {
     /// transaction failed), answers its callers, reports the runs that ended, and gives back the
     /// ids of its runs.
     async fn commit(self, pool: Pool, sql: Arc<Sql>) -> Vec<RunId> {
+        let began = std::time::Instant::now();
         let new_runs: Vec<&NewRun> = self.creates.iter().map(|(run, _)| run).collect();
         let writes: Vec<&Append> = self.appends.iter().map(|(append, _)| append).collect();
         let committed = if new_runs.len() + writes.len() > 1 {
@@ -1051,6 +1052,7 @@ impl Round {
             Some(outcomes) => outcomes,
             None => each_alone(&pool, &sql, &new_runs, &writes).await,
         };
+        cairn_store::metrics_names::committed(new_runs.len() + writes.len(), began.elapsed());
         let ended: Vec<RunId> = writes
             .iter()
             .zip(&appended)

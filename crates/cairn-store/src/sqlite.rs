@@ -637,6 +637,7 @@ impl Writer {
     /// One transaction over `commands`; `Err` means it was rolled back.
     fn transaction(&mut self, commands: &[Command]) -> Result<Vec<Result<Output, StoreError>>, StoreError> {
         self.ended.clear();
+        let began = std::time::Instant::now();
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
         let mut outputs = Vec::with_capacity(commands.len());
         for command in commands {
@@ -653,6 +654,7 @@ impl Writer {
             let _ = self.conn.execute_batch("ROLLBACK");
             return Err(backend(e));
         }
+        crate::metrics_names::committed(commands.len(), began.elapsed());
         Ok(outputs)
     }
 

@@ -436,6 +436,9 @@ impl Client {
 
     /// The handle of a run just created or found; a local worker hears of it.
     fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
+        if created.created {
+            crate::telemetry::run_started(&created.run.workflow);
+        }
         if let Some(local) = &self.local {
             // A new run, or a signal for an existing one.
             local.wake_claimer();
@@ -604,6 +607,12 @@ impl Client {
                 CancelOutcome::Cancelled => local.notify_watchers(id, None),
             }
         }
+        if outcome == CancelOutcome::Cancelled
+            && let Ok(Some(run)) = self.store.get_run(id).await
+        {
+            let lasted = crate::telemetry::between(run.created_at, run.completed_at.unwrap_or(run.updated_at));
+            crate::telemetry::run_ended(&run.workflow, run.status, lasted);
+        }
         Ok(outcome)
     }
 
@@ -681,6 +690,9 @@ impl Client {
         loop {
             let began = std::time::Instant::now();
             let batch = self.store.prune(PruneRequest { now, ended_before, limit, dry_run }).await?;
+            if !dry_run {
+                crate::telemetry::swept(batch.len());
+            }
             let full = batch.len() == limit;
             deleted.extend(batch);
             if dry_run || !full {

@@ -1,6 +1,7 @@
 //! The context a workflow body gets, and its verbs.
 
 use crate::run::{Begun, RunShared};
+use crate::telemetry::between;
 use crate::{StepError, WorkflowError};
 use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepStatus, Timestamp};
 use cairn_store::{RunId, SuspendReason};
@@ -253,6 +254,7 @@ impl Ctx {
                     signal = shared.take_signal(&event, filter.as_ref());
                 }
                 if let Some(signal) = signal {
+                    crate::telemetry::signal(&shared.workflow, &signal.name);
                     let value = decode(&path, signal.payload.get());
                     shared
                         .append(
@@ -391,6 +393,7 @@ where
                         limit,
                     });
                 }
+                crate::telemetry::step_attempt(&shared.workflow, &path, between(started_at, shared.now()), false);
                 let started_at = Some(started_at);
                 shared.append(vec![Event::StepCompleted { path, ordinal, attempt, output, started_at }], None).await?;
                 drop(in_flight);
@@ -400,6 +403,8 @@ where
                 let seed = RetryPolicy::seed((shared.id.as_str(), path.as_str(), attempt));
                 let delay = if error.is_retryable() { policy.delay_after(attempt, seed) } else { None };
                 let retry_at = delay.map(|d| shared.now() + d);
+                let lasted = between(started_at, shared.now());
+                crate::telemetry::step_attempt(&shared.workflow, &path, lasted, retry_at.is_some());
                 shared
                     .append(
                         vec![Event::StepFailed {

@@ -312,7 +312,14 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         shared.interrupt(Interrupt::ShuttingDown);
     }
     let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
-    drive(shared, body).await
+    let in_flight = crate::telemetry::InFlight::new(&run.workflow);
+    let ended = drive(shared, body).await;
+    drop(in_flight);
+    if let Some(ended) = &ended {
+        let lasted = crate::telemetry::between(run.created_at, local.clock.now());
+        crate::telemetry::run_ended(&run.workflow, ended.status, lasted);
+    }
+    ended
 }
 
 async fn claim_loop(local: Arc<Local>) {
@@ -343,7 +350,12 @@ async fn claim_loop(local: Arc<Local>) {
                 Ok(runs) => {
                     full_batch = runs.len() == capacity;
                     more = runs.len() == limit;
+                    let now = local.clock.now();
                     for run in runs {
+                        // Ready since its creation (never run yet) or its wake-up time.
+                        if let Some(ready) = if run.last_seq <= 1 { Some(run.created_at) } else { run.wake_at } {
+                            crate::telemetry::claim_lag(crate::telemetry::between(ready, now));
+                        }
                         spawn_run(&local, &mut tasks, run);
                     }
                 }

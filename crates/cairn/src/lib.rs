@@ -46,6 +46,7 @@ mod error;
 mod panic;
 mod registry;
 mod run;
+pub mod telemetry;
 pub mod testing;
 mod workers;
 

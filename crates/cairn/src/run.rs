@@ -34,6 +34,8 @@ impl RunExec {
 /// A run this worker holds the lease of.
 pub(crate) struct RunShared {
     pub(crate) id: RunId,
+    /// Its workflow's name.
+    pub(crate) workflow: String,
     pub(crate) epoch: u64,
     pub(crate) local: Arc<Local>,
     /// Fired when step code must stop (cancelled, lease lost, non-determinism, store failure,
@@ -134,6 +136,7 @@ impl RunShared {
         let stop = CancellationToken::new();
         Self {
             id,
+            workflow: state.workflow().to_owned(),
             epoch,
             local,
             halt: stop.child_token(),

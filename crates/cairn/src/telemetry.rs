@@ -1,0 +1,129 @@
+//! What Cairn reports through the [`metrics`] facade: counters, gauges and histograms of runs,
+//! steps, signals, retention sweeps and claims. Install any `metrics` recorder (a Prometheus
+//! exporter, say) and they appear there; without one they cost nothing. `cairn serve` installs
+//! its own and serves them at `/metrics`.
+//!
+//! Runs and steps are labelled by workflow; steps also by their path with loop indices left out
+//! (`expedition/analyze`, not `expedition[2]/analyze[5]`), so labels stay few.
+
+use cairn_journal::StepPath;
+use cairn_store::RunStatus;
+use std::time::Duration;
+
+/// Runs started by this process (`workflow`).
+pub const RUNS_STARTED: &str = "workflow_runs_started_total";
+/// Runs that ended on this process (`workflow`, `status`: completed, failed or cancelled).
+pub const RUNS_COMPLETED: &str = "workflow_runs_completed_total";
+/// Runs executing on this worker now (`workflow`).
+pub const RUNS_IN_FLIGHT: &str = "workflow_runs_in_flight";
+/// From a run's creation to its end, for runs that ended on this worker (`workflow`).
+pub const RUN_DURATION: &str = "workflow_run_duration_seconds";
+/// One step attempt's duration, from its start to its journaled result (`workflow`, `step`).
+pub const STEP_DURATION: &str = "workflow_step_duration_seconds";
+/// Failed step attempts that will be retried (`workflow`, `step`).
+pub const STEP_RETRIES: &str = "workflow_step_retries_total";
+/// Signals delivered by this process (`workflow`, `event`).
+pub const SIGNALS: &str = "workflow_signals_total";
+/// Ended runs deleted by this process's retention sweeps and prunes.
+pub const RETENTION_SWEPT: &str = "workflow_retention_swept_total";
+/// How long a ready run waited to be claimed: from its creation (pending) or its wake-up time
+/// (suspended) to its claim by this worker.
+pub const CLAIM_LAG: &str = "cairn_claim_lag_seconds";
+
+/// Registers the descriptions of Cairn's metrics with the installed recorder (its `# HELP`
+/// lines); call it once after installing one.
+pub fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(RUNS_STARTED, "Runs started by this process.");
+    describe_counter!(RUNS_COMPLETED, "Runs that ended on this process, by status.");
+    describe_gauge!(RUNS_IN_FLIGHT, "Runs executing on this worker now.");
+    describe_histogram!(RUN_DURATION, Unit::Seconds, "From a run's creation to its end.");
+    describe_histogram!(STEP_DURATION, Unit::Seconds, "One step attempt, from its start to its journaled result.");
+    describe_counter!(STEP_RETRIES, "Failed step attempts that will be retried.");
+    describe_counter!(SIGNALS, "Signals delivered by this process.");
+    describe_counter!(RETENTION_SWEPT, "Ended runs deleted by retention sweeps and prunes.");
+    describe_histogram!(CLAIM_LAG, Unit::Seconds, "From a run being ready to its claim by this worker.");
+    use cairn_store::metrics_names::{BATCH_SIZE, COMMIT_SECONDS};
+    describe_histogram!(COMMIT_SECONDS, Unit::Seconds, "One store write transaction, from its start to its commit.");
+    describe_histogram!(BATCH_SIZE, "Writes committed together in one store transaction.");
+}
+
+/// A step's path without loop indices: `a[2]/b[5]` → `a/b`.
+pub(crate) fn step_label(path: &StepPath) -> String {
+    let mut label = String::with_capacity(path.as_str().len());
+    let mut in_index = false;
+    for c in path.as_str().chars() {
+        match c {
+            '[' => in_index = true,
+            ']' => in_index = false,
+            c if !in_index => label.push(c),
+            _ => {}
+        }
+    }
+    label
+}
+
+pub(crate) fn run_started(workflow: &str) {
+    metrics::counter!(RUNS_STARTED, "workflow" => workflow.to_owned()).increment(1);
+}
+
+pub(crate) fn run_ended(workflow: &str, status: RunStatus, lasted: Duration) {
+    if status.is_terminal() {
+        metrics::counter!(RUNS_COMPLETED, "workflow" => workflow.to_owned(), "status" => status.as_str()).increment(1);
+        metrics::histogram!(RUN_DURATION, "workflow" => workflow.to_owned()).record(lasted.as_secs_f64());
+    }
+}
+
+pub(crate) fn step_attempt(workflow: &str, path: &StepPath, lasted: Duration, retried: bool) {
+    let step = step_label(path);
+    if retried {
+        metrics::counter!(STEP_RETRIES, "workflow" => workflow.to_owned(), "step" => step.clone()).increment(1);
+    }
+    metrics::histogram!(STEP_DURATION, "workflow" => workflow.to_owned(), "step" => step).record(lasted.as_secs_f64());
+}
+
+pub(crate) fn signal(workflow: &str, event: &str) {
+    metrics::counter!(SIGNALS, "workflow" => workflow.to_owned(), "event" => event.to_owned()).increment(1);
+}
+
+pub(crate) fn swept(runs: usize) {
+    metrics::counter!(RETENTION_SWEPT).increment(runs as u64);
+}
+
+pub(crate) fn claim_lag(lag: Duration) {
+    metrics::histogram!(CLAIM_LAG).record(lag.as_secs_f64());
+}
+
+/// How long from `from` to `to` (zero if `to` is earlier).
+pub(crate) fn between(from: cairn_journal::Timestamp, to: cairn_journal::Timestamp) -> Duration {
+    Duration::from_millis(u64::try_from(to.as_millis() - from.as_millis()).unwrap_or(0))
+}
+
+/// Counts a run in [`RUNS_IN_FLIGHT`] while it lives.
+pub(crate) struct InFlight(metrics::Gauge);
+
+impl InFlight {
+    pub(crate) fn new(workflow: &str) -> InFlight {
+        let gauge = metrics::gauge!(RUNS_IN_FLIGHT, "workflow" => workflow.to_owned());
+        gauge.increment(1.0);
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_labels_leave_out_loop_indices() {
+        let path = StepPath::root().child("expedition[2]").unwrap().child("analyze[15]").unwrap();
+        assert_eq!(step_label(&path), "expedition/analyze");
+        assert_eq!(step_label(&StepPath::root().child("charge").unwrap()), "charge");
+    }
+}
