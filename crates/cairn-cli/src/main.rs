@@ -18,6 +18,8 @@ mod backend;
 mod bench;
 mod demo;
 mod events;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod remote;
 mod runs;
 mod serve;
@@ -88,8 +90,54 @@ pub(crate) async fn stop_requested() {
     }
 }
 
+/// What keeps the logs' and spans' machinery going; dropped at the very end.
+struct Telemetry {
+    #[cfg(feature = "otlp")]
+    _exporter: Option<otlp::Exporter>,
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (`target=level` directives; default `info`), and, with
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` set, Cairn's spans exported over OTLP/HTTP.
+fn init_telemetry() -> Telemetry {
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{Layer as _, fmt};
+    let logs = match std::env::var("RUST_LOG") {
+        Ok(directives) if !directives.is_empty() => directives.parse::<Targets>().unwrap_or_else(|error| {
+            eprintln!("warning: RUST_LOG={directives:?} is not understood ({error}); logging at info");
+            Targets::new().with_default(tracing::Level::INFO)
+        }),
+        _ => Targets::new().with_default(tracing::Level::INFO),
+    };
+    let registry = tracing_subscriber::registry().with(fmt::layer().with_writer(std::io::stderr).with_filter(logs));
+    #[cfg(feature = "otlp")]
+    {
+        let (layer, exporter) = match otlp::Endpoint::from_env() {
+            Ok(Some(endpoint)) => {
+                let (layer, exporter) = otlp::Exporter::start(endpoint);
+                let spans = Targets::new().with_target("cairn", tracing::Level::DEBUG);
+                (Some(layer.with_filter(spans)), Some(exporter))
+            }
+            Ok(None) => (None, None),
+            Err(error) => {
+                eprintln!("warning: {error}; spans are not exported");
+                (None, None)
+            }
+        };
+        registry.with(layer).init();
+        Telemetry { _exporter: exporter }
+    }
+    #[cfg(not(feature = "otlp"))]
+    {
+        registry.init();
+        Telemetry {}
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let telemetry = init_telemetry();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -109,6 +157,9 @@ fn main() -> std::process::ExitCode {
             Command::BenchWorker(args) => bench::worker(args).await,
         }
     });
+    // The runtime first (its tasks end), then the spans still waiting are sent.
+    drop(runtime);
+    drop(telemetry);
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

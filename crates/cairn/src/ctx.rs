@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 /// The handle a workflow body uses for everything durable: steps, sleeps, waits, scopes.
 ///
@@ -255,12 +256,14 @@ impl Ctx {
                 }
                 if let Some(signal) = signal {
                     crate::telemetry::signal(&shared.workflow, &signal.name);
+                    let span = crate::telemetry::signal_span(&signal.name, signal.id.0);
                     let value = decode(&path, signal.payload.get());
                     shared
                         .append(
                             vec![Event::WaitCompleted { path, signal: Some(signal.id), payload: Some(signal.payload) }],
                             Some(signal.id),
                         )
+                        .instrument(span)
                         .await?;
                     return value.map(Some);
                 }
@@ -371,10 +374,12 @@ where
         let in_flight = shared.start_work();
         let started_at = shared.now();
         let deadline = timeout.map(|t| started_at + t);
+        // Ends when dropped: after the attempt's result is journaled.
+        let span = crate::telemetry::step_span(&path, attempt);
         let attempt_result: Result<T, StepError> = tokio::select! {
             biased;
             () = shared.stop.cancelled() => return Err(shared.interrupted()),
-            result = attempt_of(&mut body) => result,
+            result = attempt_of(&mut body).instrument(span.clone()) => result,
             () = async {
                 match deadline {
                     Some(at) => shared.local.clock.sleep_until(at).await,
@@ -394,8 +399,10 @@ where
                     });
                 }
                 crate::telemetry::step_attempt(&shared.workflow, &path, between(started_at, shared.now()), false);
+                span.record("status", "completed");
                 let started_at = Some(started_at);
-                shared.append(vec![Event::StepCompleted { path, ordinal, attempt, output, started_at }], None).await?;
+                let completed = vec![Event::StepCompleted { path, ordinal, attempt, output, started_at }];
+                shared.append(completed, None).instrument(span).await?;
                 drop(in_flight);
                 return Ok(value);
             }
@@ -405,6 +412,7 @@ where
                 let retry_at = delay.map(|d| shared.now() + d);
                 let lasted = between(started_at, shared.now());
                 crate::telemetry::step_attempt(&shared.workflow, &path, lasted, retry_at.is_some());
+                span.record("status", if retry_at.is_some() { "retrying" } else { "failed" });
                 shared
                     .append(
                         vec![Event::StepFailed {
@@ -417,6 +425,7 @@ where
                         }],
                         None,
                     )
+                    .instrument(span)
                     .await?;
                 drop(in_flight);
                 match retry_at {

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 /// Tunables of a worker. Every field has a sensible default.
 #[derive(Debug, Clone)]
@@ -104,10 +105,6 @@ pub(crate) struct Local {
     worker: WorkerRecord,
 }
 
-pub(crate) fn log_warning(message: &str) {
-    eprintln!("cairn: warning: {message}");
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -160,7 +157,7 @@ impl Local {
     /// worker still works, it is only missing from `cairn workers` until the next heartbeat.
     async fn record_worker(&self) {
         if let Err(error) = self.store.record_worker(&self.worker_record()).await {
-            log_warning(&format!("could not record this worker in the store: {error}"));
+            tracing::warn!("could not record this worker in the store: {error}");
         }
     }
 
@@ -257,7 +254,7 @@ async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq: u64, updat
         consume_signal: None,
     };
     if let Err(error) = local.store.append(append).await {
-        log_warning(&format!("run {run_id}: cannot record that it stopped here: {error}"));
+        tracing::warn!("run {run_id}: cannot record that it stopped here: {error}");
     }
 }
 
@@ -283,7 +280,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     let journal = match journal {
         Ok(journal) => journal,
         Err(error) => {
-            log_warning(&format!("run {}: cannot read its journal: {error}", run.id));
+            tracing::warn!("run {}: cannot read its journal: {error}", run.id);
             return None;
         }
     };
@@ -311,9 +308,11 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     if local.draining.is_cancelled() {
         shared.interrupt(Interrupt::ShuttingDown);
     }
+    let span = crate::telemetry::run_span(&run);
     let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
     let in_flight = crate::telemetry::InFlight::new(&run.workflow);
-    let ended = drive(shared, body).await;
+    let ended = drive(shared, body).instrument(span.clone()).await;
+    span.record("status", ended.as_ref().map_or("suspended", |ended| ended.status.as_str()));
     drop(in_flight);
     if let Some(ended) = &ended {
         let lasted = crate::telemetry::between(run.created_at, local.clock.now());
@@ -359,7 +358,7 @@ async fn claim_loop(local: Arc<Local>) {
                         spawn_run(&local, &mut tasks, run);
                     }
                 }
-                Err(error) => log_warning(&format!("claim failed: {error}")),
+                Err(error) => tracing::warn!("claim failed: {error}"),
             }
         }
         local.at_capacity.store(full_batch, Ordering::SeqCst);
@@ -464,8 +463,8 @@ async fn sweep_loop(local: Arc<Local>, client: Client, every: Duration) {
         }
         match client.sweep().await {
             Ok(deleted) if deleted.is_empty() => {}
-            Ok(deleted) => eprintln!("cairn: swept {} ended runs past their retention", deleted.len()),
-            Err(error) => log_warning(&format!("sweeping ended runs failed: {error}")),
+            Ok(deleted) => tracing::info!(runs = deleted.len(), "swept ended runs past their retention"),
+            Err(error) => tracing::warn!("sweeping ended runs failed: {error}"),
         }
     }
 }
@@ -478,7 +477,7 @@ const FORGET_DEAD_WORKERS_AFTER: Duration = Duration::from_secs(24 * 3600);
 async fn forget_dead_workers(store: &dyn Store) {
     let dead_before = Some(wall_now() - FORGET_DEAD_WORKERS_AFTER);
     if let Err(error) = store.forget_workers(&ForgetWorkers { ids: Vec::new(), dead_before }).await {
-        log_warning(&format!("could not forget dead workers: {error}"));
+        tracing::warn!("could not forget dead workers: {error}");
     }
 }
 
@@ -497,13 +496,16 @@ async fn warn_stranded(client: &Client) {
         Ok(stranded) => {
             for version in stranded {
                 let plural = if version.runs == 1 { "run" } else { "runs" };
-                log_warning(&format!(
+                tracing::warn!(
                     "{} {plural} of `{}` version {} stranded: {}",
-                    version.runs, version.key.name, version.key.version, version.reason
-                ));
+                    version.runs,
+                    version.key.name,
+                    version.key.version,
+                    version.reason
+                );
             }
         }
-        Err(error) => log_warning(&format!("could not look for stranded runs: {error}")),
+        Err(error) => tracing::warn!("could not look for stranded runs: {error}"),
     }
 }
 
@@ -537,7 +539,7 @@ async fn heartbeat_loop(local: Arc<Local>) {
                     }
                 }
             }
-            Err(error) => log_warning(&format!("heartbeat failed: {error}")),
+            Err(error) => tracing::warn!("heartbeat failed: {error}"),
         }
     }
 }
@@ -811,14 +813,14 @@ impl Engine {
             let _ = heartbeat.await;
             let me = ForgetWorkers { ids: vec![self.local.config.worker_id.clone()], dead_before: None };
             if let Err(error) = self.local.store.forget_workers(&me).await {
-                log_warning(&format!("could not remove this worker's record: {error}"));
+                tracing::warn!("could not remove this worker's record: {error}");
             }
         }
         // Runs aborted mid-way: hand their leases back here.
         let active: Vec<Arc<RunShared>> = lock(&self.local.active).drain().map(|(_, run)| run).collect();
         for run in active {
             if let Err(error) = run.release().await {
-                log_warning(&format!("run {}: could not hand its lease back: {error}", run.id));
+                tracing::warn!("run {}: could not hand its lease back: {error}", run.id);
             }
             self.local.notify_watchers(&run.id, None);
         }

@@ -569,7 +569,7 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFut
         }
         Err(error) => {
             // The lease was lost or the store failed: a later claim resumes from the journal.
-            crate::engine::log_warning(&format!("run {}: could not record its outcome: {error}", shared.id));
+            tracing::warn!("run {}: could not record its outcome: {error}", shared.id);
             None
         }
     }

@@ -3,6 +3,12 @@
 //! exporter, say) and they appear there; without one they cost nothing. `cairn serve` installs
 //! its own and serves them at `/metrics`.
 //!
+//! The same points are [`tracing`] spans: `workflow.run` (one per execution of a run on a worker:
+//! `workflow.name`, `workflow.version`, `run_id`, `status`), `workflow.step` inside it (one per
+//! attempt: `step.name`, `step.kind`, `step.attempt`, `status`) and `workflow.signal` (a wait
+//! consuming a signal: `event`). An exporter can derive a run's trace from `run_id`, so its spans
+//! share one trace across resumes and processes.
+//!
 //! Runs and steps are labelled by workflow; steps also by their path with loop indices left out
 //! (`expedition/analyze`, not `expedition[2]/analyze[5]`), so labels stay few.
 
@@ -61,6 +67,33 @@ pub(crate) fn step_label(path: &StepPath) -> String {
         }
     }
     label
+}
+
+/// The span of one execution of `run` on this worker.
+pub(crate) fn run_span(run: &cairn_store::RunRecord) -> tracing::Span {
+    tracing::debug_span!(
+        "workflow.run",
+        "workflow.name" = %run.workflow,
+        "workflow.version" = run.version,
+        run_id = %run.id,
+        status = tracing::field::Empty,
+    )
+}
+
+/// The span of one attempt of step `path`.
+pub(crate) fn step_span(path: &StepPath, attempt: u32) -> tracing::Span {
+    tracing::debug_span!(
+        "workflow.step",
+        "step.name" = %path,
+        "step.kind" = "step",
+        "step.attempt" = attempt,
+        status = tracing::field::Empty,
+    )
+}
+
+/// The span of a wait consuming signal `event`.
+pub(crate) fn signal_span(event: &str, id: i64) -> tracing::Span {
+    tracing::debug_span!("workflow.signal", event = %event, "signal.id" = id)
 }
 
 pub(crate) fn run_started(workflow: &str) {

@@ -59,7 +59,7 @@ pub(crate) struct Server {
     pub(crate) address: String,
     /// Its SQLite file.
     pub(crate) db: std::path::PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -67,8 +67,15 @@ impl Server {
     /// the line that says where it listens.
     pub(crate) fn start(token: Option<&str>) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("cairn.db");
+        let mut server = Server::start_at(dir.path().join("cairn.db"), token, &[]);
+        server._dir = Some(dir);
+        server
+    }
+
+    /// Starts one on the SQLite file `db` (which outlives it), with `env` set too.
+    pub(crate) fn start_at(db: std::path::PathBuf, token: Option<&str>, env: &[(&str, &str)]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        command.envs(env.iter().copied());
         command
             .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--db"])
             .arg(&db)
@@ -86,7 +93,7 @@ impl Server {
             .and_then(|rest| rest.split('/').next())
             .unwrap_or_else(|| panic!("no address in {first:?}"))
             .to_owned();
-        Server { process, address, db, _dir: dir }
+        Server { process, address, db, _dir: None }
     }
 }
 
