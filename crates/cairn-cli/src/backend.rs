@@ -59,9 +59,23 @@ pub(crate) struct ListQuery {
     pub(crate) workflow: Option<String>,
     pub(crate) status: Option<String>,
     pub(crate) stranded: bool,
+    /// `FIELD=VALUE` filters on the input.
+    pub(crate) input: Vec<String>,
     pub(crate) cursor: Option<String>,
     /// 1 to 1,000.
     pub(crate) limit: usize,
+}
+
+/// `--input FIELD=VALUE` arguments as `("input.FIELD", "VALUE")`, the API's parameters.
+fn input_pairs(given: &[String]) -> Result<Vec<(String, &str)>> {
+    given
+        .iter()
+        .map(|pair| {
+            let (field, value) =
+                pair.split_once('=').ok_or_else(|| anyhow::anyhow!("--input {pair:?} is not FIELD=VALUE"))?;
+            Ok((format!("input.{field}"), value))
+        })
+        .collect()
 }
 
 /// `id`'s run on the server, and the path of its routes.
@@ -78,7 +92,16 @@ impl Backend {
                 let status =
                     query.status.as_deref().map(RunStatus::parse_given).transpose().map_err(anyhow::Error::msg)?;
                 let live = client.live_workers().await?;
+                let input_contains = match query.input.is_empty() {
+                    true => None,
+                    false => {
+                        let pairs = input_pairs(&query.input)?;
+                        let pairs = pairs.iter().map(|(name, value)| (name.as_str(), *value));
+                        Some(views::input_filter(pairs).map_err(anyhow::Error::msg)?)
+                    }
+                };
                 let filter = RunFilter {
+                    input_contains,
                     workflow: query.workflow.clone(),
                     status,
                     cursor: query.cursor.as_deref().map(PageCursor::decode).transpose()?,
@@ -96,6 +119,9 @@ impl Backend {
                 params.extend(given.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v)))));
                 if query.stranded {
                     params.push("stranded=true".into());
+                }
+                for (name, value) in input_pairs(&query.input)? {
+                    params.push(format!("{}={}", encode(&name), encode(value)));
                 }
                 remote.call("GET", &format!("/v1/runs?{}", params.join("&")), None).await
             }

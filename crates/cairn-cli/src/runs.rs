@@ -86,6 +86,10 @@ pub(crate) enum RunsCommand {
         /// workflow version.
         #[arg(long)]
         stranded: bool,
+        /// Only runs whose input has FIELD (a dotted path) equal to VALUE (JSON, or else a
+        /// string), e.g. `--input customer=42 --input address.city=Oslo`.
+        #[arg(long, value_name = "FIELD=VALUE")]
+        input: Vec<String>,
         /// Print one JSON array instead of a table.
         #[arg(long)]
         json: bool,
@@ -288,10 +292,10 @@ fn describe(event: &Event) -> (String, String) {
 
 pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
-        RunsCommand::List { target, workflow, status, limit, cursor, stranded, json } => {
+        RunsCommand::List { target, workflow, status, limit, cursor, stranded, input, json } => {
             let backend = target.connect(false).await?;
             let mut query =
-                ListQuery { workflow, status, stranded, cursor, limit: limit.unwrap_or(1000).clamp(1, 1000) };
+                ListQuery { workflow, status, stranded, input, cursor, limit: limit.unwrap_or(1000).clamp(1, 1000) };
             let mut runs = Vec::new();
             let mut next = None;
             loop {

@@ -61,6 +61,8 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         vec!["runs", "list", "--workflow", "approval", "--status", "suspended", "--json"],
         vec!["runs", "list", "--limit", "2", "--json"],
         vec!["runs", "list", "--stranded", "--json"],
+        vec!["runs", "list", "--input", "name=Ada", "--json"],
+        vec!["runs", "list", "--input", "name.first=Ada"],
         vec!["runs", "show", "h-1"],
         vec!["runs", "show", "h-1", "--json"],
         vec!["runs", "show", "a-1"],
@@ -76,6 +78,8 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         assert_eq!(through_server.stderr, on_store.stderr, "cairn {}", args.join(" "));
     }
     assert_eq!(json_of(&remote(&["runs", "list", "--json"])).as_array().unwrap().len(), 4);
+    let ada = json_of(&remote(&["runs", "list", "--input", "name=Ada", "--json"]));
+    assert_eq!(ada.as_array().unwrap().iter().map(|r| &r["id"]).collect::<Vec<_>>(), [&json!("h-1")]);
 
     // Changing: through the server, seen in the store.
     let sent = json_of(&remote(&["runs", "signal", "a-1", "approve", r#"{"by":"cli"}"#, "--json"]));
@@ -107,6 +111,7 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         vec!["runs", "list", "--status", "sleeping"],
         vec!["runs", "restart", "a-3", "--from-step", "approve"],
         vec!["events", "publish", "user..signup"],
+        vec!["runs", "list", "--input", "name"],
     ];
     for args in &failures {
         let (through_server, on_store) = (remote(args), local(args));

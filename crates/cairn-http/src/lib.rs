@@ -370,7 +370,6 @@ pub struct RestartBody {
 
 /// The query of the list routes.
 #[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Only this workflow (`/v1/runs` only).
@@ -388,6 +387,13 @@ pub struct ListParams {
     /// Only stranded runs: pending, running or suspended while no live worker serves their
     /// workflow version.
     stranded: Option<bool>,
+    /// `input.<field>=<value>` (repeatable; `<field>` may be a dotted path): only runs whose
+    /// input contains `{"<field>": <value>}`, the value read as JSON when it is JSON
+    /// (`input.customer=42`, `input.vip=true`) and as a string otherwise (`input.city=Oslo`).
+    /// Any other parameter is refused.
+    #[serde(flatten)]
+    #[param(ignore)]
+    rest: std::collections::BTreeMap<String, String>,
 }
 
 /// The health answer.
@@ -502,7 +508,14 @@ fn list_request(workflow: Option<String>, params: ListParams) -> Result<ListRequ
         cursor,
         ..RunFilter::default()
     };
-    Ok(ListRequest { filter, stranded: params.stranded.unwrap_or(false) })
+    let input_contains = match params.rest.is_empty() {
+        true => None,
+        false => Some(
+            views::input_filter(params.rest.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|message| ApiError::bad_request("invalid_query", message))?,
+        ),
+    };
+    Ok(ListRequest { filter: RunFilter { input_contains, ..filter }, stranded: params.stranded.unwrap_or(false) })
 }
 
 async fn run_page(client: &Client, request: &ListRequest, live: &LiveWorkers) -> Result<RunPage, ApiError> {

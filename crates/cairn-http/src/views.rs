@@ -18,6 +18,38 @@ pub fn raw_json(raw: &serde_json::value::RawValue) -> Value {
     serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
 
+/// The input filter `input.<field>=<value>` parameters ask for, as one JSON object: a dotted
+/// field nests (`input.address.city=Oslo` → `{"address": {"city": "Oslo"}}`), a value is JSON when
+/// it parses as JSON and a string otherwise. A parameter not under `input.` is refused.
+///
+/// ```
+/// let filter = cairn_http::views::input_filter([("input.customer", "42"), ("input.address.city", "Oslo")]);
+/// assert_eq!(filter, Ok(serde_json::json!({"customer": 42, "address": {"city": "Oslo"}})));
+/// assert!(cairn_http::views::input_filter([("colour", "red")]).is_err());
+/// ```
+pub fn input_filter<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Value, String> {
+    let mut filter = Value::Object(serde_json::Map::new());
+    for (name, text) in pairs {
+        let path = name
+            .strip_prefix("input.")
+            .filter(|path| !path.is_empty() && path.split('.').all(|field| !field.is_empty()))
+            .ok_or_else(|| format!("unknown parameter {name:?} (filters on the input are `input.<field>=<value>`)"))?;
+        let value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
+        let mut slot = &mut filter;
+        for field in path.split('.') {
+            let Value::Object(map) = slot else {
+                return Err(format!("{name:?} sets a field inside a value another parameter set"));
+            };
+            slot = map.entry(field.to_owned()).or_insert_with(|| Value::Object(serde_json::Map::new()));
+        }
+        if slot.as_object().is_some_and(|m| !m.is_empty()) {
+            return Err(format!("{name:?} sets a value where another parameter set fields"));
+        }
+        *slot = value;
+    }
+    Ok(filter)
+}
+
 /// A run's summary.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RunView {

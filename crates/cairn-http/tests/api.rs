@@ -182,6 +182,15 @@ async fn start_get_steps_and_list() {
     assert_eq!(none["runs"], json!([]));
     let (_, other) = api.call("GET", "/v1/workflows/approval/runs", None).await;
     assert_eq!(other["runs"], json!([]));
+    // Filters on the input: a field, a JSON value, a dotted path; a page of one then the next.
+    let (status, ada) = api.call("GET", "/v1/workflows/hello/runs?input.name=Ada&limit=5", None).await;
+    assert_eq!(status, StatusCode::OK, "{ada}");
+    let ids = |page: &Value| page["runs"].as_array().unwrap().iter().map(|r| r["id"].clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&ada), [json!(id)]);
+    let (_, quoted) = api.call("GET", "/v1/runs?input.name=%22Bo%22", None).await;
+    assert_eq!(ids(&quoted), [json!("second")]);
+    let (_, nobody) = api.call("GET", "/v1/runs?input.name.first=Ada", None).await;
+    assert_eq!(ids(&nobody), Vec::<Value>::new());
     let (status, all) = api.call("GET", "/v1/runs?workflow=hello", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(all["runs"].as_array().unwrap().len(), 2);
@@ -453,6 +462,8 @@ async fn bad_requests_are_refused_and_change_nothing() {
         ("GET", "/v1/workflows/approval/runs?limit=many".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
         ("GET", "/v1/runs?since=yesterday".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
         ("GET", "/v1/runs?colour=red".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        ("GET", "/v1/runs?input.=x".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        ("GET", "/v1/runs?input.a=1&input.a.b=2".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
         (
             "POST",
             "/v1/workflows/approval/runs/w/signals/approve".into(),

@@ -320,6 +320,7 @@ impl Sql {
                    AND ($8::text IS NULL OR restarted_from = $8)
                    AND ($9::text[] IS NULL OR (status IN ('pending', 'running', 'suspended')
                         AND NOT (workflow || '@' || version) = ANY($9)))
+                   AND ($10::text IS NULL OR input::jsonb @> $10::jsonb)
                  ORDER BY created_at DESC, id DESC LIMIT $7"
             ),
             journal: format!(
@@ -1408,6 +1409,7 @@ impl Store for PostgresStore {
                         &limit,
                         &filter.restarted_from.as_ref().map(RunId::as_str),
                         &filter.stranded_tags(),
+                        &filter.input_json(),
                     ],
                 )
                 .await?;

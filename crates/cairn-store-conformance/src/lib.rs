@@ -594,6 +594,42 @@ pub async fn workers_are_recorded_and_forgotten(store: DynStore) {
     assert!(store.workers().await.expect("workers").is_empty());
 }
 
+/// Lists keep only runs whose input contains the filter's JSON (as PostgreSQL's `@>`), page by
+/// page.
+pub async fn list_filters_by_input(store: DynStore) {
+    let inputs = [
+        ("r1", r#"{"customer":42,"tags":["a","b"],"address":{"city":"Oslo","zip":"0150"}}"#),
+        ("r2", r#"{"customer":7,"tags":["b"]}"#),
+        ("r3", r#"{"customer":42.0}"#),
+        ("r4", r#""customer""#),
+        ("r5", "[1,2]"),
+    ];
+    for (i, (id, input)) in inputs.iter().enumerate() {
+        let input = RawValue::from_string((*input).to_owned()).unwrap();
+        store.create_run(NewRun::new(RunId::new(*id), "order", 1, input, t(i as i64))).await.expect("create");
+    }
+    let ids = |page: &RunPage| page.runs.iter().map(|r| r.id.to_string()).collect::<Vec<_>>();
+    let filtered = |needle: serde_json::Value| RunFilter { input_contains: Some(needle), ..RunFilter::default() };
+    let cases = [
+        (serde_json::json!({"customer": 42}), vec!["r3", "r1"]),
+        (serde_json::json!({"tags": ["b"]}), vec!["r2", "r1"]),
+        (serde_json::json!({"address": {"city": "Oslo"}}), vec!["r1"]),
+        (serde_json::json!({"address": {"city": "Bergen"}}), vec![]),
+        (serde_json::json!({}), vec!["r3", "r2", "r1"]),
+    ];
+    for (needle, expected) in cases {
+        let page = store.list_runs(&filtered(needle.clone())).await.expect("list");
+        assert_eq!(ids(&page), expected, "input containing {needle}");
+    }
+    // One match per page: the cursor goes on to the next match.
+    let mut filter = RunFilter { limit: Some(1), ..filtered(serde_json::json!({"customer": 42})) };
+    let first = store.list_runs(&filter).await.expect("list");
+    assert_eq!(ids(&first), ["r3"]);
+    filter.cursor = first.next_cursor;
+    let second = store.list_runs(&filter).await.expect("list");
+    assert_eq!((ids(&second), second.next_cursor), (vec!["r1".to_owned()], None));
+}
+
 /// Subscriptions are replaced per workflow: a declaration replaces exactly the named workflows'
 /// patterns and versions (dropping those left out, keeping other workflows'), and they read
 /// back in order.
@@ -970,7 +1006,7 @@ macro_rules! conformance_tests {
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
-                list_filters_and_pages, pause_and_resume_idle_runs, pause_held_runs_by_flag,
+                list_filters_and_pages, list_filters_by_input, pause_and_resume_idle_runs, pause_held_runs_by_flag,
                 reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
                 ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
                 workers_are_recorded_and_forgotten, subscriptions_are_replaced_per_workflow,

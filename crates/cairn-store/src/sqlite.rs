@@ -314,6 +314,22 @@ fn query_runs(
     Ok(out)
 }
 
+/// SQL functions the queries use: `cairn_json_contains(haystack, needle)`, JSON containment as
+/// PostgreSQL's `@>` ([`cairn_journal::json_contains`]; false when either is not JSON).
+fn add_functions(conn: &Connection) -> Result<(), StoreError> {
+    use rusqlite::functions::FunctionFlags;
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    conn.create_scalar_function("cairn_json_contains", 2, flags, |ctx| {
+        let parse =
+            |i: usize| ctx.get_raw(i).as_str().ok().and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
+        Ok(match (parse(0), parse(1)) {
+            (Some(haystack), Some(needle)) => cairn_journal::json_contains(&haystack, &needle),
+            _ => false,
+        })
+    })
+    .map_err(backend)
+}
+
 fn configure(conn: &Connection, options: &SqliteOptions, cache_kib: u32) -> Result<(), StoreError> {
     conn.busy_timeout(options.busy_timeout).map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(64);
@@ -434,6 +450,7 @@ impl SqliteStore {
             )
             .map_err(backend)?;
             configure(&reader, &options, 16_384)?;
+            add_functions(&reader)?;
             let jobs = Arc::clone(&jobs);
             std::thread::Builder::new()
                 .name(format!("cairn-sqlite-reader-{i}"))
@@ -1183,6 +1200,7 @@ impl Store for SqliteStore {
                        AND (?5 IS NULL OR (created_at, id) < (?5, ?6)) AND (?8 IS NULL OR restarted_from = ?8)
                        AND (?9 IS NULL OR (status IN ('pending', 'running', 'suspended')
                             AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?9))))
+                       AND (?10 IS NULL OR cairn_json_contains(input, ?10))
                      ORDER BY created_at DESC, id DESC LIMIT ?7"
                 ))
                 .map_err(backend)?;
@@ -1197,7 +1215,8 @@ impl Store for SqliteStore {
                     cursor_id,
                     (size + 1) as i64,
                     filter.restarted_from.as_ref().map(RunId::as_str),
-                    stranded
+                    stranded,
+                    filter.input_json()
                 ],
             )?;
             Ok(RunPage::cut(runs, size))

@@ -398,6 +398,10 @@ pub struct RunFilter {
     /// Only stranded runs, given the workflow versions live workers serve: runs that
     /// [need a worker](RunStatus::needs_worker) whose `(workflow, version)` is not in this list.
     pub stranded: Option<Vec<WorkflowKey>>,
+    /// Only runs whose input contains this JSON, as PostgreSQL's `@>` (see
+    /// [`cairn_journal::json_contains`]): `{"customer": 42}` keeps runs whose input has
+    /// `"customer": 42` among its fields.
+    pub input_contains: Option<serde_json::Value>,
     /// Page size (default 100, at most 1000).
     pub limit: Option<usize>,
     /// Continue after this cursor (from [`RunPage::next_cursor`]).
@@ -427,6 +431,14 @@ impl RunFilter {
                 run.status.needs_worker() && !served.iter().any(|k| k.name == run.workflow && k.version == run.version)
             })
             && self.cursor.as_ref().is_none_or(|c| (run.created_at, &run.id) < (c.created_at, &c.id))
+            && self.input_contains.as_ref().is_none_or(|needle| {
+                serde_json::from_str(run.input.get()).is_ok_and(|input| cairn_journal::json_contains(&input, needle))
+            })
+    }
+
+    /// [`input_contains`](RunFilter::input_contains) as JSON text, the form SQL stores take.
+    pub fn input_json(&self) -> Option<String> {
+        self.input_contains.as_ref().map(serde_json::Value::to_string)
     }
 }
 
