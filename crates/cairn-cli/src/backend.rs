@@ -266,7 +266,23 @@ impl Backend {
             })
             .transpose()?;
         match self {
-            Backend::Store(client) => Ok(views::pruned(&client.prune(parsed, dry_run).await?, dry_run)),
+            Backend::Store(client) => {
+                // Reported from the second batch on: a prune of one batch says nothing until done.
+                let mut progress = crate::progress::Progress::new("pruning", "ended runs deleted", None);
+                let (mut batches, mut deleted) = (0, 0);
+                let runs = client
+                    .prune_reporting(parsed, dry_run, &mut |batch| {
+                        (batches, deleted) = (batches + 1, deleted + batch as u64);
+                        if batches > 1 {
+                            progress.set(deleted);
+                        }
+                    })
+                    .await?;
+                if batches > 1 {
+                    progress.finish();
+                }
+                Ok(views::pruned(&runs, dry_run))
+            }
             Backend::Http(remote) => {
                 let body = json!({ "olderThan": older_than, "dryRun": dry_run });
                 remote.call("POST", "/v1/runs/prune", Some(body.to_string())).await

@@ -250,6 +250,8 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         })
     });
     let started = Instant::now();
+    let name = if args.workload == Workload::W2 { "w2" } else { "w1" };
+    let mut progress = crate::progress::Progress::new(name, "runs", Some(runs as u64));
     if args.workload == Workload::W2 {
         for _ in 0..runs {
             marks.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -259,6 +261,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             run_ms.push(begun.elapsed().as_secs_f64() * 1e3);
             let marks = marks.lock().unwrap_or_else(|p| p.into_inner());
             step_us.extend(marks.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e6));
+            progress.add(1);
         }
     } else {
         let client = engine.client();
@@ -275,9 +278,11 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             .collect();
         for task in tasks {
             run_ms.push(task.await??.as_secs_f64() * 1e3);
+            progress.add(1);
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    progress.finish();
     let sweep = match sweeper {
         Some(task) => {
             let still_sweeping = !task.is_finished();

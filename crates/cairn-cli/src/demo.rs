@@ -160,6 +160,9 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
 
     let mut reported = std::collections::HashSet::new();
     let mut last_line = String::new();
+    // A bar on a terminal; the `progress:` lines otherwise.
+    let mut bar =
+        Some(crate::progress::Progress::new("demo", "runs done", Some(ids.len() as u64))).filter(|p| p.is_bar());
     let stop = crate::stop_requested();
     tokio::pin!(stop);
     loop {
@@ -190,7 +193,10 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
         }
         let line = counts.iter().map(|(status, n)| format!("{n} {status}")).collect::<Vec<_>>().join(", ");
         if line != last_line {
-            out!("progress: {line}");
+            match &mut bar {
+                Some(bar) => bar.set(done as u64),
+                None => out!("progress: {line}"),
+            }
             last_line = line;
         }
         if done == ids.len() {
@@ -204,6 +210,9 @@ pub(crate) async fn run(store_args: &crate::runs::StoreArgs) -> Result<()> {
                 return Ok(());
             }
         }
+    }
+    if let Some(bar) = bar {
+        bar.finish();
     }
     engine.shutdown().await;
     out!("all {} demo runs are done; inspect them with `cairn runs list` (same store options)", ids.len());

@@ -20,6 +20,7 @@ mod demo;
 mod events;
 #[cfg(feature = "otlp")]
 mod otlp;
+mod progress;
 mod remote;
 mod runs;
 mod serve;

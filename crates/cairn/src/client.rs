@@ -662,7 +662,18 @@ impl Client {
     /// ended are never deleted. Engines do this by themselves every
     /// [sweep interval](crate::EngineBuilder::sweep_every).
     pub async fn prune(&self, older_than: Option<Duration>, dry_run: bool) -> Result<Vec<RunId>, ClientError> {
-        self.prune_batches(older_than, dry_run, 0).await
+        self.prune_batches(older_than, dry_run, 0, &mut |_| {}).await
+    }
+
+    /// [`prune`](Client::prune), calling `deleted` with the size of each batch as it is
+    /// committed (for a progress report).
+    pub async fn prune_reporting(
+        &self,
+        older_than: Option<Duration>,
+        dry_run: bool,
+        deleted: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<Vec<RunId>, ClientError> {
+        self.prune_batches(older_than, dry_run, 0, deleted).await
     }
 
     /// What an engine's sweeper does every [sweep interval](crate::EngineBuilder::sweep_every):
@@ -671,7 +682,7 @@ impl Client {
     /// a ninth of the store's time (on SQLite, of its one writer) from the runs executing
     /// meanwhile. Returns the ids deleted.
     pub async fn sweep(&self) -> Result<Vec<RunId>, ClientError> {
-        self.prune_batches(None, false, SWEEP_PAUSE_FACTOR).await
+        self.prune_batches(None, false, SWEEP_PAUSE_FACTOR, &mut |_| {}).await
     }
 
     /// Prunes in batches of [`PRUNE_BATCH`], pausing `pause_factor` times each full batch's
@@ -681,6 +692,7 @@ impl Client {
         older_than: Option<Duration>,
         dry_run: bool,
         pause_factor: u32,
+        report: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Vec<RunId>, ClientError> {
         let now = self.clock.now();
         let max = self.local.as_ref().and_then(|l| l.config.max_retention);
@@ -693,6 +705,7 @@ impl Client {
             if !dry_run {
                 crate::telemetry::swept(batch.len());
             }
+            report(batch.len());
             let full = batch.len() == limit;
             deleted.extend(batch);
             if dry_run || !full {
