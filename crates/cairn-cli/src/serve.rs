@@ -13,8 +13,8 @@ pub(crate) struct ServeArgs {
     /// Address to serve the HTTP API on (port 0: any free port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: std::net::SocketAddr,
-    /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval` and
-    /// `flaky`.
+    /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval`,
+    /// `flaky` and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
     #[arg(long)]
     examples: bool,
 }
@@ -80,7 +80,8 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     if args.examples {
         builder = (builder.register("hello", 1, hello).subscribe("hello", "user.*"))
             .register("approval", 1, approval)
-            .register("flaky", 1, flaky);
+            .register("flaky", 1, flaky)
+            .register("noop", 1, crate::bench::noop_workflow(Default::default(), false));
     }
     let engine = builder.start().await?;
     let listener = tokio::net::TcpListener::bind(args.listen)

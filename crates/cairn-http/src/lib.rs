@@ -137,6 +137,7 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(workflows))
         .routes(routes!(show, cancel))
         .routes(routes!(steps))
+        .routes(routes!(result))
         .routes(routes!(signals))
         .routes(routes!(signal))
         .routes(routes!(pause))
@@ -597,6 +598,43 @@ async fn prune(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> A
         .transpose()?;
     let runs = api.client.prune(older_than, body.dry_run).await?;
     Ok(Json(views::pruned(&runs, body.dry_run)))
+}
+
+/// What `GET …/result` takes.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ResultParams {
+    /// How long to wait for the run to end (`30s`, `5m`; default 30 s, at most 5 minutes).
+    timeout: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/result", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id"),
+        ResultParams),
+    responses((status = 200, description = "The run once it has ended (completed, failed or cancelled) or is \
+        paused, or as it is when the timeout passed first", body = RunDetail),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn result(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    params: Result<Query<ResultParams>, QueryRejection>,
+) -> Answer<RunDetail> {
+    let Path((name, id)) = path?;
+    let Query(params) = params?;
+    let wait = match params.timeout.as_deref() {
+        Some(text) => humantime::parse_duration(text)
+            .map_err(|error| ApiError::bad_request("invalid_query", format!("timeout {text:?}: {error}")))?,
+        None => Duration::from_secs(30),
+    }
+    .min(Duration::from_secs(300));
+    let run = run_of(&api, &name, &id).await?;
+    if !run.status.is_terminal() && run.status != RunStatus::Paused {
+        // Ended or not, the answer is the run as it is now.
+        let _ = tokio::time::timeout(wait, api.client.result::<serde::de::IgnoredAny>(&run.id)).await;
+    }
+    let run = api.client.get(&run.id).await?;
+    Ok(Json(run_detail(&api.client, &run).await?))
 }
 
 async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ApiError> {

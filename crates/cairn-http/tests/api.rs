@@ -203,6 +203,19 @@ async fn start_get_steps_and_list() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(workflows, json!({"workflows": [{"name": "hello", "runs": {"completed": 2}, "total": 2}]}));
 
+    // Its result: at once for an ended run; a waiting one after the timeout, as it is.
+    let (status, result) = api.call("GET", &format!("/v1/workflows/hello/runs/{id}/result"), None).await;
+    assert_eq!(
+        (status, &result["status"], &result["output"]),
+        (StatusCode::OK, &json!("completed"), &json!("Hello, Ada!"))
+    );
+    let (_, waiting) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"waits"}"#)).await;
+    assert_eq!(waiting["id"], json!("waits"));
+    let (status, still) = api.call("GET", "/v1/workflows/approval/runs/waits/result?timeout=50ms", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(["pending", "running", "suspended"].contains(&still["status"].as_str().unwrap()), "{still}");
+    api.engine.client().cancel(&cairn::RunId::new("waits")).await.unwrap();
+
     // One run by id alone, whatever its workflow.
     let (status, by_id) = api.call("GET", &format!("/v1/runs/{id}"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -220,10 +233,10 @@ async fn start_get_steps_and_list() {
     let (status, dry) = api.call("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s","dryRun":true}"#)).await;
     assert_eq!(status, StatusCode::OK, "{dry}");
     assert_eq!((&dry["deleted"], &dry["dry_run"]), (&json!(0), &json!(true)));
-    assert_eq!(dry["runs"].as_array().unwrap().len(), 2, "{dry}");
-    assert_eq!(api.stored().await.len(), 3);
+    assert_eq!(dry["runs"].as_array().unwrap().len(), 3, "{dry}");
+    assert_eq!(api.stored().await.len(), 4);
     let (status, pruned) = api.call("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#)).await;
-    assert_eq!((status, &pruned["deleted"]), (StatusCode::OK, &json!(2)), "{pruned}");
+    assert_eq!((status, &pruned["deleted"]), (StatusCode::OK, &json!(3)), "{pruned}");
     let left: Vec<String> = api.stored().await.into_iter().map(|(id, ..)| id).collect();
     assert_eq!(left, ["orphan"]);
 
@@ -463,6 +476,14 @@ async fn bad_requests_are_refused_and_change_nothing() {
         ("GET", "/v1/runs?since=yesterday".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
         ("GET", "/v1/runs?colour=red".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
         ("GET", "/v1/runs?input.=x".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
+        (
+            "GET",
+            "/v1/workflows/approval/runs/w/result?timeout=soon".into(),
+            None,
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        ("GET", "/v1/workflows/hello/runs/w/result".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
         ("GET", "/v1/runs?input.a=1&input.a.b=2".into(), None, StatusCode::BAD_REQUEST, "invalid_query"),
         (
             "POST",
@@ -593,6 +614,7 @@ async fn a_token_guards_every_route_but_healthz() {
         ("GET", "/v1/runs/x", None),
         ("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#)),
         ("GET", "/metrics", None),
+        ("GET", "/v1/workflows/hello/runs/x/result", None),
     ];
     for (method, uri, body) in routes {
         for token in [None, Some("wrong"), Some("s3cret-but-longer")] {
@@ -651,6 +673,7 @@ async fn the_openapi_document_matches_the_router() {
         ("GET", "/v1/runs/{id}"),
         ("POST", "/v1/runs/prune"),
         ("GET", "/metrics"),
+        ("GET", "/v1/workflows/{name}/runs/{id}/result"),
     ]
     .iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))

@@ -122,6 +122,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         version INTEGER NOT NULL,
         PRIMARY KEY (workflow, pattern)
     );",
+    // 8: lists by status, newest first, within a workflow or across them, without scanning the
+    // runs of other statuses.
+    "CREATE INDEX runs_workflow_status_created ON {schema}.runs (workflow, status, created_at, id);
+    CREATE INDEX runs_status_created ON {schema}.runs (status, created_at, id);",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

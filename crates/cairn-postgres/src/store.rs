@@ -4,9 +4,9 @@ use crate::schema::{MIGRATIONS, valid_schema_name};
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
-    NewRun, NewSignal, Notice, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage,
-    RunRecord, RunStatus, RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture,
-    Subscription, SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    NewRun, NewSignal, Notice, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
+    RunStatus, RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
+    SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -312,17 +312,9 @@ impl Sql {
                  SELECT $1, seq, $2, kind, path, data
                  FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) AS e(seq, kind, path, data)"
             ),
-            list: format!(
-                "SELECT {RUN_COLUMNS} FROM {s}.runs
-                 WHERE ($1::text IS NULL OR workflow = $1) AND ($2::text IS NULL OR status = $2)
-                   AND ($3::bigint IS NULL OR created_at >= $3) AND ($4::bigint IS NULL OR created_at < $4)
-                   AND ($5::bigint IS NULL OR (created_at, id) < ($5, $6::text))
-                   AND ($8::text IS NULL OR restarted_from = $8)
-                   AND ($9::text[] IS NULL OR (status IN ('pending', 'running', 'suspended')
-                        AND NOT (workflow || '@' || version) = ANY($9)))
-                   AND ($10::text IS NULL OR input::jsonb @> $10::jsonb)
-                 ORDER BY created_at DESC, id DESC LIMIT $7"
-            ),
+            // Conditions are added per list (see `list_runs`), so the planner sees only those a
+            // filter has and can use the index that serves them.
+            list: format!("SELECT {RUN_COLUMNS} FROM {s}.runs"),
             journal: format!(
                 "SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq"
             ),
@@ -1390,29 +1382,57 @@ impl Store for PostgresStore {
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
         Box::pin(async move {
             let size = filter.page_size();
-            let (cursor_at, cursor_id) = match &filter.cursor {
-                Some(PageCursor { created_at, id }) => (Some(created_at.as_millis()), Some(id.as_str().to_owned())),
-                None => (None, None),
-            };
             let status = filter.status.map(RunStatus::as_str);
+            let cursor = filter.cursor.as_ref().map(|c| (c.created_at.as_millis(), c.id.as_str()));
+            let (after, before) =
+                (filter.created_after.map(Timestamp::as_millis), filter.created_before.map(Timestamp::as_millis));
+            let restarted_from = filter.restarted_from.as_ref().map(RunId::as_str);
+            let (stranded, input) = (filter.stranded_tags(), filter.input_json());
             let limit = (size + 1) as i64;
-            let runs = self
-                .query_runs(
-                    &self.sql.list,
-                    &[
-                        &filter.workflow,
-                        &status,
-                        &filter.created_after.map(Timestamp::as_millis),
-                        &filter.created_before.map(Timestamp::as_millis),
-                        &cursor_at,
-                        &cursor_id,
-                        &limit,
-                        &filter.restarted_from.as_ref().map(RunId::as_str),
-                        &filter.stranded_tags(),
-                        &filter.input_json(),
-                    ],
-                )
-                .await?;
+            let mut conditions: Vec<String> = Vec::new();
+            let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+            // A condition over the next parameter number(s), and the parameters' values.
+            macro_rules! add {
+                ($condition:expr, $($value:expr),+) => {{
+                    conditions.push($condition(params.len() + 1));
+                    $(params.push($value);)+
+                }};
+            }
+            if let Some(workflow) = &filter.workflow {
+                add!(|n| format!("workflow = ${n}"), workflow);
+            }
+            if let Some(status) = &status {
+                add!(|n| format!("status = ${n}"), status);
+            }
+            if let Some(after) = &after {
+                add!(|n| format!("created_at >= ${n}"), after);
+            }
+            if let Some(before) = &before {
+                add!(|n| format!("created_at < ${n}"), before);
+            }
+            if let Some((at, id)) = &cursor {
+                add!(|n| format!("(created_at, id) < (${n}, ${}::text)", n + 1), at, id);
+            }
+            if let Some(original) = &restarted_from {
+                add!(|n| format!("restarted_from = ${n}"), original);
+            }
+            if let Some(tags) = &stranded {
+                let condition = |n: usize| {
+                    format!(
+                        "status IN ('pending', 'running', 'suspended') AND NOT (workflow || '@' || version) = ANY(${n})"
+                    )
+                };
+                add!(condition, tags);
+            }
+            if let Some(needle) = &input {
+                add!(|n| format!("input::jsonb @> (${n}::text)::jsonb"), needle);
+            }
+            let conditions =
+                if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
+            params.push(&limit);
+            let text =
+                format!("{}{conditions} ORDER BY created_at DESC, id DESC LIMIT ${}", self.sql.list, params.len());
+            let runs = self.query_runs(&text, &params).await?;
             Ok(RunPage::cut(runs, size))
         })
     }

@@ -250,6 +250,12 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     PRIMARY KEY (workflow, pattern)
 ) WITHOUT ROWID;
 ",
+    // 7: lists by status, newest first, within a workflow or across them, without scanning the
+    // runs of other statuses.
+    "
+CREATE INDEX IF NOT EXISTS runs_workflow_status_created ON runs(workflow, status, created_at, id);
+CREATE INDEX IF NOT EXISTS runs_status_created ON runs(status, created_at, id);
+",
 ];
 
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -1186,39 +1192,56 @@ impl Store for SqliteStore {
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
         let filter = filter.clone();
         self.read(move |conn| {
-            let stranded = filter.stranded_tags().map(|tags| serde_json::Value::from(tags).to_string());
             let size = filter.page_size();
-            let (cursor_at, cursor_id) = match &filter.cursor {
-                Some(PageCursor { created_at, id }) => (Some(created_at.as_millis()), Some(id.as_str().to_owned())),
-                None => (None, None),
-            };
+            // Only the conditions the filter has, so the planner can pick the index that serves
+            // them (`? IS NULL OR …` conditions would hide every index but the ordering one).
+            let mut conditions: Vec<&str> = Vec::new();
+            let mut values: Vec<rusqlite::types::Value> = Vec::new();
+            let text = |t: &str| rusqlite::types::Value::Text(t.to_owned());
+            if let Some(workflow) = &filter.workflow {
+                conditions.push("workflow = ?");
+                values.push(text(workflow));
+            }
+            if let Some(status) = filter.status {
+                conditions.push("status = ?");
+                values.push(text(status.as_str()));
+            }
+            if let Some(after) = filter.created_after {
+                conditions.push("created_at >= ?");
+                values.push(after.as_millis().into());
+            }
+            if let Some(before) = filter.created_before {
+                conditions.push("created_at < ?");
+                values.push(before.as_millis().into());
+            }
+            if let Some(PageCursor { created_at, id }) = &filter.cursor {
+                conditions.push("(created_at, id) < (?, ?)");
+                values.extend([created_at.as_millis().into(), text(id.as_str())]);
+            }
+            if let Some(original) = &filter.restarted_from {
+                conditions.push("restarted_from = ?");
+                values.push(text(original.as_str()));
+            }
+            if let Some(tags) = filter.stranded_tags() {
+                conditions.push(
+                    "status IN ('pending', 'running', 'suspended')
+                     AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))",
+                );
+                values.push(serde_json::Value::from(tags).to_string().into());
+            }
+            if let Some(needle) = filter.input_json() {
+                conditions.push("cairn_json_contains(input, ?)");
+                values.push(needle.into());
+            }
+            let conditions =
+                if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
+            values.push(((size + 1) as i64).into());
             let mut stmt = conn
                 .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs
-                     WHERE (?1 IS NULL OR workflow = ?1) AND (?2 IS NULL OR status = ?2)
-                       AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4)
-                       AND (?5 IS NULL OR (created_at, id) < (?5, ?6)) AND (?8 IS NULL OR restarted_from = ?8)
-                       AND (?9 IS NULL OR (status IN ('pending', 'running', 'suspended')
-                            AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?9))))
-                       AND (?10 IS NULL OR cairn_json_contains(input, ?10))
-                     ORDER BY created_at DESC, id DESC LIMIT ?7"
+                    "SELECT {RUN_COLUMNS} FROM runs {conditions} ORDER BY created_at DESC, id DESC LIMIT ?"
                 ))
                 .map_err(backend)?;
-            let runs = query_runs(
-                &mut stmt,
-                params![
-                    filter.workflow,
-                    filter.status.map(RunStatus::as_str),
-                    filter.created_after.map(Timestamp::as_millis),
-                    filter.created_before.map(Timestamp::as_millis),
-                    cursor_at,
-                    cursor_id,
-                    (size + 1) as i64,
-                    filter.restarted_from.as_ref().map(RunId::as_str),
-                    stranded,
-                    filter.input_json()
-                ],
-            )?;
+            let runs = query_runs(&mut stmt, rusqlite::params_from_iter(values))?;
             Ok(RunPage::cut(runs, size))
         })
     }
