@@ -1401,8 +1401,9 @@ impl Store for PostgresStore {
             if let Some(workflow) = &filter.workflow {
                 add!(|n| format!("workflow = ${n}"), workflow);
             }
+            // A literal (one of a fixed set), so a partial index on that status can serve it.
             if let Some(status) = &status {
-                add!(|n| format!("status = ${n}"), status);
+                conditions.push(format!("status = '{status}'"));
             }
             if let Some(after) = &after {
                 add!(|n| format!("created_at >= ${n}"), after);

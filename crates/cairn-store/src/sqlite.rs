@@ -250,11 +250,13 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     PRIMARY KEY (workflow, pattern)
 ) WITHOUT ROWID;
 ",
-    // 7: lists by status, newest first, within a workflow or across them, without scanning the
-    // runs of other statuses.
+    // 7: a workflow's failed, cancelled or paused runs, newest first, without scanning its other
+    // runs. Partial indexes: a run pays for one only while it has that status (full indexes on
+    // status cost W1 about 12 %); lists name the status as a literal so the planner can use them.
     "
-CREATE INDEX IF NOT EXISTS runs_workflow_status_created ON runs(workflow, status, created_at, id);
-CREATE INDEX IF NOT EXISTS runs_status_created ON runs(status, created_at, id);
+CREATE INDEX IF NOT EXISTS runs_failed ON runs(workflow, created_at, id) WHERE status = 'failed';
+CREATE INDEX IF NOT EXISTS runs_cancelled ON runs(workflow, created_at, id) WHERE status = 'cancelled';
+CREATE INDEX IF NOT EXISTS runs_paused ON runs(workflow, created_at, id) WHERE status = 'paused';
 ",
 ];
 
@@ -1202,9 +1204,10 @@ impl Store for SqliteStore {
                 conditions.push("workflow = ?");
                 values.push(text(workflow));
             }
-            if let Some(status) = filter.status {
-                conditions.push("status = ?");
-                values.push(text(status.as_str()));
+            // A literal (one of a fixed set), so a partial index on that status can serve it.
+            let status = filter.status.map(|status| format!("status = '{}'", status.as_str()));
+            if let Some(status) = &status {
+                conditions.push(status);
             }
             if let Some(after) = filter.created_after {
                 conditions.push("created_at >= ?");
