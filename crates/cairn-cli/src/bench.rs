@@ -16,6 +16,10 @@ pub(crate) enum Workload {
     /// Resume: runs with a long journal (default 10,000 steps) suspended on a signal; each is
     /// signalled on a freshly started engine and timed from the signal to its result.
     W4,
+    /// Lists at scale: fill the store with --runs finished runs of one step (1 % failed), then
+    /// time the HTTP API's `GET /v1/workflows` and `GET /v1/workflows/{name}/runs?status=failed`
+    /// (first page, and pages 1 to 100 by cursor), served in this process.
+    List,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -200,6 +204,118 @@ fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values
 }
 
+/// One step; fails (for good) when its input is a multiple of 100.
+async fn one_step(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
+    ctx.step("only", || async move {
+        if n % 100 == 0 { Err(StepError::terminal(format!("{n} is a multiple of 100"))) } else { Ok(n) }
+    })
+    .await
+}
+
+/// The `list` workload.
+async fn list_bench(
+    store: Arc<dyn Store>,
+    runs: usize,
+    (store_name, durability): (&str, &str),
+    json: bool,
+) -> Result<()> {
+    use cairn_http::views::{RunPage, Workflows};
+    let engine = Engine::builder()
+        .shared_store(store)
+        .sweep_every(None)
+        .max_active_runs(5000)
+        .register("orders", 1, one_step)
+        .start()
+        .await?;
+    let mut progress = crate::progress::Progress::new("list: filling", "runs", Some(runs as u64));
+    let filled = Instant::now();
+    let client = engine.client();
+    for chunk in (0..runs as u64).collect::<Vec<_>>().chunks(5000) {
+        let tasks: Vec<_> = chunk
+            .iter()
+            .map(|&n| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let handle = client.start("orders", &n).await?;
+                    let _ = handle.result::<u64>().await;
+                    Ok::<_, ClientError>(())
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await??;
+        }
+        progress.add(chunk.len() as u64);
+    }
+    progress.finish();
+    let fill_seconds = filled.elapsed().as_secs_f64();
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let app = cairn_http::router(engine.client(), cairn_http::ApiConfig::default());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let remote = crate::remote::Remote::new(&url, None)?;
+    let timed = |samples: &mut Vec<f64>, began: Instant| samples.push(began.elapsed().as_secs_f64() * 1e3);
+    let (mut counts_ms, mut first_ms, mut deep_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut failed = 0;
+    for _ in 0..50 {
+        let began = Instant::now();
+        let workflows: Workflows = remote.call("GET", "/v1/workflows", None).await?;
+        timed(&mut counts_ms, began);
+        failed = workflows.workflows.iter().map(|w| w.runs.get("failed").copied().unwrap_or(0)).sum::<u64>();
+    }
+    for _ in 0..5 {
+        let mut cursor: Option<String> = None;
+        for page in 0..=100 {
+            let path = match &cursor {
+                Some(cursor) => format!("/v1/workflows/orders/runs?status=failed&limit=100&cursor={cursor}"),
+                None => "/v1/workflows/orders/runs?status=failed&limit=100".to_owned(),
+            };
+            let began = Instant::now();
+            let answer: RunPage = remote.call("GET", &path, None).await?;
+            timed(if page == 0 { &mut first_ms } else { &mut deep_ms }, began);
+            cursor = answer.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+    }
+    server.abort();
+    engine.shutdown().await;
+    let (counts, first, deep) = (sorted(counts_ms), sorted(first_ms), sorted(deep_ms));
+    let report = serde_json::json!({
+        "workload": "list",
+        "store": store_name,
+        "durability": durability,
+        "runs": runs,
+        "failed_runs": failed,
+        "fill_seconds": fill_seconds,
+        "workflows_ms_p50": percentile(&counts, 50.0),
+        "workflows_ms_p99": percentile(&counts, 99.0),
+        "first_page_ms_p50": percentile(&first, 50.0),
+        "first_page_ms_p99": percentile(&first, 99.0),
+        "deep_pages": deep.len(),
+        "deep_page_ms_p50": percentile(&deep, 50.0),
+        "deep_page_ms_p99": percentile(&deep, 99.0),
+    });
+    if !json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        out!(
+            "list on {store_name} ({durability}): {runs} runs ({failed} failed) filled in {fill_seconds:.1} s; GET /v1/workflows p50 {:.2} ms p99 {:.2} ms; failed runs, first page p50 {:.2} ms p99 {:.2} ms; pages 1-100 by cursor p50 {:.2} ms p99 {:.2} ms ({} pages)",
+            percentile(&counts, 50.0),
+            percentile(&counts, 99.0),
+            percentile(&first, 50.0),
+            percentile(&first, 99.0),
+            percentile(&deep, 50.0),
+            percentile(&deep, 99.0),
+            deep.len(),
+        );
+    }
+    if json {
+        out!("{report}");
+    }
+    Ok(())
+}
+
 /// Arguments of the hidden `bench-worker` subcommand.
 #[derive(Args)]
 pub(crate) struct WorkerArgs {
@@ -243,6 +359,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         Workload::W1 => 1000,
         Workload::W2 => 200,
         Workload::W4 => 10,
+        Workload::List => 1_000_000,
     });
     let steps = args.steps.unwrap_or(if args.workload == Workload::W4 { 10_000 } else { 10 });
     if runs == 0 || steps == 0 {
@@ -288,6 +405,15 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             (Arc::new(store), "postgres", floor)
         }
     };
+    if args.workload == Workload::List {
+        let result =
+            list_bench(Arc::clone(&store), runs, (store_name, durability_name(args.store, durability)), args.json)
+                .await;
+        if let Some(store) = bench_schema {
+            store.drop_schema().await?;
+        }
+        return result;
+    }
     if args.workload == Workload::W4 {
         let reopen =
             Reopen { kind: args.store, sqlite_path, durability, url: &args.database_url, schema: &schema_name };
