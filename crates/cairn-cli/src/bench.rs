@@ -207,7 +207,7 @@ fn sorted(mut values: Vec<f64>) -> Vec<f64> {
 /// One step; fails (for good) when its input is a multiple of 100.
 async fn one_step(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
     ctx.step("only", || async move {
-        if n % 100 == 0 { Err(StepError::terminal(format!("{n} is a multiple of 100"))) } else { Ok(n) }
+        if n.is_multiple_of(100) { Err(StepError::terminal(format!("{n} is a multiple of 100"))) } else { Ok(n) }
     })
     .await
 }
