@@ -76,3 +76,54 @@ async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
         "the database grew from {after_first} to {after_four} bytes over rounds that each freed what they wrote"
     );
 }
+
+/// A file written before migrations 6 (subscriptions) and 7 (status indexes) opens, is brought
+/// up to date in place, and keeps its runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_from_an_older_schema_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        write_ended_runs(&store, 0, 3).await;
+    }
+    // What schema 5 left on disk: none of 6's or 7's tables and indexes.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE subscriptions; DROP INDEX runs_failed; DROP INDEX runs_cancelled; DROP INDEX runs_paused;
+             PRAGMA user_version = 5;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let cancelled =
+        RunFilter { workflow: Some("order".into()), status: Some(RunStatus::Cancelled), ..RunFilter::default() };
+    assert_eq!(store.list_runs(&cancelled).await.unwrap().runs.len(), 3, "the runs are all there");
+    let subscription = Subscription { workflow: "order".into(), pattern: "shop.*".into(), version: 1 };
+    let declared = SetSubscriptions { workflows: vec!["order".into()], subscriptions: vec![subscription.clone()] };
+    store.set_subscriptions(&declared).await.unwrap();
+    assert_eq!(store.subscriptions().await.unwrap(), [subscription]);
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let indexes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index'
+             AND name IN ('runs_failed', 'runs_cancelled', 'runs_paused')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!((version, indexes), (7, 3));
+    // The status list goes through its partial index.
+    let plan: String = conn
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE workflow = 'order' AND status = 'cancelled'
+             ORDER BY created_at DESC, id DESC LIMIT 10",
+            [],
+            |r| r.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("runs_cancelled"), "{plan}");
+}
