@@ -56,6 +56,8 @@ pub struct PostgresStore {
     config: tokio_postgres::Config,
     /// Wake-ups and run endings heard on the schema's channel; the listener starts on first use.
     wakeups: Arc<Wakeups>,
+    /// Held by every clone: the maintenance task ends once the last is dropped.
+    alive: Arc<()>,
 }
 
 /// What the schema's notification channel reports, and the task listening to it (started on
@@ -192,6 +194,7 @@ struct Sql {
     subscriptions: String,
     version_counts: String,
     fold_ended_counts: String,
+    vacuum_deltas: String,
     workflow_counts: String,
 }
 
@@ -268,6 +271,7 @@ impl Sql {
             ),
             // Concurrent folds never count a delta twice: a row one has deleted is skipped by the
             // other; counters are upserted in key order, so two folds never deadlock.
+            vacuum_deltas: format!("VACUUM {s}.ended_deltas"),
             fold_ended_counts: format!(
                 "WITH moved AS (DELETE FROM {s}.ended_deltas RETURNING workflow, status, runs)
                  INSERT INTO {s}.ended_counts AS c (workflow, status, runs)
@@ -596,8 +600,10 @@ impl PostgresStore {
             jobs,
             config,
             wakeups: Arc::new(Wakeups::new()),
+            alive: Arc::new(()),
         };
         store.migrate().await?;
+        tokio::spawn(maintain(pool.clone(), Arc::clone(&sql), Arc::downgrade(&store.alive)));
         tokio::spawn(writer(pool, sql, queue));
         Ok(store)
     }
@@ -1010,6 +1016,40 @@ async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Jo
                 Some(job) => pending.push_back(job),
                 None => open = false,
             },
+        }
+    }
+}
+
+/// How often the ended-status deltas are folded into their counters in the background.
+const FOLD_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// Every how many folds the deltas table is vacuumed.
+const VACUUM_EVERY_FOLDS: u32 = 5;
+
+/// Folds the ended-status deltas into their counters every [`FOLD_EVERY`] and vacuums their
+/// table now and then, until the store is dropped: `workflow_counts` then never has many deltas
+/// to fold, nor the dead rows of folded ones to skip (1,000,000 runs ending unread made its first
+/// call 1.4 s and later ones 300 ms, until autovacuum came by).
+async fn maintain(pool: Pool, sql: Arc<Sql>, alive: std::sync::Weak<()>) {
+    let mut folds = 0u32;
+    loop {
+        tokio::time::sleep(FOLD_EVERY).await;
+        if alive.strong_count() == 0 {
+            return;
+        }
+        let Ok(client) = pool.get().await else { continue };
+        let folded = match client.prepare_cached(&sql.fold_ended_counts).await {
+            Ok(statement) => client.execute(&statement, &[]).await.map(drop),
+            Err(error) => Err(error),
+        };
+        folds += 1;
+        let vacuumed = if folds.is_multiple_of(VACUUM_EVERY_FOLDS) {
+            client.batch_execute(&sql.vacuum_deltas).await
+        } else {
+            Ok(())
+        };
+        if let Err(error) = folded.and(vacuumed) {
+            // A schema being dropped (tests, benches) or a server going away: the next round retries.
+            tracing::debug!("cairn-postgres maintenance: {error}");
         }
     }
 }
