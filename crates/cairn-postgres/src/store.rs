@@ -1036,9 +1036,14 @@ async fn maintain(pool: Pool, sql: Arc<Sql>, alive: std::sync::Weak<()>) {
         if alive.strong_count() == 0 {
             return;
         }
-        let Ok(client) = pool.get().await else { continue };
+        let Ok(mut client) = pool.get().await else { continue };
         let folded = match client.prepare_cached(&sql.fold_ended_counts).await {
             Ok(statement) => client.execute(&statement, &[]).await.map(drop),
+            Err(error) => Err(error),
+        };
+        // Counting marks the dead index entries it meets, so the next count skips them.
+        let folded = match folded {
+            Ok(()) => status_counts(&mut client, &sql).await.map(drop),
             Err(error) => Err(error),
         };
         folds += 1;
@@ -1052,6 +1057,23 @@ async fn maintain(pool: Pool, sql: Arc<Sql>, alive: std::sync::Weak<()>) {
             tracing::debug!("cairn-postgres maintenance: {error}");
         }
     }
+}
+
+/// The rows of `sql.workflow_counts`. Through plain index scans, not bitmap ones: a plain scan
+/// marks the dead entries it meets in the unended statuses' partial indexes (every run passes
+/// through `pending` and `running`, so until autovacuum comes by those indexes hold an entry per
+/// run that ever had the status), and later counts skip them; bitmap scans visit them every time
+/// (200,000 runs just ended: 147 ms a count, then 20 ms; with bitmap scans 20 ms every time).
+async fn status_counts(
+    client: &mut deadpool_postgres::Client,
+    sql: &Sql,
+) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    tx.batch_execute("SET LOCAL enable_bitmapscan = off").await?;
+    let statement = tx.prepare_cached(&sql.workflow_counts).await?;
+    let rows = tx.query(&statement, &[]).await?;
+    tx.commit().await?;
+    Ok(rows)
 }
 
 /// Rounds committing at once: while one waits for PostgreSQL, the next is gathered and sent.
@@ -1701,12 +1723,9 @@ impl Store for PostgresStore {
 
     fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            // Folding first keeps the deltas read below few; the answer does not depend on it.
-            let fold = client.prepare_cached(&self.sql.fold_ended_counts).await.map_err(backend)?;
-            client.execute(&fold, &[]).await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.workflow_counts).await.map_err(backend)?;
-            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            // The background task (`maintain`) keeps the deltas to add few.
+            let mut client = self.pool.get().await.map_err(backend)?;
+            let rows = status_counts(&mut client, &self.sql).await.map_err(backend)?;
             rows.iter()
                 .map(|row| {
                     let status: String = row.try_get(1).map_err(backend)?;
