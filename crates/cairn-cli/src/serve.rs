@@ -72,6 +72,18 @@ async fn flaky(ctx: Ctx, input: Flaky) -> Result<String, WorkflowError> {
     Ok(format!("charged on attempt {made}"))
 }
 
+/// Connections a burst of clients may open before the server accepts them (the default, 128,
+/// dropped the SYNs of 256 clients connecting at once, which retried a second later).
+const BACKLOG: u32 = 1024;
+
+/// A listener on `address` with a [`BACKLOG`]-deep accept queue.
+fn listen(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(BACKLOG)
+}
+
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     // Installed before anything runs, so every number from the start is kept.
     let metrics = cairn_http::metrics::Prometheus::install();
@@ -84,9 +96,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
             .register("noop", 1, crate::bench::noop_workflow(Default::default(), false));
     }
     let engine = builder.start().await?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = listen(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr().context("cannot read the listening address")?;
     let config = cairn_http::ApiConfig { metrics, ..cairn_http::ApiConfig::from_env() };
     let live_streams = config.shutdown.clone();
