@@ -534,7 +534,12 @@ async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer
     Ok(Json(run_page(&api.client, &request, &api.client.live_workers().await?).await?))
 }
 
-#[utoipa::path(get, path = "/v1/workflows/{name}/runs", tag = "runs",
+/// What the list routes say of their input filter (a parameter family OpenAPI cannot name).
+const INPUT_FILTER: &str = "Newest first, a page at a time (`next_cursor`). Besides the parameters listed, \
+    `input.<field>=<value>` (repeatable, `<field>` a dotted path) keeps only runs whose input contains \
+    `{\"<field>\": <value>}`, the value read as JSON when it is JSON and as a string otherwise.";
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs", tag = "runs", description = INPUT_FILTER,
     params(("name" = String, Path, description = "Workflow name"), ListParams),
     responses((status = 200, body = RunPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn list_workflow(
@@ -549,7 +554,7 @@ async fn list_workflow(
     list(&api, Some(name), params).await
 }
 
-#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(ListParams),
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", description = INPUT_FILTER, params(ListParams),
     responses((status = 200, body = RunPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn list_all(State(api): State<Api>, params: Result<Query<ListParams>, QueryRejection>) -> Answer<RunPage> {
     let Query(mut params) = params?;
