@@ -290,6 +290,21 @@ impl Backend {
         }
     }
 
+    /// The live workers, or (`all`, a store only) every recorded one.
+    pub(crate) async fn workers(&self, all: bool) -> Result<Vec<views::WorkerView>> {
+        match self {
+            Backend::Store(client) => {
+                let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
+                let workers = client.store().workers().await?;
+                Ok(workers.iter().filter(|w| all || w.is_live_at(now)).map(|w| views::worker(w, now)).collect())
+            }
+            Backend::Http(_) if all => {
+                anyhow::bail!("--all lists workers that are no longer live, which only the store records: drop --url")
+            }
+            Backend::Http(remote) => Ok(remote.call::<views::Workers>("GET", "/v1/workers", None).await?.workers),
+        }
+    }
+
     pub(crate) async fn workflows(&self) -> Result<Workflows> {
         match self {
             Backend::Store(client) => Ok(views::workflows(&client.workflow_counts().await?)),

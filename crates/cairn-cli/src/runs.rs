@@ -3,8 +3,8 @@
 
 use crate::backend::{ListQuery, Shown, Target};
 use anyhow::{Context, Result, bail};
+use cairn::SqliteStore;
 use cairn::journal::Event;
-use cairn::{Client, SqliteStore};
 use cairn_http::views;
 pub(crate) use cairn_http::views::time;
 use clap::{Args, Subcommand};
@@ -211,10 +211,6 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-pub(crate) async fn open(store: &StoreArgs) -> Result<Client> {
-    Ok(Client::from_shared(store.open(false).await?))
 }
 
 /// A JSON argument (`null` when absent), or an error naming it.

@@ -1,15 +1,15 @@
 //! `cairn workers`: the workers recorded in the store.
 
-use crate::runs::{StoreArgs, open, table, time};
+use crate::backend::Target;
+use crate::runs::table;
 use anyhow::Result;
-use cairn::Timestamp;
 use clap::Args;
 
 /// `cairn workers [--all] [--json]`.
 #[derive(Args)]
 pub(crate) struct WorkersArgs {
     #[command(flatten)]
-    store: StoreArgs,
+    target: Target,
     /// Also workers that are no longer live (stopped without saying so in the last day).
     #[arg(long)]
     all: bool,
@@ -19,25 +19,20 @@ pub(crate) struct WorkersArgs {
 }
 
 pub(crate) async fn run(args: WorkersArgs) -> Result<()> {
-    let client = open(&args.store).await?;
-    let now = Timestamp::from_system_time(std::time::SystemTime::now());
-    let mut workers = client.store().workers().await?;
-    if !args.all {
-        workers.retain(|w| w.is_live_at(now));
-    }
+    let workers = args.target.connect(false).await?.workers(args.all).await?;
     if args.json {
-        let views: Vec<_> = workers.iter().map(|w| cairn_http::views::worker(w, now)).collect();
-        out!("{}", serde_json::to_string(&views)?);
+        out!("{}", serde_json::to_string(&workers)?);
         return Ok(());
     }
     let rows: Vec<Vec<String>> = workers
         .iter()
         .map(|w| {
-            let mut row = vec![w.id.clone(), w.host.clone(), w.pid.to_string(), time(w.started_at), time(w.last_seen)];
+            let mut row =
+                vec![w.id.clone(), w.host.clone(), w.pid.to_string(), w.started_at.clone(), w.last_seen.clone()];
             if args.all {
-                row.push(if w.is_live_at(now) { "yes" } else { "no" }.to_owned());
+                row.push(if w.live { "yes" } else { "no" }.to_owned());
             }
-            row.push(w.serves.iter().map(|k| k.tag()).collect::<Vec<_>>().join(", "));
+            row.push(w.serves.iter().map(|k| format!("{}@{}", k.workflow, k.version)).collect::<Vec<_>>().join(", "));
             row
         })
         .collect();

@@ -101,6 +101,16 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         json_of(&local(&["events", "publish", "user.signup", r#"{"name":"Bo"}"#, "--id", "e-1", "--json"]));
     assert_eq!(republished["already_started"][0]["id"], published["runs"][0]["id"]);
 
+    // Workers: the server's own, through it as in its store (their heartbeat times move, so
+    // compared by content); `--all` needs the store.
+    let workers = json_of(&remote(&["workers", "--json"]));
+    let [worker] = &workers.as_array().unwrap()[..] else { panic!("{workers}") };
+    let local_workers = json_of(&local(&["workers", "--json"]));
+    assert_eq!((&worker["id"], &worker["serves"]), (&local_workers[0]["id"], &local_workers[0]["serves"]));
+    assert!(ok(&remote(&["workers"])).contains("hello@1"));
+    let all = remote(&["workers", "--all"]);
+    assert!(String::from_utf8_lossy(&all.stderr).contains("drop --url"), "{}", String::from_utf8_lossy(&all.stderr));
+
     // Errors: the same message, and nothing changed.
     let before = ok(&local(&["runs", "list", "--json"]));
     let failures: Vec<Vec<&str>> = vec![
