@@ -133,6 +133,62 @@ impl Ctx {
         self.shared.removed(&self.scope.child(name)?)
     }
 
+    /// The current time by the engine's clock, journaled the first time so every replay of the
+    /// run sees the same value: use it instead of reading a clock in the body. Each call in a
+    /// scope is its own journal entry (`~now[0]`, `~now[1]`, …), numbered in the order of the
+    /// calls, so make them in the same order on every run (as with steps).
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::{MemoryStore, Timestamp};
+    ///
+    /// async fn stamp(ctx: Ctx, (): ()) -> Result<(Timestamp, u64, String), WorkflowError> {
+    ///     Ok((ctx.now().await?, ctx.random().await?, ctx.uuid().await?.to_string()))
+    /// }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(MemoryStore::new()).register("stamp", 1, stamp).start().await?;
+    /// let (at, _dice, id): (Timestamp, u64, String) = engine.start("stamp", &()).await?.result().await?;
+    /// assert!(at.as_millis() > 0 && id.len() == 36);
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn now(&self) -> Result<Timestamp, WorkflowError> {
+        let clock = Arc::clone(&self.shared.local.clock);
+        Ok(Timestamp::from_millis(self.helper("now", move || clock.now().as_millis()).await?))
+    }
+
+    /// A random `u64`, journaled the first time so every replay sees the same value (numbered
+    /// per scope as [`now`](Ctx::now)).
+    pub async fn random(&self) -> Result<u64, WorkflowError> {
+        self.helper("random", || {
+            let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
+            high ^ low.rotate_left(32)
+        })
+        .await
+    }
+
+    /// A random (version 4) UUID, journaled the first time so every replay sees the same one
+    /// (numbered per scope as [`now`](Ctx::now)).
+    pub async fn uuid(&self) -> Result<uuid::Uuid, WorkflowError> {
+        let text: String = self.helper("uuid", || uuid::Uuid::new_v4().to_string()).await?;
+        uuid::Uuid::parse_str(&text)
+            .map_err(|e| WorkflowError::Payload { path: "~uuid".into(), message: e.to_string() })
+    }
+
+    /// A journaled value made by `make` the first time: the next `~kind[n]` step of this scope.
+    async fn helper<T>(&self, kind: &'static str, make: impl Fn() -> T + Send) -> Result<T, WorkflowError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+    {
+        let n = self.shared.next_helper(&self.scope, kind);
+        self.step(&format!("~{kind}[{n}]"), move || {
+            let value = make();
+            async move { Ok::<_, StepError>(value) }
+        })
+        .await
+    }
+
     fn begin(&self, name: &str, kind: StepKind) -> Result<(StepPath, Begun), WorkflowError> {
         let path = self.scope.child(name)?;
         let begun = self.shared.begin(&path, kind)?;

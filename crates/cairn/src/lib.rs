@@ -64,6 +64,7 @@ pub use engine::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
 };
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
+pub use uuid::Uuid;
 pub use workers::{LiveWorkers, StrandedPage, StrandedRun, StrandedVersion};
 
 /// The journal layer, for tools that read journals.

@@ -52,6 +52,9 @@ pub(crate) struct RunShared {
     /// When the run times out (from its `started` event).
     deadline: Option<Timestamp>,
     exec: Mutex<RunExec>,
+    /// How many of each deterministic helper (`ctx.now()`, …) each scope has used, which numbers
+    /// their journal entries (`~now[0]`, `~now[1]`, …) the same way on every replay.
+    helpers: Mutex<HashMap<(StepPath, &'static str), u64>>,
 }
 
 /// How far a run's body may go on this worker.
@@ -145,6 +148,7 @@ impl RunShared {
             signals_changed: watch::Sender::new(0),
             mode,
             deadline,
+            helpers: Mutex::new(HashMap::new()),
             exec: Mutex::new(RunExec {
                 cursor,
                 last_seq,
@@ -165,6 +169,14 @@ impl RunShared {
     fn lock(&self) -> MutexGuard<'_, RunExec> {
         // Nothing panics while holding this lock except on a bug; keep going with the data as is.
         self.exec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The number of the next `kind` helper used in `scope`.
+    pub(crate) fn next_helper(&self, scope: &StepPath, kind: &'static str) -> u64 {
+        let mut helpers = self.helpers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let next = helpers.entry((scope.clone(), kind)).or_insert(0);
+        *next += 1;
+        *next - 1
     }
 
     pub(crate) fn now(&self) -> Timestamp {

@@ -1,0 +1,79 @@
+//! Deterministic helpers: `ctx.now()`, `ctx.random()` and `ctx.uuid()` are journaled on first
+//! use, so a run resumed by another engine (after a restart, with its clock moved on) sees the
+//! values it saw before.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use cairn::prelude::*;
+use cairn::{Clock as _, RunStatus, SqliteStore, Timestamp, Uuid};
+use common::wait_for_status;
+use std::time::Duration;
+
+type Seen = (Timestamp, Timestamp, u64, u64, Uuid, Timestamp);
+
+/// Before a wait: a time, two random numbers; after it: another time, a UUID, and a time taken
+/// in a scope of its own.
+async fn stamps(ctx: Ctx, (): ()) -> Result<Seen, WorkflowError> {
+    let before = ctx.now().await?;
+    let (first, second) = (ctx.random().await?, ctx.random().await?);
+    let _: Option<()> = ctx.wait_for_event("go", EventFilter::any(), Duration::from_secs(86_400)).await?;
+    let after = ctx.now().await?;
+    let id = ctx.uuid().await?;
+    let inner = ctx.scope("inner")?.now().await?;
+    Ok((before, after, first, second, id, inner))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helpers_keep_their_values_across_a_restart() {
+    let (store, dir) = common::sqlite();
+    let clock = common::clock();
+    let start = clock.now();
+    let engine =
+        Engine::builder().store(store).clock(clock.clone()).register("stamps", 1, stamps).start().await.unwrap();
+    let run = engine.start("stamps", &()).id("s-1").await.unwrap();
+    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let journal_before = engine.journal(run.id()).await.unwrap().len();
+    engine.shutdown().await;
+
+    // An hour later, another engine on the same file resumes the run.
+    clock.advance(Duration::from_secs(3600));
+    let store = SqliteStore::open(dir.path().join("cairn.db")).unwrap();
+    let engine =
+        Engine::builder().store(store).clock(clock.clone()).register("stamps", 1, stamps).start().await.unwrap();
+    engine.signal(run.id(), "go", &()).await.unwrap();
+    let (before, after, first, second, id, inner): Seen = engine.client().result(run.id()).await.unwrap();
+    assert_eq!(before, start, "the first time is the one journaled before the restart");
+    assert_eq!(after, start + Duration::from_secs(3600));
+    assert_eq!(inner, after, "a scope numbers its own helpers");
+    assert_ne!(first, second, "two draws are two entries");
+    assert_eq!(id.get_version_num(), 4);
+
+    // Each value is a journal entry, numbered per scope and kind; none was drawn twice.
+    let journal = engine.journal(run.id()).await.unwrap();
+    let paths: Vec<String> = journal.iter().filter_map(|e| e.event.path().map(|p| p.to_string())).collect();
+    for path in ["~now[0]", "~random[0]", "~random[1]", "~now[1]", "~uuid[0]", "inner/~now[0]"] {
+        assert_eq!(paths.iter().filter(|p| *p == path).count(), 1, "{path} in {paths:?}");
+    }
+    assert!(journal.len() > journal_before);
+    let stored: Seen = serde_json::from_str(engine.get(run.id()).await.unwrap().output.unwrap().get()).unwrap();
+    assert_eq!(stored, (before, after, first, second, id, inner));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_of_the_journal_returns_the_same_values() {
+    async fn draw(ctx: Ctx, (): ()) -> Result<(Timestamp, u64, Uuid), WorkflowError> {
+        Ok((ctx.now().await?, ctx.random().await?, ctx.uuid().await?))
+    }
+    let (store, _dir) = common::sqlite();
+    let engine = Engine::builder().store(store).register("draw", 1, draw).start().await.unwrap();
+    let run = engine.start("draw", &()).await.unwrap();
+    let drawn: (Timestamp, u64, Uuid) = run.result().await.unwrap();
+    let journal = engine.journal(run.id()).await.unwrap();
+    engine.shutdown().await;
+    let report = cairn::testing::replay(&journal, draw).await.unwrap();
+    let cairn::testing::ReplayEnd::Returned(Ok(output)) = report.end else { panic!("{:?}", report.end) };
+    let replayed: (Timestamp, u64, Uuid) = serde_json::from_str(output.get()).unwrap();
+    assert_eq!((replayed, report.replayed), (drawn, 3));
+}
