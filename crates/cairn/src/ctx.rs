@@ -272,10 +272,33 @@ impl Ctx {
         filter: EventFilter,
         timeout: Duration,
     ) -> impl Future<Output = Result<Option<T>, WorkflowError>> + Send + 'static {
-        let begun = self.begin(name, StepKind::Wait);
+        self.wait_for_event_as(name, name, filter, timeout)
+    }
+
+    /// [`wait_for_event`](Ctx::wait_for_event) for signal `event` as the step named `step`, so
+    /// one scope can wait for the same signal more than once.
+    ///
+    /// ```no_run
+    /// # use cairn::prelude::*;
+    /// # use std::time::Duration;
+    /// async fn two_approvals(ctx: Ctx, (): ()) -> Result<(String, String), WorkflowError> {
+    ///     let day = Duration::from_secs(86_400);
+    ///     let first = ctx.wait_for_event_as("first-approval", "approve", EventFilter::any(), day).await?;
+    ///     let second = ctx.wait_for_event_as("second-approval", "approve", EventFilter::any(), day).await?;
+    ///     Ok((first.unwrap_or_default(), second.unwrap_or_default()))
+    /// }
+    /// ```
+    pub fn wait_for_event_as<T: DeserializeOwned + Send + 'static>(
+        &self,
+        step: &str,
+        event: &str,
+        filter: EventFilter,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Option<T>, WorkflowError>> + Send + 'static {
+        let begun = self.begin(step, StepKind::Wait);
         let deadline = self.shared.now() + timeout;
         let shared = Arc::clone(&self.shared);
-        let event = name.to_owned();
+        let event = event.to_owned();
         async move {
             let (path, Begun { ordinal, record }) = begun?;
             let (event, filter, deadline) = match record.map(|r| r.status) {

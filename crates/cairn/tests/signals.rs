@@ -99,3 +99,42 @@ async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
     );
     engine.shutdown().await;
 }
+
+/// Two waits for the same signal in one scope, as steps of their own names: each consumes one
+/// signal, in order, and a restart between them keeps the first one's payload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_scope_waits_for_the_same_signal_twice() {
+    async fn two_approvals(ctx: Ctx, (): ()) -> Result<(String, String), WorkflowError> {
+        let day = Duration::from_secs(86_400);
+        let first: Option<String> = ctx.wait_for_event_as("first-approval", "approve", EventFilter::any(), day).await?;
+        let second: Option<String> =
+            ctx.wait_for_event_as("second-approval", "approve", EventFilter::any(), day).await?;
+        Ok((first.unwrap_or_default(), second.unwrap_or_default()))
+    }
+    let (store, dir) = sqlite();
+    let engine = Engine::builder().store(store).clock(clock()).register("two", 1, two_approvals).start().await.unwrap();
+    let run = engine.start("two", &()).id("twice").await.unwrap();
+    engine.signal(run.id(), "approve", &"ana").await.unwrap();
+    // Waiting for the second approval (the first consumed the one signal so far).
+    let journal = loop {
+        let journal = engine.journal(run.id()).await.unwrap();
+        if journal.iter().any(|e| e.event.path().is_some_and(|p| p.as_str() == "second-approval")) {
+            break journal;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(journal.iter().any(
+        |e| matches!(&e.event, cairn::journal::Event::WaitCompleted { path, .. } if path.as_str() == "first-approval")
+    ));
+    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    engine.shutdown().await;
+
+    let store = cairn::SqliteStore::open(dir.path().join("cairn.db")).unwrap();
+    let engine = Engine::builder().store(store).clock(clock()).register("two", 1, two_approvals).start().await.unwrap();
+    engine.signal(run.id(), "approve", &"bo").await.unwrap();
+    let (first, second): (String, String) = engine.result(run.id()).await.unwrap();
+    assert_eq!((first.as_str(), second.as_str()), ("ana", "bo"));
+    let consumed: Vec<Option<u64>> = engine.signals(run.id()).await.unwrap().iter().map(|s| s.consumed_seq).collect();
+    assert!(consumed.iter().all(Option::is_some) && consumed.len() == 2, "{consumed:?}");
+    engine.shutdown().await;
+}
