@@ -212,8 +212,8 @@ impl Ctx {
             ctx: self.clone(),
             begun: Some(self.begin(name, StepKind::Step)),
             body: Some(Box::new(body)),
-            policy: RetryPolicy::default(),
-            timeout: None,
+            policy: self.shared.step_defaults.retry.clone().unwrap_or_default(),
+            timeout: self.shared.step_defaults.timeout,
             running: None,
             _output: PhantomData,
         }

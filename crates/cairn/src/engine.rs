@@ -5,7 +5,7 @@ use crate::clock::{Clock, SystemClock, wall_now};
 use crate::registry::Registry;
 use crate::run::{Mode, PAUSED_BY_REQUEST, RunShared, drive};
 use crate::{Client, Ctx, EngineError, Interrupt, WorkflowError};
-use cairn_journal::JournalEntry;
+use cairn_journal::{JournalEntry, RetryPolicy};
 use cairn_store::{
     Append, ClaimRequest, ForgetWorkers, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store, WorkerRecord,
 };
@@ -627,6 +627,20 @@ impl EngineBuilder {
         self
     }
 
+    /// The retry policy of every step of workflow `name` (every version) that does not set its
+    /// own with [`Step::retry`](crate::Step::retry) (default: [`RetryPolicy::default`]).
+    pub fn default_retry(mut self, name: &str, policy: RetryPolicy) -> Self {
+        self.registry.set_step_defaults(name, |defaults| defaults.retry = Some(policy));
+        self
+    }
+
+    /// A timeout for each attempt of every step of workflow `name` that does not set its own
+    /// with [`Step::timeout`](crate::Step::timeout) (default: none).
+    pub fn default_step_timeout(mut self, name: &str, limit: Duration) -> Self {
+        self.registry.set_step_defaults(name, |defaults| defaults.timeout = Some(limit));
+        self
+    }
+
     /// This worker's identity in leases (default: `worker-<pid>-<random>`).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.config.worker_id = id.into();
@@ -708,7 +722,7 @@ impl EngineBuilder {
         if let Some((name, version)) = self.duplicate {
             return Err(EngineError::DuplicateWorkflow { name, version });
         }
-        self.registry.check_subscriptions()?;
+        self.registry.check_settings()?;
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
         store.set_subscriptions(&self.registry.subscriptions()).await.map_err(EngineError::Store)?;
         let notices = store.notices();

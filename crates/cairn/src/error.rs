@@ -288,13 +288,13 @@ pub enum EngineError {
     /// A subscription's topic pattern is not valid.
     #[error(transparent)]
     InvalidTopic(cairn_journal::topic::TopicError),
-    /// A subscription names a workflow that is not registered.
-    #[error("[CAIRN-E0304] workflow `{name}` subscribes to `{pattern}` but is not registered")]
-    SubscriberNotRegistered {
+    /// A setting (a subscription, step defaults) names a workflow that is not registered.
+    #[error("[CAIRN-E0304] workflow `{name}` is given {setting} but is not registered")]
+    NotRegistered {
         /// The workflow.
         name: String,
-        /// The pattern.
-        pattern: String,
+        /// What it was given.
+        setting: String,
     },
     /// The store refused the worker's subscriptions.
     #[error("could not declare this worker's topic subscriptions: {0}")]

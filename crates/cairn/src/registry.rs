@@ -28,6 +28,17 @@ pub(crate) struct Registry {
     retention: HashMap<String, Duration>,
     /// Topic patterns by workflow name.
     subscriptions: BTreeMap<String, BTreeSet<String>>,
+    /// Step defaults by workflow name.
+    step_defaults: HashMap<String, StepDefaults>,
+}
+
+/// What a workflow's steps use unless they say otherwise.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StepDefaults {
+    /// The retry policy (default: [`cairn_journal::RetryPolicy::default`]).
+    pub(crate) retry: Option<cairn_journal::RetryPolicy>,
+    /// A timeout for each attempt (default: none).
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl Registry {
@@ -78,18 +89,31 @@ impl Registry {
         self.subscriptions.entry(name.to_owned()).or_default().insert(pattern.to_owned());
     }
 
-    /// A subscription that names an unregistered workflow or an invalid pattern, if any.
-    pub(crate) fn check_subscriptions(&self) -> Result<(), crate::EngineError> {
+    /// Sets the step defaults of workflow `name`.
+    pub(crate) fn set_step_defaults(&mut self, name: &str, set: impl FnOnce(&mut StepDefaults)) {
+        set(self.step_defaults.entry(name.to_owned()).or_default());
+    }
+
+    /// The step defaults of workflow `name`.
+    pub(crate) fn step_defaults(&self, name: &str) -> StepDefaults {
+        self.step_defaults.get(name).cloned().unwrap_or_default()
+    }
+
+    /// A subscription or step defaults that name an unregistered workflow, or an invalid
+    /// pattern, if any.
+    pub(crate) fn check_settings(&self) -> Result<(), crate::EngineError> {
+        let unregistered =
+            |name: &String, setting: String| crate::EngineError::NotRegistered { name: name.clone(), setting };
         for (name, patterns) in &self.subscriptions {
             for pattern in patterns {
                 cairn_journal::topic::check_pattern(pattern).map_err(crate::EngineError::InvalidTopic)?;
                 if !self.latest.contains_key(name) {
-                    return Err(crate::EngineError::SubscriberNotRegistered {
-                        name: name.clone(),
-                        pattern: pattern.clone(),
-                    });
+                    return Err(unregistered(name, format!("a subscription to `{pattern}`")));
                 }
             }
+        }
+        if let Some(name) = self.step_defaults.keys().find(|name| !self.latest.contains_key(*name)) {
+            return Err(unregistered(name, "step defaults".to_owned()));
         }
         Ok(())
     }

@@ -36,6 +36,8 @@ pub(crate) struct RunShared {
     pub(crate) id: RunId,
     /// Its workflow's name.
     pub(crate) workflow: String,
+    /// What its steps use unless they say otherwise.
+    pub(crate) step_defaults: crate::registry::StepDefaults,
     pub(crate) epoch: u64,
     pub(crate) local: Arc<Local>,
     /// Fired when step code must stop (cancelled, lease lost, non-determinism, store failure,
@@ -140,6 +142,7 @@ impl RunShared {
         Self {
             id,
             workflow: state.workflow().to_owned(),
+            step_defaults: local.registry.step_defaults(state.workflow()),
             epoch,
             local,
             halt: stop.child_token(),

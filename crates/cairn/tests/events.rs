@@ -111,7 +111,7 @@ async fn subscriptions_are_checked_when_the_engine_starts() {
     let (store, _dir) = common::sqlite();
     let error =
         Engine::builder().store(store).register("welcome", 1, welcome).subscribe("nobody", "user.*").start().await;
-    assert!(matches!(&error, Err(EngineError::SubscriberNotRegistered { name, .. }) if name == "nobody"), "{error:?}");
+    assert!(matches!(&error, Err(EngineError::NotRegistered { name, .. }) if name == "nobody"), "{error:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

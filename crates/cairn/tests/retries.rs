@@ -184,3 +184,51 @@ async fn a_step_that_times_out_is_retried() {
     assert_eq!(run.result::<String>().await.unwrap(), "done");
     engine.shutdown().await;
 }
+
+/// Steps that always fail (retryably), one with the workflow's defaults and one with its own
+/// policy; and one that never returns, under the default attempt timeout.
+fn defaults_body(
+    calls: (Counter, Counter),
+) -> impl Fn(Ctx, ()) -> futures::future::BoxFuture<'static, Result<Vec<String>, WorkflowError>> + Send + Sync + 'static
+{
+    move |ctx: Ctx, ()| {
+        let (default_calls, own_calls) = calls.clone();
+        Box::pin(async move {
+            let fail = |calls: Counter| {
+                move || {
+                    let n = calls.hit();
+                    async move { Err::<(), _>(StepError::retryable(format!("attempt {n} failed"))) }
+                }
+            };
+            let by_default = ctx.step("by-default", fail(default_calls)).await;
+            let own =
+                ctx.step("own", fail(own_calls)).retry(RetryPolicy::fixed(Duration::from_millis(1)).attempts(3)).await;
+            let stuck = ctx.step("stuck", || std::future::pending::<Result<(), StepError>>()).await;
+            Ok([by_default, own, stuck].into_iter().map(|r| r.unwrap_err().to_string()).collect())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflows_step_defaults_apply_unless_a_step_sets_its_own() {
+    let (store, _dir) = sqlite();
+    let calls = (Counter::default(), Counter::default());
+    let engine = Engine::builder()
+        .store(store)
+        .register("defaults", 1, defaults_body(calls.clone()))
+        .default_retry("defaults", RetryPolicy::fixed(Duration::from_millis(1)).attempts(2))
+        .default_step_timeout("defaults", Duration::from_millis(20))
+        .start()
+        .await
+        .unwrap();
+    let errors: Vec<String> = engine.start("defaults", &()).await.unwrap().result().await.unwrap();
+    assert_eq!((calls.0.get(), calls.1.get()), (2, 3), "the default policy's 2 attempts; the step's own 3");
+    assert!(errors[0].contains("attempt 2 failed") && errors[1].contains("attempt 3 failed"), "{errors:?}");
+    assert!(errors[2].contains("timed out"), "{errors:?}");
+    engine.shutdown().await;
+
+    // Defaults for a workflow that is not registered are refused.
+    let (store, _dir) = sqlite();
+    let refused = Engine::builder().store(store).default_step_timeout("nobody", Duration::from_secs(1)).start().await;
+    assert!(matches!(&refused, Err(cairn::EngineError::NotRegistered { name, .. }) if name == "nobody"), "{refused:?}");
+}
