@@ -203,7 +203,7 @@ fn defaults_body(
             let by_default = ctx.step("by-default", fail(default_calls)).await;
             let own =
                 ctx.step("own", fail(own_calls)).retry(RetryPolicy::fixed(Duration::from_millis(1)).attempts(3)).await;
-            let stuck = ctx.step("stuck", || std::future::pending::<Result<(), StepError>>()).await;
+            let stuck = ctx.step("stuck", std::future::pending::<Result<(), StepError>>).await;
             Ok([by_default, own, stuck].into_iter().map(|r| r.unwrap_err().to_string()).collect())
         })
     }
