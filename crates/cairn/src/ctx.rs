@@ -61,6 +61,15 @@ impl EventFilter {
     }
 }
 
+type BranchFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>> + Send + 'a>>;
+
+/// One branch of a [`Ctx::join`], made by [`Ctx::branch`].
+#[must_use = "a branch does nothing until joined"]
+pub struct Branch<'a, T> {
+    name: String,
+    future: Result<BranchFuture<'a, T>, WorkflowError>,
+}
+
 fn decode<T: DeserializeOwned>(path: &StepPath, raw: &str) -> Result<T, WorkflowError> {
     serde_json::from_str(raw).map_err(|e| WorkflowError::Payload { path: path.to_string(), message: e.to_string() })
 }
@@ -187,6 +196,70 @@ impl Ctx {
             async move { Ok::<_, StepError>(value) }
         })
         .await
+    }
+
+    /// A branch named `name` for [`join`](Ctx::join): `body` gets a context scoped to `name/`, so
+    /// its steps are numbered apart from every other branch's and replay whatever order the
+    /// branches' steps finished in.
+    pub fn branch<'a, T, F, Fut>(&self, name: &str, body: F) -> Branch<'a, T>
+    where
+        F: FnOnce(Ctx) -> Fut,
+        Fut: Future<Output = Result<T, WorkflowError>> + Send + 'a,
+    {
+        let future = self.scope(name).map(|ctx| Box::pin(body(ctx)) as BranchFuture<'a, T>);
+        Branch { name: name.to_owned(), future }
+    }
+
+    /// Runs `branches` at once and waits for every one. Their outputs come back in the order the
+    /// branches were given; if any failed, the error names each failed branch with its error
+    /// ([`WorkflowError::BranchesFailed`], the others having run to their end). A run stopped
+    /// meanwhile (cancelled, paused, shutting down) stops them all. Two branches may not share a
+    /// name.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::MemoryStore;
+    ///
+    /// async fn checkout(ctx: Ctx, order: u64) -> Result<Vec<String>, WorkflowError> {
+    ///     ctx.join(vec![
+    ///         ctx.branch("bill", |ctx| async move {
+    ///             let amount = ctx.step("price", || async move { Ok::<_, StepError>(order * 10) }).await?;
+    ///             ctx.step("charge", || async move { Ok::<_, StepError>(format!("charged {amount}")) }).await
+    ///         }),
+    ///         ctx.branch("ship", |ctx| async move {
+    ///             ctx.step("label", || async { Ok::<_, StepError>("labelled".to_owned()) }).await
+    ///         }),
+    ///     ])
+    ///     .await
+    /// }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(MemoryStore::new()).register("checkout", 1, checkout).start().await?;
+    /// let done: Vec<String> = engine.start("checkout", &4u64).await?.result().await?;
+    /// assert_eq!(done, ["charged 40", "labelled"]);
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn join<T>(&self, branches: Vec<Branch<'_, T>>) -> Result<Vec<T>, WorkflowError> {
+        let mut names: Vec<String> = Vec::with_capacity(branches.len());
+        let mut futures = Vec::with_capacity(branches.len());
+        for Branch { name, future } in branches {
+            if names.contains(&name) {
+                return Err(WorkflowError::DuplicatePath(self.scope.child(&name)?));
+            }
+            futures.push(future?);
+            names.push(name);
+        }
+        let results = futures::future::join_all(futures).await;
+        let (mut values, mut failures) = (Vec::with_capacity(results.len()), Vec::new());
+        for (name, result) in names.into_iter().zip(results) {
+            match result {
+                Ok(value) => values.push(value),
+                Err(stopped @ WorkflowError::Interrupted(_)) => return Err(stopped),
+                Err(error) => failures.push((name, error.to_string())),
+            }
+        }
+        if failures.is_empty() { Ok(values) } else { Err(WorkflowError::BranchesFailed { failures }) }
     }
 
     fn begin(&self, name: &str, kind: StepKind) -> Result<(StepPath, Begun), WorkflowError> {

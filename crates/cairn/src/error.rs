@@ -160,6 +160,12 @@ pub enum WorkflowError {
     /// The run must stop here; propagate this.
     #[error(transparent)]
     Interrupted(#[from] Interrupt),
+    /// Branches of a [`Ctx::join`](crate::Ctx::join) failed: each by name, with its error.
+    #[error("[CAIRN-E0111] {} branch(es) failed: {}", failures.len(), failures.iter().map(|(name, error)| format!("`{name}`: {error}")).collect::<Vec<_>>().join("; "))]
+    BranchesFailed {
+        /// Each failed branch's name and error, in the order the branches were given.
+        failures: Vec<(String, String)>,
+    },
 }
 
 impl WorkflowError {
