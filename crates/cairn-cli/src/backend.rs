@@ -6,6 +6,7 @@ use crate::remote::{Remote, encode};
 use crate::runs::StoreArgs;
 use anyhow::Result;
 use cairn::{Client, PageCursor, RunFilter, RunId, RunStatus};
+use cairn_http::reads;
 use cairn_http::views::{
     self, EntryView, Outcome, Pruned, PublishedEvent, RunDetail, RunPage, SignalSent, SignalView, Signals, StartedRun,
     Steps, Workflows,
@@ -106,12 +107,9 @@ impl Backend {
                     status,
                     cursor: query.cursor.as_deref().map(PageCursor::decode).transpose()?,
                     limit: Some(query.limit),
-                    stranded: query.stranded.then(|| live.served()),
                     ..RunFilter::default()
                 };
-                let page = client.list(&filter).await?;
-                let runs = page.runs.iter().map(|run| views::listed(run, &live)).collect();
-                Ok(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) })
+                Ok(reads::run_page(client, &filter, query.stranded, &live).await?)
             }
             Backend::Http(remote) => {
                 let mut params = vec![format!("limit={}", query.limit)];
@@ -132,12 +130,10 @@ impl Backend {
         match self {
             Backend::Store(client) => {
                 let id = RunId::new(id);
-                let run = client.get(&id).await?;
-                let restarts = client.restarts(&id).await?;
                 Ok(Shown {
-                    run: views::detail(&run, &client.live_workers().await?, &restarts),
+                    run: reads::run_detail(client, &client.get(&id).await?).await?,
                     journal: client.journal(&id).await?.iter().map(views::entry).collect(),
-                    signals: client.signals(&id).await?.iter().map(views::signal).collect(),
+                    signals: reads::run_signals(client, &id).await?.signals,
                 })
             }
             Backend::Http(remote) => {

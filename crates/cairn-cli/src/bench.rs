@@ -22,6 +22,18 @@ pub(crate) enum Workload {
     List,
 }
 
+impl Workload {
+    /// How reports name the W1/W2 workloads.
+    fn name(self) -> &'static str {
+        if self == Workload::W2 { "w2" } else { "w1" }
+    }
+}
+
+/// Whether a report's text line is printed: without `--json`, or on a terminal.
+fn text_wanted(json: bool) -> bool {
+    !json || std::io::IsTerminal::is_terminal(&std::io::stdout())
+}
+
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub(crate) enum StoreKind {
     /// In-process memory.
@@ -98,7 +110,7 @@ async fn http_bench(args: &BenchArgs, url: &str, runs: usize, steps: usize) -> R
         }
         Ok::<_, anyhow::Error>(begun.elapsed().as_secs_f64() * 1e3)
     };
-    let name = if args.workload == Workload::W2 { "w2" } else { "w1" };
+    let name = args.workload.name();
     let mut progress = crate::progress::Progress::new(format!("{name} over HTTP"), "runs", Some(runs as u64));
     let started = Instant::now();
     let mut run_ms = Vec::with_capacity(runs);
@@ -141,7 +153,7 @@ async fn http_bench(args: &BenchArgs, url: &str, runs: usize, steps: usize) -> R
         "step_overhead_us_p50": percentile(&run_sorted, 50.0) * 1e3 / steps as f64,
         "concurrency": if args.workload == Workload::W2 { 1 } else { HTTP_CONCURRENCY.min(runs) },
     });
-    if !args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+    if text_wanted(args.json) {
         out!(
             "{name} over HTTP at {url}: {runs} runs x {steps} steps in {seconds:.3} s = {:.0} runs/s, {:.0} steps/s; run p50 {:.2} ms, p99 {:.2} ms",
             runs as f64 / seconds,
@@ -230,10 +242,11 @@ async fn list_bench(
     let mut progress = crate::progress::Progress::new("list: filling", "runs", Some(runs as u64));
     let filled = Instant::now();
     let client = engine.client();
-    for chunk in (0..runs as u64).collect::<Vec<_>>().chunks(5000) {
+    for first in (0..runs as u64).step_by(5000) {
+        let chunk = first..(first + 5000).min(runs as u64);
         let tasks: Vec<_> = chunk
-            .iter()
-            .map(|&n| {
+            .clone()
+            .map(|n| {
                 let client = client.clone();
                 tokio::spawn(async move {
                     let handle = client.start("orders", &n).await?;
@@ -245,7 +258,7 @@ async fn list_bench(
         for task in tasks {
             task.await??;
         }
-        progress.add(chunk.len() as u64);
+        progress.add(chunk.end - chunk.start);
     }
     progress.finish();
     let fill_seconds = filled.elapsed().as_secs_f64();
@@ -298,7 +311,7 @@ async fn list_bench(
         "deep_page_ms_p50": percentile(&deep, 50.0),
         "deep_page_ms_p99": percentile(&deep, 99.0),
     });
-    if !json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+    if text_wanted(json) {
         out!(
             "list on {store_name} ({durability}): {runs} runs ({failed} failed) filled in {fill_seconds:.1} s; GET /v1/workflows p50 {:.2} ms p99 {:.2} ms; failed runs, first page p50 {:.2} ms p99 {:.2} ms; pages 1-100 by cursor p50 {:.2} ms p99 {:.2} ms ({} pages)",
             percentile(&counts, 50.0),
@@ -466,7 +479,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         })
     });
     let started = Instant::now();
-    let name = if args.workload == Workload::W2 { "w2" } else { "w1" };
+    let name = args.workload.name();
     let mut progress = crate::progress::Progress::new(name, "runs", Some(runs as u64));
     if args.workload == Workload::W2 {
         for _ in 0..runs {
@@ -528,7 +541,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     };
     let durability_name = durability_name(args.store, durability);
     let report = serde_json::json!({
-        "workload": if args.workload == Workload::W2 { "w2" } else { "w1" },
+        "workload": name,
         "store": store_name,
         "durability": durability_name,
         "runs": runs,
@@ -547,7 +560,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         "sweep_outlasted_workload": sweep.map(|(_, _, still)| still),
         "sql_statements_per_step": statements.as_ref().map(|s| s.iter().map(|(_, n)| n).sum::<i64>() as f64 / steps_total as f64),
     });
-    if !args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+    if text_wanted(args.json) {
         out!(
             "{} on {} ({}, {} worker(s)): {} runs x {} steps in {:.3} s = {:.0} runs/s, {:.0} steps/s; run p50 {:.2} ms, p99 {:.2} ms; step p50 {:.1} us; commit floor {:.1} us",
             report["workload"].as_str().unwrap_or_default(),
@@ -570,7 +583,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         }
     }
     if let Some(statements) = &statements
-        && (!args.json || std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        && text_wanted(args.json)
     {
         out!("SQL statements (= round trips) per step, from pg_stat_statements:");
         for (query, calls) in statements {
@@ -736,7 +749,7 @@ async fn resume(
         "resume_ms_max": resume_sorted.last().copied().unwrap_or_default(),
         "floor_us": floor_us,
     });
-    if !json || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+    if text_wanted(json) {
         out!(
             "w4 on {store_name} ({durability_name}): {runs} runs with {steps}-step journals, signal to result on a fresh engine: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; commit floor {floor_us:.1} us",
             percentile(&resume_sorted, 50.0),

@@ -84,13 +84,10 @@ pub(crate) fn trace_id_of(run_id: &str) -> [u8; 16] {
     id
 }
 
+/// `N` (at most 16) random bytes, from a version 4 UUID.
 fn random_bytes<const N: usize>() -> [u8; N] {
-    let (_, random) = uuid::Uuid::now_v7().as_u64_pair();
-    let (_, more) = uuid::Uuid::now_v7().as_u64_pair();
     let mut out = [0u8; N];
-    for (i, byte) in random.to_le_bytes().iter().chain(&more.to_le_bytes()).take(N).enumerate() {
-        out[i] = *byte;
-    }
+    out.copy_from_slice(&uuid::Uuid::new_v4().as_bytes()[..N]);
     out
 }
 

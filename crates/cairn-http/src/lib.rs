@@ -43,6 +43,7 @@
 
 mod dashboard;
 pub mod metrics;
+pub mod reads;
 pub mod views;
 
 use axum::body::Bytes;
@@ -519,19 +520,10 @@ fn list_request(workflow: Option<String>, params: ListParams) -> Result<ListRequ
     Ok(ListRequest { filter: RunFilter { input_contains, ..filter }, stranded: params.stranded.unwrap_or(false) })
 }
 
-async fn run_page(client: &Client, request: &ListRequest, live: &LiveWorkers) -> Result<RunPage, ApiError> {
-    let page = if request.stranded {
-        client.list(&RunFilter { stranded: Some(live.served()), ..request.filter.clone() }).await?
-    } else {
-        client.list(&request.filter).await?
-    };
-    let runs = page.runs.iter().map(|run| views::listed(run, live)).collect();
-    Ok(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) })
-}
-
 async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
     let request = list_request(workflow, params)?;
-    Ok(Json(run_page(&api.client, &request, &api.client.live_workers().await?).await?))
+    let live = api.client.live_workers().await?;
+    Ok(Json(reads::run_page(&api.client, &request.filter, request.stranded, &live).await?))
 }
 
 /// What the list routes say of their input filter (a parameter family OpenAPI cannot name).
@@ -575,7 +567,7 @@ async fn workflows(State(api): State<Api>) -> Answer<Workflows> {
 async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<RunDetail> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    Ok(Json(run_detail(&api.client, &run).await?))
+    Ok(Json(reads::run_detail(&api.client, &run).await?))
 }
 
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs",
@@ -585,7 +577,7 @@ async fn show(State(api): State<Api>, path: Result<Path<(String, String)>, PathR
 async fn show_any(State(api): State<Api>, path: Result<Path<String>, PathRejection>) -> Answer<RunDetail> {
     let Path(id) = path?;
     let run = api.client.get(&run_id(&id)?).await?;
-    Ok(Json(run_detail(&api.client, &run).await?))
+    Ok(Json(reads::run_detail(&api.client, &run).await?))
 }
 
 #[utoipa::path(post, path = "/v1/runs/prune", tag = "runs",
@@ -639,12 +631,7 @@ async fn result(
         let _ = tokio::time::timeout(wait, api.client.result::<serde::de::IgnoredAny>(&run.id)).await;
     }
     let run = api.client.get(&run.id).await?;
-    Ok(Json(run_detail(&api.client, &run).await?))
-}
-
-async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ApiError> {
-    let restarts = client.restarts(&run.id).await?;
-    Ok(views::detail(run, &client.live_workers().await?, &restarts))
+    Ok(Json(reads::run_detail(&api.client, &run).await?))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/steps", tag = "runs",
@@ -664,12 +651,7 @@ async fn steps(State(api): State<Api>, path: Result<Path<(String, String)>, Path
 async fn signals(State(api): State<Api>, path: Result<Path<(String, String)>, PathRejection>) -> Answer<Signals> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    Ok(Json(run_signals(&api.client, &run.id).await?))
-}
-
-async fn run_signals(client: &Client, id: &RunId) -> Result<Signals, ApiError> {
-    let signals = client.signals(id).await?;
-    Ok(Signals { run: id.to_string(), signals: signals.iter().map(views::signal).collect() })
+    Ok(Json(reads::run_signals(&api.client, &run.id).await?))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/signals/{event}", tag = "runs",
@@ -836,7 +818,7 @@ async fn live_runs(
         async move {
             let live = client.live_workers().await?;
             Ok(views::RunsSnapshot {
-                runs: run_page(&client, &request, &live).await?,
+                runs: reads::run_page(&client, &request.filter, request.stranded, &live).await?,
                 workflows: views::workflows(&client.workflow_counts().await?),
                 workers: workers_view(&client, &live).await?,
             })
@@ -861,9 +843,9 @@ async fn live_run(
         async move {
             let run = client.get(&id).await?;
             Ok(views::RunSnapshot {
-                run: run_detail(&client, &run).await?,
+                run: reads::run_detail(&client, &run).await?,
                 steps: views::steps(&id, &client.journal(&id).await?),
-                signals: run_signals(&client, &id).await?,
+                signals: reads::run_signals(&client, &id).await?,
             })
         }
     }))

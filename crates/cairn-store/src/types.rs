@@ -529,6 +529,18 @@ pub struct SetSubscriptions {
     pub subscriptions: Vec<Subscription>,
 }
 
+impl SetSubscriptions {
+    /// Whether `stored` (every subscription a store holds) already has exactly these for
+    /// `workflows`, so that setting them would change nothing.
+    pub fn is_held_by(&self, stored: &[Subscription]) -> bool {
+        let mut held: Vec<&Subscription> = stored.iter().filter(|s| self.workflows.contains(&s.workflow)).collect();
+        let mut wanted: Vec<&Subscription> = self.subscriptions.iter().collect();
+        held.sort();
+        wanted.sort();
+        held == wanted
+    }
+}
+
 /// How many runs of one workflow version [need a worker](RunStatus::needs_worker).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionCount {
@@ -864,4 +876,31 @@ pub enum StoreError {
     /// The backend failed (IO, SQL, closed).
     #[error("store backend error: {0}")]
     Backend(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declaration_is_held_when_its_workflows_have_exactly_its_subscriptions() {
+        let sub = |workflow: &str, pattern: &str| Subscription {
+            workflow: workflow.into(),
+            pattern: pattern.into(),
+            version: 1,
+        };
+        let declared = SetSubscriptions {
+            workflows: vec!["a".into(), "b".into()],
+            subscriptions: vec![sub("a", "x.*"), sub("a", "y")],
+        };
+        // Other workflows' subscriptions do not matter; order does not either.
+        assert!(declared.is_held_by(&[sub("c", "z"), sub("a", "y"), sub("a", "x.*")]));
+        assert!(!declared.is_held_by(&[sub("a", "x.*")]), "one missing");
+        assert!(!declared.is_held_by(&[sub("a", "x.*"), sub("a", "y"), sub("b", "old")]), "one to drop");
+        assert!(
+            !declared.is_held_by(&[sub("a", "x.*"), Subscription { version: 2, ..sub("a", "y") }]),
+            "another version"
+        );
+        assert!(SetSubscriptions { workflows: vec!["a".into()], subscriptions: vec![] }.is_held_by(&[sub("b", "q")]));
+    }
 }

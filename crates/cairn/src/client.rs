@@ -371,20 +371,15 @@ impl Client {
         if let Some(registered) = self.local.as_ref().and_then(|local| local.registry.get(workflow, version)) {
             (registered.check_input)(input).map_err(|e| ClientError::InvalidPayload(format!("{workflow}: {e}")))?;
         }
-        let now = self.clock.now();
-        let mut run =
-            NewRun::new(RunId::new(uuid::Uuid::now_v7().to_string()), workflow, version, input.to_owned(), now);
-        run.idempotency_key = Some(key.to_owned());
-        run.retention = Some(self.retention_of(workflow, None));
-        Ok(run)
+        let options = StartOptions { idempotency_key: Some(key.to_owned()), ..StartOptions::default() };
+        self.build_run(workflow, version, input.to_owned(), options)
     }
 
     fn new_run(&self, workflow: &str, input: Box<RawValue>, options: StartOptions) -> Result<NewRun, ClientError> {
         self.check_size(&input)?;
-        let StartOptions { id, idempotency_key, version, timeout, retention } = options;
         let version = match &self.local {
             Some(local) => {
-                let version = match version {
+                let version = match options.version {
                     Some(v) => v,
                     None => {
                         local.registry.latest(workflow).ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?
@@ -400,8 +395,21 @@ impl Client {
                 (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
                 version
             }
-            None => version.unwrap_or(1),
+            None => options.version.unwrap_or(1),
         };
+        self.build_run(workflow, version, input, options)
+    }
+
+    /// The new run of `workflow` version `version` (checked by the caller) with `options` (their
+    /// `version` aside).
+    fn build_run(
+        &self,
+        workflow: &str,
+        version: u32,
+        input: Box<RawValue>,
+        options: StartOptions,
+    ) -> Result<NewRun, ClientError> {
+        let StartOptions { id, idempotency_key, timeout, retention, .. } = options;
         if workflow.is_empty() {
             return Err(ClientError::UnknownWorkflow(String::new()));
         }
@@ -610,7 +618,7 @@ impl Client {
         if outcome == CancelOutcome::Cancelled
             && let Ok(Some(run)) = self.store.get_run(id).await
         {
-            let lasted = crate::telemetry::between(run.created_at, run.completed_at.unwrap_or(run.updated_at));
+            let lasted = run.created_at.until(run.completed_at.unwrap_or(run.updated_at));
             crate::telemetry::run_ended(&run.workflow, run.status, lasted);
         }
         Ok(outcome)

@@ -1,7 +1,6 @@
 //! The context a workflow body gets, and its verbs.
 
 use crate::run::{Begun, RunShared};
-use crate::telemetry::between;
 use crate::{StepError, WorkflowError};
 use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepStatus, Timestamp};
 use cairn_store::{RunId, SuspendReason};
@@ -180,9 +179,7 @@ impl Ctx {
     /// A random (version 4) UUID, journaled the first time so every replay sees the same one
     /// (numbered per scope as [`now`](Ctx::now)).
     pub async fn uuid(&self) -> Result<uuid::Uuid, WorkflowError> {
-        let text: String = self.helper("uuid", || uuid::Uuid::new_v4().to_string()).await?;
-        uuid::Uuid::parse_str(&text)
-            .map_err(|e| WorkflowError::Payload { path: "~uuid".into(), message: e.to_string() })
+        self.helper("uuid", uuid::Uuid::new_v4).await
     }
 
     /// A journaled value made by `make` the first time: the next `~kind[n]` step of this scope.
@@ -550,7 +547,7 @@ where
                         limit,
                     });
                 }
-                crate::telemetry::step_attempt(&shared.workflow, &path, between(started_at, shared.now()), false);
+                crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(shared.now()), false);
                 span.record("status", "completed");
                 let started_at = Some(started_at);
                 let completed = vec![Event::StepCompleted { path, ordinal, attempt, output, started_at }];
@@ -562,7 +559,7 @@ where
                 let seed = RetryPolicy::seed((shared.id.as_str(), path.as_str(), attempt));
                 let delay = if error.is_retryable() { policy.delay_after(attempt, seed) } else { None };
                 let retry_at = delay.map(|d| shared.now() + d);
-                let lasted = between(started_at, shared.now());
+                let lasted = started_at.until(shared.now());
                 crate::telemetry::step_attempt(&shared.workflow, &path, lasted, retry_at.is_some());
                 span.record("status", if retry_at.is_some() { "retrying" } else { "failed" });
                 shared

@@ -315,7 +315,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     span.record("status", ended.as_ref().map_or("suspended", |ended| ended.status.as_str()));
     drop(in_flight);
     if let Some(ended) = &ended {
-        let lasted = crate::telemetry::between(run.created_at, local.clock.now());
+        let lasted = run.created_at.until(local.clock.now());
         crate::telemetry::run_ended(&run.workflow, ended.status, lasted);
     }
     ended
@@ -353,7 +353,7 @@ async fn claim_loop(local: Arc<Local>) {
                     for run in runs {
                         // Ready since its creation (never run yet) or its wake-up time.
                         if let Some(ready) = if run.last_seq <= 1 { Some(run.created_at) } else { run.wake_at } {
-                            crate::telemetry::claim_lag(crate::telemetry::between(ready, now));
+                            crate::telemetry::claim_lag(ready.until(now));
                         }
                         spawn_run(&local, &mut tasks, run);
                     }
@@ -724,7 +724,11 @@ impl EngineBuilder {
         }
         self.registry.check_settings()?;
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
-        store.set_subscriptions(&self.registry.subscriptions()).await.map_err(EngineError::Store)?;
+        // Read first: most starts declare what the store already holds, and then write nothing.
+        let declared = self.registry.subscriptions();
+        if !declared.is_held_by(&store.subscriptions().await.map_err(EngineError::Store)?) {
+            store.set_subscriptions(&declared).await.map_err(EngineError::Store)?;
+        }
         let notices = store.notices();
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
         local.record_worker().await;

@@ -127,11 +127,6 @@ pub(crate) fn claim_lag(lag: Duration) {
     metrics::histogram!(CLAIM_LAG).record(lag.as_secs_f64());
 }
 
-/// How long from `from` to `to` (zero if `to` is earlier).
-pub(crate) fn between(from: cairn_journal::Timestamp, to: cairn_journal::Timestamp) -> Duration {
-    Duration::from_millis(u64::try_from(to.as_millis() - from.as_millis()).unwrap_or(0))
-}
-
 /// Counts a run in [`RUNS_IN_FLIGHT`] while it lives.
 pub(crate) struct InFlight(metrics::Gauge);
 
