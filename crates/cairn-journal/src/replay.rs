@@ -63,6 +63,16 @@ pub enum NonDeterminism {
         /// Its kind.
         found_kind: StepKind,
     },
+    /// A race's journaled winner is not among the branches the body raced.
+    #[error(
+        "[CAIRN-E0101] non-determinism at race `{path}`: the journal says branch `{winner}` won but the workflow raced no branch of that name"
+    )]
+    RaceWinnerMissing {
+        /// The race's path.
+        path: StepPath,
+        /// The journaled winner.
+        winner: String,
+    },
     /// The body finished without asking for a step the journal holds.
     #[error(
         "[CAIRN-E0101] non-determinism: the journal holds {kind} `{path}` but the workflow finished without reaching it"
@@ -166,6 +176,27 @@ impl ReplayCursor {
             None if self.requested_new.contains(path) => Err(CursorError::DuplicatePath(path.clone())),
             None => Ok(false),
         }
+    }
+
+    /// The body will never ask for anything within `scope` again (a race's losing branch, a loop's
+    /// past iterations): whatever the journal holds there is neither asked for nor reported as
+    /// unreached. Returns how many journaled paths that covered.
+    ///
+    /// ```
+    /// use cairn_journal::{ReplayCursor, RunState, StepPath};
+    /// let mut cursor = ReplayCursor::new(&RunState::new());
+    /// assert_eq!(cursor.skip_within(&StepPath::parse("slow").unwrap()), 0);
+    /// ```
+    pub fn skip_within(&mut self, scope: &StepPath) -> usize {
+        let mut skipped = 0;
+        for (path, (_, _, requested)) in &mut self.journaled {
+            if !*requested && path.is_within(scope) {
+                *requested = true;
+                skipped += 1;
+            }
+        }
+        self.requested_known += skipped;
+        skipped
     }
 
     /// The body asks for `path` of `kind`; returns its position and whether the journal knows it.
@@ -361,6 +392,19 @@ mod tests {
         c.request(&p("c"), StepKind::Step).unwrap();
         assert!(c.past_journal());
         assert!(ReplayCursor::new(&RunState::new()).past_journal());
+    }
+
+    #[test]
+    fn skipped_scopes_are_not_unreached() {
+        let mut c = ReplayCursor::new(&journal(&[("a", 0), ("slow/x", 0), ("slow/y[2]/z", 0), ("slowest/x", 0)]));
+        c.request(&p("a"), StepKind::Step).unwrap();
+        assert_eq!(c.skip_within(&p("slow")), 2);
+        assert!(matches!(c.finish(), Err(NonDeterminism::Unreached { path, .. }) if path == p("slowest/x")));
+        assert_eq!(c.skip_within(&p("slowest")), 1);
+        assert!(c.finish().is_ok() && c.past_journal());
+        // Skipping again, or a path already asked for, counts nothing twice.
+        assert_eq!(c.skip_within(&p("slow")), 0);
+        assert_eq!(c.skip_within(&StepPath::root()), 0);
     }
 
     #[test]

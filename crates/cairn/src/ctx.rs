@@ -36,6 +36,8 @@ use tracing::Instrument as _;
 pub struct Ctx {
     shared: Arc<RunShared>,
     scope: StepPath,
+    /// Fires when this context's step code must stop: the run's stop, or a lost race.
+    cancel: CancellationToken,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -66,7 +68,15 @@ type BranchFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>>
 #[must_use = "a branch does nothing until joined"]
 pub struct Branch<'a, T> {
     name: String,
+    /// The branch's own token (a child of its parent's), fired when it loses a race.
+    cancel: CancellationToken,
     future: Result<BranchFuture<'a, T>, WorkflowError>,
+}
+
+/// What a race journals: the branch that won.
+#[derive(Serialize, serde::Deserialize)]
+struct RaceWon {
+    winner: String,
 }
 
 fn decode<T: DeserializeOwned>(path: &StepPath, raw: &str) -> Result<T, WorkflowError> {
@@ -75,7 +85,8 @@ fn decode<T: DeserializeOwned>(path: &StepPath, raw: &str) -> Result<T, Workflow
 
 impl Ctx {
     pub(crate) fn new(shared: Arc<RunShared>) -> Self {
-        Self { shared, scope: StepPath::root() }
+        let cancel = shared.stop.child_token();
+        Self { shared, scope: StepPath::root(), cancel }
     }
 
     /// The run's id.
@@ -88,20 +99,22 @@ impl Ctx {
         &self.scope
     }
 
-    /// A token that fires when the run is cancelled or must stop; pass it into long step bodies.
+    /// A token that fires when the run is cancelled or must stop, or when the
+    /// [race](Ctx::race) branch this context belongs to lost; pass it into long step bodies.
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.shared.stop.child_token()
+        self.cancel.child_token()
     }
 
     /// A context whose steps live under `name/`. Use a scope per concurrent branch, so each
     /// branch numbers its own steps.
     pub fn scope(&self, name: &str) -> Result<Ctx, WorkflowError> {
-        Ok(Ctx { shared: Arc::clone(&self.shared), scope: self.scope.child(name)? })
+        Ok(Ctx { shared: Arc::clone(&self.shared), scope: self.scope.child(name)?, cancel: self.cancel.clone() })
     }
 
     /// A context whose steps live under `name[index]/`, for loop iterations.
     pub fn scope_indexed(&self, name: &str, index: u64) -> Result<Ctx, WorkflowError> {
-        Ok(Ctx { shared: Arc::clone(&self.shared), scope: self.scope.indexed_child(name, index)? })
+        let scope = self.scope.indexed_child(name, index)?;
+        Ok(Ctx { shared: Arc::clone(&self.shared), scope, cancel: self.cancel.clone() })
     }
 
     /// A patch marker, for changing a workflow's code while runs started by the old code are in
@@ -195,16 +208,38 @@ impl Ctx {
         .await
     }
 
-    /// A branch named `name` for [`join`](Ctx::join): `body` gets a context scoped to `name/`, so
-    /// its steps are numbered apart from every other branch's and replay whatever order the
-    /// branches' steps finished in.
+    /// A branch named `name` for [`join`](Ctx::join) or [`race`](Ctx::race): `body` gets a
+    /// context scoped to `name/`, so its steps are numbered apart from every other branch's and
+    /// replay whatever order the branches' steps finished in.
     pub fn branch<'a, T, F, Fut>(&self, name: &str, body: F) -> Branch<'a, T>
     where
         F: FnOnce(Ctx) -> Fut,
         Fut: Future<Output = Result<T, WorkflowError>> + Send + 'a,
     {
-        let future = self.scope(name).map(|ctx| Box::pin(body(ctx)) as BranchFuture<'a, T>);
-        Branch { name: name.to_owned(), future }
+        let cancel = self.cancel.child_token();
+        let future =
+            self.scope(name).map(|ctx| Box::pin(body(Ctx { cancel: cancel.clone(), ..ctx })) as BranchFuture<'a, T>);
+        Branch { name: name.to_owned(), cancel, future }
+    }
+
+    /// Checks `branches`' names (each once) and splits them into names, tokens and futures.
+    #[allow(clippy::type_complexity)]
+    fn unzip_branches<'a, T>(
+        &self,
+        branches: Vec<Branch<'a, T>>,
+    ) -> Result<(Vec<String>, Vec<CancellationToken>, Vec<BranchFuture<'a, T>>), WorkflowError> {
+        let mut names: Vec<String> = Vec::with_capacity(branches.len());
+        let mut tokens = Vec::with_capacity(branches.len());
+        let mut futures = Vec::with_capacity(branches.len());
+        for Branch { name, cancel, future } in branches {
+            if names.contains(&name) {
+                return Err(WorkflowError::DuplicatePath(self.scope.child(&name)?));
+            }
+            futures.push(future?);
+            tokens.push(cancel);
+            names.push(name);
+        }
+        Ok((names, tokens, futures))
     }
 
     /// Runs `branches` at once and waits for every one. Their outputs come back in the order the
@@ -238,15 +273,7 @@ impl Ctx {
     /// # }).unwrap();
     /// ```
     pub async fn join<T>(&self, branches: Vec<Branch<'_, T>>) -> Result<Vec<T>, WorkflowError> {
-        let mut names: Vec<String> = Vec::with_capacity(branches.len());
-        let mut futures = Vec::with_capacity(branches.len());
-        for Branch { name, future } in branches {
-            if names.contains(&name) {
-                return Err(WorkflowError::DuplicatePath(self.scope.child(&name)?));
-            }
-            futures.push(future?);
-            names.push(name);
-        }
+        let (names, _, futures) = self.unzip_branches(branches)?;
         let results = futures::future::join_all(futures).await;
         let (mut values, mut failures) = (Vec::with_capacity(results.len()), Vec::new());
         for (name, result) in names.into_iter().zip(results) {
@@ -257,6 +284,157 @@ impl Ctx {
             }
         }
         if failures.is_empty() { Ok(values) } else { Err(WorkflowError::BranchesFailed { failures }) }
+    }
+
+    /// Runs `branches` at once until the first finishes, which wins: its output (or error) is
+    /// the race's, with its name. The losers' cancellation tokens fire and they are dropped: a
+    /// result they had not journaled is discarded. The winner is journaled as the step `name`
+    /// (`{"winner": "…"}`), so a replay runs the same winner again (its steps replaying from the
+    /// journal) and none of the losers, however the timings come out. A race needs at least one
+    /// branch, and two branches may not share a name.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::MemoryStore;
+    /// use std::time::Duration;
+    ///
+    /// async fn quote(ctx: Ctx, (): ()) -> Result<String, WorkflowError> {
+    ///     let (winner, price) = ctx
+    ///         .race("quote", vec![
+    ///             ctx.branch("cache", |ctx| async move {
+    ///                 ctx.step("read", || async { Ok::<_, StepError>(42u32) }).await
+    ///             }),
+    ///             ctx.branch("supplier", |ctx| async move {
+    ///                 ctx.sleep("slow-api", Duration::from_secs(30)).await?;
+    ///                 Ok(40)
+    ///             }),
+    ///         ])
+    ///         .await?;
+    ///     Ok(format!("{price} from {winner}"))
+    /// }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(MemoryStore::new()).register("quote", 1, quote).start().await?;
+    /// let text: String = engine.start("quote", &()).await?.result().await?;
+    /// assert_eq!(text, "42 from cache");
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn race<T>(&self, name: &str, branches: Vec<Branch<'_, T>>) -> Result<(String, T), WorkflowError> {
+        let (path, Begun { ordinal, record }) = self.begin(name, StepKind::Step)?;
+        let (names, tokens, mut futures) = self.unzip_branches(branches)?;
+        if futures.is_empty() {
+            return Err(WorkflowError::failed(format!("race `{path}` has no branches")));
+        }
+        let journaled = match record.map(|r| r.status) {
+            Some(StepStatus::Completed { output, .. }) => Some(decode::<RaceWon>(&path, output.get())?.winner),
+            _ => None,
+        };
+        let winner = match journaled {
+            Some(winner) => match names.iter().position(|n| *n == winner) {
+                Some(index) => index,
+                None => {
+                    return Err(self
+                        .shared
+                        .diverged(cairn_journal::NonDeterminism::RaceWinnerMissing { path, winner }));
+                }
+            },
+            None => {
+                let (result, index, _) = futures::future::select_all(futures.iter_mut()).await;
+                if let Err(stopped @ WorkflowError::Interrupted(_)) = result {
+                    return Err(stopped);
+                }
+                let output = serde_json::value::to_raw_value(&RaceWon { winner: names[index].clone() })
+                    .map_err(|e| WorkflowError::Payload { path: path.to_string(), message: e.to_string() })?;
+                let won = Event::StepCompleted { path, ordinal, attempt: 1, output, started_at: None };
+                self.lose(&names, &tokens, index)?;
+                drop(futures);
+                self.shared.append(vec![won], None).await?;
+                return result.map(|value| (names[index].clone(), value));
+            }
+        };
+        self.lose(&names, &tokens, winner)?;
+        let future = futures.swap_remove(winner);
+        drop(futures);
+        let value = future.await?;
+        Ok((names[winner].clone(), value))
+    }
+
+    /// Fires the tokens of every branch but `winner` and marks their scopes as never to be
+    /// asked for again.
+    fn lose(&self, names: &[String], tokens: &[CancellationToken], winner: usize) -> Result<(), WorkflowError> {
+        for (i, (name, token)) in names.iter().zip(tokens).enumerate() {
+            if i != winner {
+                token.cancel();
+                self.shared.skip_within(&self.scope.child(name)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `body` once per item, with at most `concurrency` items in flight (at least one), each
+    /// in its own scope `name[i]` (`i` the item's index), and returns every item's result in the
+    /// order the items were given. A failed item does not stop the others; a run stopped
+    /// meanwhile (cancelled, paused, shutting down) stops them all and is the error. On replay
+    /// the items the journal holds as done return at once, without running their steps again.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::MemoryStore;
+    ///
+    /// async fn resize(ctx: Ctx, images: Vec<String>) -> Result<usize, WorkflowError> {
+    ///     let results = ctx
+    ///         .each("resize", images, 8, |ctx, image| async move {
+    ///             ctx.step("thumbnail", || {
+    ///                 let image = image.clone();
+    ///                 async move { Ok::<_, StepError>(format!("{image}.thumb")) }
+    ///             })
+    ///             .await
+    ///         })
+    ///         .await?;
+    ///     Ok(results.iter().filter(|r| r.is_ok()).count())
+    /// }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(MemoryStore::new()).register("resize", 1, resize).start().await?;
+    /// let images = vec!["a.png".to_owned(), "b.png".to_owned()];
+    /// let done: usize = engine.start("resize", &images).await?.result().await?;
+    /// assert_eq!(done, 2);
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn each<I, R, F, Fut>(
+        &self,
+        name: &str,
+        items: I,
+        concurrency: usize,
+        mut body: F,
+    ) -> Result<Vec<Result<R, WorkflowError>>, WorkflowError>
+    where
+        I: IntoIterator,
+        F: FnMut(Ctx, I::Item) -> Fut,
+        Fut: Future<Output = Result<R, WorkflowError>>,
+    {
+        use futures::StreamExt as _;
+        use futures::future::Either;
+        let item_futures = items.into_iter().zip(0u64..).map(|(item, index)| {
+            let result = match self.scope_indexed(name, index) {
+                Ok(ctx) => Either::Left(body(ctx, item)),
+                Err(error) => Either::Right(std::future::ready(Err(error))),
+            };
+            async move { (index, result.await) }
+        });
+        // Unordered, so one slow item holds one slot only, not the line behind it.
+        let mut results = futures::stream::iter(item_futures).buffer_unordered(concurrency.max(1));
+        let mut outputs = Vec::new();
+        while let Some((index, result)) = results.next().await {
+            if let Err(stopped @ WorkflowError::Interrupted(_)) = result {
+                return Err(stopped);
+            }
+            outputs.push((index, result));
+        }
+        outputs.sort_unstable_by_key(|(index, _)| *index);
+        Ok(outputs.into_iter().map(|(_, result)| result).collect())
     }
 
     fn begin(&self, name: &str, kind: StepKind) -> Result<(StepPath, Begun), WorkflowError> {

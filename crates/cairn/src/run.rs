@@ -279,14 +279,22 @@ impl RunShared {
         }
     }
 
+    /// The body will never ask for anything within `scope` (see [`ReplayCursor::skip_within`]).
+    pub(crate) fn skip_within(&self, scope: &StepPath) {
+        self.lock().cursor.skip_within(scope);
+    }
+
+    /// The body's error for a divergence from the journal: the run parks with it.
+    pub(crate) fn diverged(&self, error: cairn_journal::NonDeterminism) -> WorkflowError {
+        self.interrupt(Interrupt::NonDeterminism(error));
+        self.interrupted()
+    }
+
     /// The body's error for a request the cursor refused; non-determinism parks the run.
     fn cursor_refused(&self, error: CursorError) -> WorkflowError {
         match error {
             CursorError::DuplicatePath(path) => WorkflowError::DuplicatePath(path),
-            CursorError::NonDeterminism(error) => {
-                self.interrupt(Interrupt::NonDeterminism(error));
-                self.interrupted()
-            }
+            CursorError::NonDeterminism(error) => self.diverged(error),
             other => WorkflowError::Failed(other.to_string()),
         }
     }
