@@ -16,6 +16,9 @@ pub(crate) enum Workload {
     /// Resume: runs with a long journal (default 10,000 steps) suspended on a signal; each is
     /// signalled on a freshly started engine and timed from the signal to its result.
     W4,
+    /// Fan-out: one run whose `ctx.each` runs --steps items (default 10,000), --concurrency at a
+    /// time (default 100), one no-op step each; timed from the start to the result.
+    W5,
     /// Lists at scale: fill the store with --runs finished runs of one step (1 % failed), then
     /// time the HTTP API's `GET /v1/workflows` and `GET /v1/workflows/{name}/runs?status=failed`
     /// (first page, and pages 1 to 100 by cursor), served in this process.
@@ -65,9 +68,12 @@ pub(crate) struct BenchArgs {
     /// Runs (default: 1000 for w1, 200 for w2, 10 for w4).
     #[arg(long)]
     runs: Option<usize>,
-    /// Steps per run (default: 10; 10,000 for w4).
+    /// Steps per run (default: 10; 10,000 for w4 and w5).
     #[arg(long)]
     steps: Option<usize>,
+    /// W5: items in flight at once.
+    #[arg(long, default_value_t = 100)]
+    concurrency: usize,
     /// W1/W2 with a retention sweep in progress: first fill the store with this many ended runs
     /// of 10 steps each, past their retention, then delete them in the background (as an
     /// engine's sweeper does, paced by `Client::sweep`) while the workload runs.
@@ -372,17 +378,21 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         Workload::W1 => 1000,
         Workload::W2 => 200,
         Workload::W4 => 10,
+        Workload::W5 => 1,
         Workload::List => 1_000_000,
     });
-    let steps = args.steps.unwrap_or(if args.workload == Workload::W4 { 10_000 } else { 10 });
+    let steps = args.steps.unwrap_or(if matches!(args.workload, Workload::W4 | Workload::W5) { 10_000 } else { 10 });
     if runs == 0 || steps == 0 {
         bail!("--runs and --steps must be at least 1");
     }
-    if args.prunable > 0 && args.workload == Workload::W4 {
+    if args.prunable > 0 && matches!(args.workload, Workload::W4 | Workload::W5) {
         bail!("--prunable applies to w1 and w2");
     }
+    if args.concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
     if let Some(url) = &args.url {
-        if args.workload == Workload::W4 || args.prunable > 0 || args.workers > 1 {
+        if matches!(args.workload, Workload::W4 | Workload::W5) || args.prunable > 0 || args.workers > 1 {
             bail!("--url runs w1 or w2 as they are (no --prunable, --workers)");
         }
         return http_bench(&args, url, runs, steps).await;
@@ -422,6 +432,20 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         let result =
             list_bench(Arc::clone(&store), runs, (store_name, durability_name(args.store, durability)), args.json)
                 .await;
+        if let Some(store) = bench_schema {
+            store.drop_schema().await?;
+        }
+        return result;
+    }
+    if args.workload == Workload::W5 {
+        let result = fan_out(
+            Arc::clone(&store),
+            runs,
+            (steps, args.concurrency),
+            (store_name, durability_name(args.store, durability), floor_us),
+            args.json,
+        )
+        .await;
         if let Some(store) = bench_schema {
             store.drop_schema().await?;
         }
@@ -646,6 +670,61 @@ async fn fill_prunable(store: &Arc<dyn Store>, count: usize) -> Result<Client> {
         next += 1000;
     }
     Ok(client)
+}
+
+/// The W5 workflow: `ctx.each` over `items` items, `concurrency` at a time, one no-op step each.
+async fn fan_out_workflow(ctx: Ctx, (items, concurrency): (usize, usize)) -> Result<usize, WorkflowError> {
+    let done = ctx
+        .each("item", 0..items, concurrency, |ctx, i| async move {
+            ctx.step("noop", || async move { Ok::<_, StepError>(i) }).await
+        })
+        .await?;
+    done.into_iter().try_fold(0, |n, item| item.map(|_| n + 1))
+}
+
+/// W5: `runs` runs (one after another) of one `ctx.each` over `items` items, each timed from its
+/// start to its result.
+async fn fan_out(
+    store: Arc<dyn Store>,
+    runs: usize,
+    (items, concurrency): (usize, usize),
+    (store_name, durability_name, floor_us): (&str, &str, f64),
+    json: bool,
+) -> Result<()> {
+    let engine =
+        Engine::builder().shared_store(store).sweep_every(None).register("fanout", 1, fan_out_workflow).start().await?;
+    let mut seconds = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let begun = Instant::now();
+        let done: usize = engine.start("fanout", &(items, concurrency)).await?.result().await?;
+        seconds.push(begun.elapsed().as_secs_f64());
+        if done != items {
+            bail!("the run finished {done} items of {items}");
+        }
+    }
+    engine.shutdown().await;
+    let total: f64 = seconds.iter().sum();
+    let steps_per_sec = (runs * items) as f64 / total;
+    let report = serde_json::json!({
+        "workload": "w5",
+        "store": store_name,
+        "durability": durability_name,
+        "runs": runs,
+        "items": items,
+        "concurrency": concurrency,
+        "seconds": total,
+        "steps_per_sec": steps_per_sec,
+        "floor_us": floor_us,
+    });
+    if text_wanted(json) {
+        out!(
+            "w5 on {store_name} ({durability_name}): {runs} run(s) of {items} items, {concurrency} at a time: {steps_per_sec:.0} steps/s ({total:.2} s); commit floor {floor_us:.1} us"
+        );
+    }
+    if json {
+        out!("{report}");
+    }
+    Ok(())
 }
 
 /// How W4 opens the store again for each fresh engine.

@@ -1,4 +1,4 @@
-//! A worker process for the crash tests: it executes `crashy` runs, writing an execution log line
+//! A worker process for the crash tests: it executes `crashy` and `compose` runs, writing an execution log line
 //! when each step body begins and ends, until it is killed or (with `--exit-when-done`) every run
 //! has completed.
 //!
@@ -51,8 +51,10 @@ impl Worker {
 
     async fn step(&self, ctx: &Ctx, name: &str, value: u64) -> Result<u64, WorkflowError> {
         let run = ctx.run_id().clone();
+        let path = ctx.path().child(name)?.to_string();
+        let name = path.as_str();
         let out: Out = ctx
-            .step(name, || {
+            .step(name.rsplit('/').next().unwrap_or(name), || {
                 let run = run.clone();
                 async move {
                     self.log("begin", &run, name)?;
@@ -89,6 +91,39 @@ impl Worker {
             value = self.step(&ctx, &format!("x[{i}]"), value + i).await?;
         }
         Ok(value)
+    }
+
+    /// Two joined branches of two steps each, six items (three at a time), and a race that
+    /// `fast` wins (`slow` sleeps an hour first): `20 * index + 108`.
+    async fn compose(&self, ctx: Ctx, index: u64) -> Result<u64, WorkflowError> {
+        let joined = ctx
+            .join(vec![
+                ctx.branch("left", |ctx| async move {
+                    let x = self.step(&ctx, "l1", index + 1).await?;
+                    self.step(&ctx, "l2", x * 2).await
+                }),
+                ctx.branch("right", |ctx| async move {
+                    let x = self.step(&ctx, "r1", index + 2).await?;
+                    self.step(&ctx, "r2", x * 3).await
+                }),
+            ])
+            .await?;
+        let items =
+            ctx.each("item", 0..6u64, 3, |ctx, k| async move { self.step(&ctx, "work", index * k).await }).await?;
+        let items = items.into_iter().sum::<Result<u64, _>>()?;
+        let (_, won) = ctx
+            .race(
+                "pick",
+                vec![
+                    ctx.branch("pick-fast", |ctx| async move { self.step(&ctx, "f", 100).await }),
+                    ctx.branch("pick-slow", |ctx| async move {
+                        ctx.sleep("nap", Duration::from_secs(3600)).await?;
+                        self.step(&ctx, "s", 200).await
+                    }),
+                ],
+            )
+            .await?;
+        Ok(joined.iter().sum::<u64>() + items + won)
     }
 }
 
@@ -136,9 +171,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .poll_interval(Duration::from_millis(100))
         // Few runs at a time, so the work spreads over the worker's life and kills land mid-step.
         .max_active_runs(10)
-        .register("crashy", 1, move |ctx: Ctx, index: u64| {
+        .register("crashy", 1, {
             let worker = worker.clone();
-            async move { worker.crashy(ctx, index).await }
+            move |ctx: Ctx, index: u64| {
+                let worker = worker.clone();
+                async move { worker.crashy(ctx, index).await }
+            }
+        })
+        .register("compose", 1, move |ctx: Ctx, index: u64| {
+            let worker = worker.clone();
+            async move { worker.compose(ctx, index).await }
         })
         .start()
         .await?;

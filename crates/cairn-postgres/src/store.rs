@@ -10,7 +10,7 @@ use cairn_store::{
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_postgres::AsyncMessage;
@@ -983,15 +983,33 @@ async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Jo
         if rounds.len() < ROUNDS_IN_FLIGHT {
             let mut round = Round::default();
             let mut later = VecDeque::new();
+            // Where each run's append sits in this round.
+            let mut in_round: HashMap<RunId, usize> = HashMap::new();
             for job in pending.drain(..) {
                 if busy.contains(job.run_id()) {
-                    later.push_back(job);
+                    // The run's next append joins the one it follows in this round (one run's
+                    // concurrent items or branches commit together); anything else waits.
+                    if let Job::Append(append, _) = &job
+                        && let Some((earlier, replies)) =
+                            in_round.get(&append.run_id).and_then(|&i| round.appends.get_mut(i))
+                        && follows(earlier, append)
+                        && let Job::Append(append, reply) = job
+                    {
+                        earlier.events.extend(append.events);
+                        (earlier.update, earlier.at) = (append.update, append.at);
+                        replies.push(reply);
+                    } else {
+                        later.push_back(job);
+                    }
                     continue;
                 }
                 busy.insert(job.run_id().clone());
                 match job {
                     Job::Create(run, reply) => round.creates.push((run, reply)),
-                    Job::Append(append, reply) => round.appends.push((append, reply)),
+                    Job::Append(append, reply) => {
+                        in_round.insert(append.run_id.clone(), round.appends.len());
+                        round.appends.push((append, vec![reply]));
+                    }
                 }
             }
             pending = later;
@@ -1018,6 +1036,18 @@ async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::UnboundedReceiver<Jo
             },
         }
     }
+}
+
+/// Whether `next` can be merged into `earlier`, an append of the same run in the round being
+/// gathered: it continues the journal right after it, under the same lease, and neither is more
+/// than plain progress (the last may finish the run). The merged append carries the later time.
+fn follows(earlier: &Append, next: &Append) -> bool {
+    earlier.epoch == next.epoch
+        && next.after_seq == earlier.after_seq + earlier.events.len() as u64
+        && matches!(earlier.update, RunUpdate::Progress)
+        && matches!(next.update, RunUpdate::Progress | RunUpdate::Finish { .. })
+        && earlier.consume_signal.is_none()
+        && next.consume_signal.is_none()
 }
 
 /// How often the ended-status deltas are folded into their counters in the background.
@@ -1083,7 +1113,8 @@ const ROUNDS_IN_FLIGHT: usize = 2;
 #[derive(Default)]
 struct Round {
     creates: Vec<(NewRun, Reply<CreatedRun>)>,
-    appends: Vec<(Append, Reply<()>)>,
+    /// Each append with its callers: more than one where later appends of a run were merged in.
+    appends: Vec<(Append, Vec<Reply<()>>)>,
 }
 
 impl Round {
@@ -1122,9 +1153,11 @@ impl Round {
             runs.push(run.id);
             let _ = reply.send(outcome);
         }
-        for ((append, reply), outcome) in self.appends.into_iter().zip(appended) {
+        for ((append, replies), outcome) in self.appends.into_iter().zip(appended) {
             runs.push(append.run_id);
-            let _ = reply.send(outcome);
+            for reply in replies {
+                let _ = reply.send(outcome.clone());
+            }
         }
         if !ended.is_empty()
             && let Ok(client) = pool.get().await
@@ -1826,6 +1859,7 @@ mod tests {
                 now: t(20),
             },
             consume_signal: None,
+            batched: false,
         };
         let appended = tokio::spawn({
             let store = store.clone();

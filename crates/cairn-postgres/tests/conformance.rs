@@ -69,6 +69,7 @@ async fn appends_submitted_together_keep_their_own_outcomes() {
             at: t(150),
             update,
             consume_signal: None,
+            batched: false,
         })
     });
     let outcomes = futures_join(appends.collect()).await;

@@ -68,6 +68,7 @@ fn progress(run: &RunRecord, events: Vec<Event>) -> Append {
         at: t(5),
         update: RunUpdate::Progress,
         consume_signal: None,
+        batched: false,
     }
 }
 
@@ -254,6 +255,39 @@ pub async fn append_checks_sequence(store: DynStore) {
     assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
     RunState::fold(&journal).expect("journal folds");
     assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 4);
+}
+
+/// Appends of one run sent together (a run's concurrent items, `batched`), the last finishing the
+/// run, all land in order, whatever the backend merges; one sent after them with a stale
+/// sequence number is refused and changes nothing.
+pub async fn appends_sent_together_land_in_order(store: DynStore) {
+    store.create_run(new_run("fan", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut sent = Vec::new();
+    for i in 0..40u32 {
+        let mut append = progress(&run, vec![step(&format!("item[{i}]/work"), 0)]);
+        append.after_seq = run.last_seq + u64::from(i);
+        append.batched = true;
+        if i == 39 {
+            let output = raw("40");
+            append.events.push(Event::Completed { output: output.clone() });
+            append.update =
+                RunUpdate::Finish { status: RunStatus::Completed, output: Some(output), error: None, at: t(6) };
+        }
+        sent.push(store.append(append));
+    }
+    for outcome in futures::future::join_all(sent).await {
+        outcome.expect("append");
+    }
+    let mut stale = progress(&run, vec![step("late", 0)]);
+    stale.after_seq = 41;
+    assert!(store.append(stale).await.is_err(), "an append to an ended run");
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=42).collect::<Vec<_>>());
+    let state = RunState::fold(&journal).expect("journal folds");
+    assert_eq!(state.steps().count(), 40);
+    let ended = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((ended.status, ended.last_seq), (RunStatus::Completed, 42));
 }
 
 /// A journal of 5,001 entries reads back whole and in order, and a second run's entries do not
@@ -1002,7 +1036,7 @@ macro_rules! conformance_tests {
                 create_and_read_back, idempotent_create, concurrent_idempotent_create, concurrent_mixed_creates,
                 duplicate_id_is_refused,
                 claim_respects_workflows_and_versions, stale_epoch_is_fenced, append_checks_sequence,
-                long_journals_read_back_whole,
+                long_journals_read_back_whole, appends_sent_together_land_in_order,
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,

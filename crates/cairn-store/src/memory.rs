@@ -405,6 +405,7 @@ impl Store for MemoryStore {
                     at: request.at,
                 },
                 consume_signal: None,
+                batched: false,
             };
             inner.append(append)?;
             Ok(CancelOutcome::Cancelled)

@@ -489,9 +489,19 @@ impl SqliteStore {
         &self,
         make: impl FnOnce(Reply<T>) -> Command,
     ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
+        self.send_as(make, true)
+    }
+
+    /// [`send`](Self::send), committing inline when the writer is idle only if `inline` allows.
+    fn send_as<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Command,
+        inline: bool,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
         let (reply, answer) = oneshot::channel();
         let command = make(reply);
-        let sent = match self.writer.try_inline(command) {
+        let queued = if inline { self.writer.try_inline(command) } else { Some(command) };
+        let sent = match queued {
             None => Ok(()),
             Some(command) => {
                 self.writer.pending.fetch_add(1, Ordering::SeqCst);
@@ -1312,7 +1322,8 @@ impl Store for SqliteStore {
 
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
         let encoded = append.events.iter().map(Event::to_json).collect();
-        Box::pin(self.send(|r| Command::Append(append, encoded, r)))
+        let inline = !append.batched;
+        Box::pin(self.send_as(|r| Command::Append(append, encoded, r), inline))
     }
 
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {

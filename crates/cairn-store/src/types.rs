@@ -780,6 +780,10 @@ pub struct Append {
     pub update: RunUpdate,
     /// A signal the appended wait consumes.
     pub consume_signal: Option<SignalId>,
+    /// The appender sends other appends of this run at about the same time (concurrent branches
+    /// or items): a store that commits a lone append on the caller's thread when it is idle
+    /// (SQLite) queues this one instead, so it commits in one transaction with the others.
+    pub batched: bool,
 }
 
 impl Append {

@@ -66,6 +66,7 @@ async fn seeded(dir: &std::path::Path) -> RunRecord {
             at: Timestamp::from_millis(4),
             update: RunUpdate::Progress,
             consume_signal: Some(signal),
+            batched: false,
         })
         .await
         .unwrap();
@@ -147,6 +148,7 @@ async fn torn_and_uncommitted_tails_are_dropped_not_misread() {
             at: Timestamp::from_millis(20_001),
             update: RunUpdate::Progress,
             consume_signal: None,
+            batched: false,
         })
         .await
         .unwrap();

@@ -38,6 +38,9 @@ pub struct Ctx {
     scope: StepPath,
     /// Fires when this context's step code must stop: the run's stop, or a lost race.
     cancel: CancellationToken,
+    /// Within a branch or an item: its steps' appends go out with others of the run, so they
+    /// are sent to be committed together ([`cairn_store::Append::batched`]).
+    batched: bool,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -86,7 +89,7 @@ fn decode<T: DeserializeOwned>(path: &StepPath, raw: &str) -> Result<T, Workflow
 impl Ctx {
     pub(crate) fn new(shared: Arc<RunShared>) -> Self {
         let cancel = shared.stop.child_token();
-        Self { shared, scope: StepPath::root(), cancel }
+        Self { shared, scope: StepPath::root(), cancel, batched: false }
     }
 
     /// The run's id.
@@ -108,13 +111,14 @@ impl Ctx {
     /// A context whose steps live under `name/`. Use a scope per concurrent branch, so each
     /// branch numbers its own steps.
     pub fn scope(&self, name: &str) -> Result<Ctx, WorkflowError> {
-        Ok(Ctx { shared: Arc::clone(&self.shared), scope: self.scope.child(name)?, cancel: self.cancel.clone() })
+        let scope = self.scope.child(name)?;
+        Ok(Ctx { shared: Arc::clone(&self.shared), scope, cancel: self.cancel.clone(), batched: self.batched })
     }
 
     /// A context whose steps live under `name[index]/`, for loop iterations.
     pub fn scope_indexed(&self, name: &str, index: u64) -> Result<Ctx, WorkflowError> {
         let scope = self.scope.indexed_child(name, index)?;
-        Ok(Ctx { shared: Arc::clone(&self.shared), scope, cancel: self.cancel.clone() })
+        Ok(Ctx { shared: Arc::clone(&self.shared), scope, cancel: self.cancel.clone(), batched: self.batched })
     }
 
     /// A patch marker, for changing a workflow's code while runs started by the old code are in
@@ -217,8 +221,9 @@ impl Ctx {
         Fut: Future<Output = Result<T, WorkflowError>> + Send + 'a,
     {
         let cancel = self.cancel.child_token();
-        let future =
-            self.scope(name).map(|ctx| Box::pin(body(Ctx { cancel: cancel.clone(), ..ctx })) as BranchFuture<'a, T>);
+        let future = self
+            .scope(name)
+            .map(|ctx| Box::pin(body(Ctx { cancel: cancel.clone(), batched: true, ..ctx })) as BranchFuture<'a, T>);
         Branch { name: name.to_owned(), cancel, future }
     }
 
@@ -419,7 +424,7 @@ impl Ctx {
         use futures::future::Either;
         let item_futures = items.into_iter().zip(0u64..).map(|(item, index)| {
             let result = match self.scope_indexed(name, index) {
-                Ok(ctx) => Either::Left(body(ctx, item)),
+                Ok(ctx) => Either::Left(body(Ctx { batched: true, ..ctx }, item)),
                 Err(error) => Either::Right(std::future::ready(Err(error))),
             };
             async move { (index, result.await) }
@@ -729,7 +734,7 @@ where
                 span.record("status", "completed");
                 let started_at = Some(started_at);
                 let completed = vec![Event::StepCompleted { path, ordinal, attempt, output, started_at }];
-                shared.append(completed, None).instrument(span).await?;
+                shared.append_as(completed, None, ctx.batched).instrument(span).await?;
                 drop(in_flight);
                 return Ok(value);
             }

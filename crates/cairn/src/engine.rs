@@ -252,6 +252,7 @@ async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq: u64, updat
         at: local.clock.now(),
         update,
         consume_signal: None,
+        batched: false,
     };
     if let Err(error) = local.store.append(append).await {
         tracing::warn!("run {run_id}: cannot record that it stopped here: {error}");

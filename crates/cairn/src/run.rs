@@ -329,6 +329,17 @@ impl RunShared {
     /// Appends events while the run goes on (also while it stops at a step boundary: a step
     /// that finished is committed). Any store failure interrupts the run.
     pub(crate) async fn append(&self, events: Vec<Event>, consume: Option<SignalId>) -> Result<(), WorkflowError> {
+        self.append_as(events, consume, false).await
+    }
+
+    /// [`append`](Self::append), `batched` when other appends of the run go out at about the
+    /// same time (see [`Append::batched`]).
+    pub(crate) async fn append_as(
+        &self,
+        events: Vec<Event>,
+        consume: Option<SignalId>,
+        batched: bool,
+    ) -> Result<(), WorkflowError> {
         let stopping = self.lock().interrupt.as_ref().is_some_and(|why| !why.lets_steps_finish());
         if stopping {
             return Err(self.interrupted());
@@ -336,7 +347,7 @@ impl RunShared {
         if self.mode == Mode::ReplayCheck {
             return Ok(());
         }
-        self.append_raw(events, RunUpdate::Progress, consume).await.map_err(|error| {
+        self.append_raw(events, RunUpdate::Progress, consume, batched).await.map_err(|error| {
             self.interrupt(match error {
                 StoreError::Fenced { .. } => Interrupt::LeaseLost,
                 other => Interrupt::Store(other),
@@ -351,6 +362,7 @@ impl RunShared {
         events: Vec<Event>,
         update: RunUpdate,
         consume: Option<SignalId>,
+        batched: bool,
     ) -> Result<(), StoreError> {
         // The append is submitted while the lock is held, so appends to this run reach the store in
         // the order their sequence numbers were assigned.
@@ -366,6 +378,7 @@ impl RunShared {
                 at: self.local.clock.now(),
                 update,
                 consume_signal: consume,
+                batched,
             })
         };
         pending.await
@@ -373,7 +386,7 @@ impl RunShared {
 
     /// Hands the lease back without ending the run (engine shutdown).
     pub(crate) async fn release(&self) -> Result<(), StoreError> {
-        self.append_raw(Vec::new(), RunUpdate::Release, None).await
+        self.append_raw(Vec::new(), RunUpdate::Release, None, false).await
     }
 
     /// Waits until `wake_at` (or forever), letting the driver suspend the run meanwhile. A wait
@@ -583,7 +596,7 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFut
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
     // later one.
     let suspends = matches!(update, RunUpdate::Suspend { .. });
-    match shared.append_raw(events, update, None).await {
+    match shared.append_raw(events, update, None, false).await {
         Ok(()) => {
             if suspends {
                 shared.local.wake_claimer();

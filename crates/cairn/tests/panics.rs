@@ -204,6 +204,7 @@ async fn a_run_reclaimed_too_often_without_progress_is_parked_as_poison() {
                 at,
                 update: cairn::store::RunUpdate::Progress,
                 consume_signal: None,
+                batched: false,
             };
             store.append(append).await.unwrap();
         }

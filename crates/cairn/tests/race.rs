@@ -4,8 +4,8 @@
 
 mod common;
 
-use cairn::prelude::*;
 use cairn::journal::Event;
+use cairn::prelude::*;
 use cairn::{RunStatus, SqliteStore};
 use common::{Counter, clock, sqlite, wait_for_status};
 use std::sync::Arc;
@@ -23,32 +23,35 @@ fn pick(calls: Calls, open: Arc<AtomicBool>) -> impl Fn(Ctx, ()) -> common::Body
         let open = Arc::clone(&open);
         Box::pin(async move {
             let won = ctx
-                .race("pick", vec![
-                    ctx.branch("b", |ctx| async move {
-                        ctx.step("first", || async { Ok::<_, StepError>(b1.hit() as u32) }).await?;
-                        let token = ctx.cancellation_token();
-                        ctx.step("second", || {
-                            b2.hit();
-                            let (open, token, fired) = (open.load(Ordering::SeqCst), token.clone(), fired.clone());
-                            async move {
-                                if !open {
-                                    // Outlives the step body, which the race drops.
-                                    tokio::spawn(async move {
-                                        token.cancelled().await;
-                                        fired.hit();
-                                    });
-                                    std::future::pending::<()>().await;
+                .race(
+                    "pick",
+                    vec![
+                        ctx.branch("b", |ctx| async move {
+                            ctx.step("first", || async { Ok::<_, StepError>(b1.hit() as u32) }).await?;
+                            let token = ctx.cancellation_token();
+                            ctx.step("second", || {
+                                b2.hit();
+                                let (open, token, fired) = (open.load(Ordering::SeqCst), token.clone(), fired.clone());
+                                async move {
+                                    if !open {
+                                        // Outlives the step body, which the race drops.
+                                        tokio::spawn(async move {
+                                            token.cancelled().await;
+                                            fired.hit();
+                                        });
+                                        std::future::pending::<()>().await;
+                                    }
+                                    Ok::<_, StepError>(2u32)
                                 }
-                                Ok::<_, StepError>(2u32)
-                            }
-                        })
-                        .await
-                    }),
-                    ctx.branch("a", |ctx| async move {
-                        ctx.sleep("nap", Duration::from_secs(600)).await?;
-                        ctx.step("work", || async { Ok::<_, StepError>(a.hit() as u32 * 10) }).await
-                    }),
-                ])
+                            })
+                            .await
+                        }),
+                        ctx.branch("a", |ctx| async move {
+                            ctx.sleep("nap", Duration::from_secs(600)).await?;
+                            ctx.step("work", || async { Ok::<_, StepError>(a.hit() as u32 * 10) }).await
+                        }),
+                    ],
+                )
                 .await?;
             ctx.sleep("after", Duration::from_secs(86_400)).await?;
             Ok(won)
@@ -117,15 +120,18 @@ async fn the_journaled_winner_wins_again_after_a_restart_though_the_loser_would_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_branch_that_finishes_first_wins_with_its_error() {
     async fn failing(ctx: Ctx, (): ()) -> Result<(String, u32), WorkflowError> {
-        ctx.race("r", vec![
-            ctx.branch("slow", |ctx| async move {
-                ctx.sleep("nap", Duration::from_secs(60)).await?;
-                Ok(1)
-            }),
-            ctx.branch("broken", |ctx| async move {
-                ctx.step("boom", || async { Err::<u32, _>(StepError::terminal("no")) }).await
-            }),
-        ])
+        ctx.race(
+            "r",
+            vec![
+                ctx.branch("slow", |ctx| async move {
+                    ctx.sleep("nap", Duration::from_secs(60)).await?;
+                    Ok(1)
+                }),
+                ctx.branch("broken", |ctx| async move {
+                    ctx.step("boom", || async { Err::<u32, _>(StepError::terminal("no")) }).await
+                }),
+            ],
+        )
         .await
     }
     let (store, _dir) = sqlite();
@@ -134,8 +140,10 @@ async fn a_failed_branch_that_finishes_first_wins_with_its_error() {
     let error = run.result::<(String, u32)>().await.unwrap_err().to_string();
     assert!(error.contains("broken/boom") && error.contains("no"), "{error}");
     let journal = engine.journal(run.id()).await.unwrap();
-    assert!(journal.iter().any(|e| matches!(&e.event,
-        Event::StepCompleted { path, output, .. } if path.as_str() == "r" && output.get() == r#"{"winner":"broken"}"#)));
+    assert!(
+        journal.iter().any(|e| matches!(&e.event,
+        Event::StepCompleted { path, output, .. } if path.as_str() == "r" && output.get() == r#"{"winner":"broken"}"#))
+    );
     engine.shutdown().await;
 }
 

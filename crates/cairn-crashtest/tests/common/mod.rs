@@ -24,6 +24,35 @@ pub fn steps(extra: u64) -> Vec<String> {
     BASE_STEPS.iter().map(|s| (*s).to_owned()).chain((0..extra).map(|i| format!("x[{i}]"))).collect()
 }
 
+/// What every run of a crash test must end with.
+pub struct Expect {
+    /// The paths of the steps whose bodies write the execution log: each completes once.
+    pub steps: Vec<String>,
+    /// Steps journaled without a logged body (a race's winner): each completes once.
+    pub records: Vec<String>,
+    /// The output of run `index`.
+    pub output: fn(u64, u64) -> u64,
+    /// The second argument of `output`.
+    pub extra: u64,
+    /// Whether each run consumed a signal.
+    pub signalled: bool,
+}
+
+impl Expect {
+    /// `crashy` runs with `extra` steps after the first five.
+    pub fn crashy(extra: u64) -> Expect {
+        Expect { steps: steps(extra), records: Vec::new(), output: expected, extra, signalled: true }
+    }
+
+    /// `compose` runs: two joined branches of two steps, six items, and a race `fast` wins.
+    pub fn compose() -> Expect {
+        let mut steps: Vec<String> =
+            ["left/l1", "left/l2", "right/r1", "right/r2", "pick-fast/f"].iter().map(|s| (*s).to_owned()).collect();
+        steps.extend((0..6).map(|k| format!("item[{k}]/work")));
+        Expect { steps, records: vec!["pick".to_owned()], output: |i, _| 20 * i + 108, extra: 0, signalled: false }
+    }
+}
+
 pub fn now_micros() -> u128 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
 }
@@ -110,8 +139,12 @@ pub async fn finish(child: &mut Child, limit: Duration) {
 }
 
 pub async fn create_runs(client: &Client, runs: u64) {
+    create_runs_of(client, "crashy", runs).await;
+}
+
+pub async fn create_runs_of(client: &Client, workflow: &str, runs: u64) {
     for i in 0..runs {
-        client.start("crashy", &i).id(format!("run-{i:03}")).await.expect("start");
+        client.start(workflow, &i).id(format!("run-{i:03}")).await.expect("start");
     }
 }
 
@@ -131,17 +164,18 @@ struct Execution {
 /// Checks everything a crash test promises:
 /// * every run completed with the right output and its journal folds;
 /// * every step has exactly one completion;
-/// * a step body ran again only in a process that was killed while it had that step in flight;
+/// * a step body ran again only in a process that was killed while it had that step in flight
+///   (the next step of its scope had not begun there);
 /// * no step body of a run ever ran in two processes at the same time.
 pub async fn verify(
     client: &Client,
     store: &dyn Store,
     log: &std::path::Path,
     runs: u64,
-    extra: u64,
+    expect: &Expect,
     killed: &HashMap<u32, u128>,
 ) -> usize {
-    let steps = steps(extra);
+    let steps = &expect.steps;
     let page = client.list(&RunFilter { limit: Some(1000), ..RunFilter::default() }).await.expect("list");
     assert_eq!(page.runs.len() as u64, runs);
     let mut committed_by: HashMap<(String, String), u32> = HashMap::new();
@@ -149,22 +183,26 @@ pub async fn verify(
         assert_eq!(run.status, RunStatus::Completed, "run {} is {} ({:?})", run.id, run.status, run.error);
         let index: u64 = run.id.as_str()[4..].parse().expect("index");
         let output: u64 = serde_json::from_str(run.output.as_ref().expect("output").get()).expect("u64");
-        assert_eq!(output, expected(index, extra), "output of {}", run.id);
+        assert_eq!(output, (expect.output)(index, expect.extra), "output of {}", run.id);
         let journal = store.read_journal(&run.id).await.expect("journal");
         RunState::fold(&journal).expect("journal folds");
         let mut completions: HashMap<String, usize> = HashMap::new();
         for entry in &journal {
             if let Event::StepCompleted { path, output, .. } = &entry.event {
                 *completions.entry(path.to_string()).or_default() += 1;
+                if expect.records.iter().any(|r| r == path.as_str()) {
+                    continue;
+                }
                 let out: serde_json::Value = serde_json::from_str(output.get()).expect("json");
                 committed_by.insert((run.id.to_string(), path.to_string()), out["pid"].as_u64().expect("pid") as u32);
             }
         }
-        for step in &steps {
+        for step in steps.iter().chain(&expect.records) {
             assert_eq!(completions.get(step), Some(&1), "run {} step {step}", run.id);
         }
-        assert_eq!(completions.len(), steps.len());
-        assert!(journal.iter().any(|e| matches!(&e.event, Event::WaitCompleted { signal: Some(_), .. })));
+        assert_eq!(completions.len(), steps.len() + expect.records.len(), "{completions:?}");
+        let signalled = journal.iter().any(|e| matches!(&e.event, Event::WaitCompleted { signal: Some(_), .. }));
+        assert_eq!(signalled, expect.signalled);
     }
 
     let text = std::fs::read_to_string(log).expect("log");
@@ -200,7 +238,9 @@ pub async fn verify(
             killed.contains_key(pid),
             "{run}/{path} ran in {pid}, which was not killed, but {committer} committed it"
         );
-        let later = order[position + 1..].iter().any(|(r, _, p)| r == run && p == pid);
+        // Steps of one scope run one after another: the next began only once this one committed.
+        let scope = |path: &str| path.rsplit_once('/').map_or("", |(scope, _)| scope).to_owned();
+        let later = order[position + 1..].iter().any(|(r, s, p)| r == run && p == pid && scope(s) == scope(path));
         assert!(!later, "{run}/{path} in {pid} was not in flight when {pid} was killed");
     }
     for ((run, path), list) in &executions {

@@ -1,0 +1,41 @@
+//! Crash test with real processes for the authoring vocabulary: runs that join two branches, run
+//! six items three at a time, and race two branches, on an SQLite file whose worker is killed with
+//! SIGKILL at random moments and restarted. Every run must complete with the right output, every
+//! branch step, item and race winner must be journaled once, and a step body may have run twice
+//! only where a kill landed while it was in flight.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use cairn::{Client, SqliteStore};
+use common::*;
+use std::collections::HashMap;
+use std::time::Duration;
+
+const RUNS: u64 = 40;
+const KILLS: usize = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branches_items_and_races_survive_repeated_kill_9() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("crash.db");
+    let db_arg = db.to_str().unwrap();
+    let log = dir.path().join("steps.log");
+    let mut rng = Rng::seeded();
+
+    let store = SqliteStore::open(&db).expect("open");
+    let client = Client::new(store.clone());
+    create_runs_of(&client, "compose", RUNS).await;
+
+    let mut killed = HashMap::new();
+    for _ in 0..KILLS {
+        let mut child = spawn(db_arg, &log, RUNS, &[]);
+        tokio::time::sleep(Duration::from_millis(400 + rng.next(1200))).await;
+        let (pid, at) = kill(&mut child);
+        killed.insert(pid, at);
+    }
+    let mut last = spawn(db_arg, &log, RUNS, &["--exit-when-done"]);
+    finish(&mut last, Duration::from_secs(300)).await;
+    let reruns = verify(&client, &store, &log, RUNS, &Expect::compose(), &killed).await;
+    eprintln!("{KILLS} kills, {reruns} step bodies re-ran after a kill");
+}
