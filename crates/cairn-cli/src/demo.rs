@@ -19,23 +19,28 @@ struct Order {
     card_declines: bool,
 }
 
-/// Reserve stock, charge the card, ship; if the charge fails for good, release the stock (saga).
+/// Reserve stock, charge the card, ship; if the charge fails for good, the saga releases the
+/// stock (the reservation's compensation, a journaled step `undo-reserve-stock`).
 async fn order_saga(ctx: Ctx, order: Order) -> Result<String, WorkflowError> {
-    let reservation: String = ctx
-        .step("reserve-stock", || async {
-            work(150).await;
-            Ok::<_, StepError>(format!("res-{}", order.order))
-        })
-        .await?;
-    let charge = ctx
-        .step("charge-card", || async {
-            work(200).await;
-            if order.card_declines { Err(StepError::terminal("card declined")) } else { Ok(order.amount) }
-        })
-        .retry(RetryPolicy::exponential().attempts(3).base(Duration::from_millis(200)))
-        .await;
-    match charge {
-        Ok(charged) => {
+    let order = &order;
+    let done = ctx
+        .saga(|ctx, saga| async move {
+            let reserve = ctx.step("reserve-stock", || async {
+                work(150).await;
+                Ok::<_, StepError>(format!("res-{}", order.order))
+            });
+            saga.step(reserve, |_reservation: String| async {
+                work(100).await;
+                Ok::<_, StepError>(())
+            })
+            .await?;
+            let charged = ctx
+                .step("charge-card", || async {
+                    work(200).await;
+                    if order.card_declines { Err(StepError::terminal("card declined")) } else { Ok(order.amount) }
+                })
+                .retry(RetryPolicy::exponential().attempts(3).base(Duration::from_millis(200)))
+                .await?;
             let tracking: String = ctx
                 .step("ship", || async {
                     work(150).await;
@@ -43,16 +48,13 @@ async fn order_saga(ctx: Ctx, order: Order) -> Result<String, WorkflowError> {
                 })
                 .await?;
             Ok(format!("charged {charged}, shipped {tracking}"))
+        })
+        .await;
+    match done {
+        Err(WorkflowError::Compensated { error, undone }) => {
+            Ok(format!("compensated: {error}; undid {}", undone.join(", ")))
         }
-        Err(WorkflowError::StepFailed { message, .. }) => {
-            ctx.step("release-stock", || async {
-                work(100).await;
-                Ok::<_, StepError>(reservation.clone())
-            })
-            .await?;
-            Ok(format!("compensated: {message}; released {reservation}"))
-        }
-        Err(other) => Err(other),
+        other => other,
     }
 }
 

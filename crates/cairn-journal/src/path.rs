@@ -132,6 +132,17 @@ impl StepPath {
         }
     }
 
+    /// The last segment (`c[2]` of `a/b/c[2]`; empty at the top level).
+    ///
+    /// ```
+    /// use cairn_journal::StepPath;
+    /// assert_eq!(StepPath::parse("a/b/c[2]").unwrap().name(), "c[2]");
+    /// assert_eq!(StepPath::root().name(), "");
+    /// ```
+    pub fn name(&self) -> &str {
+        self.0.rsplit('/').next().unwrap_or_default()
+    }
+
     /// Whether this is the run's top level (the empty path).
     pub fn is_root(&self) -> bool {
         self.0.is_empty()

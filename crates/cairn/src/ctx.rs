@@ -97,6 +97,11 @@ impl Ctx {
         &self.shared.id
     }
 
+    /// Why the run must stop, if it must.
+    pub(crate) fn interruption(&self) -> Option<crate::Interrupt> {
+        self.shared.interruption()
+    }
+
     /// The current scope's path (empty at the top level).
     pub fn path(&self) -> &StepPath {
         &self.scope
@@ -624,6 +629,15 @@ pub struct Step<'a, T, F> {
 }
 
 impl<T, F> Step<'_, T, F> {
+    /// The context the step was made in and its name (for a saga's compensation next to it).
+    /// `None` when the step cannot run (awaiting it returns why).
+    pub(crate) fn place(&self) -> Option<(Ctx, String)> {
+        match &self.begun {
+            Some(Ok((path, _))) => Some((self.ctx.clone(), path.name().to_owned())),
+            _ => None,
+        }
+    }
+
     /// How failed attempts are retried (default: [`RetryPolicy::default`]).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.policy = policy;

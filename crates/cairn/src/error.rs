@@ -166,6 +166,23 @@ pub enum WorkflowError {
         /// Each failed branch's name and error, in the order the branches were given.
         failures: Vec<(String, String)>,
     },
+    /// A [`Ctx::saga`](crate::Ctx::saga)'s body failed and every compensation ran.
+    #[error("[CAIRN-E0112] {error}; compensated: {}", undone.join(", "))]
+    Compensated {
+        /// The body's error.
+        error: String,
+        /// The steps undone, in the order their compensations ran (last step first).
+        undone: Vec<String>,
+    },
+    /// A [`Ctx::saga`](crate::Ctx::saga)'s body failed and some compensations failed for good
+    /// (the others ran).
+    #[error("[CAIRN-E0113] {error}; {} compensation(s) failed: {}", failures.len(), failures.iter().map(|(name, error)| format!("`undo-{name}`: {error}")).collect::<Vec<_>>().join("; "))]
+    CompensationFailed {
+        /// The body's error.
+        error: String,
+        /// Each step whose compensation failed, with the compensation's error.
+        failures: Vec<(String, String)>,
+    },
 }
 
 impl WorkflowError {

@@ -46,6 +46,7 @@ mod error;
 mod panic;
 mod registry;
 mod run;
+mod saga;
 pub mod telemetry;
 pub mod testing;
 mod workers;
@@ -64,6 +65,7 @@ pub use engine::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
 };
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
+pub use saga::Saga;
 pub use uuid::Uuid;
 pub use workers::{LiveWorkers, StrandedPage, StrandedRun, StrandedVersion};
 
