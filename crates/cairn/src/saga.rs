@@ -10,11 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 type Undo = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = Result<(), WorkflowError>> + Send>> + Send>;
 
+/// A registered compensation: the step's name and how to undo it.
+type Slot = Option<(String, Undo)>;
+
 /// The handle a [`Ctx::saga`] body registers its compensations with (cheap to clone).
 #[derive(Clone, Default)]
 pub struct Saga {
     /// One slot per [`Saga::step`] call, in call order; filled when the step completed.
-    undo: Arc<Mutex<Vec<Option<(String, Undo)>>>>,
+    undo: Arc<Mutex<Vec<Slot>>>,
 }
 
 impl std::fmt::Debug for Saga {
@@ -24,7 +27,7 @@ impl std::fmt::Debug for Saga {
 }
 
 impl Saga {
-    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Option<(String, Undo)>>> {
+    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
         self.undo.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
