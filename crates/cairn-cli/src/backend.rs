@@ -53,6 +53,8 @@ pub(crate) struct Shown {
     pub(crate) run: RunDetail,
     pub(crate) journal: Vec<EntryView>,
     pub(crate) signals: Vec<SignalView>,
+    /// Its durable values, each as last set.
+    pub(crate) vars: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// One page of a `runs list`.
@@ -130,17 +132,19 @@ impl Backend {
         match self {
             Backend::Store(client) => {
                 let id = RunId::new(id);
+                let journal = client.journal(&id).await?;
                 Ok(Shown {
                     run: reads::run_detail(client, &client.get(&id).await?).await?,
-                    journal: client.journal(&id).await?.iter().map(views::entry).collect(),
+                    journal: journal.iter().map(views::entry).collect(),
                     signals: reads::run_signals(client, &id).await?.signals,
+                    vars: cairn::journal::vars(&journal),
                 })
             }
             Backend::Http(remote) => {
                 let (run, path) = run_route(remote, id).await?;
                 let steps: Steps = remote.call("GET", &format!("{path}/steps"), None).await?;
                 let signals: Signals = remote.call("GET", &format!("{path}/signals"), None).await?;
-                Ok(Shown { run, journal: steps.journal, signals: signals.signals })
+                Ok(Shown { run, journal: steps.journal, signals: signals.signals, vars: steps.vars })
             }
         }
     }

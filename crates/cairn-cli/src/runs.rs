@@ -281,6 +281,7 @@ fn describe(event: &Event) -> (String, String) {
         Event::TimerFired { .. } => String::new(),
         Event::Patched { id, applied: true } => format!("{id}: patched branch"),
         Event::Patched { id, applied: false } => format!("{id}: old branch"),
+        Event::VarSet { name, value } => format!("{name} = {}", value.get()),
         _ => String::new(),
     };
     (path, detail)
@@ -468,6 +469,9 @@ fn print_shown(shown: &Shown) {
     }
     if let Some(error) = &run.error {
         out!("error     {error}");
+    }
+    for (name, value) in &shown.vars {
+        out!("var       {name} = {value}");
     }
     out!();
     let rows: Vec<Vec<String>> = shown

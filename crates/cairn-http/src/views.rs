@@ -316,11 +316,20 @@ pub struct Steps {
     pub steps: Vec<StepView>,
     /// The journal's entries in order.
     pub journal: Vec<EntryView>,
+    /// The run's durable values (`ctx.var`), each as last set, by name.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub vars: std::collections::BTreeMap<String, Value>,
 }
 
-/// A run's steps over time, with its journal.
+/// A run's steps over time, with its journal and durable values.
 pub fn steps(run: &RunId, journal: &[JournalEntry]) -> Steps {
-    Steps { run: run.to_string(), steps: step_views(journal), journal: journal.iter().map(entry).collect() }
+    Steps {
+        run: run.to_string(),
+        steps: step_views(journal),
+        journal: journal.iter().map(entry).collect(),
+        vars: cairn::journal::vars(journal),
+    }
 }
 
 /// Each step of a journal over time.

@@ -102,6 +102,14 @@ pub enum Event {
         /// `true` when the run takes the patched (new) branch.
         applied: bool,
     },
+    /// The body set a durable value (`ctx.var` in the `cairn` crate): its latest value is
+    /// what the run's journal says it is. Not a step: it takes no position in its scope.
+    VarSet {
+        /// The value's name (unique in the run).
+        name: String,
+        /// The new value, as JSON.
+        value: Box<RawValue>,
+    },
     /// The workflow body returned a value.
     Completed {
         /// The run's output.
@@ -136,6 +144,7 @@ impl EventKindName for Event {
             Event::WaitStarted { .. } => "wait_started",
             Event::WaitCompleted { .. } => "wait_completed",
             Event::Patched { .. } => "patched",
+            Event::VarSet { .. } => "var_set",
             Event::Completed { .. } => "completed",
             Event::Failed { .. } => "failed",
             Event::Cancelled { .. } => "cancelled",

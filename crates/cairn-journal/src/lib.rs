@@ -40,5 +40,5 @@ pub use filter::json_contains;
 pub use path::{PathError, StepPath};
 pub use replay::{CursorError, NonDeterminism, ReplayCursor, Replayed, StepKind};
 pub use retry::{Backoff, RetryPolicy};
-pub use state::{RunPhase, RunState, StepRecord, StepStatus, TransitionError};
+pub use state::{RunPhase, RunState, StepRecord, StepStatus, TransitionError, vars};
 pub use time::Timestamp;

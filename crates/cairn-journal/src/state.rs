@@ -1,6 +1,6 @@
 use crate::{Event, JournalEntry, SignalId, StepKind, StepPath, Timestamp};
 use serde_json::value::RawValue;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Whether a run is still going, and how it ended if not.
 #[derive(Debug, Clone)]
@@ -162,6 +162,29 @@ pub enum TransitionError {
     },
 }
 
+/// Each durable value's latest value in `journal`, by name (values that are not JSON are left
+/// out; a store keeps only JSON).
+///
+/// ```
+/// use cairn_journal::{Event, JournalEntry, Timestamp, vars};
+/// use serde_json::value::RawValue;
+/// let set = |v: &str| Event::VarSet { name: "n".into(), value: RawValue::from_string(v.into()).unwrap() };
+/// let at = Timestamp::from_millis(0);
+/// let journal = [JournalEntry::new(2, at, set("1")), JournalEntry::new(3, at, set("2"))];
+/// assert_eq!(vars(&journal)["n"], 2);
+/// ```
+pub fn vars<'a>(journal: impl IntoIterator<Item = &'a JournalEntry>) -> BTreeMap<String, serde_json::Value> {
+    let mut latest = BTreeMap::new();
+    for entry in journal {
+        if let Event::VarSet { name, value } = &entry.event
+            && let Ok(value) = serde_json::from_str(value.get())
+        {
+            latest.insert(name.clone(), value);
+        }
+    }
+    latest
+}
+
 /// A run's state: the fold of its journal.
 #[derive(Debug, Clone)]
 pub struct RunState {
@@ -175,6 +198,8 @@ pub struct RunState {
     steps: HashMap<StepPath, StepRecord, foldhash::fast::RandomState>,
     consumed_signals: HashSet<SignalId>,
     patches: HashMap<String, bool>,
+    /// Each durable value: how many times it was set, and its latest value.
+    vars: BTreeMap<String, (u64, Box<RawValue>)>,
     last_seq: u64,
 }
 
@@ -196,6 +221,7 @@ impl RunState {
             steps: HashMap::default(),
             consumed_signals: HashSet::new(),
             patches: HashMap::new(),
+            vars: BTreeMap::new(),
             last_seq: 0,
         }
     }
@@ -261,7 +287,11 @@ impl RunState {
                     return Err(TransitionError::PatchRepeated { seq, id: id.clone() });
                 }
             }
-            Event::Started { .. } | Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. } => {}
+            Event::Started { .. }
+            | Event::VarSet { .. }
+            | Event::Completed { .. }
+            | Event::Failed { .. }
+            | Event::Cancelled { .. } => {}
         }
         Ok(())
     }
@@ -344,6 +374,10 @@ impl RunState {
             Event::Patched { id, applied } => {
                 self.patches.insert(id, applied);
             }
+            Event::VarSet { name, value } => {
+                let entry = self.vars.entry(name).or_insert_with(|| (0, value.clone()));
+                *entry = (entry.0 + 1, value);
+            }
             Event::Completed { output } => self.phase = RunPhase::Completed(output),
             Event::Failed { error } => self.phase = RunPhase::Failed(error),
             Event::Cancelled { reason } => self.phase = RunPhase::Cancelled(reason),
@@ -397,6 +431,16 @@ impl RunState {
     /// The patch markers decided so far: id → whether the run takes the patched branch.
     pub fn patches(&self) -> &HashMap<String, bool> {
         &self.patches
+    }
+
+    /// How many times the durable value `name` was set.
+    pub fn var_sets(&self, name: &str) -> u64 {
+        self.vars.get(name).map_or(0, |(sets, _)| *sets)
+    }
+
+    /// Each durable value's latest value, by name.
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &RawValue)> {
+        self.vars.iter().map(|(name, (_, value))| (name.as_str(), value.as_ref()))
     }
 
     /// Whether a signal has been consumed by this run.
@@ -536,6 +580,22 @@ mod tests {
             fold(vec![started(), patch(true), patch(true)]),
             Err(TransitionError::PatchRepeated { seq: 3, .. })
         ));
+    }
+
+    #[test]
+    fn vars_keep_their_latest_value_and_count_their_sets() {
+        let set = |name: &str, value: &str| Event::VarSet {
+            name: name.into(),
+            value: RawValue::from_string(value.into()).unwrap(),
+        };
+        let s = fold(vec![started(), set("n", "1"), completed("a", 1), set("n", "2"), set("label", r#""x""#)]).unwrap();
+        assert_eq!((s.var_sets("n"), s.var_sets("label"), s.var_sets("absent")), (2, 1, 0));
+        let vars: Vec<(&str, &str)> = s.vars().map(|(name, value)| (name, value.get())).collect();
+        assert_eq!(vars, [("label", r#""x""#), ("n", "2")]);
+        assert!(s.step(&p("a")).is_some(), "a set takes no step's place");
+        let mut ended = fold(vec![started(), Event::Failed { error: "no".into() }]).unwrap();
+        let late = JournalEntry::new(3, Timestamp::from_millis(0), set("n", "3"));
+        assert!(matches!(ended.apply(&late), Err(TransitionError::AfterEnd { seq: 3 })));
     }
 
     #[test]

@@ -192,6 +192,53 @@ proptest! {
     }
 
     #[test]
+    fn var_sets_anywhere_change_no_step_and_the_last_one_wins(
+        (journal, steps) in valid_journal(),
+        sets in proptest::collection::vec((0u8..3, any::<u16>(), any::<prop::sample::Index>()), 0..8),
+    ) {
+        let plain = RunState::fold(&journal).unwrap();
+        let mut events: Vec<Event> = journal.into_iter().map(|e| e.event).collect();
+        let ended = usize::from(events.last().is_some_and(Event::is_terminal));
+        for (name, value, at) in sets {
+            let at = 1 + at.index(events.len() - ended);
+            events.insert(at, Event::VarSet { name: format!("v{name}"), value: raw(&value.to_string()) });
+        }
+        let mut last = std::collections::BTreeMap::new();
+        let mut counts = std::collections::BTreeMap::new();
+        for event in &events {
+            if let Event::VarSet { name, value } = event {
+                last.insert(name.clone(), serde_json::from_str::<serde_json::Value>(value.get()).unwrap());
+                *counts.entry(name.clone()).or_insert(0u64) += 1;
+            }
+        }
+        let journal = renumber(events);
+        let state = RunState::fold(&journal).unwrap();
+        for (path, _) in &steps {
+            prop_assert_eq!(format!("{:?}", state.step(path)), format!("{:?}", plain.step(path)));
+        }
+        prop_assert_eq!(state.phase(), plain.phase());
+        prop_assert_eq!(cairn_journal::vars(&journal), last);
+        for (name, count) in counts {
+            prop_assert_eq!(state.var_sets(&name), count);
+        }
+    }
+
+    #[test]
+    fn a_skipped_scope_is_never_unreached((journal, steps) in valid_journal()) {
+        // A body that asks for the top-level steps and skips `inner` (a race's loser) replays.
+        let state = RunState::fold(&journal).unwrap();
+        let kind = |plan: &Plan| match plan { Plan::Step { .. } => StepKind::Step, Plan::Sleep { .. } => StepKind::Sleep, Plan::Wait { .. } => StepKind::Wait };
+        let inner = StepPath::parse("inner").unwrap();
+        let mut cursor = ReplayCursor::new(&state);
+        for (path, plan) in steps.iter().filter(|(p, _)| p.parent().is_root()) {
+            prop_assert!(cursor.request(path, kind(plan)).is_ok());
+        }
+        let skipped = cursor.skip_within(&inner);
+        prop_assert_eq!(skipped, steps.iter().filter(|(p, _)| p.is_within(&inner)).count());
+        prop_assert!(cursor.finish().is_ok() && cursor.past_journal());
+    }
+
+    #[test]
     fn replay_in_recorded_order_succeeds_and_swaps_fail((journal, steps) in valid_journal(), swap in any::<prop::sample::Index>()) {
         let state = RunState::fold(&journal).unwrap();
         let kind = |plan: &Plan| match plan { Plan::Step { .. } => StepKind::Step, Plan::Sleep { .. } => StepKind::Sleep, Plan::Wait { .. } => StepKind::Wait };

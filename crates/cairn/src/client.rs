@@ -494,6 +494,11 @@ impl Client {
         Ok(self.store.read_journal(id).await?)
     }
 
+    /// A run's durable values ([`Ctx::var`](crate::Ctx::var)), each as last set, by name.
+    pub async fn vars(&self, id: &RunId) -> Result<std::collections::BTreeMap<String, serde_json::Value>, ClientError> {
+        Ok(cairn_journal::vars(&self.journal(id).await?))
+    }
+
     /// A run's signals, consumed and buffered.
     pub async fn signals(&self, id: &RunId) -> Result<Vec<SignalRecord>, ClientError> {
         self.get(id).await?;

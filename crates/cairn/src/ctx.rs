@@ -97,6 +97,10 @@ impl Ctx {
         &self.shared.id
     }
 
+    pub(crate) fn shared(&self) -> &Arc<RunShared> {
+        &self.shared
+    }
+
     /// Why the run must stop, if it must.
     pub(crate) fn interruption(&self) -> Option<crate::Interrupt> {
         self.shared.interruption()

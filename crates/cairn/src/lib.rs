@@ -49,6 +49,7 @@ mod run;
 mod saga;
 pub mod telemetry;
 pub mod testing;
+mod var;
 mod workers;
 
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
@@ -67,6 +68,7 @@ pub use engine::{
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
 pub use saga::Saga;
 pub use uuid::Uuid;
+pub use var::Var;
 pub use workers::{LiveWorkers, StrandedPage, StrandedRun, StrandedVersion};
 
 /// The journal layer, for tools that read journals.

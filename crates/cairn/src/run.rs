@@ -90,6 +90,8 @@ struct RunExec {
     refused: bool,
     /// Patch markers decided: journaled ones, and those this execution decided.
     patches: HashMap<String, bool>,
+    /// Durable values as this execution set them: how many times, and the latest value.
+    vars: HashMap<String, (u64, Box<RawValue>)>,
 }
 
 #[derive(Clone, Copy)]
@@ -164,6 +166,7 @@ impl RunShared {
                 interrupt: None,
                 refused: false,
                 patches: state.patches().clone(),
+                vars: HashMap::new(),
                 state,
             }),
         }
@@ -313,6 +316,27 @@ impl RunShared {
         };
         self.append(vec![Event::Patched { id: id.to_owned(), applied }], None).await?;
         Ok(applied)
+    }
+
+    /// The body sets durable value `name`: journaled unless the journal holds this set already
+    /// (the body replays what an earlier execution set).
+    pub(crate) async fn set_var(&self, name: &str, value: Box<RawValue>) -> Result<(), WorkflowError> {
+        let new = {
+            let mut exec = self.admit()?;
+            let journaled = exec.state.var_sets(name);
+            let sets = exec.vars.get(name).map_or(0, |(sets, _)| *sets) + 1;
+            exec.vars.insert(name.to_owned(), (sets, value.clone()));
+            sets > journaled
+        };
+        if new {
+            self.append(vec![Event::VarSet { name: name.to_owned(), value }], None).await?;
+        }
+        Ok(())
+    }
+
+    /// Durable value `name` as this execution last set it.
+    pub(crate) fn var(&self, name: &str) -> Option<Box<RawValue>> {
+        self.lock().vars.get(name).map(|(_, value)| value.clone())
     }
 
     /// The body marks `path` as a step its code no longer has (see [`Ctx::removed`](crate::Ctx::removed)).
