@@ -110,6 +110,20 @@ pub enum Event {
         /// The new value, as JSON.
         value: Box<RawValue>,
     },
+    /// A durable loop (`ctx.repeat` in the `cairn` crate) finished the iterations before `next`
+    /// and carries `state` into it: a replay starts the loop there, not at iteration 0. Not a
+    /// step: it takes no position in its scope.
+    LoopCheckpoint {
+        /// The loop's path; its iterations are the scopes `path[0]`, `path[1]`, ….
+        path: StepPath,
+        /// The next iteration to run.
+        next: u64,
+        /// The state carried into it, as JSON.
+        state: Box<RawValue>,
+        /// Older entries of this loop deleted as this one commits (see [`Trim`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trim: Option<Trim>,
+    },
     /// The workflow body returned a value.
     Completed {
         /// The run's output.
@@ -125,6 +139,66 @@ pub enum Event {
         /// Why, as given by the canceller.
         reason: String,
     },
+}
+
+/// The entries of a loop's history that a [`Event::LoopCheckpoint`] deletes: among the entries
+/// numbered `after + 1 ..= through`, those within an iteration of the loop (`path[i]/…`) and the
+/// loop's earlier checkpoints. Entries of anything else in that range stay. Earlier checkpoints
+/// deleted the loop's entries in `since + 1 ..= after` the same way, so a journal read back
+/// afterwards may have gaps anywhere in `since + 1 ..= through`, which the fold accepts because
+/// the checkpoint declares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trim {
+    /// The last entry before the loop began trimming.
+    pub since: u64,
+    /// The last entry before the range this checkpoint deletes.
+    pub after: u64,
+    /// The last entry of that range (equal to `after`: nothing new to delete).
+    pub through: u64,
+}
+
+impl Trim {
+    /// Whether `entry` is deleted by this trim of the loop at `path`.
+    ///
+    /// ```
+    /// use cairn_journal::{Event, JournalEntry, StepPath, Timestamp, Trim};
+    /// let p = |s| StepPath::parse(s).unwrap();
+    /// let fired = |seq, path| JournalEntry::new(seq, Timestamp::from_millis(0), Event::TimerFired { path: p(path) });
+    /// let trim = Trim { since: 0, after: 1, through: 3 };
+    /// assert!(trim.deletes(&p("tick"), &fired(2, "tick[7]/nap")));
+    /// assert!(!trim.deletes(&p("tick"), &fired(4, "tick[8]/nap")), "after the range");
+    /// assert!(!trim.deletes(&p("tick"), &fired(3, "ticker[1]/nap")), "another loop");
+    /// ```
+    pub fn deletes(&self, loop_path: &StepPath, entry: &crate::JournalEntry) -> bool {
+        if entry.seq <= self.after || entry.seq > self.through {
+            return false;
+        }
+        match &entry.event {
+            Event::LoopCheckpoint { path, .. } => path == loop_path,
+            event => event.path().is_some_and(|path| Trim::in_iteration(loop_path, path)),
+        }
+    }
+
+    /// Whether `path` lies within an iteration `loop_path[i]` of the loop.
+    pub fn in_iteration(loop_path: &StepPath, path: &StepPath) -> bool {
+        path.as_str().strip_prefix(loop_path.as_str()).is_some_and(|rest| rest.starts_with('['))
+    }
+
+    /// The prefix every path within an iteration of the loop at `loop_path` starts with, for
+    /// stores that delete by prefix: `loop_path` and `[`.
+    pub fn iteration_prefix(loop_path: &StepPath) -> String {
+        format!("{loop_path}[")
+    }
+
+    /// Deletes from `journal` what the trims of its checkpoints delete (for stores that keep the
+    /// whole history and trim as they load it).
+    pub fn apply_all(journal: &mut Vec<crate::JournalEntry>) {
+        let trims: Vec<(StepPath, Trim)> =
+            journal.iter().filter_map(|e| e.event.trim()).map(|(path, trim)| (path.clone(), trim)).collect();
+        if !trims.is_empty() {
+            journal.retain(|entry| !trims.iter().any(|(path, trim)| trim.deletes(path, entry)));
+        }
+    }
 }
 
 /// A short, stable name for each event kind, as stored in a `kind` column.
@@ -145,6 +219,7 @@ impl EventKindName for Event {
             Event::WaitCompleted { .. } => "wait_completed",
             Event::Patched { .. } => "patched",
             Event::VarSet { .. } => "var_set",
+            Event::LoopCheckpoint { .. } => "loop_checkpoint",
             Event::Completed { .. } => "completed",
             Event::Failed { .. } => "failed",
             Event::Cancelled { .. } => "cancelled",
@@ -161,7 +236,17 @@ impl Event {
             | Event::TimerStarted { path, .. }
             | Event::TimerFired { path }
             | Event::WaitStarted { path, .. }
-            | Event::WaitCompleted { path, .. } => Some(path),
+            | Event::WaitCompleted { path, .. }
+            | Event::LoopCheckpoint { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The entries a store deletes when it commits this event: a [`Event::LoopCheckpoint`]'s
+    /// trim, with the loop's path.
+    pub fn trim(&self) -> Option<(&StepPath, Trim)> {
+        match self {
+            Event::LoopCheckpoint { path, trim: Some(trim), .. } => Some((path, *trim)),
             _ => None,
         }
     }

@@ -35,10 +35,10 @@ mod time;
 pub mod timeline;
 pub mod topic;
 
-pub use event::{Event, EventKindName, JournalEntry, SignalId};
+pub use event::{Event, EventKindName, JournalEntry, SignalId, Trim};
 pub use filter::json_contains;
 pub use path::{PathError, StepPath};
 pub use replay::{CursorError, NonDeterminism, ReplayCursor, Replayed, StepKind};
 pub use retry::{Backoff, RetryPolicy};
-pub use state::{RunPhase, RunState, StepRecord, StepStatus, TransitionError, vars};
+pub use state::{LoopRecord, RunPhase, RunState, StepRecord, StepStatus, TransitionError, vars};
 pub use time::Timestamp;

@@ -132,6 +132,22 @@ impl StepPath {
         }
     }
 
+    /// The iteration `i` when this path lies within the scope `loop_path[i]`.
+    ///
+    /// ```
+    /// use cairn_journal::StepPath;
+    /// let p = |s| StepPath::parse(s).unwrap();
+    /// assert_eq!(p("tick[12]/work").iteration_of(&p("tick")), Some(12));
+    /// assert_eq!(p("tick[3]").iteration_of(&p("tick")), Some(3));
+    /// assert_eq!(p("ticker[3]/work").iteration_of(&p("tick")), None);
+    /// assert_eq!(p("a/tick[3]").iteration_of(&p("tick")), None);
+    /// ```
+    pub fn iteration_of(&self, loop_path: &StepPath) -> Option<u64> {
+        let rest = self.0.strip_prefix(loop_path.0.as_str())?.strip_prefix('[')?;
+        let (index, rest) = rest.split_once(']')?;
+        (rest.is_empty() || rest.starts_with('/')).then(|| index.parse().ok()).flatten()
+    }
+
     /// The last segment (`c[2]` of `a/b/c[2]`; empty at the top level).
     ///
     /// ```

@@ -199,6 +199,40 @@ impl ReplayCursor {
         skipped
     }
 
+    /// The body resumes the loop at `loop_path` at iteration `next`: whatever the journal holds of
+    /// the iterations before it is done and never asked for. Returns how many paths that covered.
+    pub fn skip_iterations(&mut self, loop_path: &StepPath, next: u64) -> usize {
+        let mut skipped = 0;
+        for (path, (_, _, requested)) in &mut self.journaled {
+            if !*requested && path.iteration_of(loop_path).is_some_and(|i| i < next) {
+                *requested = true;
+                skipped += 1;
+            }
+        }
+        self.requested_known += skipped;
+        skipped
+    }
+
+    /// The loop at `loop_path` will never ask for anything of its iterations before `below`
+    /// again (they were trimmed): the cursor forgets them, so a loop of a million iterations
+    /// keeps only its recent ones in memory.
+    pub fn forget_iterations(&mut self, loop_path: &StepPath, below: u64) {
+        let old = |path: &StepPath| path.iteration_of(loop_path).is_some_and(|i| i < below);
+        let before = self.journaled.len();
+        let mut forgotten_known = 0;
+        self.journaled.retain(|path, (_, _, requested)| {
+            let forget = old(path);
+            forgotten_known += usize::from(forget && *requested);
+            !forget
+        });
+        if self.journaled.len() != before {
+            self.by_position = None;
+            self.requested_known -= forgotten_known;
+        }
+        self.requested_new.retain(|path| !old(path));
+        self.next_ordinal.retain(|scope, _| !old(scope));
+    }
+
     /// The body asks for `path` of `kind`; returns its position and whether the journal knows it.
     pub fn request(&mut self, path: &StepPath, kind: StepKind) -> Result<Replayed, CursorError> {
         let scope = path.parent();
@@ -405,6 +439,22 @@ mod tests {
         // Skipping again, or a path already asked for, counts nothing twice.
         assert_eq!(c.skip_within(&p("slow")), 0);
         assert_eq!(c.skip_within(&StepPath::root()), 0);
+    }
+
+    #[test]
+    fn a_resumed_loop_skips_its_done_iterations_and_forgets_old_ones() {
+        let mut c = ReplayCursor::new(&journal(&[("tick[0]/w", 0), ("tick[1]/w", 0), ("tick[2]/w", 0), ("other", 0)]));
+        assert_eq!(c.skip_iterations(&p("tick"), 2), 2);
+        assert_eq!(c.request(&p("tick[2]/w"), StepKind::Step), Ok(Replayed::Known { ordinal: 0 }));
+        assert_eq!(c.request(&p("tick[3]/w"), StepKind::Step), Ok(Replayed::New { ordinal: 0 }));
+        assert!(c.request(&p("other"), StepKind::Step).is_ok());
+        assert!(c.finish().is_ok() && c.past_journal());
+        c.forget_iterations(&p("tick"), 3);
+        assert!(c.finish().is_ok() && c.past_journal(), "what was forgotten is not unreached");
+        // Iteration 3 is remembered: asking for it again is still a duplicate.
+        assert_eq!(c.request(&p("tick[3]/w"), StepKind::Step), Err(CursorError::DuplicatePath(p("tick[3]/w"))));
+        c.forget_iterations(&p("tick"), 4);
+        assert!(c.request(&p("tick[3]/w"), StepKind::Step).is_ok(), "forgotten for good");
     }
 
     #[test]

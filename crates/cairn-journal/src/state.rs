@@ -200,7 +200,25 @@ pub struct RunState {
     patches: HashMap<String, bool>,
     /// Each durable value: how many times it was set, and its latest value.
     vars: BTreeMap<String, (u64, Box<RawValue>)>,
+    /// Each durable loop's latest checkpoint.
+    loops: HashMap<StepPath, LoopRecord>,
+    /// Ranges `(after, through]` where the journal's checkpoints deleted entries: gaps there are
+    /// expected.
+    trimmed: Vec<(u64, u64)>,
     last_seq: u64,
+}
+
+/// A durable loop as its latest checkpoint left it.
+#[derive(Debug, Clone)]
+pub struct LoopRecord {
+    /// The next iteration to run.
+    pub next: u64,
+    /// The state carried into it.
+    pub state: Box<RawValue>,
+    /// The checkpoint's own entry.
+    pub seq: u64,
+    /// What the loop's checkpoints have trimmed so far (`None`: nothing yet).
+    pub trim: Option<crate::Trim>,
 }
 
 impl Default for RunState {
@@ -222,6 +240,8 @@ impl RunState {
             consumed_signals: HashSet::new(),
             patches: HashMap::new(),
             vars: BTreeMap::new(),
+            loops: HashMap::new(),
+            trimmed: Vec::new(),
             last_seq: 0,
         }
     }
@@ -233,7 +253,7 @@ impl RunState {
 
     /// Checks whether `event` may come next, without changing anything.
     pub fn check(&self, seq: u64, event: &Event) -> Result<(), TransitionError> {
-        if seq != self.last_seq + 1 {
+        if seq != self.last_seq + 1 && !self.trimmed_between(self.last_seq, seq) {
             return Err(TransitionError::Gap { last: self.last_seq, found: seq });
         }
         if matches!(event, Event::Started { .. }) != (self.last_seq == 0) {
@@ -289,6 +309,7 @@ impl RunState {
             }
             Event::Started { .. }
             | Event::VarSet { .. }
+            | Event::LoopCheckpoint { .. }
             | Event::Completed { .. }
             | Event::Failed { .. }
             | Event::Cancelled { .. } => {}
@@ -323,9 +344,13 @@ impl RunState {
     /// assert_eq!(state.workflow(), "w");
     /// ```
     pub fn fold_owned(entries: impl IntoIterator<Item = JournalEntry>) -> Result<RunState, TransitionError> {
-        let entries = entries.into_iter();
+        let entries: Vec<JournalEntry> = entries.into_iter().collect();
         let mut state = RunState::new();
-        state.steps.reserve(entries.size_hint().0);
+        state.steps.reserve(entries.len());
+        // The ranges trimmed by checkpoints, known before the gaps they left are met.
+        for (_, trim) in entries.iter().filter_map(|e| e.event.trim()) {
+            state.add_trim(trim.since, trim.through);
+        }
         for entry in entries {
             state.apply_owned(entry)?;
         }
@@ -373,6 +398,12 @@ impl RunState {
             }
             Event::Patched { id, applied } => {
                 self.patches.insert(id, applied);
+            }
+            Event::LoopCheckpoint { path, next, state, trim } => {
+                if let Some(trim) = trim {
+                    self.add_trim(trim.since, trim.through);
+                }
+                self.loops.insert(path, LoopRecord { next, state, seq, trim });
             }
             Event::VarSet { name, value } => {
                 let entry = self.vars.entry(name).or_insert_with(|| (0, value.clone()));
@@ -431,6 +462,33 @@ impl RunState {
     /// The patch markers decided so far: id → whether the run takes the patched branch.
     pub fn patches(&self) -> &HashMap<String, bool> {
         &self.patches
+    }
+
+    /// Notes that entries in `after + 1 ..= through` may be missing, merged with a range that
+    /// starts at the same place (a loop's later checkpoint extends its range).
+    fn add_trim(&mut self, after: u64, through: u64) {
+        match self.trimmed.iter_mut().find(|(a, _)| *a == after) {
+            Some((_, t)) => *t = (*t).max(through),
+            None => self.trimmed.push((after, through)),
+        }
+    }
+
+    /// Whether every entry strictly between `last` and `next` lies in a trimmed range.
+    fn trimmed_between(&self, last: u64, next: u64) -> bool {
+        let mut covered = last;
+        // Ranges may come in any order; extend the covered prefix until nothing extends it.
+        loop {
+            let reach = self.trimmed.iter().filter(|(a, t)| *a <= covered && *t > covered).map(|(_, t)| *t).max();
+            match reach {
+                Some(through) => covered = through,
+                None => return covered + 1 >= next,
+            }
+        }
+    }
+
+    /// The durable loop at `path` as its latest checkpoint left it.
+    pub fn loop_record(&self, path: &StepPath) -> Option<&LoopRecord> {
+        self.loops.get(path)
     }
 
     /// How many times the durable value `name` was set.
@@ -596,6 +654,59 @@ mod tests {
         let mut ended = fold(vec![started(), Event::Failed { error: "no".into() }]).unwrap();
         let late = JournalEntry::new(3, Timestamp::from_millis(0), set("n", "3"));
         assert!(matches!(ended.apply(&late), Err(TransitionError::AfterEnd { seq: 3 })));
+    }
+
+    /// A step `before`, then a loop of `n` iterations of one step each, beside a step `side` between iterations 1
+    /// and 2, checkpointed after every iteration and trimmed to the last `keep`, as the engine
+    /// writes it; then the store's deletions.
+    fn trimmed_loop(n: u64, keep: u64) -> (Vec<JournalEntry>, Vec<JournalEntry>) {
+        use crate::Trim;
+        let mut events = vec![started(), completed("before", 1)];
+        let since = events.len() as u64;
+        let mut ends = vec![since; n as usize + 1];
+        let mut trimmed_through = since;
+        for i in 0..n {
+            events.push(completed(&format!("tick[{i}]/work"), 1));
+            if i == 1 {
+                events.push(completed("side", 1));
+            }
+            ends[i as usize + 1] = events.len() as u64;
+            let cutoff = (i + 1).saturating_sub(keep);
+            let through = ends[cutoff as usize];
+            let trim = (through > since).then_some(Trim { since, after: trimmed_through, through });
+            trimmed_through = trimmed_through.max(through);
+            events.push(Event::LoopCheckpoint { path: p("tick"), next: i + 1, state: raw(&(i + 1).to_string()), trim });
+        }
+        let whole: Vec<JournalEntry> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| JournalEntry::new(i as u64 + 1, Timestamp::from_millis(0), e))
+            .collect();
+        let mut kept = whole.clone();
+        Trim::apply_all(&mut kept);
+        (whole, kept)
+    }
+
+    #[test]
+    fn trimmed_loops_fold_with_their_gaps_and_only_those() {
+        let (whole, kept) = trimmed_loop(50, 3);
+        for journal in [&whole, &kept] {
+            let state = RunState::fold(journal).unwrap();
+            let record = state.loop_record(&p("tick")).unwrap();
+            assert_eq!((record.next, record.state.get(), record.seq), (50, "50", whole.len() as u64));
+            assert!(state.step(&p("side")).is_some(), "entries outside the loop are kept");
+            assert!(state.step(&p("tick[49]/work")).is_some() && state.step(&p("tick[47]/work")).is_some());
+        }
+        // Started, before, side, and the last three iterations with the checkpoints around each.
+        assert_eq!(kept.len(), 10, "{kept:?}");
+        assert!(RunState::fold(&kept).unwrap().step(&p("tick[10]/work")).is_none());
+        // A gap no checkpoint declares is still refused.
+        let mut broken = kept.clone();
+        broken.retain(|e| !matches!(&e.event, Event::StepCompleted { path, .. } if path.as_str() == "before"));
+        assert!(matches!(RunState::fold(&broken), Err(TransitionError::Gap { .. })));
+        let mut broken = kept;
+        broken.remove(broken.len() - 2);
+        assert!(matches!(RunState::fold(&broken), Err(TransitionError::Gap { .. })));
     }
 
     #[test]
