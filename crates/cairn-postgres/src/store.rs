@@ -158,6 +158,9 @@ struct Sql {
     by_key: String,
     create_batch: String,
     insert_events: String,
+    /// Deletes what a loop checkpoint trims: $1 run, ($2, $3] the range, $4 the iterations'
+    /// path prefix, $5 the loop's path (its earlier checkpoints).
+    trim_loop: String,
     list: String,
     journal: String,
     signals: String,
@@ -310,6 +313,10 @@ impl Sql {
                  woke AS (SELECT pg_notify($13, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
                  SELECT ins.id FROM ins CROSS JOIN (SELECT count(*) FROM woke) AS notified",
                 journal = journal_cte(&s, 7, "ins")
+            ),
+            trim_loop: format!(
+                "DELETE FROM {s}.journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
+                     AND (left(path, length($4)) = $4 OR (kind = 'loop_checkpoint' AND path = $5))"
             ),
             insert_events: format!(
                 "INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
@@ -911,6 +918,14 @@ async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> 
                 notify(client, sql, "").await?;
             }
         }
+        for (path, trim) in append.events.iter().filter_map(Event::trim).filter(|(_, t)| t.through > t.after) {
+            // After the append (in its transaction when in a round): a trim left undone keeps
+            // history the fold accepts anyway.
+            let statement = client.prepare_cached(&sql.trim_loop).await.map_err(backend)?;
+            let (after, through) = (trim.after as i64, trim.through as i64);
+            let prefix = cairn_journal::Trim::iteration_prefix(path);
+            client.execute(&statement, &[&run_id, &after, &through, &prefix, &path.as_str()]).await.map_err(backend)?;
+        }
         return Ok(());
     }
     Err(refusal(client, sql, append).await?)
@@ -1205,8 +1220,11 @@ async fn commit_round(
     let tx = client.transaction().await.map_err(backend)?;
     let created = if runs.is_empty() { Vec::new() } else { create_batch(&tx, sql, runs).await? };
     // Progress and finishing appends that consume no signal go in one batched statement.
-    let batchable =
-        |a: &Append| matches!(a.update, RunUpdate::Progress | RunUpdate::Finish { .. }) && a.consume_signal.is_none();
+    let batchable = |a: &Append| {
+        matches!(a.update, RunUpdate::Progress | RunUpdate::Finish { .. })
+            && a.consume_signal.is_none()
+            && !a.events.iter().any(|e| e.trim().is_some())
+    };
     let batch: Vec<&Append> = round.iter().copied().filter(|a| batchable(a)).collect();
     let mut applied: HashSet<String> = HashSet::new();
     if !batch.is_empty() {

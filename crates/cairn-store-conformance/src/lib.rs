@@ -290,6 +290,41 @@ pub async fn appends_sent_together_land_in_order(store: DynStore) {
     assert_eq!((ended.status, ended.last_seq), (RunStatus::Completed, 42));
 }
 
+/// A loop checkpoint's trim deletes, within its range, the loop's iterations and earlier
+/// checkpoints, and nothing else (another loop's checkpoint, a step beside the loop); the journal
+/// read back folds with the gaps.
+pub async fn loop_checkpoints_trim_their_history(store: DynStore) {
+    store.create_run(new_run("looping", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let checkpoint = |path: &str, next: u64, trim: Option<cairn_journal::Trim>| Event::LoopCheckpoint {
+        path: StepPath::parse(path).expect("valid path"),
+        next,
+        state: raw(&next.to_string()),
+        trim,
+    };
+    let batches = vec![
+        vec![step("tick[0]/work", 0)],                                // 2
+        vec![checkpoint("tock", 4, None), step("ticker[0]/work", 0)], // 3, 4
+        vec![checkpoint("tick", 1, None)],                            // 5
+        vec![step("tick[1]/work", 0), step("side", 0)],               // 6, 7
+        vec![checkpoint("tick", 2, Some(cairn_journal::Trim { since: 1, after: 1, through: 5 }))], // 8
+    ];
+    let mut after_seq = run.last_seq;
+    for events in batches {
+        let mut append = progress(&run, events);
+        append.after_seq = after_seq;
+        after_seq += append.events.len() as u64;
+        store.append(append).await.expect("append");
+    }
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 3, 4, 6, 7, 8]);
+    let state = RunState::fold(&journal).expect("a trimmed journal folds");
+    let record = state.loop_record(&StepPath::parse("tick").expect("path")).expect("the loop's checkpoint");
+    assert_eq!((record.next, record.seq), (2, 8));
+    assert!(state.loop_record(&StepPath::parse("tock").expect("path")).is_some(), "another loop's checkpoint stays");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 8);
+}
+
 /// A journal of 5,001 entries reads back whole and in order, and a second run's entries do not
 /// mix in (backends may read long journals in parts).
 pub async fn long_journals_read_back_whole(store: DynStore) {
@@ -1036,7 +1071,7 @@ macro_rules! conformance_tests {
                 create_and_read_back, idempotent_create, concurrent_idempotent_create, concurrent_mixed_creates,
                 duplicate_id_is_refused,
                 claim_respects_workflows_and_versions, stale_epoch_is_fenced, append_checks_sequence,
-                long_journals_read_back_whole, appends_sent_together_land_in_order,
+                long_journals_read_back_whole, appends_sent_together_land_in_order, loop_checkpoints_trim_their_history,
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,

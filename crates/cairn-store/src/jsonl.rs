@@ -6,7 +6,7 @@ use crate::{
     SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount,
     WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
+use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -218,7 +218,9 @@ impl JsonlStore {
             let path = entry.map_err(|e| io("cannot list", &runs_dir, e))?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
             let Some(stem) = name.strip_suffix(".jsonl").filter(|s| !s.ends_with(".signals")) else { continue };
-            let Some(Loaded { run, journal, consumed }) = load_journal(&path)? else { continue };
+            let Some(Loaded { run, mut journal, consumed }) = load_journal(&path)? else { continue };
+            // The file keeps a loop's whole history; memory keeps what its checkpoints left.
+            Trim::apply_all(&mut journal);
             let mut signals = load_signals(&runs_dir.join(format!("{stem}.signals.jsonl")))?;
             for (id, seq) in consumed {
                 if let Some(signal) = signals.iter_mut().find(|s| s.id == id) {

@@ -4,7 +4,7 @@ use crate::{
     RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
     SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use cairn_journal::{Event, JournalEntry, SignalId, Timestamp};
+use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
@@ -161,8 +161,18 @@ impl Inner {
             Some(journal) => journal,
             None => self.journals.entry(append.run_id.clone()).or_default(),
         };
+        let trims: Vec<(StepPath, Trim)> = append
+            .events
+            .iter()
+            .filter_map(Event::trim)
+            .filter(|(_, trim)| trim.through > trim.after)
+            .map(|(path, trim)| (path.clone(), trim))
+            .collect();
         for (i, event) in append.events.into_iter().enumerate() {
             journal.push(JournalEntry::new(append.after_seq + 1 + i as u64, append.at, event));
+        }
+        for (path, trim) in trims {
+            journal.retain(|entry| !trim.deletes(&path, entry));
         }
         let (at, update) = (append.at, append.update);
         self.modify(&append.run_id, |run| {

@@ -6,7 +6,7 @@ use crate::{
     RunStatus, RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
     SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
+use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -987,6 +987,22 @@ impl Writer {
         }
         for (i, (event, json)) in append.events.iter().zip(encoded).enumerate() {
             self.insert_event(&append.run_id, append.after_seq + 1 + i as u64, append.at, event, json)?;
+        }
+        for (path, trim) in append.events.iter().filter_map(Event::trim).filter(|(_, t)| t.through > t.after) {
+            // Within the range (the primary key bounds the scan): the loop's iterations by path
+            // prefix, and its earlier checkpoints.
+            self.conn
+                .prepare_cached(
+                    "DELETE FROM journal WHERE run_id = ?1 AND seq > ?2 AND seq <= ?3
+                         AND (substr(path, 1, length(?4)) = ?4 OR (kind = 'loop_checkpoint' AND path = ?5))",
+                )?
+                .execute(params![
+                    append.run_id.as_str(),
+                    trim.after as i64,
+                    trim.through as i64,
+                    Trim::iteration_prefix(path),
+                    path.as_str()
+                ])?;
         }
         if let Some((workflow, status)) = ended {
             self.count_ended(workflow, status, 1);
