@@ -45,6 +45,7 @@ mod engine;
 mod error;
 mod panic;
 mod registry;
+mod repeat;
 mod run;
 mod saga;
 pub mod telemetry;
@@ -66,6 +67,7 @@ pub use engine::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
 };
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
+pub use repeat::LoopOptions;
 pub use saga::Saga;
 pub use uuid::Uuid;
 pub use var::Var;

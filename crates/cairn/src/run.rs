@@ -318,6 +318,31 @@ impl RunShared {
         Ok(applied)
     }
 
+    /// The body starts the durable loop at `path`: its latest checkpoint, if the journal holds
+    /// one, whose earlier iterations the cursor now skips.
+    pub(crate) fn start_loop(&self, path: &StepPath) -> Result<Option<cairn_journal::LoopRecord>, WorkflowError> {
+        let mut exec = self.admit()?;
+        let record = exec.state.loop_record(path).cloned();
+        if let Some(record) = &record {
+            exec.cursor.skip_iterations(path, record.next);
+        }
+        Ok(record)
+    }
+
+    /// The journal's last entry so far, once the body runs past what the journal held (while it
+    /// replays, entries it has not reached yet are already there: `None`).
+    pub(crate) fn live_position(&self) -> Option<u64> {
+        let exec = self.lock();
+        exec.cursor.past_journal().then_some(exec.last_seq)
+    }
+
+    /// The loop at `path` trimmed its iterations before `below`: forget what is kept of them.
+    pub(crate) fn forget_iterations(&self, path: &StepPath, below: u64) {
+        self.lock().cursor.forget_iterations(path, below);
+        let mut helpers = self.helpers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        helpers.retain(|(scope, _), _| !scope.iteration_of(path).is_some_and(|i| i < below));
+    }
+
     /// The body sets durable value `name`: journaled unless the journal holds this set already
     /// (the body replays what an earlier execution set).
     pub(crate) async fn set_var(&self, name: &str, value: Box<RawValue>) -> Result<(), WorkflowError> {

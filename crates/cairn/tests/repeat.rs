@@ -1,0 +1,112 @@
+//! `ctx.repeat`: iterations in scopes `name[i]`, the state checkpointed, old iterations trimmed
+//! from the store, and a restart resuming from the last checkpoint without running done
+//! iterations again.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use cairn::journal::{Event, RunState};
+use cairn::prelude::*;
+use cairn::{LoopOptions, RunStatus, SqliteStore, Store};
+use common::{Counter, clock, sqlite, wait_for_status};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::Duration;
+
+const ITERATIONS: usize = 20;
+
+/// Calls of each iteration's step.
+type Calls = Arc<[Counter; ITERATIONS]>;
+
+/// Adds each iteration's index to the state; iteration 12 naps an hour after its step.
+fn counting(calls: Calls, options: LoopOptions) -> impl Fn(Ctx, ()) -> common::Body<u64> + Send + Sync {
+    move |ctx: Ctx, ()| {
+        let calls = Arc::clone(&calls);
+        Box::pin(async move {
+            ctx.repeat_with("count", 0u64, options, |ctx, sum| {
+                let calls = Arc::clone(&calls);
+                async move {
+                    let index = ctx.path().iteration_of(&cairn::StepPath::parse("count").unwrap()).unwrap() as usize;
+                    let got = ctx
+                        .step("work", || async { Ok::<_, StepError>(calls[index].hit() as u64 * index as u64) })
+                        .await?;
+                    if index == 12 {
+                        ctx.sleep("nap", Duration::from_secs(3600)).await?;
+                    }
+                    let sum = sum + got;
+                    Ok(if index + 1 == ITERATIONS { ControlFlow::Break(sum) } else { ControlFlow::Continue(sum) })
+                }
+            })
+            .await
+        })
+    }
+}
+
+async fn rows(dir: &tempfile::TempDir, id: &cairn::RunId) -> Vec<cairn::journal::JournalEntry> {
+    SqliteStore::open(dir.path().join("cairn.db")).unwrap().read_journal(id).await.unwrap()
+}
+
+async fn restart_in_the_middle(
+    options: LoopOptions,
+) -> (Calls, Vec<cairn::journal::JournalEntry>, Vec<cairn::journal::JournalEntry>) {
+    let (store, dir) = sqlite();
+    let clock = clock();
+    let calls: Calls = Default::default();
+    let engine = Engine::builder()
+        .store(store)
+        .clock(clock.clone())
+        .register("count", 1, counting(Arc::clone(&calls), options))
+        .start()
+        .await
+        .unwrap();
+    let run = engine.start("count", &()).id("loop-1").await.unwrap();
+    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    engine.shutdown().await;
+    let middle = rows(&dir, run.id()).await;
+    RunState::fold(&middle).unwrap();
+
+    clock.advance(Duration::from_secs(3600));
+    let engine = Engine::builder()
+        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
+        .clock(clock.clone())
+        .register("count", 1, counting(Arc::clone(&calls), options))
+        .start()
+        .await
+        .unwrap();
+    let sum: u64 = engine.result(run.id()).await.unwrap();
+    assert_eq!(sum, (0..ITERATIONS as u64).sum::<u64>());
+    engine.shutdown().await;
+    let end = rows(&dir, run.id()).await;
+    RunState::fold(&end).unwrap();
+    (calls, middle, end)
+}
+
+fn iterations_in(journal: &[cairn::journal::JournalEntry]) -> Vec<u64> {
+    let mut seen: Vec<u64> = journal
+        .iter()
+        .filter_map(|e| e.event.path()?.iteration_of(&cairn::StepPath::parse("count").unwrap()))
+        .collect();
+    seen.dedup();
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resumes_at_the_last_checkpoint_and_old_iterations_are_trimmed() {
+    let (calls, middle, end) = restart_in_the_middle(LoopOptions::default().keep_iterations(3)).await;
+    assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), vec![1; ITERATIONS], "no iteration ran twice");
+    // Suspended in iteration 12: the store holds iterations 9 to 12 (three kept, one running).
+    assert_eq!(iterations_in(&middle), [9, 10, 11, 12], "{middle:?}");
+    assert_eq!(iterations_in(&end)[0], 16);
+    let checkpoints = end.iter().filter(|e| matches!(e.event, Event::LoopCheckpoint { .. })).count();
+    assert_eq!(checkpoints, 4, "the last checkpoint and those of the kept iterations");
+    assert!(end.len() < 30, "{} rows after {ITERATIONS} iterations", end.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iterations_after_a_sparse_checkpoint_replay_from_the_journal() {
+    let options = LoopOptions::default().checkpoint_every(5).keep_iterations(0);
+    let (calls, middle, _) = restart_in_the_middle(options).await;
+    assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), vec![1; ITERATIONS], "no iteration ran twice");
+    // Checkpointed at 10: iterations 10 to 12 are in the journal and replayed, not run.
+    assert_eq!(iterations_in(&middle), [10, 11, 12], "{middle:?}");
+}
