@@ -340,7 +340,7 @@ impl RunShared {
     pub(crate) fn forget_iterations(&self, path: &StepPath, below: u64) {
         self.lock().cursor.forget_iterations(path, below);
         let mut helpers = self.helpers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        helpers.retain(|(scope, _), _| !scope.iteration_of(path).is_some_and(|i| i < below));
+        helpers.retain(|(scope, _), _| scope.iteration_of(path).is_none_or(|i| i >= below));
     }
 
     /// The body sets durable value `name`: journaled unless the journal holds this set already
