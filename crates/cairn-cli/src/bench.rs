@@ -19,6 +19,10 @@ pub(crate) enum Workload {
     /// Fan-out: one run whose `ctx.each` runs --steps items (default 10,000), --concurrency at a
     /// time (default 100), one no-op step each; timed from the start to the result.
     W5,
+    /// Long loop: one run whose `ctx.repeat` runs --steps iterations (default 1,000,000) of one
+    /// no-op step each, checkpointed every iteration with the last 10 kept; iterations/s, the
+    /// process's peak RSS and the journal rows left at the end.
+    W6,
     /// Lists at scale: fill the store with --runs finished runs of one step (1 % failed), then
     /// time the HTTP API's `GET /v1/workflows` and `GET /v1/workflows/{name}/runs?status=failed`
     /// (first page, and pages 1 to 100 by cursor), served in this process.
@@ -378,21 +382,26 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         Workload::W1 => 1000,
         Workload::W2 => 200,
         Workload::W4 => 10,
-        Workload::W5 => 1,
+        Workload::W5 | Workload::W6 => 1,
         Workload::List => 1_000_000,
     });
-    let steps = args.steps.unwrap_or(if matches!(args.workload, Workload::W4 | Workload::W5) { 10_000 } else { 10 });
+    let steps = args.steps.unwrap_or(match args.workload {
+        Workload::W4 | Workload::W5 => 10_000,
+        Workload::W6 => 1_000_000,
+        _ => 10,
+    });
     if runs == 0 || steps == 0 {
         bail!("--runs and --steps must be at least 1");
     }
-    if args.prunable > 0 && matches!(args.workload, Workload::W4 | Workload::W5) {
+    if args.prunable > 0 && matches!(args.workload, Workload::W4 | Workload::W5 | Workload::W6) {
         bail!("--prunable applies to w1 and w2");
     }
     if args.concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
     if let Some(url) = &args.url {
-        if matches!(args.workload, Workload::W4 | Workload::W5) || args.prunable > 0 || args.workers > 1 {
+        if matches!(args.workload, Workload::W4 | Workload::W5 | Workload::W6) || args.prunable > 0 || args.workers > 1
+        {
             bail!("--url runs w1 or w2 as they are (no --prunable, --workers)");
         }
         return http_bench(&args, url, runs, steps).await;
@@ -432,6 +441,19 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         let result =
             list_bench(Arc::clone(&store), runs, (store_name, durability_name(args.store, durability)), args.json)
                 .await;
+        if let Some(store) = bench_schema {
+            store.drop_schema().await?;
+        }
+        return result;
+    }
+    if args.workload == Workload::W6 {
+        let result = long_loop(
+            Arc::clone(&store),
+            steps,
+            (store_name, durability_name(args.store, durability), floor_us),
+            args.json,
+        )
+        .await;
         if let Some(store) = bench_schema {
             store.drop_schema().await?;
         }
@@ -719,6 +741,71 @@ async fn fan_out(
     if text_wanted(json) {
         out!(
             "w5 on {store_name} ({durability_name}): {runs} run(s) of {items} items, {concurrency} at a time: {steps_per_sec:.0} steps/s ({total:.2} s); commit floor {floor_us:.1} us"
+        );
+    }
+    if json {
+        out!("{report}");
+    }
+    Ok(())
+}
+
+/// The W6 workflow: a durable loop of `iterations` iterations of one no-op step each.
+async fn long_loop_workflow(ctx: Ctx, iterations: u64) -> Result<u64, WorkflowError> {
+    ctx.repeat("tick", 0u64, |ctx, done| async move {
+        ctx.step("noop", || async { Ok::<_, StepError>(()) }).await?;
+        let done = done + 1;
+        Ok(if done == iterations { std::ops::ControlFlow::Break(done) } else { std::ops::ControlFlow::Continue(done) })
+    })
+    .await
+}
+
+/// The process's peak resident set size in KiB (`VmHWM`; `None` where /proc has none).
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// W6: one run of a durable loop of `iterations` one-step iterations, timed from its start to
+/// its result; then the journal rows left and the peak RSS.
+async fn long_loop(
+    store: Arc<dyn Store>,
+    iterations: usize,
+    (store_name, durability_name, floor_us): (&str, &str, f64),
+    json: bool,
+) -> Result<()> {
+    let engine = Engine::builder()
+        .shared_store(Arc::clone(&store))
+        .sweep_every(None)
+        .register("loop", 1, long_loop_workflow)
+        .start()
+        .await?;
+    let begun = Instant::now();
+    let run = engine.start("loop", &(iterations as u64)).await?;
+    let done: u64 = run.result().await?;
+    let seconds = begun.elapsed().as_secs_f64();
+    if done != iterations as u64 {
+        bail!("the loop ran {done} iterations of {iterations}");
+    }
+    let rows = store.read_journal(run.id()).await?.len();
+    engine.shutdown().await;
+    let per_sec = iterations as f64 / seconds;
+    let rss = peak_rss_kib();
+    let report = serde_json::json!({
+        "workload": "w6",
+        "store": store_name,
+        "durability": durability_name,
+        "iterations": iterations,
+        "seconds": seconds,
+        "iterations_per_sec": per_sec,
+        "journal_rows": rows,
+        "peak_rss_kib": rss,
+        "floor_us": floor_us,
+    });
+    if text_wanted(json) {
+        out!(
+            "w6 on {store_name} ({durability_name}): {iterations} iterations in {seconds:.1} s = {per_sec:.0} iterations/s; {rows} journal rows at the end; peak RSS {}; commit floor {floor_us:.1} us",
+            rss.map_or_else(|| "unknown".to_owned(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0))
         );
     }
     if json {

@@ -1,4 +1,4 @@
-//! A worker process for the crash tests: it executes `crashy` and `compose` runs, writing an execution log line
+//! A worker process for the crash tests: it executes `crashy`, `compose` and `looper` runs, writing an execution log line
 //! when each step body begins and ends, until it is killed or (with `--exit-when-done`) every run
 //! has completed.
 //!
@@ -9,7 +9,11 @@
 //! aborts (no unwinding, no cleanup) at the end of that step's body, every time it runs it.
 
 use cairn::prelude::*;
-use cairn::{RunFilter, RunStatus, SqliteStore, Store};
+use cairn::{LoopOptions, RunFilter, RunStatus, SqliteStore, Store};
+use std::ops::ControlFlow;
+
+/// Iterations of a `looper` run.
+const LOOP_ITERATIONS: u64 = 40;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
@@ -50,6 +54,11 @@ impl Worker {
     }
 
     async fn step(&self, ctx: &Ctx, name: &str, value: u64) -> Result<u64, WorkflowError> {
+        Ok(self.step_out(ctx, name, value).await?.value)
+    }
+
+    /// A logged step returning `value` and the process that computed it.
+    async fn step_out(&self, ctx: &Ctx, name: &str, value: u64) -> Result<Out, WorkflowError> {
         let run = ctx.run_id().clone();
         let path = ctx.path().child(name)?.to_string();
         let name = path.as_str();
@@ -70,7 +79,7 @@ impl Worker {
                 }
             })
             .await?;
-        Ok(out.value)
+        Ok(out)
     }
 
     /// Five steps, a durable sleep, a wait for a signal, then `extra_steps` more steps.
@@ -91,6 +100,24 @@ impl Worker {
             value = self.step(&ctx, &format!("x[{i}]"), value + i).await?;
         }
         Ok(value)
+    }
+
+    /// A durable loop of [`LOOP_ITERATIONS`] iterations of one step `work` (`index + i`), the last
+    /// 3 kept: the sum, and the process that committed each iteration's step.
+    async fn looper(&self, ctx: Ctx, index: u64) -> Result<(u64, Vec<u32>), WorkflowError> {
+        let options = LoopOptions::default().keep_iterations(3);
+        ctx.repeat_with("tick", (0u64, Vec::<u32>::new()), options, |ctx, (sum, mut pids)| async move {
+            let i = pids.len() as u64;
+            let out = self.step_out(&ctx, "work", index + i).await?;
+            pids.push(out.pid);
+            let sum = sum + out.value;
+            Ok(if i + 1 == LOOP_ITERATIONS {
+                ControlFlow::Break((sum, pids))
+            } else {
+                ControlFlow::Continue((sum, pids))
+            })
+        })
+        .await
     }
 
     /// Two joined branches of two steps each, six items (three at a time), and a race that
@@ -178,9 +205,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 async move { worker.crashy(ctx, index).await }
             }
         })
-        .register("compose", 1, move |ctx: Ctx, index: u64| {
+        .register("compose", 1, {
             let worker = worker.clone();
-            async move { worker.compose(ctx, index).await }
+            move |ctx: Ctx, index: u64| {
+                let worker = worker.clone();
+                async move { worker.compose(ctx, index).await }
+            }
+        })
+        .register("looper", 1, move |ctx: Ctx, index: u64| {
+            let worker = worker.clone();
+            async move { worker.looper(ctx, index).await }
         })
         .start()
         .await?;

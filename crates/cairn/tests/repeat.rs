@@ -110,3 +110,43 @@ async fn iterations_after_a_sparse_checkpoint_replay_from_the_journal() {
     // Checkpointed at 10: iterations 10 to 12 are in the journal and replayed, not run.
     assert_eq!(iterations_in(&middle), [10, 11, 12], "{middle:?}");
 }
+
+/// A loop of one no-op step per iteration, run to `ITERATIONS_LONG` on SQLite: the journal rows
+/// stay under a bound all the way (sampled while it runs), and at the end.
+const ITERATIONS_LONG: u64 = 1_000_000;
+/// The journal's bound: `started`, the last 10 kept iterations with a checkpoint after each, the
+/// running iteration and the end, with room for a few more.
+const ROWS_BOUND: usize = 30;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_iterations_keep_a_bounded_journal() {
+    async fn long(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
+        ctx.repeat("tick", 0u64, |ctx, done| async move {
+            ctx.step("noop", || async { Ok::<_, StepError>(()) }).await?;
+            Ok(if done + 1 == n { ControlFlow::Break(done + 1) } else { ControlFlow::Continue(done + 1) })
+        })
+        .await
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Durability NORMAL: a million commits, each crash-safe (not power-loss-safe), in reasonable time.
+    let options = cairn::SqliteOptions { durability: cairn::Durability::Normal, ..cairn::SqliteOptions::default() };
+    let store = SqliteStore::open_with(dir.path().join("cairn.db"), options).unwrap();
+    let engine = Engine::builder().store(store.clone()).register("long", 1, long).start().await.unwrap();
+    let run = engine.start("long", &ITERATIONS_LONG).id("long-1").await.unwrap();
+    let mut samples = 0;
+    while engine.get(run.id()).await.unwrap().status != RunStatus::Completed {
+        let rows = store.read_journal(run.id()).await.unwrap().len();
+        assert!(rows <= ROWS_BOUND, "{rows} journal rows mid-way");
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let done: u64 = engine.result(run.id()).await.unwrap();
+    assert_eq!(done, ITERATIONS_LONG);
+    let journal = store.read_journal(run.id()).await.unwrap();
+    assert!(journal.len() <= ROWS_BOUND, "{} journal rows at the end", journal.len());
+    let state = RunState::fold(&journal).unwrap();
+    let record = state.loop_record(&cairn::StepPath::parse("tick").unwrap()).unwrap();
+    assert_eq!(record.next, ITERATIONS_LONG - 1, "the last checkpoint is before the last iteration");
+    eprintln!("{samples} samples of the journal while it ran; {} rows at the end", journal.len());
+    engine.shutdown().await;
+}
