@@ -319,6 +319,10 @@ pub enum EngineError {
         /// What it was given.
         setting: String,
     },
+    /// [`Continuations`](crate::Continuations) that cannot run: a step defined twice, a missing
+    /// start step, an invalid step name.
+    #[error("[CAIRN-E0114] invalid continuations: {0}")]
+    InvalidContinuations(String),
     /// The store refused the worker's subscriptions.
     #[error("could not declare this worker's topic subscriptions: {0}")]
     Store(StoreError),

@@ -40,6 +40,7 @@
 
 mod client;
 mod clock;
+mod continuations;
 mod ctx;
 mod engine;
 mod error;
@@ -62,6 +63,7 @@ pub use cairn_store::{
 pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
 pub use client::{Client, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
+pub use continuations::{Continuations, Transition};
 pub use ctx::{Branch, Ctx, EventFilter, Step};
 pub use engine::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
