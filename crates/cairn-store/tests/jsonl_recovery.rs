@@ -171,3 +171,38 @@ async fn a_garbled_committed_line_is_reported_not_skipped() {
     let error = JsonlStore::open(dir.path()).unwrap_err();
     assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
 }
+
+/// The file keeps a loop's whole history; a reopened store reads back what the checkpoints left,
+/// as it did before the restart.
+#[tokio::test]
+async fn trimmed_loops_read_back_trimmed_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = seeded(dir.path()).await;
+    let store = JsonlStore::open(dir.path()).unwrap();
+    let tick = StepPath::parse("tick").unwrap();
+    let trim = cairn_journal::Trim { since: run.last_seq, after: run.last_seq, through: run.last_seq + 2 };
+    let events = vec![
+        step("tick[0]/work", 0, "0"),
+        Event::LoopCheckpoint { path: tick.clone(), next: 1, state: raw("1"), trim: None },
+        step("tick[1]/work", 0, "1"),
+        Event::LoopCheckpoint { path: tick, next: 2, state: raw("2"), trim: Some(trim) },
+    ];
+    let append = Append {
+        run_id: run.id.clone(),
+        epoch: run.epoch,
+        after_seq: run.last_seq,
+        events,
+        at: Timestamp::from_millis(5),
+        update: RunUpdate::Progress,
+        consume_signal: None,
+        batched: false,
+    };
+    store.append(append).await.unwrap();
+    let before = store.read_journal(&run.id).await.unwrap();
+    drop(store);
+    let after = JsonlStore::open(dir.path()).unwrap().read_journal(&run.id).await.unwrap();
+    let seqs = |j: &[cairn_journal::JournalEntry]| j.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(&before), seqs(&after));
+    assert_eq!(seqs(&after), [1, 2, 3, 4, 7, 8]);
+    RunState::fold(&after).unwrap();
+}
