@@ -127,6 +127,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // literal so the planner can use them). Paused runs have `runs_paused` (migration 6).
     "CREATE INDEX runs_failed ON {schema}.runs (workflow, created_at, id) WHERE status = 'failed';
     CREATE INDEX runs_cancelled ON {schema}.runs (workflow, created_at, id) WHERE status = 'cancelled';",
+    // 9: child runs' parents.
+    "ALTER TABLE {schema}.runs ADD COLUMN parent TEXT COLLATE \"C\";
+    CREATE INDEX runs_parent ON {schema}.runs (parent) WHERE parent IS NOT NULL;",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

@@ -149,7 +149,7 @@ fn backend(error: impl std::fmt::Display) -> StoreError {
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from";
+     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent";
 
 /// Every statement, with the schema name filled in once.
 struct Sql {
@@ -300,13 +300,13 @@ impl Sql {
             create_batch: format!(
                 "WITH ins AS (
                      INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                         last_seq, deadline_at, retention_ms, restarted_from)
+                         last_seq, deadline_at, retention_ms, restarted_from, parent)
                      SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at,
-                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from
+                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from, i.parent
                      FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
-                                 $14::bigint[], $15::bigint[], $16::bigint[], $17::text[])
+                                 $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[])
                          AS i(id, workflow, version, input, key, created_at, last_seq, deadline_at, retention_ms,
-                              restarted_from)
+                              restarted_from, parent)
                      ON CONFLICT DO NOTHING
                      RETURNING id),
                  {journal},
@@ -391,8 +391,8 @@ impl Sql {
             ),
             insert_run: format!(
                 "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                     last_seq, deadline_at, retention_ms, restarted_from)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING RETURNING id"
+                     last_seq, deadline_at, retention_ms, restarted_from, parent)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING RETURNING id"
             ),
             lock_by_key: format!(
                 "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
@@ -520,6 +520,7 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
             .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
         delete_after: get_ts(22)?,
         restarted_from: row.try_get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
+        parent: row.try_get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
     })
 }
 
@@ -822,6 +823,7 @@ async fn create_batch(
     let deadlines: Vec<Option<i64>> = runs.iter().map(|r| r.deadline.map(Timestamp::as_millis)).collect();
     let retentions: Vec<Option<i64>> = runs.iter().map(|r| r.retention_ms()).collect();
     let restarted: Vec<Option<&str>> = runs.iter().map(|r| r.restarted_from.as_ref().map(RunId::as_str)).collect();
+    let parents: Vec<Option<&str>> = runs.iter().map(|r| r.parent.as_ref().map(RunId::as_str)).collect();
     let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     let workflows: Vec<&str> = runs.iter().map(|r| r.workflow.as_str()).collect();
     let versions: Vec<i32> = runs.iter().map(|r| r.version as i32).collect();
@@ -830,7 +832,7 @@ async fn create_batch(
     let created_ats: Vec<i64> = runs.iter().map(|r| r.created_at.as_millis()).collect();
     let statement = client.prepare_cached(&sql.create_batch).await.map_err(backend)?;
     let runs_params: [&(dyn ToSql + Sync); 6] = [&ids, &workflows, &versions, &inputs, &keys, &created_ats];
-    let more: [&(dyn ToSql + Sync); 5] = [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted];
+    let more: [&(dyn ToSql + Sync); 6] = [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted, &parents];
     let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(more).collect();
     let inserted = client.query(&statement, &params).await.map_err(backend)?;
     let inserted: HashSet<&str> =
@@ -1399,7 +1401,7 @@ impl PostgresStore {
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
         let statement = tx.prepare_cached(&sql.insert_run).await.map_err(backend)?;
-        let params: [&(dyn ToSql + Sync); 10] = [
+        let params: [&(dyn ToSql + Sync); 11] = [
             &run.id.as_str(),
             &run.workflow,
             &(run.version as i32),
@@ -1410,6 +1412,7 @@ impl PostgresStore {
             &run.deadline.map(Timestamp::as_millis),
             &run.retention_ms(),
             &run.restarted_from.as_ref().map(RunId::as_str),
+            &run.parent.as_ref().map(RunId::as_str),
         ];
         let created = if tx.query_opt(&statement, &params).await.map_err(backend)?.is_some() {
             insert_events(&tx, sql, &run.id, 0, run.created_at, &run.initial_journal()).await?;
@@ -1500,6 +1503,7 @@ impl Store for PostgresStore {
             let (after, before) =
                 (filter.created_after.map(Timestamp::as_millis), filter.created_before.map(Timestamp::as_millis));
             let restarted_from = filter.restarted_from.as_ref().map(RunId::as_str);
+            let parent = filter.parent.as_ref().map(RunId::as_str);
             let (stranded, input) = (filter.stranded_tags(), filter.input_json());
             let limit = (size + 1) as i64;
             let mut conditions: Vec<String> = Vec::new();
@@ -1526,6 +1530,9 @@ impl Store for PostgresStore {
             }
             if let Some((at, id)) = &cursor {
                 add!(|n| format!("(created_at, id) < (${n}, ${}::text)", n + 1), at, id);
+            }
+            if let Some(parent) = &parent {
+                add!(|n| format!("parent = ${n}"), parent);
             }
             if let Some(original) = &restarted_from {
                 add!(|n| format!("restarted_from = ${n}"), original);

@@ -506,6 +506,7 @@ pub async fn new_runs_keep_their_options(store: DynStore) {
     run.deadline = Some(t(5_000));
     run.retention = Some(std::time::Duration::from_millis(100));
     run.restarted_from = Some(RunId::new("orig"));
+    run.parent = Some(RunId::new("orig"));
     run.prefix = vec![step("a", 0)];
     let created = store.create_run(run).await.expect("create").run;
     let row = store.get_run(&created.id).await.expect("get").expect("exists");
@@ -513,7 +514,13 @@ pub async fn new_runs_keep_their_options(store: DynStore) {
         assert_eq!((row.deadline, row.last_seq), (Some(t(5_000)), 2));
         assert_eq!(row.retention, Some(std::time::Duration::from_millis(100)));
         assert_eq!(row.restarted_from, Some(RunId::new("orig")));
+        assert_eq!(row.parent, Some(RunId::new("orig")));
     }
+    let children = RunFilter { parent: Some(RunId::new("orig")), ..RunFilter::default() };
+    let listed = store.list_runs(&children).await.expect("list").runs;
+    assert_eq!(listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["again"]);
+    let none = RunFilter { parent: Some(RunId::new("again")), ..RunFilter::default() };
+    assert!(store.list_runs(&none).await.expect("list").runs.is_empty());
     let journal = store.read_journal(&row.id).await.expect("journal");
     assert!(matches!(journal[0].event, Event::Started { deadline: Some(d), .. } if d == t(5_000)));
     let state = RunState::fold(&journal).expect("folds");

@@ -258,13 +258,18 @@ CREATE INDEX IF NOT EXISTS runs_failed ON runs(workflow, created_at, id) WHERE s
 CREATE INDEX IF NOT EXISTS runs_cancelled ON runs(workflow, created_at, id) WHERE status = 'cancelled';
 CREATE INDEX IF NOT EXISTS runs_paused ON runs(workflow, created_at, id) WHERE status = 'paused';
 ",
+    // 8: child runs' parents.
+    "
+ALTER TABLE runs ADD COLUMN parent TEXT;
+CREATE INDEX IF NOT EXISTS runs_parent ON runs(parent) WHERE parent IS NOT NULL;
+",
 ];
 
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from";
+     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent";
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
@@ -305,6 +310,7 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
                 .map(|ms| Duration::from_millis(ms.max(0) as u64)),
             delete_after: ts(row.get(22).map_err(backend)?),
             restarted_from: row.get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
+            parent: row.get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
         })
     })();
     Ok(record)
@@ -834,8 +840,8 @@ impl Writer {
             .conn
             .prepare_cached(
                 "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
-                     deadline_at, retention_ms, restarted_from)
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (id) DO NOTHING",
+                     deadline_at, retention_ms, restarted_from, parent)
+                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (id) DO NOTHING",
             )?
             .execute(params![
                 run.id.as_str(),
@@ -848,6 +854,7 @@ impl Writer {
                 run.deadline.map(Timestamp::as_millis),
                 run.retention_ms(),
                 run.restarted_from.as_ref().map(RunId::as_str),
+                run.parent.as_ref().map(RunId::as_str),
             ])?;
         if inserted == 0 {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
@@ -1250,6 +1257,10 @@ impl Store for SqliteStore {
             if let Some(original) = &filter.restarted_from {
                 conditions.push("restarted_from = ?");
                 values.push(text(original.as_str()));
+            }
+            if let Some(parent) = &filter.parent {
+                conditions.push("parent = ?");
+                values.push(text(parent.as_str()));
             }
             if let Some(tags) = filter.stranded_tags() {
                 conditions.push(

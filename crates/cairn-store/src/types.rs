@@ -236,6 +236,9 @@ pub struct RunRecord {
     /// The run this one restarts (it began with a prefix of that run's journal).
     #[serde(default)]
     pub restarted_from: Option<RunId>,
+    /// The run that started this one as its child (`ctx.child` in the `cairn` crate).
+    #[serde(default)]
+    pub parent: Option<RunId>,
 }
 
 impl RunRecord {
@@ -272,6 +275,7 @@ impl RunRecord {
             retention: run.retention,
             delete_after: None,
             restarted_from: run.restarted_from.clone(),
+            parent: run.parent.clone(),
         }
     }
 
@@ -308,6 +312,8 @@ pub struct NewRun {
     pub retention: Option<Duration>,
     /// The run this one restarts.
     pub restarted_from: Option<RunId>,
+    /// The run that starts this one as its child.
+    pub parent: Option<RunId>,
     /// Events the journal holds after `started` from the outset (a restart's copy of the
     /// original's journal up to the restart point). Stores write them as given.
     pub prefix: Vec<Event>,
@@ -332,6 +338,7 @@ impl NewRun {
             deadline: None,
             retention: None,
             restarted_from: None,
+            parent: None,
             prefix: Vec::new(),
         }
     }
@@ -395,6 +402,8 @@ pub struct RunFilter {
     pub created_before: Option<Timestamp>,
     /// Only restarts of this run.
     pub restarted_from: Option<RunId>,
+    /// Only children of this run.
+    pub parent: Option<RunId>,
     /// Only stranded runs, given the workflow versions live workers serve: runs that
     /// [need a worker](RunStatus::needs_worker) whose `(workflow, version)` is not in this list.
     pub stranded: Option<Vec<WorkflowKey>>,
@@ -427,6 +436,7 @@ impl RunFilter {
             && self.created_after.is_none_or(|t| run.created_at >= t)
             && self.created_before.is_none_or(|t| run.created_at < t)
             && self.restarted_from.as_ref().is_none_or(|r| run.restarted_from.as_ref() == Some(r))
+            && self.parent.as_ref().is_none_or(|p| run.parent.as_ref() == Some(p))
             && self.stranded.as_ref().is_none_or(|served| {
                 run.status.needs_worker() && !served.iter().any(|k| k.name == run.workflow && k.version == run.version)
             })
