@@ -77,8 +77,8 @@ async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
     );
 }
 
-/// A file written before migrations 6 (subscriptions) and 7 (status indexes) opens, is brought
-/// up to date in place, and keeps its runs.
+/// A file written before migrations 6 (subscriptions), 7 (status indexes) and 8 (parents) opens,
+/// is brought up to date in place, and keeps its runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -87,12 +87,12 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         let store = SqliteStore::open(&path).unwrap();
         write_ended_runs(&store, 0, 3).await;
     }
-    // What schema 5 left on disk: none of 6's or 7's tables and indexes.
+    // What schema 5 left on disk: none of 6's, 7's or 8's tables, indexes and columns.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TABLE subscriptions; DROP INDEX runs_failed; DROP INDEX runs_cancelled; DROP INDEX runs_paused;
-             PRAGMA user_version = 5;",
+             DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent; PRAGMA user_version = 5;",
         )
         .unwrap();
     }
@@ -110,12 +110,12 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     let indexes: i64 = conn
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'index'
-             AND name IN ('runs_failed', 'runs_cancelled', 'runs_paused')",
+             AND name IN ('runs_failed', 'runs_cancelled', 'runs_paused', 'runs_parent')",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (7, 3));
+    assert_eq!((version, indexes), (8, 4));
     // The status list goes through its partial index.
     let plan: String = conn
         .query_row(
