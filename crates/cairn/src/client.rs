@@ -310,6 +310,58 @@ impl Client {
         }
     }
 
+    /// Starts (or finds, after a crash) the child run `id` of `parent`: a workflow this worker
+    /// registers at its newest version, or else the newest version a live worker serves.
+    pub(crate) async fn start_child(
+        &self,
+        workflow: &str,
+        input: Box<RawValue>,
+        id: &RunId,
+        parent: &RunId,
+    ) -> Result<RunHandle, ClientError> {
+        self.check_size(&input)?;
+        let local_version = self.local.as_ref().and_then(|l| l.registry.latest(workflow));
+        let version = match local_version {
+            Some(version) => version,
+            None => self
+                .live_workers()
+                .await?
+                .served()
+                .into_iter()
+                .filter(|key| key.name == workflow)
+                .map(|key| key.version)
+                .max()
+                .ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?,
+        };
+        if let Some(registered) = self.local.as_ref().and_then(|l| l.registry.get(workflow, version)) {
+            (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
+        }
+        let options = StartOptions {
+            id: Some(id.to_string()),
+            idempotency_key: Some(format!("child:{id}")),
+            ..StartOptions::default()
+        };
+        let mut run = self.build_run(workflow, version, input, options)?;
+        run.parent = Some(parent.clone());
+        self.create(run).await
+    }
+
+    /// The runs `id` started as its children ([`Ctx::child`](crate::Ctx::child)), oldest first.
+    pub async fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, ClientError> {
+        let mut filter = RunFilter { parent: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
+        let mut children = Vec::new();
+        loop {
+            let page = self.store.list_runs(&filter).await?;
+            children.extend(page.runs);
+            match page.next_cursor {
+                Some(cursor) => filter.cursor = Some(cursor),
+                None => break,
+            }
+        }
+        children.reverse();
+        Ok(children)
+    }
+
     /// The store this client uses.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
@@ -607,8 +659,66 @@ impl Client {
     }
 
     /// Cancels a run. A run no worker holds is cancelled at once; a running one is stopped by
-    /// its worker, whose step code sees its cancellation token fire.
+    /// its worker, whose step code sees its cancellation token fire. The children it waits for
+    /// ([`Ctx::child`](crate::Ctx::child), not detached ones) are cancelled too, and theirs.
     pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
+        let outcome = self.cancel_one(id).await?;
+        let mut parents = vec![id.clone()];
+        while let Some(parent) = parents.pop() {
+            for child in self.awaited_children(&parent).await? {
+                match self.cancel_one(&child).await {
+                    Ok(_) | Err(ClientError::RunFinished { .. }) => parents.push(child),
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// The unended children `id` started to wait for (read from its journal: the `start` steps
+    /// of its `~child[n]` scopes).
+    async fn awaited_children(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
+        let filter = RunFilter { parent: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
+        let unended: Vec<RunId> = self
+            .store
+            .list_runs(&filter)
+            .await?
+            .runs
+            .into_iter()
+            .filter(|r| !r.status.is_terminal())
+            .map(|r| r.id)
+            .collect();
+        if unended.is_empty() {
+            return Ok(unended);
+        }
+        let awaited: Vec<RunId> = self
+            .store
+            .read_journal(id)
+            .await?
+            .iter()
+            .filter_map(|entry| match &entry.event {
+                cairn_journal::Event::StepCompleted { path, output, .. }
+                    if path.name() == "start" && path.parent().name().starts_with("~child[") =>
+                {
+                    serde_json::from_str::<RunId>(output.get()).ok()
+                }
+                _ => None,
+            })
+            .collect();
+        Ok(unended.into_iter().filter(|child| awaited.contains(child)).collect())
+    }
+
+    /// Wakes `parent`, which may wait for its child `child` to end.
+    pub(crate) async fn child_ended(&self, parent: &RunId, child: &RunId) {
+        let payload = serde_json::json!({ "child": child.as_str() });
+        match self.signal(parent, crate::child::CHILD_ENDED, &payload).await {
+            Ok(_) | Err(ClientError::RunFinished { .. } | ClientError::RunNotFound(_)) => {}
+            // The parent looks at its child again within the hour anyway.
+            Err(error) => tracing::warn!("run {child} ended but could not wake its parent {parent}: {error}"),
+        }
+    }
+
+    async fn cancel_one(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
         let outcome = self.store.cancel(self.control(id, "cancelled")).await?;
         if let Some(local) = &self.local {
             match outcome {
@@ -625,6 +735,9 @@ impl Client {
         {
             let lasted = run.created_at.until(run.completed_at.unwrap_or(run.updated_at));
             crate::telemetry::run_ended(&run.workflow, run.status, lasted);
+            if let Some(parent) = &run.parent {
+                self.child_ended(parent, id).await;
+            }
         }
         Ok(outcome)
     }

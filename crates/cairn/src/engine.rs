@@ -318,6 +318,9 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     if let Some(ended) = &ended {
         let lasted = run.created_at.until(local.clock.now());
         crate::telemetry::run_ended(&run.workflow, ended.status, lasted);
+        if let Some(parent) = run.parent.as_ref().filter(|_| ended.status.is_terminal()) {
+            Client::attached(Arc::clone(local)).child_ended(parent, &run.id).await;
+        }
     }
     ended
 }

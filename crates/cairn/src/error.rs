@@ -166,6 +166,16 @@ pub enum WorkflowError {
         /// Each failed branch's name and error, in the order the branches were given.
         failures: Vec<(String, String)>,
     },
+    /// A child run awaited with [`Ctx::child`](crate::Ctx::child) did not complete.
+    #[error("[CAIRN-E0115] child run `{child}` ended {status}: {error}")]
+    ChildFailed {
+        /// The child's id.
+        child: String,
+        /// How it ended (`failed` or `cancelled`).
+        status: String,
+        /// Its error.
+        error: String,
+    },
     /// A [`Ctx::saga`](crate::Ctx::saga)'s body failed and every compensation ran.
     #[error("[CAIRN-E0112] {error}; compensated: {}", undone.join(", "))]
     Compensated {

@@ -38,6 +38,7 @@
 //! # }).unwrap();
 //! ```
 
+mod child;
 mod client;
 mod clock;
 mod continuations;
@@ -61,6 +62,7 @@ pub use cairn_store::{
 };
 #[cfg(feature = "sqlite")]
 pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
+pub use child::Child;
 pub use client::{Client, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use continuations::{Continuations, Transition};
