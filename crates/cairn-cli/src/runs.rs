@@ -463,6 +463,12 @@ fn print_shown(shown: &Shown) {
     for restart in &detail.restarts {
         out!("restarted as {restart}");
     }
+    if let Some(parent) = &run.parent {
+        out!("parent    {parent}");
+    }
+    for child in &detail.children {
+        out!("child     {child}");
+    }
     out!("input     {}", detail.input);
     if run.status == "completed" {
         out!("output    {}", detail.output);

@@ -2,7 +2,7 @@
 //! when each step body begins and ends, until it is killed or (with `--exit-when-done`) every run
 //! has completed.
 //!
-//! Usage: `crash-worker STORE LOG RUNS [--schema NAME] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]
+//! Usage: `crash-worker STORE LOG RUNS [--schema NAME] [--only W1,W2] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]
 //! [--lease-ms MS] [--grace-ms MS] [--max-recoveries N] [--abort-at RUN/STEP]` where STORE is an SQLite file
 //! path or a `postgres://` URL. On SIGTERM or Ctrl-C it shuts down gracefully (steps in flight get
 //! `--grace-ms` to finish, every lease is handed back) and exits 0. With `--abort-at`, the process
@@ -120,6 +120,22 @@ impl Worker {
         .await
     }
 
+    /// A parent: step `a`, the child `member` (awaited), step `b`: `4 * index + 1`.
+    async fn family(&self, ctx: Ctx, index: u64) -> Result<u64, WorkflowError> {
+        let a = self.step(&ctx, "a", index + 1).await?;
+        let member: u64 = ctx.child("member", &index).await?;
+        self.step(&ctx, "b", a + member).await
+    }
+
+    /// A child: step `m1` (`3 * index`); from index 100 on it then waits an hour for `go`.
+    async fn member(&self, ctx: Ctx, index: u64) -> Result<u64, WorkflowError> {
+        let value = self.step(&ctx, "m1", index * 3).await?;
+        if index >= 100 {
+            let _: Option<u64> = ctx.wait_for_event("go", EventFilter::any(), Duration::from_secs(3600)).await?;
+        }
+        Ok(value)
+    }
+
     /// Two joined branches of two steps each, six items (three at a time), and a race that
     /// `fast` wins (`slow` sleeps an hour first): `20 * index + 108`.
     async fn compose(&self, ctx: Ctx, index: u64) -> Result<u64, WorkflowError> {
@@ -192,32 +208,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(max) = max_recoveries {
         builder = builder.max_recoveries(max);
     }
-    let engine = builder
+    let only = option(&args, "--only");
+    let wanted = |name: &str| only.as_deref().is_none_or(|list| list.split(',').any(|n| n == name));
+    builder = builder
         .shared_store(store)
         .lease_duration(lease)
         .poll_interval(Duration::from_millis(100))
         // Few runs at a time, so the work spreads over the worker's life and kills land mid-step.
-        .max_active_runs(10)
-        .register("crashy", 1, {
-            let worker = worker.clone();
-            move |ctx: Ctx, index: u64| {
+        .max_active_runs(10);
+    macro_rules! register {
+        ($name:literal, $method:ident) => {
+            if wanted($name) {
                 let worker = worker.clone();
-                async move { worker.crashy(ctx, index).await }
+                builder = builder.register($name, 1, move |ctx: Ctx, index: u64| {
+                    let worker = worker.clone();
+                    async move { worker.$method(ctx, index).await }
+                });
             }
-        })
-        .register("compose", 1, {
-            let worker = worker.clone();
-            move |ctx: Ctx, index: u64| {
-                let worker = worker.clone();
-                async move { worker.compose(ctx, index).await }
-            }
-        })
-        .register("looper", 1, move |ctx: Ctx, index: u64| {
-            let worker = worker.clone();
-            async move { worker.looper(ctx, index).await }
-        })
-        .start()
-        .await?;
+        };
+    }
+    register!("crashy", crashy);
+    register!("compose", compose);
+    register!("looper", looper);
+    register!("family", family);
+    register!("member", member);
+    let engine = builder.start().await?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {

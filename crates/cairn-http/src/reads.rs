@@ -24,7 +24,8 @@ pub async fn run_page(
 /// `run` in full: stranded or not, and the runs that restart it.
 pub async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ClientError> {
     let restarts = client.restarts(&run.id).await?;
-    Ok(views::detail(run, &client.live_workers().await?, &restarts))
+    let children = client.children(&run.id).await?;
+    Ok(views::detail(run, &client.live_workers().await?, &restarts, &children))
 }
 
 /// Run `id`'s signals.

@@ -87,6 +87,9 @@ pub struct RunView {
     pub delete_after: Option<String>,
     /// The run it restarts.
     pub restarted_from: Option<String>,
+    /// The run that started it as a child.
+    #[serde(default)]
+    pub parent: Option<String>,
 }
 
 /// A run as lists show it: its summary, and whether it is stranded.
@@ -115,6 +118,9 @@ pub struct RunDetail {
     pub output: Value,
     /// The runs that restart it.
     pub restarts: Vec<String>,
+    /// The runs it started as children, oldest first.
+    #[serde(default)]
+    pub children: Vec<String>,
 }
 
 /// A signal delivered to a run.
@@ -167,6 +173,7 @@ pub fn run_view(run: &RunRecord) -> RunView {
         deadline: run.deadline.map(time),
         delete_after: run.delete_after.map(time),
         restarted_from: run.restarted_from.as_ref().map(RunId::to_string),
+        parent: run.parent.as_ref().map(RunId::to_string),
     }
 }
 
@@ -177,12 +184,13 @@ pub fn listed(run: &RunRecord, live: &LiveWorkers) -> ListedRun {
 }
 
 /// One run in full.
-pub fn detail(run: &RunRecord, live: &LiveWorkers, restarts: &[RunId]) -> RunDetail {
+pub fn detail(run: &RunRecord, live: &LiveWorkers, restarts: &[RunId], children: &[RunRecord]) -> RunDetail {
     RunDetail {
         listed: listed(run, live),
         input: raw_json(&run.input),
         output: run.output.as_deref().map_or(Value::Null, raw_json),
         restarts: restarts.iter().map(RunId::to_string).collect(),
+        children: children.iter().map(|c| c.id.to_string()).collect(),
     }
 }
 

@@ -348,16 +348,7 @@ impl Client {
 
     /// The runs `id` started as its children ([`Ctx::child`](crate::Ctx::child)), oldest first.
     pub async fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, ClientError> {
-        let mut filter = RunFilter { parent: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
-        let mut children = Vec::new();
-        loop {
-            let page = self.store.list_runs(&filter).await?;
-            children.extend(page.runs);
-            match page.next_cursor {
-                Some(cursor) => filter.cursor = Some(cursor),
-                None => break,
-            }
-        }
+        let mut children = self.every_run(RunFilter { parent: Some(id.clone()), ..RunFilter::default() }).await?;
         children.reverse();
         Ok(children)
     }
@@ -518,14 +509,20 @@ impl Client {
 
     /// The runs that restart `id` (newest first).
     pub async fn restarts(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
-        let mut filter = RunFilter { restarted_from: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
-        let mut restarts = Vec::new();
+        let filter = RunFilter { restarted_from: Some(id.clone()), ..RunFilter::default() };
+        Ok(self.every_run(filter).await?.into_iter().map(|r| r.id).collect())
+    }
+
+    /// Every run `filter` lists, page after page, newest first.
+    async fn every_run(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, ClientError> {
+        filter.limit = Some(1000);
+        let mut runs = Vec::new();
         loop {
             let page = self.list(&filter).await?;
-            restarts.extend(page.runs.into_iter().map(|r| r.id));
+            runs.extend(page.runs);
             match page.next_cursor {
                 Some(cursor) => filter.cursor = Some(cursor),
-                None => return Ok(restarts),
+                None => return Ok(runs),
             }
         }
     }
