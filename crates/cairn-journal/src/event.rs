@@ -123,6 +123,10 @@ pub enum Event {
         /// Older entries of this loop deleted as this one commits (see [`Trim`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         trim: Option<Trim>,
+        /// Every durable value of the run as the body had set it by then (what the trimmed
+        /// `var_set` entries said), restored when the loop resumes here.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        vars: std::collections::BTreeMap<String, Box<RawValue>>,
     },
     /// The workflow body returned a value.
     Completed {
@@ -142,8 +146,9 @@ pub enum Event {
 }
 
 /// The entries of a loop's history that a [`Event::LoopCheckpoint`] deletes: among the entries
-/// numbered `after + 1 ..= through`, those within an iteration of the loop (`path[i]/…`) and the
-/// loop's earlier checkpoints. Entries of anything else in that range stay. Earlier checkpoints
+/// numbered `after + 1 ..= through`, those within an iteration of the loop (`path[i]/…`), the
+/// loop's earlier checkpoints and every `var_set` (the checkpoint holds every value as it was
+/// after them). Entries of anything else in that range stay. Earlier checkpoints
 /// deleted the loop's entries in `since + 1 ..= after` the same way, so a journal read back
 /// afterwards may have gaps anywhere in `since + 1 ..= through`, which the fold accepts because
 /// the checkpoint declares them.
@@ -175,6 +180,7 @@ impl Trim {
         }
         match &entry.event {
             Event::LoopCheckpoint { path, .. } => path == loop_path,
+            Event::VarSet { .. } => true,
             event => event.path().is_some_and(|path| Trim::in_iteration(loop_path, path)),
         }
     }

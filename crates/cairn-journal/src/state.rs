@@ -162,8 +162,9 @@ pub enum TransitionError {
     },
 }
 
-/// Each durable value's latest value in `journal`, by name (values that are not JSON are left
-/// out; a store keeps only JSON).
+/// Each durable value's latest value in `journal`, by name, from its `var_set` entries and the
+/// loop checkpoints that hold the values trimmed (values that are not JSON are left out; a store
+/// keeps only JSON).
 ///
 /// ```
 /// use cairn_journal::{Event, JournalEntry, Timestamp, vars};
@@ -175,11 +176,16 @@ pub enum TransitionError {
 /// ```
 pub fn vars<'a>(journal: impl IntoIterator<Item = &'a JournalEntry>) -> BTreeMap<String, serde_json::Value> {
     let mut latest = BTreeMap::new();
-    for entry in journal {
-        if let Event::VarSet { name, value } = &entry.event
-            && let Ok(value) = serde_json::from_str(value.get())
-        {
+    let mut set = |name: &String, value: &RawValue| {
+        if let Ok(value) = serde_json::from_str(value.get()) {
             latest.insert(name.clone(), value);
+        }
+    };
+    for entry in journal {
+        match &entry.event {
+            Event::VarSet { name, value } => set(name, value),
+            Event::LoopCheckpoint { vars, .. } => vars.iter().for_each(|(name, value)| set(name, value)),
+            _ => {}
         }
     }
     latest
@@ -198,8 +204,8 @@ pub struct RunState {
     steps: HashMap<StepPath, StepRecord, foldhash::fast::RandomState>,
     consumed_signals: HashSet<SignalId>,
     patches: HashMap<String, bool>,
-    /// Each durable value: how many times it was set, and its latest value.
-    vars: BTreeMap<String, (u64, Box<RawValue>)>,
+    /// Each durable value's latest value.
+    vars: BTreeMap<String, Box<RawValue>>,
     /// Each durable loop's latest checkpoint.
     loops: HashMap<StepPath, LoopRecord>,
     /// Ranges `(after, through]` where the journal's checkpoints deleted entries: gaps there are
@@ -219,6 +225,8 @@ pub struct LoopRecord {
     pub seq: u64,
     /// What the loop's checkpoints have trimmed so far (`None`: nothing yet).
     pub trim: Option<crate::Trim>,
+    /// The run's durable values as they were at the checkpoint.
+    pub vars: BTreeMap<String, Box<RawValue>>,
 }
 
 impl Default for RunState {
@@ -399,15 +407,15 @@ impl RunState {
             Event::Patched { id, applied } => {
                 self.patches.insert(id, applied);
             }
-            Event::LoopCheckpoint { path, next, state, trim } => {
+            Event::LoopCheckpoint { path, next, state, trim, vars } => {
                 if let Some(trim) = trim {
                     self.add_trim(trim.since, trim.through);
                 }
-                self.loops.insert(path, LoopRecord { next, state, seq, trim });
+                self.vars.extend(vars.iter().map(|(name, value)| (name.clone(), value.clone())));
+                self.loops.insert(path, LoopRecord { next, state, seq, trim, vars });
             }
             Event::VarSet { name, value } => {
-                let entry = self.vars.entry(name).or_insert_with(|| (0, value.clone()));
-                *entry = (entry.0 + 1, value);
+                self.vars.insert(name, value);
             }
             Event::Completed { output } => self.phase = RunPhase::Completed(output),
             Event::Failed { error } => self.phase = RunPhase::Failed(error),
@@ -491,14 +499,9 @@ impl RunState {
         self.loops.get(path)
     }
 
-    /// How many times the durable value `name` was set.
-    pub fn var_sets(&self, name: &str) -> u64 {
-        self.vars.get(name).map_or(0, |(sets, _)| *sets)
-    }
-
     /// Each durable value's latest value, by name.
     pub fn vars(&self) -> impl Iterator<Item = (&str, &RawValue)> {
-        self.vars.iter().map(|(name, (_, value))| (name.as_str(), value.as_ref()))
+        self.vars.iter().map(|(name, value)| (name.as_str(), value.as_ref()))
     }
 
     /// Whether a signal has been consumed by this run.
@@ -641,13 +644,12 @@ mod tests {
     }
 
     #[test]
-    fn vars_keep_their_latest_value_and_count_their_sets() {
+    fn vars_keep_their_latest_value() {
         let set = |name: &str, value: &str| Event::VarSet {
             name: name.into(),
             value: RawValue::from_string(value.into()).unwrap(),
         };
         let s = fold(vec![started(), set("n", "1"), completed("a", 1), set("n", "2"), set("label", r#""x""#)]).unwrap();
-        assert_eq!((s.var_sets("n"), s.var_sets("label"), s.var_sets("absent")), (2, 1, 0));
         let vars: Vec<(&str, &str)> = s.vars().map(|(name, value)| (name, value.get())).collect();
         assert_eq!(vars, [("label", r#""x""#), ("n", "2")]);
         assert!(s.step(&p("a")).is_some(), "a set takes no step's place");
@@ -675,7 +677,13 @@ mod tests {
             let through = ends[cutoff as usize];
             let trim = (through > since).then_some(Trim { since, after: trimmed_through, through });
             trimmed_through = trimmed_through.max(through);
-            events.push(Event::LoopCheckpoint { path: p("tick"), next: i + 1, state: raw(&(i + 1).to_string()), trim });
+            events.push(Event::LoopCheckpoint {
+                path: p("tick"),
+                next: i + 1,
+                state: raw(&(i + 1).to_string()),
+                trim,
+                vars: Default::default(),
+            });
         }
         let whole: Vec<JournalEntry> = events
             .into_iter()

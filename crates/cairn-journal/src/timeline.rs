@@ -102,7 +102,10 @@ pub fn steps(entries: &[JournalEntry]) -> Vec<StepTiming> {
     let mut index: HashMap<&StepPath, usize> = HashMap::new();
     for entry in entries {
         let at = entry.at;
-        let Some(path) = entry.event.path() else { continue };
+        // A loop's checkpoint carries the loop's path but is no step.
+        let Some(path) = entry.event.path().filter(|_| !matches!(entry.event, Event::LoopCheckpoint { .. })) else {
+            continue;
+        };
         let slot = *index.entry(path).or_insert_with(|| {
             let (kind, until, event) = match &entry.event {
                 Event::TimerStarted { wake_at, .. } => (StepKind::Sleep, Some(*wake_at), None),

@@ -159,7 +159,7 @@ struct Sql {
     create_batch: String,
     insert_events: String,
     /// Deletes what a loop checkpoint trims: $1 run, ($2, $3] the range, $4 the iterations'
-    /// path prefix, $5 the loop's path (its earlier checkpoints).
+    /// path prefix, $5 the loop's path (its earlier checkpoints), and the values' sets.
     trim_loop: String,
     list: String,
     journal: String,
@@ -316,7 +316,8 @@ impl Sql {
             ),
             trim_loop: format!(
                 "DELETE FROM {s}.journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
-                     AND (left(path, length($4)) = $4 OR (kind = 'loop_checkpoint' AND path = $5))"
+                     AND (left(path, length($4)) = $4 OR (kind = 'loop_checkpoint' AND path = $5)
+                          OR kind = 'var_set')"
             ),
             insert_events: format!(
                 "INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)

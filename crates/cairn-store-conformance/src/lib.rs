@@ -290,9 +290,9 @@ pub async fn appends_sent_together_land_in_order(store: DynStore) {
     assert_eq!((ended.status, ended.last_seq), (RunStatus::Completed, 42));
 }
 
-/// A loop checkpoint's trim deletes, within its range, the loop's iterations and earlier
-/// checkpoints, and nothing else (another loop's checkpoint, a step beside the loop); the journal
-/// read back folds with the gaps.
+/// A loop checkpoint's trim deletes, within its range, the loop's iterations, its earlier
+/// checkpoints and the durable values' sets, and nothing else (another loop's checkpoint, a step
+/// beside the loop, a set after the range); the journal read back folds with the gaps.
 pub async fn loop_checkpoints_trim_their_history(store: DynStore) {
     store.create_run(new_run("looping", "order", None, 1)).await.expect("create");
     let run = claim_one(&store, "order", 10).await;
@@ -301,13 +301,15 @@ pub async fn loop_checkpoints_trim_their_history(store: DynStore) {
         next,
         state: raw(&next.to_string()),
         trim,
+        vars: Default::default(),
     };
+    let set = |value: &str| Event::VarSet { name: "n".into(), value: raw(value) };
     let batches = vec![
         vec![step("tick[0]/work", 0)],                                // 2
         vec![checkpoint("tock", 4, None), step("ticker[0]/work", 0)], // 3, 4
-        vec![checkpoint("tick", 1, None)],                            // 5
-        vec![step("tick[1]/work", 0), step("side", 0)],               // 6, 7
-        vec![checkpoint("tick", 2, Some(cairn_journal::Trim { since: 1, after: 1, through: 5 }))], // 8
+        vec![checkpoint("tick", 1, None), set("1")],                  // 5, 6
+        vec![step("tick[1]/work", 0), step("side", 0)],               // 7, 8
+        vec![set("2"), checkpoint("tick", 2, Some(cairn_journal::Trim { since: 1, after: 1, through: 6 }))], // 9, 10
     ];
     let mut after_seq = run.last_seq;
     for events in batches {
@@ -317,12 +319,12 @@ pub async fn loop_checkpoints_trim_their_history(store: DynStore) {
         store.append(append).await.expect("append");
     }
     let journal = store.read_journal(&run.id).await.expect("journal");
-    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 3, 4, 6, 7, 8]);
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 3, 4, 7, 8, 9, 10]);
     let state = RunState::fold(&journal).expect("a trimmed journal folds");
     let record = state.loop_record(&StepPath::parse("tick").expect("path")).expect("the loop's checkpoint");
-    assert_eq!((record.next, record.seq), (2, 8));
+    assert_eq!((record.next, record.seq), (2, 10));
     assert!(state.loop_record(&StepPath::parse("tock").expect("path")).is_some(), "another loop's checkpoint stays");
-    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 8);
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 10);
 }
 
 /// A journal of 5,001 entries reads back whole and in order, and a second run's entries do not

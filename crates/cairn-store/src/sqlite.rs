@@ -997,11 +997,12 @@ impl Writer {
         }
         for (path, trim) in append.events.iter().filter_map(Event::trim).filter(|(_, t)| t.through > t.after) {
             // Within the range (the primary key bounds the scan): the loop's iterations by path
-            // prefix, and its earlier checkpoints.
+            // prefix, its earlier checkpoints, and the values' sets (the checkpoint holds them).
             self.conn
                 .prepare_cached(
                     "DELETE FROM journal WHERE run_id = ?1 AND seq > ?2 AND seq <= ?3
-                         AND (substr(path, 1, length(?4)) = ?4 OR (kind = 'loop_checkpoint' AND path = ?5))",
+                         AND (substr(path, 1, length(?4)) = ?4 OR (kind = 'loop_checkpoint' AND path = ?5)
+                              OR kind = 'var_set')",
                 )?
                 .execute(params![
                     append.run_id.as_str(),

@@ -142,7 +142,8 @@ impl Ctx {
                 return Err(WorkflowError::PayloadTooLarge { path: path.to_string(), size: raw.get().len(), limit });
             }
             let trim = Some(Trim { since, after: trimmed, through });
-            let checkpoint = Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim };
+            let vars = self.shared().vars_now();
+            let checkpoint = Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim, vars };
             self.shared().append(vec![checkpoint], None).await?;
             trimmed = through;
             if let Some(below) = below {

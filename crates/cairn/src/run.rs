@@ -8,7 +8,7 @@ use cairn_journal::{
 };
 use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, StoreError, SuspendReason};
 use serde_json::value::RawValue;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -90,8 +90,8 @@ struct RunExec {
     refused: bool,
     /// Patch markers decided: journaled ones, and those this execution decided.
     patches: HashMap<String, bool>,
-    /// Durable values as this execution set them: how many times, and the latest value.
-    vars: HashMap<String, (u64, Box<RawValue>)>,
+    /// Durable values as the body has set them (or a resumed loop restored them).
+    vars: BTreeMap<String, Box<RawValue>>,
 }
 
 #[derive(Clone, Copy)]
@@ -166,7 +166,7 @@ impl RunShared {
                 interrupt: None,
                 refused: false,
                 patches: state.patches().clone(),
-                vars: HashMap::new(),
+                vars: BTreeMap::new(),
                 state,
             }),
         }
@@ -319,14 +319,21 @@ impl RunShared {
     }
 
     /// The body starts the durable loop at `path`: its latest checkpoint, if the journal holds
-    /// one, whose earlier iterations the cursor now skips.
+    /// one, whose earlier iterations the cursor now skips and whose durable values the body sees
+    /// (the iterations that set them will not run again).
     pub(crate) fn start_loop(&self, path: &StepPath) -> Result<Option<cairn_journal::LoopRecord>, WorkflowError> {
         let mut exec = self.admit()?;
         let record = exec.state.loop_record(path).cloned();
         if let Some(record) = &record {
             exec.cursor.skip_iterations(path, record.next);
+            exec.vars.extend(record.vars.iter().map(|(name, value)| (name.clone(), value.clone())));
         }
         Ok(record)
+    }
+
+    /// Every durable value as the body has set it, for a loop checkpoint.
+    pub(crate) fn vars_now(&self) -> BTreeMap<String, Box<RawValue>> {
+        self.lock().vars.clone()
     }
 
     /// The journal's last entry so far, once the body runs past what the journal held (while it
@@ -343,15 +350,14 @@ impl RunShared {
         helpers.retain(|(scope, _), _| scope.iteration_of(path).is_none_or(|i| i >= below));
     }
 
-    /// The body sets durable value `name`: journaled unless the journal holds this set already
-    /// (the body replays what an earlier execution set).
+    /// The body sets durable value `name`: journaled once the body runs past what the journal
+    /// holds (while it replays, an earlier execution journaled the set; a set made between the
+    /// last journaled step and a crash is journaled again, with the same value).
     pub(crate) async fn set_var(&self, name: &str, value: Box<RawValue>) -> Result<(), WorkflowError> {
         let new = {
             let mut exec = self.admit()?;
-            let journaled = exec.state.var_sets(name);
-            let sets = exec.vars.get(name).map_or(0, |(sets, _)| *sets) + 1;
-            exec.vars.insert(name.to_owned(), (sets, value.clone()));
-            sets > journaled
+            exec.vars.insert(name.to_owned(), value.clone());
+            exec.cursor.past_journal()
         };
         if new {
             self.append(vec![Event::VarSet { name: name.to_owned(), value }], None).await?;
@@ -361,7 +367,7 @@ impl RunShared {
 
     /// Durable value `name` as this execution last set it.
     pub(crate) fn var(&self, name: &str) -> Option<Box<RawValue>> {
-        self.lock().vars.get(name).map(|(_, value)| value.clone())
+        self.lock().vars.get(name).cloned()
     }
 
     /// The body marks `path` as a step its code no longer has (see [`Ctx::removed`](crate::Ctx::removed)).

@@ -18,18 +18,27 @@ const ITERATIONS: usize = 20;
 /// Calls of each iteration's step.
 type Calls = Arc<[Counter; ITERATIONS]>;
 
-/// Adds each iteration's index to the state; iteration 12 naps an hour after its step.
+/// Adds each iteration's index to the state, and keeps the durable value `sum` equal to it (an
+/// iteration that finds them apart fails the run); iteration 12 naps an hour after its step.
 fn counting(calls: Calls, options: LoopOptions) -> impl Fn(Ctx, ()) -> common::Body<u64> + Send + Sync {
     move |ctx: Ctx, ()| {
         let calls = Arc::clone(&calls);
         Box::pin(async move {
+            let total = ctx.var::<u64>("sum")?;
             ctx.repeat_with("count", 0u64, options, |ctx, sum| {
-                let calls = Arc::clone(&calls);
+                let (calls, total) = (Arc::clone(&calls), total.clone());
                 async move {
                     let index = ctx.path().iteration_of(&cairn::StepPath::parse("count").unwrap()).unwrap() as usize;
+                    let seen = total.get()?.unwrap_or(0);
+                    if seen != sum {
+                        return Err(WorkflowError::failed(format!(
+                            "iteration {index}: the value says {seen}, the state {sum}"
+                        )));
+                    }
                     let got = ctx
                         .step("work", || async { Ok::<_, StepError>(calls[index].hit() as u64 * index as u64) })
                         .await?;
+                    total.set(&(sum + got)).await?;
                     if index == 12 {
                         ctx.sleep("nap", Duration::from_secs(3600)).await?;
                     }
@@ -64,6 +73,7 @@ async fn restart_in_the_middle(
     engine.shutdown().await;
     let middle = rows(&dir, run.id()).await;
     RunState::fold(&middle).unwrap();
+    assert_eq!(cairn::journal::vars(&middle)["sum"], (0..=12).sum::<u64>(), "readable while it sleeps");
 
     clock.advance(Duration::from_secs(3600));
     let engine = Engine::builder()
@@ -78,6 +88,7 @@ async fn restart_in_the_middle(
     engine.shutdown().await;
     let end = rows(&dir, run.id()).await;
     RunState::fold(&end).unwrap();
+    assert_eq!(cairn::journal::vars(&end)["sum"], (0..ITERATIONS as u64).sum::<u64>());
     (calls, middle, end)
 }
 
