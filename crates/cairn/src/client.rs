@@ -675,16 +675,8 @@ impl Client {
     /// The unended children `id` started to wait for (read from its journal: the `start` steps
     /// of its `~child[n]` scopes).
     async fn awaited_children(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
-        let filter = RunFilter { parent: Some(id.clone()), limit: Some(1000), ..RunFilter::default() };
-        let unended: Vec<RunId> = self
-            .store
-            .list_runs(&filter)
-            .await?
-            .runs
-            .into_iter()
-            .filter(|r| !r.status.is_terminal())
-            .map(|r| r.id)
-            .collect();
+        let children = self.every_run(RunFilter { parent: Some(id.clone()), ..RunFilter::default() }).await?;
+        let unended: Vec<RunId> = children.into_iter().filter(|r| !r.status.is_terminal()).map(|r| r.id).collect();
         if unended.is_empty() {
             return Ok(unended);
         }
