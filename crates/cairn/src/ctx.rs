@@ -70,10 +70,17 @@ type BranchFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>>
 /// One branch of a [`Ctx::join`], made by [`Ctx::branch`].
 #[must_use = "a branch does nothing until joined"]
 pub struct Branch<'a, T> {
+    head: BranchHead,
+    future: Result<BranchFuture<'a, T>, WorkflowError>,
+}
+
+/// What a join or a race knows of a branch besides its future.
+struct BranchHead {
     name: String,
+    /// Its scope (`name` under the context that made it).
+    scope: StepPath,
     /// The branch's own token (a child of its parent's), fired when it loses a race.
     cancel: CancellationToken,
-    future: Result<BranchFuture<'a, T>, WorkflowError>,
 }
 
 /// What a race journals: the branch that won.
@@ -230,30 +237,30 @@ impl Ctx {
         Fut: Future<Output = Result<T, WorkflowError>> + Send + 'a,
     {
         let cancel = self.cancel.child_token();
-        let future = self
-            .scope(name)
-            .map(|ctx| Box::pin(body(Ctx { cancel: cancel.clone(), batched: true, ..ctx })) as BranchFuture<'a, T>);
-        Branch { name: name.to_owned(), cancel, future }
+        let (scope, future) = match self.scope(name) {
+            Ok(ctx) => {
+                let scope = ctx.scope.clone();
+                (scope, Ok(Box::pin(body(Ctx { cancel: cancel.clone(), batched: true, ..ctx })) as BranchFuture<'a, T>))
+            }
+            Err(error) => (StepPath::root(), Err(error)),
+        };
+        Branch { head: BranchHead { name: name.to_owned(), scope, cancel }, future }
     }
 
-    /// Checks `branches`' names (each once) and splits them into names, tokens and futures.
-    #[allow(clippy::type_complexity)]
+    /// Checks `branches` (each scope once) and splits them into heads and futures.
     fn unzip_branches<'a, T>(
-        &self,
         branches: Vec<Branch<'a, T>>,
-    ) -> Result<(Vec<String>, Vec<CancellationToken>, Vec<BranchFuture<'a, T>>), WorkflowError> {
-        let mut names: Vec<String> = Vec::with_capacity(branches.len());
-        let mut tokens = Vec::with_capacity(branches.len());
+    ) -> Result<(Vec<BranchHead>, Vec<BranchFuture<'a, T>>), WorkflowError> {
+        let mut heads: Vec<BranchHead> = Vec::with_capacity(branches.len());
         let mut futures = Vec::with_capacity(branches.len());
-        for Branch { name, cancel, future } in branches {
-            if names.contains(&name) {
-                return Err(WorkflowError::DuplicatePath(self.scope.child(&name)?));
+        for Branch { head, future } in branches {
+            if heads.iter().any(|h| h.scope == head.scope) {
+                return Err(WorkflowError::DuplicatePath(head.scope));
             }
             futures.push(future?);
-            tokens.push(cancel);
-            names.push(name);
+            heads.push(head);
         }
-        Ok((names, tokens, futures))
+        Ok((heads, futures))
     }
 
     /// Runs `branches` at once and waits for every one. Their outputs come back in the order the
@@ -287,14 +294,14 @@ impl Ctx {
     /// # }).unwrap();
     /// ```
     pub async fn join<T>(&self, branches: Vec<Branch<'_, T>>) -> Result<Vec<T>, WorkflowError> {
-        let (names, _, futures) = self.unzip_branches(branches)?;
+        let (heads, futures) = Self::unzip_branches(branches)?;
         let results = futures::future::join_all(futures).await;
         let (mut values, mut failures) = (Vec::with_capacity(results.len()), Vec::new());
-        for (name, result) in names.into_iter().zip(results) {
+        for (head, result) in heads.into_iter().zip(results) {
             match result {
                 Ok(value) => values.push(value),
                 Err(stopped @ WorkflowError::Interrupted(_)) => return Err(stopped),
-                Err(error) => failures.push((name, error.to_string())),
+                Err(error) => failures.push((head.name, error.to_string())),
             }
         }
         if failures.is_empty() { Ok(values) } else { Err(WorkflowError::BranchesFailed { failures }) }
@@ -336,7 +343,7 @@ impl Ctx {
     /// ```
     pub async fn race<T>(&self, name: &str, branches: Vec<Branch<'_, T>>) -> Result<(String, T), WorkflowError> {
         let (path, Begun { ordinal, record }) = self.begin(name, StepKind::Step)?;
-        let (names, tokens, mut futures) = self.unzip_branches(branches)?;
+        let (heads, mut futures) = Self::unzip_branches(branches)?;
         if futures.is_empty() {
             return Err(WorkflowError::failed(format!("race `{path}` has no branches")));
         }
@@ -345,7 +352,7 @@ impl Ctx {
             _ => None,
         };
         let winner = match journaled {
-            Some(winner) => match names.iter().position(|n| *n == winner) {
+            Some(winner) => match heads.iter().position(|h| h.name == winner) {
                 Some(index) => index,
                 None => {
                     return Err(self
@@ -358,32 +365,31 @@ impl Ctx {
                 if let Err(stopped @ WorkflowError::Interrupted(_)) = result {
                     return Err(stopped);
                 }
-                let output = serde_json::value::to_raw_value(&RaceWon { winner: names[index].clone() })
+                let output = serde_json::value::to_raw_value(&RaceWon { winner: heads[index].name.clone() })
                     .map_err(|e| WorkflowError::Payload { path: path.to_string(), message: e.to_string() })?;
                 let won = Event::StepCompleted { path, ordinal, attempt: 1, output, started_at: None };
-                self.lose(&names, &tokens, index)?;
+                self.lose(&heads, index);
                 drop(futures);
                 self.shared.append(vec![won], None).await?;
-                return result.map(|value| (names[index].clone(), value));
+                return result.map(|value| (heads[index].name.clone(), value));
             }
         };
-        self.lose(&names, &tokens, winner)?;
+        self.lose(&heads, winner);
         let future = futures.swap_remove(winner);
         drop(futures);
         let value = future.await?;
-        Ok((names[winner].clone(), value))
+        Ok((heads[winner].name.clone(), value))
     }
 
     /// Fires the tokens of every branch but `winner` and marks their scopes as never to be
     /// asked for again.
-    fn lose(&self, names: &[String], tokens: &[CancellationToken], winner: usize) -> Result<(), WorkflowError> {
-        for (i, (name, token)) in names.iter().zip(tokens).enumerate() {
+    fn lose(&self, heads: &[BranchHead], winner: usize) {
+        for (i, head) in heads.iter().enumerate() {
             if i != winner {
-                token.cancel();
-                self.shared.skip_within(&self.scope.child(name)?);
+                head.cancel.cancel();
+                self.shared.skip_within(&head.scope);
             }
         }
-        Ok(())
     }
 
     /// Runs `body` once per item, with at most `concurrency` items in flight (at least one), each
