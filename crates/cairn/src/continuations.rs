@@ -47,15 +47,17 @@ type Handler<I, S, O> =
 /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 /// let order = Continuations::<u32, Pad, String>::new("check")
 ///     .step("check", |amount, pad| async move {
-///         Ok((pad, if amount > 0 { Transition::next("charge") } else { Transition::Done("nothing to do".into()) }))
+///         let next = if amount > 0 { Transition::next("charge") } else { Transition::Done("nothing to do".into()) };
+///         Ok::<_, StepError>((pad, next))
 ///     })
-///     .step("charge", |amount, mut pad| async move {
+///     .step("charge", |_, mut pad| async move {
 ///         pad.tries += 1;
 ///         pad.charged = true;
-///         Ok((pad, Transition::next("receipt")))
+///         Ok::<_, StepError>((pad, Transition::next("receipt")))
 ///     })
 ///     .step("receipt", |amount, pad| async move {
-///         Ok((pad.clone(), Transition::Done(format!("charged {amount} after {} try", pad.tries))))
+///         let done = Transition::Done(format!("charged {amount} after {} try", pad.tries));
+///         Ok::<_, StepError>((pad, done))
 ///     })
 ///     .workflow()?;
 /// let engine = Engine::builder().store(MemoryStore::new()).register("order", 1, order).start().await?;
