@@ -144,7 +144,7 @@ impl Ctx {
             let trim = Some(Trim { since, after: trimmed, through });
             let vars = self.shared().vars_now();
             let checkpoint = Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim, vars };
-            self.shared().append(vec![checkpoint], None).await?;
+            self.shared().defer_checkpoint(checkpoint)?;
             trimmed = through;
             if let Some(below) = below {
                 self.shared().forget_iterations(&path, below);

@@ -92,6 +92,9 @@ struct RunExec {
     patches: HashMap<String, bool>,
     /// Durable values as the body has set them (or a resumed loop restored them).
     vars: BTreeMap<String, Box<RawValue>>,
+    /// Events that go out with the run's next append (a loop's checkpoint: it commits with the
+    /// next iteration's first step, not in a commit of its own).
+    deferred: Vec<Event>,
 }
 
 #[derive(Clone, Copy)]
@@ -167,6 +170,7 @@ impl RunShared {
                 refused: false,
                 patches: state.patches().clone(),
                 vars: BTreeMap::new(),
+                deferred: Vec::new(),
                 state,
             }),
         }
@@ -331,6 +335,28 @@ impl RunShared {
         Ok(record)
     }
 
+    /// Journals a loop's checkpoint with the run's next append, whatever that is (a step, a
+    /// sleep, the run's end). It replaces one of the same loop still waiting (iterations that
+    /// journal nothing), taking over its trim. Lost if the run stops first: then a replay starts
+    /// from the checkpoint before.
+    pub(crate) fn defer_checkpoint(&self, mut checkpoint: Event) -> Result<(), WorkflowError> {
+        let mut exec = self.admit()?;
+        let same_loop = |event: &Event| match (event, &checkpoint) {
+            (Event::LoopCheckpoint { path: a, .. }, Event::LoopCheckpoint { path: b, .. }) => a == b,
+            _ => false,
+        };
+        if let Some(index) = exec.deferred.iter().position(same_loop) {
+            let waiting = exec.deferred.remove(index);
+            if let (Some((_, older)), Event::LoopCheckpoint { trim: Some(newer), .. }) =
+                (waiting.trim(), &mut checkpoint)
+            {
+                newer.after = newer.after.min(older.after);
+            }
+        }
+        exec.deferred.push(checkpoint);
+        Ok(())
+    }
+
     /// Every durable value as the body has set it, for a loop checkpoint.
     pub(crate) fn vars_now(&self) -> BTreeMap<String, Box<RawValue>> {
         self.lock().vars.clone()
@@ -423,6 +449,10 @@ impl RunShared {
         // the order their sequence numbers were assigned.
         let pending = {
             let mut exec = self.lock();
+            let events = match exec.deferred.is_empty() {
+                true => events,
+                false => std::mem::take(&mut exec.deferred).into_iter().chain(events).collect(),
+            };
             let after_seq = exec.last_seq;
             exec.last_seq += events.len() as u64;
             self.local.store.append(Append {

@@ -161,3 +161,30 @@ async fn a_million_iterations_keep_a_bounded_journal() {
     eprintln!("{samples} samples of the journal while it ran; {} rows at the end", journal.len());
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iterations_that_journal_nothing_share_one_checkpoint() {
+    async fn compute(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
+        let total = ctx
+            .repeat("sum", (0u64, 0u64), |_, (i, acc)| async move {
+                Ok(if i + 1 == n { ControlFlow::Break(acc + i) } else { ControlFlow::Continue((i + 1, acc + i)) })
+            })
+            .await?;
+        ctx.step("report", || async move { Ok::<_, StepError>(total) }).await
+    }
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder().store(store).clock(clock()).register("compute", 1, compute).start().await.unwrap();
+    let run = engine.start("compute", &1_000u64).await.unwrap();
+    assert_eq!(run.result::<u64>().await.unwrap(), (0..1_000).sum::<u64>());
+    let journal = engine.journal(run.id()).await.unwrap();
+    let checkpoints: Vec<u64> = journal
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::LoopCheckpoint { next, .. } => Some(*next),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checkpoints, [999], "the latest, journaled with the step after the loop");
+    RunState::fold(&journal).unwrap();
+    engine.shutdown().await;
+}
