@@ -393,15 +393,16 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     if runs == 0 || steps == 0 {
         bail!("--runs and --steps must be at least 1");
     }
-    if args.prunable > 0 && matches!(args.workload, Workload::W4 | Workload::W5 | Workload::W6) {
+    // W4, W5 and W6 measure runs of their own, one at a time.
+    let own_runs = matches!(args.workload, Workload::W4 | Workload::W5 | Workload::W6);
+    if args.prunable > 0 && own_runs {
         bail!("--prunable applies to w1 and w2");
     }
     if args.concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
     if let Some(url) = &args.url {
-        if matches!(args.workload, Workload::W4 | Workload::W5 | Workload::W6) || args.prunable > 0 || args.workers > 1
-        {
+        if own_runs || args.prunable > 0 || args.workers > 1 {
             bail!("--url runs w1 or w2 as they are (no --prunable, --workers)");
         }
         return http_bench(&args, url, runs, steps).await;
@@ -437,54 +438,20 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             (Arc::new(store), "postgres", floor)
         }
     };
-    if args.workload == Workload::List {
-        let result =
-            list_bench(Arc::clone(&store), runs, (store_name, durability_name(args.store, durability)), args.json)
-                .await;
-        if let Some(store) = bench_schema {
-            store.drop_schema().await?;
+    // The workloads with a runner of their own; W1 and W2 go on below.
+    let named = (store_name, durability_name(args.store, durability), floor_us);
+    let result = match args.workload {
+        Workload::List => Some(list_bench(Arc::clone(&store), runs, (named.0, named.1), args.json).await),
+        Workload::W6 => Some(long_loop(Arc::clone(&store), steps, named, args.json).await),
+        Workload::W5 => Some(fan_out(Arc::clone(&store), runs, (steps, args.concurrency), named, args.json).await),
+        Workload::W4 => {
+            let reopen =
+                Reopen { kind: args.store, sqlite_path, durability, url: &args.database_url, schema: &schema_name };
+            Some(resume(Arc::clone(&store), reopen, runs, steps, named, args.json).await)
         }
-        return result;
-    }
-    if args.workload == Workload::W6 {
-        let result = long_loop(
-            Arc::clone(&store),
-            steps,
-            (store_name, durability_name(args.store, durability), floor_us),
-            args.json,
-        )
-        .await;
-        if let Some(store) = bench_schema {
-            store.drop_schema().await?;
-        }
-        return result;
-    }
-    if args.workload == Workload::W5 {
-        let result = fan_out(
-            Arc::clone(&store),
-            runs,
-            (steps, args.concurrency),
-            (store_name, durability_name(args.store, durability), floor_us),
-            args.json,
-        )
-        .await;
-        if let Some(store) = bench_schema {
-            store.drop_schema().await?;
-        }
-        return result;
-    }
-    if args.workload == Workload::W4 {
-        let reopen =
-            Reopen { kind: args.store, sqlite_path, durability, url: &args.database_url, schema: &schema_name };
-        let result = resume(
-            store,
-            reopen,
-            runs,
-            steps,
-            (store_name, durability_name(args.store, durability), floor_us),
-            args.json,
-        )
-        .await;
+        Workload::W1 | Workload::W2 => None,
+    };
+    if let Some(result) = result {
         if let Some(store) = bench_schema {
             store.drop_schema().await?;
         }

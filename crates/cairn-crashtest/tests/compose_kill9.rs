@@ -9,8 +9,6 @@ mod common;
 
 use cairn::{Client, SqliteStore};
 use common::*;
-use std::collections::HashMap;
-use std::time::Duration;
 
 const RUNS: u64 = 40;
 const KILLS: usize = 8;
@@ -21,21 +19,11 @@ async fn branches_items_and_races_survive_repeated_kill_9() {
     let db = dir.path().join("crash.db");
     let db_arg = db.to_str().unwrap();
     let log = dir.path().join("steps.log");
-    let mut rng = Rng::seeded();
-
     let store = SqliteStore::open(&db).expect("open");
     let client = Client::new(store.clone());
     create_runs_of(&client, "compose", RUNS).await;
 
-    let mut killed = HashMap::new();
-    for _ in 0..KILLS {
-        let mut child = spawn(db_arg, &log, RUNS, &[]);
-        tokio::time::sleep(Duration::from_millis(400 + rng.next(1200))).await;
-        let (pid, at) = kill(&mut child);
-        killed.insert(pid, at);
-    }
-    let mut last = spawn(db_arg, &log, RUNS, &["--exit-when-done"]);
-    finish(&mut last, Duration::from_secs(300)).await;
+    let killed = kill_repeatedly(db_arg, &log, RUNS, KILLS, &[]).await;
     let reruns = verify(&client, &store, &log, RUNS, &Expect::compose(), &killed).await;
     eprintln!("{KILLS} kills, {reruns} step bodies re-ran after a kill");
 }

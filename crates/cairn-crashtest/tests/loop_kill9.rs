@@ -12,7 +12,6 @@ use cairn::journal::RunState;
 use cairn::{Client, RunFilter, RunStatus, SqliteStore, Store};
 use common::*;
 use std::collections::HashMap;
-use std::time::Duration;
 
 const RUNS: u64 = 20;
 const ITERATIONS: u64 = 40;
@@ -24,20 +23,11 @@ async fn loops_resume_from_their_last_checkpoint_after_repeated_kill_9() {
     let db = dir.path().join("crash.db");
     let db_arg = db.to_str().unwrap();
     let log = dir.path().join("steps.log");
-    let mut rng = Rng::seeded();
     let store = SqliteStore::open(&db).expect("open");
     let client = Client::new(store.clone());
     create_runs_of(&client, "looper", RUNS).await;
 
-    let mut killed = HashMap::new();
-    for _ in 0..KILLS {
-        let mut child = spawn(db_arg, &log, RUNS, &["--pause-ms", "40"]);
-        tokio::time::sleep(Duration::from_millis(500 + rng.next(1200))).await;
-        let (pid, at) = kill(&mut child);
-        killed.insert(pid, at);
-    }
-    let mut last = spawn(db_arg, &log, RUNS, &["--pause-ms", "40", "--exit-when-done"]);
-    finish(&mut last, Duration::from_secs(300)).await;
+    let killed = kill_repeatedly(db_arg, &log, RUNS, KILLS, &["--pause-ms", "40"]).await;
 
     // Who committed each iteration, from the runs' outputs.
     let mut committed_by: HashMap<(String, u64), u32> = HashMap::new();

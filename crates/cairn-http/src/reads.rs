@@ -21,11 +21,11 @@ pub async fn run_page(
     Ok(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) })
 }
 
-/// `run` in full: stranded or not, and the runs that restart it.
+/// `run` in full: stranded or not, the runs that restart it, its children (three reads at once).
 pub async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ClientError> {
-    let restarts = client.restarts(&run.id).await?;
-    let children = client.children(&run.id).await?;
-    Ok(views::detail(run, &client.live_workers().await?, &restarts, &children))
+    let (restarts, children, live) =
+        tokio::try_join!(client.restarts(&run.id), client.children(&run.id), client.live_workers())?;
+    Ok(views::detail(run, &live, &restarts, &children))
 }
 
 /// Run `id`'s signals.

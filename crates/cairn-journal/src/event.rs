@@ -181,13 +181,8 @@ impl Trim {
         match &entry.event {
             Event::LoopCheckpoint { path, .. } => path == loop_path,
             Event::VarSet { .. } => true,
-            event => event.path().is_some_and(|path| Trim::in_iteration(loop_path, path)),
+            event => event.path().is_some_and(|path| path.iteration_of(loop_path).is_some()),
         }
-    }
-
-    /// Whether `path` lies within an iteration `loop_path[i]` of the loop.
-    pub fn in_iteration(loop_path: &StepPath, path: &StepPath) -> bool {
-        path.as_str().strip_prefix(loop_path.as_str()).is_some_and(|rest| rest.starts_with('['))
     }
 
     /// The prefix every path within an iteration of the loop at `loop_path` starts with, for
@@ -200,7 +195,7 @@ impl Trim {
     /// whole history and trim as they load it).
     pub fn apply_all(journal: &mut Vec<crate::JournalEntry>) {
         let trims: Vec<(StepPath, Trim)> =
-            journal.iter().filter_map(|e| e.event.trim()).map(|(path, trim)| (path.clone(), trim)).collect();
+            journal.iter().filter_map(|e| e.event.deletion()).map(|(path, trim)| (path.clone(), trim)).collect();
         if !trims.is_empty() {
             journal.retain(|entry| !trims.iter().any(|(path, trim)| trim.deletes(path, entry)));
         }
@@ -248,13 +243,18 @@ impl Event {
         }
     }
 
-    /// The entries a store deletes when it commits this event: a [`Event::LoopCheckpoint`]'s
-    /// trim, with the loop's path.
+    /// A [`Event::LoopCheckpoint`]'s trim, with the loop's path (what the fold reads).
     pub fn trim(&self) -> Option<(&StepPath, Trim)> {
         match self {
             Event::LoopCheckpoint { path, trim: Some(trim), .. } => Some((path, *trim)),
             _ => None,
         }
+    }
+
+    /// What a store deletes as it commits this event: a checkpoint's trim whose range
+    /// `after + 1 ..= through` is not empty, with the loop's path.
+    pub fn deletion(&self) -> Option<(&StepPath, Trim)> {
+        self.trim().filter(|(_, trim)| trim.through > trim.after)
     }
 
     /// Whether this event ends the run.

@@ -188,23 +188,20 @@ impl ReplayCursor {
     /// assert_eq!(cursor.skip_within(&StepPath::parse("slow").unwrap()), 0);
     /// ```
     pub fn skip_within(&mut self, scope: &StepPath) -> usize {
-        let mut skipped = 0;
-        for (path, (_, _, requested)) in &mut self.journaled {
-            if !*requested && path.is_within(scope) {
-                *requested = true;
-                skipped += 1;
-            }
-        }
-        self.requested_known += skipped;
-        skipped
+        self.skip_where(|path| path.is_within(scope))
     }
 
     /// The body resumes the loop at `loop_path` at iteration `next`: whatever the journal holds of
     /// the iterations before it is done and never asked for. Returns how many paths that covered.
     pub fn skip_iterations(&mut self, loop_path: &StepPath, next: u64) -> usize {
+        self.skip_where(|path| path.iteration_of(loop_path).is_some_and(|i| i < next))
+    }
+
+    /// Marks every journaled path `done` picks as asked for; how many were not yet.
+    fn skip_where(&mut self, done: impl Fn(&StepPath) -> bool) -> usize {
         let mut skipped = 0;
         for (path, (_, _, requested)) in &mut self.journaled {
-            if !*requested && path.iteration_of(loop_path).is_some_and(|i| i < next) {
+            if !*requested && done(path) {
                 *requested = true;
                 skipped += 1;
             }

@@ -921,7 +921,7 @@ async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> 
                 notify(client, sql, "").await?;
             }
         }
-        for (path, trim) in append.events.iter().filter_map(Event::trim).filter(|(_, t)| t.through > t.after) {
+        for (path, trim) in append.events.iter().filter_map(Event::deletion) {
             // After the append (in its transaction when in a round): a trim left undone keeps
             // history the fold accepts anyway.
             let statement = client.prepare_cached(&sql.trim_loop).await.map_err(backend)?;
@@ -1226,7 +1226,7 @@ async fn commit_round(
     let batchable = |a: &Append| {
         matches!(a.update, RunUpdate::Progress | RunUpdate::Finish { .. })
             && a.consume_signal.is_none()
-            && !a.events.iter().any(|e| e.trim().is_some())
+            && !a.events.iter().any(|e| e.deletion().is_some())
     };
     let batch: Vec<&Append> = round.iter().copied().filter(|a| batchable(a)).collect();
     let mut applied: HashSet<String> = HashSet::new();

@@ -161,13 +161,8 @@ impl Inner {
             Some(journal) => journal,
             None => self.journals.entry(append.run_id.clone()).or_default(),
         };
-        let trims: Vec<(StepPath, Trim)> = append
-            .events
-            .iter()
-            .filter_map(Event::trim)
-            .filter(|(_, trim)| trim.through > trim.after)
-            .map(|(path, trim)| (path.clone(), trim))
-            .collect();
+        let trims: Vec<(StepPath, Trim)> =
+            append.events.iter().filter_map(Event::deletion).map(|(path, trim)| (path.clone(), trim)).collect();
         for (i, event) in append.events.into_iter().enumerate() {
             journal.push(JournalEntry::new(append.after_seq + 1 + i as u64, append.at, event));
         }

@@ -995,7 +995,7 @@ impl Writer {
         for (i, (event, json)) in append.events.iter().zip(encoded).enumerate() {
             self.insert_event(&append.run_id, append.after_seq + 1 + i as u64, append.at, event, json)?;
         }
-        for (path, trim) in append.events.iter().filter_map(Event::trim).filter(|(_, t)| t.through > t.after) {
+        for (path, trim) in append.events.iter().filter_map(Event::deletion) {
             // Within the range (the primary key bounds the scan): the loop's iterations by path
             // prefix, its earlier checkpoints, and the values' sets (the checkpoint holds them).
             self.conn

@@ -13,6 +13,23 @@ use std::time::Duration;
 /// The signal a child's end sends its parent (payload `{"child": id}`), which wakes the wait.
 pub(crate) const CHILD_ENDED: &str = "~child-ended";
 
+/// The scopes of the children a run waits for (`~child[n]`), and of those it does not.
+const AWAITED: &str = "~child";
+const DETACHED: &str = "~spawn";
+
+/// The child a journal entry says its run started and waits for: the output of the `start` step
+/// of an `~child[n]` scope.
+pub(crate) fn awaited(event: &cairn_journal::Event) -> Option<RunId> {
+    match event {
+        cairn_journal::Event::StepCompleted { path, output, .. }
+            if path.name() == "start" && path.parent().name().strip_prefix(AWAITED)?.starts_with('[') =>
+        {
+            serde_json::from_str(output.get()).ok()
+        }
+        _ => None,
+    }
+}
+
 /// The longest a parent waits before looking at its child again, should the signal of its end
 /// have been lost (a worker killed between the two).
 const LONGEST_LOOK: Duration = Duration::from_secs(3600);
@@ -90,7 +107,7 @@ impl Ctx {
 impl<O> Child<O> {
     /// Starts the child without waiting for it; its id.
     pub async fn detached(self) -> Result<RunId, WorkflowError> {
-        Ok(self.start("~spawn").await?.1)
+        Ok(self.start(DETACHED).await?.1)
     }
 
     /// Starts the child (once: the step `start` of the scope `kind[n]` journals its id).
@@ -125,7 +142,7 @@ impl<O: DeserializeOwned + Send + 'static> IntoFuture for Child<O> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let (scope, id) = self.start("~child").await?;
+            let (scope, id) = self.start(AWAITED).await?;
             let local = Arc::clone(&scope.shared().local);
             for look in 0u32.. {
                 let seen: Seen = scope

@@ -680,20 +680,8 @@ impl Client {
         if unended.is_empty() {
             return Ok(unended);
         }
-        let awaited: Vec<RunId> = self
-            .store
-            .read_journal(id)
-            .await?
-            .iter()
-            .filter_map(|entry| match &entry.event {
-                cairn_journal::Event::StepCompleted { path, output, .. }
-                    if path.name() == "start" && path.parent().name().starts_with("~child[") =>
-                {
-                    serde_json::from_str::<RunId>(output.get()).ok()
-                }
-                _ => None,
-            })
-            .collect();
+        let awaited: Vec<RunId> =
+            self.store.read_journal(id).await?.iter().filter_map(|entry| crate::child::awaited(&entry.event)).collect();
         Ok(unended.into_iter().filter(|child| awaited.contains(child)).collect())
     }
 

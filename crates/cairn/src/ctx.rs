@@ -108,11 +108,6 @@ impl Ctx {
         &self.shared
     }
 
-    /// Why the run must stop, if it must.
-    pub(crate) fn interruption(&self) -> Option<crate::Interrupt> {
-        self.shared.interruption()
-    }
-
     /// The current scope's path (empty at the top level).
     pub fn path(&self) -> &StepPath {
         &self.scope
@@ -365,8 +360,7 @@ impl Ctx {
                 if let Err(stopped @ WorkflowError::Interrupted(_)) = result {
                     return Err(stopped);
                 }
-                let output = serde_json::value::to_raw_value(&RaceWon { winner: heads[index].name.clone() })
-                    .map_err(|e| WorkflowError::Payload { path: path.to_string(), message: e.to_string() })?;
+                let output = self.shared.encode(path.as_str(), &RaceWon { winner: heads[index].name.clone() })?;
                 let won = Event::StepCompleted { path, ordinal, attempt: 1, output, started_at: None };
                 self.lose(&heads, index);
                 drop(futures);
@@ -724,7 +718,6 @@ where
         shared.park(Some(retry_at), SuspendReason::BackingOff, None).await?;
     }
     let mut body = body.ok_or_else(|| WorkflowError::failed("step body missing"))?;
-    let limit = shared.local.config.max_payload_bytes;
     loop {
         shared.check()?;
         let in_flight = shared.start_work();
@@ -745,15 +738,7 @@ where
         };
         match attempt_result {
             Ok(value) => {
-                let output = serde_json::value::to_raw_value(&value)
-                    .map_err(|e| WorkflowError::Payload { path: path.to_string(), message: e.to_string() })?;
-                if output.get().len() > limit {
-                    return Err(WorkflowError::PayloadTooLarge {
-                        path: path.to_string(),
-                        size: output.get().len(),
-                        limit,
-                    });
-                }
+                let output = shared.encode(path.as_str(), &value)?;
                 crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(shared.now()), false);
                 span.record("status", "completed");
                 let started_at = Some(started_at);

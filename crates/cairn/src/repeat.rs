@@ -136,11 +136,7 @@ impl Ctx {
                 (through, below) = (through.max(at), Some(j));
                 boundaries.pop_front();
             }
-            let raw = serde_json::value::to_raw_value(&state).map_err(payload)?;
-            let limit = self.shared().local.config.max_payload_bytes;
-            if raw.get().len() > limit {
-                return Err(WorkflowError::PayloadTooLarge { path: path.to_string(), size: raw.get().len(), limit });
-            }
+            let raw = self.shared().encode(path.as_str(), &state)?;
             let trim = Some(Trim { since, after: trimmed, through });
             let vars = self.shared().vars_now();
             let checkpoint = Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim, vars };

@@ -335,6 +335,22 @@ impl RunShared {
         Ok(record)
     }
 
+    /// `value` as JSON for the journal, within the engine's payload limit; `what` (a step path,
+    /// `var <name>`) names it in the error.
+    pub(crate) fn encode<T: serde::Serialize + ?Sized>(
+        &self,
+        what: &str,
+        value: &T,
+    ) -> Result<Box<RawValue>, WorkflowError> {
+        let raw = serde_json::value::to_raw_value(value)
+            .map_err(|e| WorkflowError::Payload { path: what.to_owned(), message: e.to_string() })?;
+        let limit = self.local.config.max_payload_bytes;
+        if raw.get().len() > limit {
+            return Err(WorkflowError::PayloadTooLarge { path: what.to_owned(), size: raw.get().len(), limit });
+        }
+        Ok(raw)
+    }
+
     /// Journals a loop's checkpoint with the run's next append, whatever that is (a step, a
     /// sleep, the run's end). It replaces one of the same loop still waiting (iterations that
     /// journal nothing), taking over its trim. Lost if the run stops first: then a replay starts

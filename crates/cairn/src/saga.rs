@@ -67,23 +67,24 @@ impl Saga {
     }
 
     /// Runs every registered compensation, last first, each to its end; the names undone and
-    /// those whose compensation failed, with the error.
-    async fn compensate(&self) -> (Vec<String>, Vec<(String, String)>) {
+    /// those whose compensation failed, with the error. A run stopped meanwhile stops here.
+    async fn compensate(&self) -> Result<(Vec<String>, Vec<(String, String)>), WorkflowError> {
         let compensations: Vec<(String, Undo)> = self.slots().drain(..).flatten().collect();
         let (mut undone, mut failures) = (Vec::new(), Vec::new());
         for (name, undo) in compensations.into_iter().rev() {
             match undo().await {
                 Ok(()) => undone.push(name),
+                Err(stopped @ WorkflowError::Interrupted(_)) => return Err(stopped),
                 Err(error) => failures.push((name, error.to_string())),
             }
         }
-        (undone, failures)
+        Ok((undone, failures))
     }
 }
 
 impl Ctx {
-    /// Runs `body` (given a clone of this context and the saga) as a saga: each [`Saga::step`] registers a compensation when it completes,
-    /// and if `body` fails, the compensations run in reverse order, each a journaled step
+    /// Runs `body` (given a clone of this context and the saga) as a saga: each [`Saga::step`]
+    /// registers a compensation when it completes, and if `body` fails, the compensations run in reverse order, each a journaled step
     /// (`undo-<name>`), so a crash in the middle of compensating resumes where it stopped. The
     /// error is then [`WorkflowError::Compensated`] (every compensation ran) or
     /// [`WorkflowError::CompensationFailed`] (some failed for good; the others still ran). A
@@ -133,11 +134,7 @@ impl Ctx {
             Ok(value) => Ok(value),
             Err(stopped @ WorkflowError::Interrupted(_)) => Err(stopped),
             Err(error) => {
-                let (undone, failures) = saga.compensate().await;
-                if let Some(stopped) = failures.iter().find_map(|_| self.interruption()).map(WorkflowError::Interrupted)
-                {
-                    return Err(stopped);
-                }
+                let (undone, failures) = saga.compensate().await?;
                 let error = error.to_string();
                 if failures.is_empty() {
                     Err(WorkflowError::Compensated { error, undone })

@@ -46,13 +46,7 @@ impl<T: Serialize + DeserializeOwned> Var<T> {
 
     /// Sets the value, journaling it.
     pub async fn set(&self, value: &T) -> Result<(), WorkflowError> {
-        let path = || format!("var {}", self.name);
-        let raw = serde_json::value::to_raw_value(value)
-            .map_err(|e| WorkflowError::Payload { path: path(), message: e.to_string() })?;
-        let limit = self.shared.local.config.max_payload_bytes;
-        if raw.get().len() > limit {
-            return Err(WorkflowError::PayloadTooLarge { path: path(), size: raw.get().len(), limit });
-        }
+        let raw = self.shared.encode(&format!("var {}", self.name), value)?;
         self.shared.set_var(&self.name, raw).await
     }
 

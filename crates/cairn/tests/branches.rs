@@ -5,9 +5,9 @@
 
 mod common;
 
+use cairn::RunStatus;
 use cairn::prelude::*;
-use cairn::{RunStatus, SqliteStore};
-use common::{Counter, clock, sqlite, wait_for_status};
+use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::time::Duration;
 
 /// Calls of each step body: a/one, a/two, b/one, b/two.
@@ -41,13 +41,7 @@ async fn branches_run_in_their_own_scopes_and_resume_after_a_restart() {
     let (store, dir) = sqlite();
     let clock = clock();
     let calls: Calls = Default::default();
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("two", 1, two_branches(calls.clone()))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(store, &clock, "two", two_branches(calls.clone())).await;
     let run = engine.start("two", &()).id("j-1").await.unwrap();
     // `b` is done and `a` sleeps: the run suspends.
     wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
@@ -55,14 +49,8 @@ async fn branches_run_in_their_own_scopes_and_resume_after_a_restart() {
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 0, 1, 1]);
 
     clock.advance(Duration::from_secs(3600));
-    let store = SqliteStore::open(dir.path().join("cairn.db")).unwrap();
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("two", 1, two_branches(calls.clone()))
-        .start()
-        .await
-        .unwrap();
+    let store = reopen(&dir);
+    let engine = engine_of(store, &clock, "two", two_branches(calls.clone())).await;
     let outputs: Vec<u32> = engine.result(run.id()).await.unwrap();
     assert_eq!(outputs, [1 + 10, 100 + 1000], "in the order given");
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1, 1], "nothing ran twice");

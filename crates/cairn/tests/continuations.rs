@@ -5,8 +5,8 @@
 mod common;
 
 use cairn::prelude::*;
-use cairn::{Continuations, EngineError, SqliteStore, Transition};
-use common::{Counter, clock, sqlite};
+use cairn::{Continuations, EngineError, Transition};
+use common::{Counter, clock, engine_of, reopen, sqlite};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -57,32 +57,17 @@ async fn steps_hand_over_and_done_ones_are_not_run_again_after_a_restart() {
     let clock = clock();
     let calls: Calls = Default::default();
     let open = Arc::new(AtomicBool::new(false));
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("flow", 1, flow(Arc::clone(&calls), Arc::clone(&open)).workflow().unwrap())
-        .start()
-        .await
-        .unwrap();
+    let engine =
+        engine_of(store, &clock, "flow", flow(Arc::clone(&calls), Arc::clone(&open)).workflow().unwrap()).await;
     let run = engine.start("flow", &5u32).id("flow-1").await.unwrap();
-    for _ in 0..3_000 {
-        if calls[2].get() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    calls[2].wait_for(1).await;
     let counts = || calls.iter().map(Counter::get).collect::<Vec<_>>();
     assert_eq!(counts(), [1, 3, 1], "finish hangs");
     engine.shutdown_within(Duration::from_millis(50)).await;
 
     open.store(true, Ordering::SeqCst);
-    let engine = Engine::builder()
-        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
-        .clock(clock.clone())
-        .register("flow", 1, flow(Arc::clone(&calls), Arc::clone(&open)).workflow().unwrap())
-        .start()
-        .await
-        .unwrap();
+    let engine =
+        engine_of(reopen(&dir), &clock, "flow", flow(Arc::clone(&calls), Arc::clone(&open)).workflow().unwrap()).await;
     let text: String = engine.result(run.id()).await.unwrap();
     assert_eq!(text, "check>add>add>add = 15");
     assert_eq!(counts(), [1, 3, 2], "only the step cut off ran again");

@@ -4,9 +4,9 @@
 
 mod common;
 
+use cairn::RunStatus;
 use cairn::prelude::*;
-use cairn::{RunStatus, SqliteStore};
-use common::{Counter, clock, sqlite, wait_for_status};
+use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -51,13 +51,7 @@ async fn items_resume_after_a_restart_in_input_order_without_running_again() {
     let (store, dir) = sqlite();
     let clock = clock();
     let calls: Calls = Default::default();
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("items", 1, items(calls.clone()))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(store, &clock, "items", items(calls.clone())).await;
     let run = engine.start("items", &(0..ITEMS as u32).collect::<Vec<_>>()).id("each-1").await.unwrap();
     // Item 3 sleeps in one slot; the other slot carries every other item.
     wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
@@ -66,13 +60,7 @@ async fn items_resume_after_a_restart_in_input_order_without_running_again() {
     assert_eq!((counts(), calls.1.get()), (vec![1; ITEMS], 0));
 
     clock.advance(Duration::from_secs(3600));
-    let engine = Engine::builder()
-        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
-        .clock(clock.clone())
-        .register("items", 1, items(calls.clone()))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(reopen(&dir), &clock, "items", items(calls.clone())).await;
     let results: Vec<Result<u32, String>> = engine.result(run.id()).await.unwrap();
     assert_eq!((counts(), calls.1.get()), (vec![1; ITEMS], 1), "no item ran twice");
     assert_eq!(results[..4], [Ok(0), Ok(10), Ok(20), Ok(31)]);

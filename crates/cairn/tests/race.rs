@@ -4,10 +4,10 @@
 
 mod common;
 
+use cairn::RunStatus;
 use cairn::journal::Event;
 use cairn::prelude::*;
-use cairn::{RunStatus, SqliteStore};
-use common::{Counter, clock, sqlite, wait_for_status};
+use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -65,33 +65,17 @@ async fn the_journaled_winner_wins_again_after_a_restart_though_the_loser_would_
     let clock = clock();
     let calls: Calls = Default::default();
     let open = Arc::new(AtomicBool::new(false));
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("pick", 1, pick(calls.clone(), Arc::clone(&open)))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(store, &clock, "pick", pick(calls.clone(), Arc::clone(&open))).await;
     let run = engine.start("pick", &()).id("race-1").await.unwrap();
-    for _ in 0..3_000 {
-        if calls[1].get() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    calls[1].wait_for(1).await;
     assert_eq!(calls[1].get(), 1, "b/second is running");
     // `a` wakes and wins; `b/second` is dropped and its token fires.
     clock.advance(Duration::from_secs(600));
     wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
-    for _ in 0..3_000 {
-        if calls[3].get() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    calls[3].wait_for(1).await;
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1, 1], "the loser's token fired");
     engine.shutdown().await;
-    let journal = SqliteStore::open(dir.path().join("cairn.db")).unwrap();
+    let journal = reopen(&dir);
     let journal = cairn::Store::read_journal(&journal, run.id()).await.unwrap();
     let winner = journal.iter().find_map(|e| match &e.event {
         Event::StepCompleted { path, output, .. } if path.as_str() == "pick" => Some(output.get().to_owned()),
@@ -102,13 +86,7 @@ async fn the_journaled_winner_wins_again_after_a_restart_though_the_loser_would_
     // Now `b` would finish at once, and first: it is listed first and `a` replays its nap.
     open.store(true, Ordering::SeqCst);
     clock.advance(Duration::from_secs(86_400));
-    let engine = Engine::builder()
-        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
-        .clock(clock.clone())
-        .register("pick", 1, pick(calls.clone(), Arc::clone(&open)))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(reopen(&dir), &clock, "pick", pick(calls.clone(), Arc::clone(&open))).await;
     let won: (String, u32) = engine.result(run.id()).await.unwrap();
     assert_eq!(won, ("a".to_owned(), 10));
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1, 1], "no branch ran again");

@@ -8,7 +8,7 @@ mod common;
 use cairn::journal::{Event, RunState};
 use cairn::prelude::*;
 use cairn::{LoopOptions, RunStatus, SqliteStore, Store};
-use common::{Counter, clock, sqlite, wait_for_status};
+use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +52,7 @@ fn counting(calls: Calls, options: LoopOptions) -> impl Fn(Ctx, ()) -> common::B
 }
 
 async fn rows(dir: &tempfile::TempDir, id: &cairn::RunId) -> Vec<cairn::journal::JournalEntry> {
-    SqliteStore::open(dir.path().join("cairn.db")).unwrap().read_journal(id).await.unwrap()
+    reopen(dir).read_journal(id).await.unwrap()
 }
 
 async fn restart_in_the_middle(
@@ -61,13 +61,7 @@ async fn restart_in_the_middle(
     let (store, dir) = sqlite();
     let clock = clock();
     let calls: Calls = Default::default();
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("count", 1, counting(Arc::clone(&calls), options))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(store, &clock, "count", counting(Arc::clone(&calls), options)).await;
     let run = engine.start("count", &()).id("loop-1").await.unwrap();
     wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
     engine.shutdown().await;
@@ -76,13 +70,7 @@ async fn restart_in_the_middle(
     assert_eq!(cairn::journal::vars(&middle)["sum"], (0..=12).sum::<u64>(), "readable while it sleeps");
 
     clock.advance(Duration::from_secs(3600));
-    let engine = Engine::builder()
-        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
-        .clock(clock.clone())
-        .register("count", 1, counting(Arc::clone(&calls), options))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(reopen(&dir), &clock, "count", counting(Arc::clone(&calls), options)).await;
     let sum: u64 = engine.result(run.id()).await.unwrap();
     assert_eq!(sum, (0..ITERATIONS as u64).sum::<u64>());
     engine.shutdown().await;

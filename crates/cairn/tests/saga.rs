@@ -4,9 +4,9 @@
 
 mod common;
 
+use cairn::RunStatus;
 use cairn::prelude::*;
-use cairn::{RunStatus, SqliteStore};
-use common::{Counter, clock, sqlite, wait_for_status};
+use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -66,33 +66,16 @@ async fn compensations_run_in_reverse_once_each_across_a_restart() {
     let clock = clock();
     let calls: Calls = Default::default();
     let open = Arc::new(AtomicBool::new(false));
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("booking", 1, booking(Arc::clone(&calls), Arc::clone(&open)))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(store, &clock, "booking", booking(Arc::clone(&calls), Arc::clone(&open))).await;
     let run = engine.start("booking", &()).id("saga-1").await.unwrap();
-    for _ in 0..3_000 {
-        if calls[4].get() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    calls[4].wait_for(1).await;
     let counts = || calls.iter().map(Counter::get).collect::<Vec<_>>();
     assert_eq!(counts(), [1, 1, 1, 1, 1], "b was undone; undo-a hangs");
     engine.shutdown_within(Duration::from_millis(50)).await;
     assert_eq!(engine.get(run.id()).await.unwrap().status, RunStatus::Pending);
 
     open.store(true, Ordering::SeqCst);
-    let engine = Engine::builder()
-        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
-        .clock(clock.clone())
-        .register("booking", 1, booking(Arc::clone(&calls), Arc::clone(&open)))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(reopen(&dir), &clock, "booking", booking(Arc::clone(&calls), Arc::clone(&open))).await;
     let text: String = engine.result(run.id()).await.unwrap();
     assert!(text.starts_with("b,a after step `c` failed"), "{text}");
     assert_eq!(counts(), [1, 1, 1, 1, 2], "only the compensation cut off ran again");

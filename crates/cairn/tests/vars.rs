@@ -4,10 +4,10 @@
 
 mod common;
 
+use cairn::RunStatus;
 use cairn::journal::Event;
 use cairn::prelude::*;
-use cairn::{RunStatus, SqliteStore};
-use common::{Counter, clock, sqlite, wait_for_status};
+use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::time::Duration;
 
 /// Three steps, each followed by `done = i + 1` and a `log` of the outputs so far; a nap after
@@ -36,13 +36,7 @@ async fn values_are_visible_while_the_run_sleeps_and_journaled_once_across_a_res
     let (store, dir) = sqlite();
     let clock = clock();
     let calls = Counter::default();
-    let engine = Engine::builder()
-        .store(store)
-        .clock(clock.clone())
-        .register("progress", 1, progress(calls.clone()))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(store, &clock, "progress", progress(calls.clone())).await;
     let run = engine.start("progress", &()).id("vars-1").await.unwrap();
     wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
     let vars = engine.vars(run.id()).await.unwrap();
@@ -51,13 +45,7 @@ async fn values_are_visible_while_the_run_sleeps_and_journaled_once_across_a_res
     engine.shutdown().await;
 
     clock.advance(Duration::from_secs(3600));
-    let engine = Engine::builder()
-        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
-        .clock(clock.clone())
-        .register("progress", 1, progress(calls.clone()))
-        .start()
-        .await
-        .unwrap();
+    let engine = engine_of(reopen(&dir), &clock, "progress", progress(calls.clone())).await;
     let (done, log): (u32, Vec<u32>) = engine.result(run.id()).await.unwrap();
     assert_eq!((done, log), (3, vec![1, 2, 3]), "the replay saw the values the first execution set");
     assert_eq!(calls.get(), 3);

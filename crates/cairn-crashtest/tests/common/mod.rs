@@ -122,6 +122,28 @@ pub fn terminate(child: &Child) {
     assert!(status.success(), "kill -TERM {} failed", child.id());
 }
 
+/// `kills` times: a worker with `options` on `store` is SIGKILLed 0.4 to 1.6 s after it started;
+/// then a last one (`--exit-when-done`) finishes every run. Each killed process and when it died.
+pub async fn kill_repeatedly(
+    store: &str,
+    log: &std::path::Path,
+    runs: u64,
+    kills: usize,
+    options: &[&str],
+) -> HashMap<u32, u128> {
+    let mut rng = Rng::seeded();
+    let mut killed = HashMap::new();
+    for _ in 0..kills {
+        let mut child = spawn(store, log, runs, options);
+        tokio::time::sleep(Duration::from_millis(400 + rng.next(1200))).await;
+        let (pid, at) = kill(&mut child);
+        killed.insert(pid, at);
+    }
+    let mut last = spawn(store, log, runs, &[options, &["--exit-when-done"]].concat());
+    finish(&mut last, Duration::from_secs(300)).await;
+    killed
+}
+
 /// Waits for a worker started with `--exit-when-done` to finish; it must exit successfully.
 pub async fn finish(child: &mut Child, limit: Duration) {
     let started = Instant::now();
