@@ -143,6 +143,15 @@ pub enum Event {
         /// Why, as given by the canceller.
         reason: String,
     },
+    /// The body asked to go on as a fresh run (`ctx.continue_as_new` in the `cairn` crate): this
+    /// run ends here and the run `run` of the same workflow starts with `input`, its journal
+    /// empty and its unconsumed signals moved over.
+    Continued {
+        /// The new run's id.
+        run: String,
+        /// Its input.
+        input: Box<RawValue>,
+    },
 }
 
 /// The entries of a loop's history that a [`Event::LoopCheckpoint`] deletes: among the entries
@@ -224,6 +233,7 @@ impl EventKindName for Event {
             Event::Completed { .. } => "completed",
             Event::Failed { .. } => "failed",
             Event::Cancelled { .. } => "cancelled",
+            Event::Continued { .. } => "continued",
         }
     }
 }
@@ -259,7 +269,10 @@ impl Event {
 
     /// Whether this event ends the run.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. })
+        matches!(
+            self,
+            Event::Completed { .. } | Event::Failed { .. } | Event::Cancelled { .. } | Event::Continued { .. }
+        )
     }
 
     /// The event as JSON text, the form stores keep.

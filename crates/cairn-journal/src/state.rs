@@ -13,6 +13,8 @@ pub enum RunPhase {
     Failed(String),
     /// The run was cancelled for this reason.
     Cancelled(String),
+    /// The run went on as the run with this id.
+    Continued(String),
 }
 
 impl PartialEq for RunPhase {
@@ -22,6 +24,7 @@ impl PartialEq for RunPhase {
             (RunPhase::Completed(a), RunPhase::Completed(b)) => a.get() == b.get(),
             (RunPhase::Failed(a), RunPhase::Failed(b)) => a == b,
             (RunPhase::Cancelled(a), RunPhase::Cancelled(b)) => a == b,
+            (RunPhase::Continued(a), RunPhase::Continued(b)) => a == b,
             _ => false,
         }
     }
@@ -320,7 +323,8 @@ impl RunState {
             | Event::LoopCheckpoint { .. }
             | Event::Completed { .. }
             | Event::Failed { .. }
-            | Event::Cancelled { .. } => {}
+            | Event::Cancelled { .. }
+            | Event::Continued { .. } => {}
         }
         Ok(())
     }
@@ -420,6 +424,7 @@ impl RunState {
             Event::Completed { output } => self.phase = RunPhase::Completed(output),
             Event::Failed { error } => self.phase = RunPhase::Failed(error),
             Event::Cancelled { reason } => self.phase = RunPhase::Cancelled(reason),
+            Event::Continued { run, .. } => self.phase = RunPhase::Continued(run),
         }
     }
 
@@ -625,6 +630,7 @@ mod tests {
             Event::Completed { output: raw("1") },
             Event::Failed { error: "x".into() },
             Event::Cancelled { reason: "y".into() },
+            Event::Continued { run: "r~1".into(), input: raw("2") },
         ] {
             let s = fold(vec![started(), end.clone()]).unwrap();
             assert_ne!(s.phase(), &RunPhase::Active);

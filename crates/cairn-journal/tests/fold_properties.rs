@@ -37,7 +37,7 @@ fn plan() -> impl Strategy<Value = Plan> {
 
 /// A valid journal: steps spread over two scopes, their events interleaved at random, plus maybe an end.
 fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, Plan)>)> {
-    (proptest::collection::vec((plan(), any::<bool>()), 0..12), any::<u64>(), 0u8..4).prop_map(
+    (proptest::collection::vec((plan(), any::<bool>()), 0..12), any::<u64>(), 0u8..5).prop_map(
         |(plans, shuffle, end)| {
             let mut ordinals = [0u32; 2];
             let mut queues: Vec<Vec<Event>> = Vec::new();
@@ -124,6 +124,7 @@ fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, P
                 1 => out.push(Event::Completed { output: raw("\"done\"") }),
                 2 => out.push(Event::Failed { error: "bad".into() }),
                 3 => out.push(Event::Cancelled { reason: "stop".into() }),
+                4 => out.push(Event::Continued { run: "w~1".into(), input: raw("1") }),
                 _ => {}
             }
             let entries = out

@@ -149,7 +149,8 @@ fn backend(error: impl std::fmt::Display) -> StoreError {
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent";
+     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
+     continued_as";
 
 /// Every statement, with the schema name filled in once.
 struct Sql {
@@ -179,6 +180,8 @@ struct Sql {
     insert_signal: String,
     wake_waiting: String,
     lock_run: String,
+    continued_as: String,
+    move_signals: String,
     cancel_now: String,
     next_wake: String,
     notify: String,
@@ -228,10 +231,10 @@ impl Sql {
         };
         // Ended runs past their retention (or ended before $2), through the two partial indexes.
         let candidates = format!(
-            "(SELECT id FROM {s}.runs WHERE delete_after <= $1 AND status IN ('completed', 'failed', 'cancelled')
+            "(SELECT id FROM {s}.runs WHERE delete_after <= $1 AND status IN ('completed', 'failed', 'cancelled', 'continued')
               UNION
               SELECT id FROM {s}.runs WHERE $2::bigint IS NOT NULL AND completed_at < $2
-                AND status IN ('completed', 'failed', 'cancelled'))"
+                AND status IN ('completed', 'failed', 'cancelled', 'continued'))"
         );
         Sql {
             // Rows another sweeper (or anything else) holds are skipped, so sweepers never wait for
@@ -300,13 +303,13 @@ impl Sql {
             create_batch: format!(
                 "WITH ins AS (
                      INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                         last_seq, deadline_at, retention_ms, restarted_from, parent)
+                         last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from)
                      SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at,
-                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from, i.parent
+                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from, i.parent, i.continued_from
                      FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
-                                 $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[])
+                                 $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[], $19::text[])
                          AS i(id, workflow, version, input, key, created_at, last_seq, deadline_at, retention_ms,
-                              restarted_from, parent)
+                              restarted_from, parent, continued_from)
                      ON CONFLICT DO NOTHING
                      RETURNING id),
                  {journal},
@@ -392,8 +395,9 @@ impl Sql {
             ),
             insert_run: format!(
                 "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                     last_seq, deadline_at, retention_ms, restarted_from, parent)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING RETURNING id"
+                     last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)
+                 ON CONFLICT DO NOTHING RETURNING id"
             ),
             lock_by_key: format!(
                 "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
@@ -406,6 +410,8 @@ impl Sql {
                  WHERE id = $1 AND status = 'suspended' AND suspend_reason = 'waiting'"
             ),
             lock_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1 FOR UPDATE"),
+            continued_as: format!("UPDATE {s}.runs SET continued_as = $2 WHERE id = $1"),
+            move_signals: format!("UPDATE {s}.signals SET run_id = $1 WHERE run_id = $2 AND consumed_seq IS NULL"),
             cancel_now: format!(
                 "UPDATE {s}.runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
                      status = 'cancelled', suspend_reason = NULL, error = $4, completed_at = $3, wake_at = NULL,
@@ -522,6 +528,8 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         delete_after: get_ts(22)?,
         restarted_from: row.try_get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
         parent: row.try_get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
+        continued_from: row.try_get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
+        continued_as: row.try_get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
     })
 }
 
@@ -825,6 +833,7 @@ async fn create_batch(
     let retentions: Vec<Option<i64>> = runs.iter().map(|r| r.retention_ms()).collect();
     let restarted: Vec<Option<&str>> = runs.iter().map(|r| r.restarted_from.as_ref().map(RunId::as_str)).collect();
     let parents: Vec<Option<&str>> = runs.iter().map(|r| r.parent.as_ref().map(RunId::as_str)).collect();
+    let continued: Vec<Option<&str>> = runs.iter().map(|r| r.continued_from.as_ref().map(RunId::as_str)).collect();
     let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     let workflows: Vec<&str> = runs.iter().map(|r| r.workflow.as_str()).collect();
     let versions: Vec<i32> = runs.iter().map(|r| r.version as i32).collect();
@@ -833,7 +842,8 @@ async fn create_batch(
     let created_ats: Vec<i64> = runs.iter().map(|r| r.created_at.as_millis()).collect();
     let statement = client.prepare_cached(&sql.create_batch).await.map_err(backend)?;
     let runs_params: [&(dyn ToSql + Sync); 6] = [&ids, &workflows, &versions, &inputs, &keys, &created_ats];
-    let more: [&(dyn ToSql + Sync); 6] = [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted, &parents];
+    let more: [&(dyn ToSql + Sync); 7] =
+        [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted, &parents, &continued];
     let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(more).collect();
     let inserted = client.query(&statement, &params).await.map_err(backend)?;
     let inserted: HashSet<&str> =
@@ -892,6 +902,10 @@ async fn append_one(client: &impl GenericClient, sql: &Sql, append: &Append) -> 
         ),
         RunUpdate::Release => (&sql.release, Vec::new()),
         RunUpdate::Park { error } => (&sql.park, vec![Box::new(error.clone())]),
+        // `PostgresStore::append` commits a hand-over by itself, as a finish.
+        RunUpdate::Continue { .. } => {
+            return Err(StoreError::InvalidInput("a hand-over does not go through the writer".into()));
+        }
     };
     let mut bound: Vec<&(dyn ToSql + Sync)> = vec![
         &new_last,
@@ -1382,13 +1396,45 @@ impl PostgresStore {
         tx.commit().await.map_err(backend)
     }
 
-    async fn signal_inner(&self, signal: NewSignal) -> Result<SignalId, StoreError> {
+    async fn signal_inner(&self, mut signal: NewSignal) -> Result<SignalId, StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
-        lock_unfinished(&tx, &self.sql, &signal.run_id).await?;
+        let mut target = lock_run(&tx, &self.sql, &signal.run_id).await?;
+        // A run that continued as a fresh one: the signal goes to the newest of its chain (each
+        // locked in turn, so a hand-over under way finishes first and its signals move with it).
+        while let (RunStatus::Continued, Some(next)) = (target.status, &target.continued_as) {
+            target = lock_run(&tx, &self.sql, next).await?;
+        }
+        if target.status.is_terminal() {
+            return Err(StoreError::RunFinished { run_id: target.id, status: target.status });
+        }
+        signal.run_id = target.id;
         let id = insert_signal(&tx, &self.sql, &signal).await?;
         tx.commit().await.map_err(backend)?;
         Ok(id)
+    }
+
+    /// A run's hand-over to its successor (`append` finishes the run as `continued`) in one
+    /// transaction of its own, outside the group-commit writer: it is the run's last append, sent
+    /// once every earlier one has committed.
+    async fn continue_inner(&self, append: Append, successor: NewRun) -> Result<(), StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        append_one(&tx, sql, &append).await?;
+        let from = append.run_id.as_str();
+        let statement = tx.prepare_cached(&sql.continued_as).await.map_err(backend)?;
+        tx.execute(&statement, &[&from, &successor.id.as_str()]).await.map_err(backend)?;
+        match create_batch(&tx, sql, &[&successor]).await?.pop() {
+            Some(Ok(CreatedRun { created: true, .. })) => {}
+            Some(Err(error)) => return Err(error),
+            _ => return Err(StoreError::DuplicateRunId(successor.id)),
+        }
+        let statement = tx.prepare_cached(&sql.move_signals).await.map_err(backend)?;
+        tx.execute(&statement, &[&successor.id.as_str(), &from]).await.map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        notify_ended(&client, sql, std::slice::from_ref(&append.run_id)).await;
+        Ok(())
     }
 
     /// Signal-with-start in one transaction. Concurrent callers with one id or key serialize on
@@ -1402,7 +1448,7 @@ impl PostgresStore {
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
         let statement = tx.prepare_cached(&sql.insert_run).await.map_err(backend)?;
-        let params: [&(dyn ToSql + Sync); 11] = [
+        let params: [&(dyn ToSql + Sync); 12] = [
             &run.id.as_str(),
             &run.workflow,
             &(run.version as i32),
@@ -1414,6 +1460,7 @@ impl PostgresStore {
             &run.retention_ms(),
             &run.restarted_from.as_ref().map(RunId::as_str),
             &run.parent.as_ref().map(RunId::as_str),
+            &run.continued_from.as_ref().map(RunId::as_str),
         ];
         let created = if tx.query_opt(&statement, &params).await.map_err(backend)?.is_some() {
             insert_events(&tx, sql, &run.id, 0, run.created_at, &run.initial_journal()).await?;
@@ -1618,6 +1665,10 @@ impl Store for PostgresStore {
     }
 
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        if let RunUpdate::Continue { successor, at } = append.update {
+            let update = RunUpdate::Finish { status: RunStatus::Continued, output: None, error: None, at };
+            return Box::pin(self.continue_inner(Append { update, ..append }, *successor));
+        }
         let (reply, outcome) = oneshot::channel();
         // Submitted now, not when first polled: appends to one run reach the writer in call order.
         let sent = self.jobs.send(Job::Append(append, reply));

@@ -500,6 +500,87 @@ pub async fn finished_runs_refuse_signals_and_cancels(store: DynStore) {
     assert!(store.claim(&claim_req("w1", "order", 10_000)).await.expect("claim").is_empty());
 }
 
+/// `run`'s holder ends it as `continued` and hands over to the fresh run `successor` (input `7`).
+fn hand_over(run: &RunRecord, successor: &str) -> Append {
+    let mut next = NewRun::new(RunId::new(successor), run.workflow.clone(), 2, raw("7"), t(30));
+    next.continued_from = Some(run.id.clone());
+    next.retention = Some(std::time::Duration::from_secs(60));
+    let mut append = progress(run, vec![Event::Continued { run: successor.into(), input: raw("7") }]);
+    append.update = RunUpdate::Continue { successor: Box::new(next), at: t(30) };
+    append
+}
+
+/// A run that continues as new ends as `continued`, linked both ways to its successor, which
+/// starts fresh and takes every signal the run had not consumed; signals sent to the run later
+/// reach the newest run of the chain; a successor whose id is taken refuses the whole hand-over.
+pub async fn continue_as_new_hands_over_unconsumed_signals(store: DynStore) {
+    store.create_run(new_run("c", "order", None, 1)).await.expect("create");
+    let send = |to: &str, name: &str, at: i64| NewSignal {
+        run_id: RunId::new(to),
+        name: name.into(),
+        payload: raw("1"),
+        sent_at: t(at),
+    };
+    let first = store.send_signal(send("c", "go", 2)).await.expect("signal");
+    let second = store.send_signal(send("c", "go", 3)).await.expect("signal");
+    let run = claim_one(&store, "order", 10).await;
+    let wait = StepPath::parse("w").expect("path");
+    let mut consume = progress(
+        &run,
+        vec![
+            Event::WaitStarted { path: wait.clone(), ordinal: 0, event: "go".into(), filter: None, deadline: None },
+            Event::WaitCompleted { path: wait, signal: Some(first), payload: Some(raw("1")) },
+        ],
+    );
+    consume.consume_signal = Some(first);
+    store.append(consume).await.expect("consume");
+    let run = store.get_run(&run.id).await.expect("get").expect("exists");
+    store.append(hand_over(&run, "c~1")).await.expect("hand over");
+
+    let old = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!(old.status, RunStatus::Continued);
+    assert_eq!(old.continued_as, Some(RunId::new("c~1")));
+    assert_eq!((old.completed_at, old.lease_owner.as_deref(), old.last_seq), (Some(t(30)), None, 4));
+    let new = store.get_run(&RunId::new("c~1")).await.expect("get").expect("successor exists");
+    assert_eq!((new.status, new.version, new.input.get()), (RunStatus::Pending, 2, "7"));
+    assert_eq!(new.continued_from, Some(run.id.clone()));
+    assert_eq!(new.retention, Some(std::time::Duration::from_secs(60)));
+    assert_eq!(store.read_journal(&new.id).await.expect("journal").len(), 1);
+    let ids = |signals: Vec<SignalRecord>| signals.iter().map(|s| (s.id, s.consumed_seq)).collect::<Vec<_>>();
+    assert_eq!(ids(store.signals(&run.id).await.expect("signals")), [(first, Some(3))]);
+    assert_eq!(ids(store.signals(&new.id).await.expect("signals")), [(second, None)]);
+
+    // Signals sent to the first run of the chain reach the newest.
+    let later = store.send_signal(send("c", "go", 40)).await.expect("forwarded");
+    assert_eq!(ids(store.signals(&new.id).await.expect("signals")), [(second, None), (later, None)]);
+    let new = store
+        .claim(&ClaimRequest {
+            workflows: vec![WorkflowKey { name: "order".into(), version: 2 }],
+            ..claim_req("w1", "order", 50)
+        })
+        .await
+        .expect("claim")
+        .pop()
+        .expect("the successor is claimable");
+    store.append(hand_over(&new, "c~2")).await.expect("second hand-over");
+    let last = store.send_signal(send("c", "go", 60)).await.expect("forwarded twice");
+    assert_eq!(
+        ids(store.signals(&RunId::new("c~2")).await.expect("signals")),
+        [(second, None), (later, None), (last, None)]
+    );
+
+    // A hand-over to a taken id changes nothing.
+    store.create_run(new_run("d", "other", None, 1)).await.expect("create");
+    store.send_signal(send("d", "go", 2)).await.expect("signal");
+    let d = claim_one(&store, "other", 10).await;
+    assert_eq!(store.append(hand_over(&d, "c~1")).await.unwrap_err(), StoreError::DuplicateRunId(RunId::new("c~1")));
+    let unchanged = store.get_run(&d.id).await.expect("get").expect("exists");
+    assert_eq!((unchanged.status, unchanged.last_seq, unchanged.continued_as), (RunStatus::Running, 1, None));
+    assert_eq!(store.read_journal(&d.id).await.expect("journal").len(), 1);
+    assert_eq!(store.signals(&d.id).await.expect("signals").len(), 1);
+    assert_eq!(store.get_run(&RunId::new("c~1")).await.expect("get").expect("exists").continued_from, Some(run.id));
+}
+
 /// A run created with a deadline, a retention, a restart link and a journal prefix keeps them all;
 /// its journal continues after the prefix; restarts are listed by the run they restart.
 pub async fn new_runs_keep_their_options(store: DynStore) {
@@ -1088,7 +1169,8 @@ macro_rules! conformance_tests {
                 reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
                 ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
                 workers_are_recorded_and_forgotten, subscriptions_are_replaced_per_workflow,
-                stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status);
+                stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status,
+                continue_as_new_hands_over_unconsumed_signals);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -3,11 +3,12 @@
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
     MemoryStore, NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
-    SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount,
+    RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount,
     WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -183,6 +184,62 @@ fn load_signals(path: &Path) -> Result<Vec<SignalRecord>, StoreError> {
     Ok(signals)
 }
 
+/// Runs created by a hand-over (`continued_from` a loaded run) that run did not commit: it is
+/// not `continued` as them.
+fn torn_hand_overs(runs: &HashMap<RunId, (Loaded, Vec<SignalRecord>)>) -> Vec<RunId> {
+    runs.values()
+        .filter_map(|(loaded, _)| {
+            let from = runs.get(loaded.run.continued_from.as_ref()?)?;
+            (from.0.run.continued_as.as_ref() != Some(&loaded.run.id)).then(|| loaded.run.id.clone())
+        })
+        .collect()
+}
+
+/// Marks each run's consumed signals, and moves the unconsumed signals of a run that continued
+/// to its successor, along each chain from its first run (signals files are append-only, so a
+/// hand-over's moves are made here, as the memory store made them).
+fn settle_signals(runs: &mut HashMap<RunId, (Loaded, Vec<SignalRecord>)>) {
+    let firsts: Vec<RunId> = runs
+        .values()
+        .filter(|(loaded, _)| loaded.run.continued_from.as_ref().is_none_or(|from| !runs.contains_key(from)))
+        .map(|(loaded, _)| loaded.run.id.clone())
+        .collect();
+    for first in firsts {
+        let mut moved: Vec<SignalRecord> = Vec::new();
+        let mut next = Some(first);
+        while let Some((loaded, signals)) = next.as_ref().and_then(|id| runs.get_mut(id)) {
+            signals.append(&mut moved);
+            signals.sort_by_key(|s| s.id);
+            for (id, seq) in &loaded.consumed {
+                if let Some(signal) = signals.iter_mut().find(|s| s.id == *id) {
+                    signal.consumed_seq = Some(*seq);
+                }
+            }
+            next = loaded.run.continued_as.clone();
+            if next.is_some() {
+                let (unconsumed, consumed) =
+                    std::mem::take(signals).into_iter().partition(|s| s.consumed_seq.is_none());
+                (moved, *signals) = (unconsumed, consumed);
+            }
+        }
+    }
+}
+
+/// Deletes a run's files (the journal file last: a run whose journal file is left is loaded again
+/// on the next open).
+fn remove_files(runs_dir: &Path, id: &RunId) -> Result<(), StoreError> {
+    let stem = file_stem(id);
+    for suffix in ["summary.json", "signals.jsonl", "jsonl"] {
+        let path = runs_dir.join(format!("{stem}.{suffix}"));
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot delete", &path, e)),
+        }
+    }
+    Ok(())
+}
+
 /// The value of a memory-store future, which is ready when returned.
 fn ready<T>(mut future: StoreFuture<'_, T>) -> Result<T, StoreError> {
     let mut context = std::task::Context::from_waker(std::task::Waker::noop());
@@ -214,19 +271,25 @@ impl JsonlStore {
         })?;
         let memory = MemoryStore::new();
         let entries = std::fs::read_dir(&runs_dir).map_err(|e| io("cannot list", &runs_dir, e))?;
+        let mut runs: HashMap<RunId, (Loaded, Vec<SignalRecord>)> = HashMap::new();
         for entry in entries {
             let path = entry.map_err(|e| io("cannot list", &runs_dir, e))?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
             let Some(stem) = name.strip_suffix(".jsonl").filter(|s| !s.ends_with(".signals")) else { continue };
-            let Some(Loaded { run, mut journal, consumed }) = load_journal(&path)? else { continue };
+            let Some(mut loaded) = load_journal(&path)? else { continue };
             // The file keeps a loop's whole history; memory keeps what its checkpoints left.
-            Trim::apply_all(&mut journal);
-            let mut signals = load_signals(&runs_dir.join(format!("{stem}.signals.jsonl")))?;
-            for (id, seq) in consumed {
-                if let Some(signal) = signals.iter_mut().find(|s| s.id == id) {
-                    signal.consumed_seq = Some(seq);
-                }
-            }
+            Trim::apply_all(&mut loaded.journal);
+            let signals = load_signals(&runs_dir.join(format!("{stem}.signals.jsonl")))?;
+            runs.insert(loaded.run.id.clone(), (loaded, signals));
+        }
+        for id in torn_hand_overs(&runs) {
+            // Written first by a hand-over whose continued run's commit never landed: that run
+            // is still unended and hands over again when it runs.
+            runs.remove(&id);
+            remove_files(&runs_dir, &id)?;
+        }
+        settle_signals(&mut runs);
+        for (Loaded { run, journal, .. }, signals) in runs.into_values() {
             memory.restore(run, journal, signals);
         }
         Ok(JsonlStore {
@@ -315,13 +378,24 @@ impl JsonlStore {
         let consumed = append.consumed();
         // Encoded from the append itself: the run's journal so far is not read again.
         let lines = event_lines(append.after_seq, append.at, &append.events)?;
+        let successor = match &append.update {
+            RunUpdate::Continue { successor, .. } => Some(successor.id.clone()),
+            _ => None,
+        };
         ready(self.inner.memory.append(append))?;
+        if let Some(successor) = successor {
+            // The successor's file first: if the process dies before this run's commit, the
+            // next open finds it torn and deletes it (the signals it took are still this run's
+            // on disk).
+            let events = self.tail(&successor, 0)?;
+            self.commit(&successor, events, None)?;
+        }
         self.commit(&id, lines, consumed)
     }
 
     fn signal_now(&self, signal: NewSignal) -> Result<SignalId, StoreError> {
         let _writes = self.writing()?;
-        let run_id = signal.run_id.clone();
+        let run_id = self.inner.memory.newest(&signal.run_id);
         let id = ready(self.inner.memory.send_signal(signal))?;
         self.commit_signal(&run_id, id, Vec::new())?;
         Ok(id)
@@ -367,15 +441,7 @@ impl JsonlStore {
         let doomed = ready(self.inner.memory.prune(request))?;
         if !dry_run {
             for id in &doomed {
-                let stem = file_stem(id);
-                for suffix in ["summary.json", "signals.jsonl", "jsonl"] {
-                    let path = self.inner.runs_dir.join(format!("{stem}.{suffix}"));
-                    match std::fs::remove_file(&path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(io("cannot delete", &path, e)),
-                    }
-                }
+                remove_files(&self.inner.runs_dir, id)?;
             }
         }
         Ok(doomed)

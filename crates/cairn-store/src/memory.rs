@@ -82,6 +82,11 @@ impl MemoryStore {
         inner.runs.insert(run.id.clone(), run);
     }
 
+    /// The newest run of `id`'s chain of continuations, where a signal sent to `id` goes.
+    pub(crate) fn newest(&self, id: &RunId) -> RunId {
+        self.lock().newest(id)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave a half-applied change: every method checks
         // before it mutates. So a poisoned lock is still consistent.
@@ -137,6 +142,11 @@ impl Inner {
                 actual: run.last_seq,
             });
         }
+        if let RunUpdate::Continue { successor, .. } = &append.update
+            && self.runs.contains_key(&successor.id)
+        {
+            return Err(StoreError::DuplicateRunId(successor.id.clone()));
+        }
         let no_signals = Vec::new();
         let signals = self.signals.get(&append.run_id).unwrap_or(&no_signals);
         if let Some(id) = append.consume_signal
@@ -170,12 +180,40 @@ impl Inner {
             journal.retain(|entry| !trim.deletes(&path, entry));
         }
         let (at, update) = (append.at, append.update);
+        let successor = match &update {
+            RunUpdate::Continue { successor, .. } => Some(successor.as_ref().clone()),
+            _ => None,
+        };
         self.modify(&append.run_id, |run| {
             run.last_seq = new_last;
             run.updated_at = at;
             run.recoveries = 0;
             apply_update(run, update, wake_now);
-        })
+        })?;
+        if let Some(successor) = successor {
+            self.hand_over(&append.run_id, successor)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the run `from` continues as and moves `from`'s unconsumed signals to it.
+    fn hand_over(&mut self, from: &RunId, successor: NewRun) -> Result<(), StoreError> {
+        let id = successor.id.clone();
+        self.create(successor)?;
+        let signals = self.signals.entry(from.clone()).or_default();
+        let (unconsumed, consumed) = std::mem::take(signals).into_iter().partition(|s| s.consumed_seq.is_none());
+        *signals = consumed;
+        self.signals.insert(id, unconsumed);
+        Ok(())
+    }
+
+    /// The newest run of `id`'s chain of continuations (`id` itself if it did not continue).
+    fn newest(&self, id: &RunId) -> RunId {
+        let mut id = id;
+        while let Some(next) = self.runs.get(id).and_then(|run| run.continued_as.as_ref()) {
+            id = next;
+        }
+        id.clone()
     }
 
     /// Creates a run, or finds the one with the same `(workflow, idempotency key)`.
@@ -216,7 +254,8 @@ impl Inner {
     }
 
     /// Buffers a signal for an unfinished run, waking it if it waits.
-    fn signal(&mut self, signal: NewSignal) -> Result<SignalId, StoreError> {
+    fn signal(&mut self, mut signal: NewSignal) -> Result<SignalId, StoreError> {
+        signal.run_id = self.newest(&signal.run_id);
         let sent_at = signal.sent_at;
         let refused = self.modify(&signal.run_id, |run| {
             if run.status.is_terminal() {
@@ -265,6 +304,12 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
             run.status = status;
             run.output = output;
             run.error = error;
+            run.completed_at = Some(at);
+            run.delete_after = run.retention.map(|keep| at + keep);
+        }
+        RunUpdate::Continue { successor, at } => {
+            run.status = RunStatus::Continued;
+            run.continued_as = Some(successor.id);
             run.completed_at = Some(at);
             run.delete_after = run.retention.map(|keep| at + keep);
         }

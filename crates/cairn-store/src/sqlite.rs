@@ -263,13 +263,19 @@ CREATE INDEX IF NOT EXISTS runs_paused ON runs(workflow, created_at, id) WHERE s
 ALTER TABLE runs ADD COLUMN parent TEXT;
 CREATE INDEX IF NOT EXISTS runs_parent ON runs(parent) WHERE parent IS NOT NULL;
 ",
+    // 9: continuations (`continue_as_new`): the run a run continues, and the one it continued as.
+    "
+ALTER TABLE runs ADD COLUMN continued_from TEXT;
+ALTER TABLE runs ADD COLUMN continued_as TEXT;
+",
 ];
 
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent";
+     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
+     continued_as";
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
@@ -311,6 +317,8 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
             delete_after: ts(row.get(22).map_err(backend)?),
             restarted_from: row.get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
             parent: row.get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
+            continued_from: row.get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
+            continued_as: row.get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
         })
     })();
     Ok(record)
@@ -743,10 +751,10 @@ impl Writer {
             .conn
             .prepare_cached(
                 "SELECT id, workflow, status FROM runs
-                 WHERE delete_after <= ?1 AND status IN ('completed', 'failed', 'cancelled')
+                 WHERE delete_after <= ?1 AND status IN ('completed', 'failed', 'cancelled', 'continued')
                  UNION
                  SELECT id, workflow, status FROM runs WHERE ?2 IS NOT NULL AND completed_at < ?2
-                   AND status IN ('completed', 'failed', 'cancelled')
+                   AND status IN ('completed', 'failed', 'cancelled', 'continued')
                  ORDER BY id LIMIT ?3",
             )?
             .query_map(
@@ -840,8 +848,8 @@ impl Writer {
             .conn
             .prepare_cached(
                 "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
-                     deadline_at, retention_ms, restarted_from, parent)
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (id) DO NOTHING",
+                     deadline_at, retention_ms, restarted_from, parent, continued_from)
+                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (id) DO NOTHING",
             )?
             .execute(params![
                 run.id.as_str(),
@@ -855,6 +863,7 @@ impl Writer {
                 run.retention_ms(),
                 run.restarted_from.as_ref().map(RunId::as_str),
                 run.parent.as_ref().map(RunId::as_str),
+                run.continued_from.as_ref().map(RunId::as_str),
             ])?;
         if inserted == 0 {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
@@ -949,6 +958,14 @@ impl Writer {
                     Box::new(at.as_millis()),
                 ],
             ),
+            RunUpdate::Continue { successor, at } => (
+                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'continued',
+                     suspend_reason = NULL, continued_as = ?6, completed_at = ?7, wake_at = NULL, lease_owner = NULL,
+                     lease_expires_at = NULL, delete_after = ?7 + retention_ms
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5
+                 RETURNING workflow",
+                vec![Box::new(successor.id.as_str().to_owned()), Box::new(at.as_millis())],
+            ),
             RunUpdate::Release => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'pending',
                      suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
@@ -968,13 +985,18 @@ impl Writer {
         let mut bound: Vec<&dyn rusqlite::ToSql> = vec![&new_last, &at, &run_id, &epoch, &after_seq];
         bound.extend(extra.iter().map(|p| p.as_ref()));
         let mut statement = self.conn.prepare_cached(sql)?;
-        // A finish returns the run's workflow, for the ended counts.
-        let (changed, ended) = match append.update {
-            RunUpdate::Finish { status, .. } => {
+        // An end returns the run's workflow, for the ended counts.
+        let ends = match &append.update {
+            RunUpdate::Finish { status, .. } => Some(*status),
+            RunUpdate::Continue { .. } => Some(RunStatus::Continued),
+            _ => None,
+        };
+        let (changed, ended) = match ends {
+            Some(status) => {
                 let workflow: Option<String> = statement.query_row(bound.as_slice(), |r| r.get(0)).optional()?;
                 (usize::from(workflow.is_some()), workflow.map(|w| (w, status)))
             }
-            _ => (statement.execute(bound.as_slice())?, None),
+            None => (statement.execute(bound.as_slice())?, None),
         };
         drop(statement);
         if changed == 0 {
@@ -1011,6 +1033,13 @@ impl Writer {
                     Trim::iteration_prefix(path),
                     path.as_str()
                 ])?;
+        }
+        if let RunUpdate::Continue { successor, .. } = &append.update {
+            // The run's row and journal are written: a refused successor undoes them.
+            self.create(successor).map_err(|failure| Failure { dirty: true, ..failure })?;
+            self.conn
+                .prepare_cached("UPDATE signals SET run_id = ?1 WHERE run_id = ?2 AND consumed_seq IS NULL")?
+                .execute(params![successor.id.as_str(), append.run_id.as_str()])?;
         }
         if let Some((workflow, status)) = ended {
             self.count_ended(workflow, status, 1);
@@ -1078,7 +1107,15 @@ impl Writer {
     }
 
     fn signal(&mut self, signal: &NewSignal) -> Result<SignalId, Failure> {
-        self.unfinished(&signal.run_id)?;
+        let mut target = self.status_of(&signal.run_id)?;
+        // A run that continued as a fresh one: the signal goes to the newest of its chain.
+        while let (RunStatus::Continued, Some(next)) = (target.status, &target.continued_as) {
+            target = self.status_of(next)?;
+        }
+        if target.status.is_terminal() {
+            return Err(clean(StoreError::RunFinished { run_id: target.id, status: target.status }));
+        }
+        let signal = &NewSignal { run_id: target.id, ..signal.clone() };
         let id: i64 = self
             .conn
             .prepare_cached(

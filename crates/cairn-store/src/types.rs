@@ -83,11 +83,13 @@ pub enum RunStatus {
     Cancelled,
     /// Parked until an operator acts (e.g. after a non-determinism error).
     Paused,
+    /// Ended by handing over to a fresh run of the same workflow (`continued_as`).
+    Continued,
 }
 
 impl RunStatus {
     /// All statuses.
-    pub const ALL: [RunStatus; 7] = [
+    pub const ALL: [RunStatus; 8] = [
         RunStatus::Pending,
         RunStatus::Running,
         RunStatus::Suspended,
@@ -95,6 +97,7 @@ impl RunStatus {
         RunStatus::Failed,
         RunStatus::Cancelled,
         RunStatus::Paused,
+        RunStatus::Continued,
     ];
 
     /// The lowercase name.
@@ -107,6 +110,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
             RunStatus::Paused => "paused",
+            RunStatus::Continued => "continued",
         }
     }
 
@@ -131,7 +135,7 @@ impl RunStatus {
 
     /// Whether the run has ended for good.
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled | RunStatus::Continued)
     }
 
     /// Whether a run in this status needs a worker that serves its version to go on: pending,
@@ -239,6 +243,13 @@ pub struct RunRecord {
     /// The run that started this one as its child (`ctx.child` in the `cairn` crate).
     #[serde(default)]
     pub parent: Option<RunId>,
+    /// The run this one continues (`ctx.continue_as_new` in the `cairn` crate): that run ended
+    /// with status `continued` and started this one.
+    #[serde(default)]
+    pub continued_from: Option<RunId>,
+    /// The run this one continued as (set when it ended with status `continued`).
+    #[serde(default)]
+    pub continued_as: Option<RunId>,
 }
 
 impl RunRecord {
@@ -276,6 +287,8 @@ impl RunRecord {
             delete_after: None,
             restarted_from: run.restarted_from.clone(),
             parent: run.parent.clone(),
+            continued_from: run.continued_from.clone(),
+            continued_as: None,
         }
     }
 
@@ -314,6 +327,8 @@ pub struct NewRun {
     pub restarted_from: Option<RunId>,
     /// The run that starts this one as its child.
     pub parent: Option<RunId>,
+    /// The run this one continues (it is created by that run's [`RunUpdate::Continue`]).
+    pub continued_from: Option<RunId>,
     /// Events the journal holds after `started` from the outset (a restart's copy of the
     /// original's journal up to the restart point). Stores write them as given.
     pub prefix: Vec<Event>,
@@ -339,6 +354,7 @@ impl NewRun {
             retention: None,
             restarted_from: None,
             parent: None,
+            continued_from: None,
             prefix: Vec::new(),
         }
     }
@@ -761,6 +777,16 @@ pub enum RunUpdate {
         /// Error when failed, reason when cancelled.
         error: Option<String>,
         /// When it ended.
+        at: Timestamp,
+    },
+    /// The run ends with status `continued` and hands over to `successor` (a fresh run of the same
+    /// workflow, `continued_from` this one), all or nothing: the successor is created and every
+    /// signal this run has not consumed moves to it. Signals sent to this run afterwards go to
+    /// the newest run of its chain.
+    Continue {
+        /// The run to create.
+        successor: Box<NewRun>,
+        /// When this run ended.
         at: Timestamp,
     },
     /// The worker stops executing the run without it having ended (e.g. on shutdown): the lease

@@ -286,7 +286,8 @@ fn outcome<O: DeserializeOwned>(
         RunStatus::Failed | RunStatus::Cancelled | RunStatus::Paused => {
             Some(Err(ClientError::RunDidNotComplete { run_id: id.clone(), status, message: error.unwrap_or_default() }))
         }
-        RunStatus::Pending | RunStatus::Running | RunStatus::Suspended => None,
+        // The chain goes on: its newest run has the result.
+        RunStatus::Pending | RunStatus::Running | RunStatus::Suspended | RunStatus::Continued => None,
     }
 }
 
@@ -555,8 +556,21 @@ impl Client {
     }
 
     /// Waits until the run ends; its output decoded, or why it did not complete. A run parked
-    /// (`paused`) also ends the wait, with an error.
+    /// (`paused`) also ends the wait, with an error. A run that continued as new
+    /// ([`Ctx::continue_as_new`](crate::Ctx::continue_as_new)) has the result of the last run of
+    /// its chain.
     pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ClientError> {
+        let mut id = id.clone();
+        loop {
+            match self.result_of(&id).await? {
+                Ok(result) => return Ok(result),
+                Err(next) => id = next,
+            }
+        }
+    }
+
+    /// The result of `id`, or the run it continued as.
+    async fn result_of<O: DeserializeOwned>(&self, id: &RunId) -> Result<Result<O, RunId>, ClientError> {
         const SAFETY_POLL: Duration = Duration::from_secs(5);
         let mut poll = Duration::from_millis(20);
         let mut first = true;
@@ -582,8 +596,11 @@ impl Client {
             }
             if read {
                 let run = self.get(id).await?;
+                if let Some(next) = run.continued_as {
+                    return Ok(Err(next));
+                }
                 if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {
-                    return result;
+                    return result.map(Ok);
                 }
                 executable_here =
                     self.local.as_ref().is_some_and(|local| local.registry.get(&run.workflow, run.version).is_some());
@@ -603,11 +620,13 @@ impl Client {
                     } else {
                         tokio::time::timeout(poll, watch).await.ok().and_then(Result::ok)
                     };
-                    told = matches!(ended, Some(None));
+                    // A run that continued: the store names the next.
+                    told = matches!(&ended, Some(None))
+                        || matches!(&ended, Some(Some(ended)) if ended.status == RunStatus::Continued);
                     if let Some(Some(ended)) = ended
                         && let Some(result) = outcome(id, ended.status, ended.output, ended.error)
                     {
-                        return result;
+                        return result.map(Ok);
                     }
                 }
                 None => match endings.as_mut() {
@@ -713,7 +732,8 @@ impl Client {
             let lasted = run.created_at.until(run.completed_at.unwrap_or(run.updated_at));
             crate::telemetry::run_ended(&run.workflow, run.status, lasted);
             if let Some(parent) = &run.parent {
-                self.child_ended(parent, id).await;
+                let (first, _) = crate::run::chain_position(id, run.continued_from.is_some());
+                self.child_ended(parent, &RunId::new(first)).await;
             }
         }
         Ok(outcome)

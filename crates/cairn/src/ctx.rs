@@ -194,6 +194,58 @@ impl Ctx {
         Ok(Timestamp::from_millis(self.helper("now", move || clock.now().as_millis()).await?))
     }
 
+    /// Ends this run and goes on as a fresh run of the same workflow with `input`: return what
+    /// this gives from the body (`return ctx.continue_as_new(&next);`). The run ends with status
+    /// `continued`, linked to the new run (`continued_as`, and `continued_from` on the new one),
+    /// in one store operation that also moves every signal this run has not consumed to the new
+    /// run; signals sent to this run later go to the newest run of its chain, and
+    /// [`Client::result`](crate::Client::result) of any run of the chain waits for the last.
+    ///
+    /// The new run starts with an empty journal, on the newest version of the workflow this
+    /// worker registers (so a long-lived workflow picks up new code as it continues), with this
+    /// run's parent, deadline and retention. Its id is this run's first id with `~1`, `~2`, …
+    /// appended (`meter` continues as `meter~1`, then `meter~2`). Use it where a run would
+    /// otherwise grow without bound (an endless loop of waits); [`repeat`](Ctx::repeat) is the
+    /// lighter choice when the state fits a loop.
+    ///
+    /// Returned from inside a branch, a race or a saga it is wrapped as their errors are, and the
+    /// run fails instead; call it from the body itself.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::MemoryStore;
+    ///
+    /// // Counts `tick` signals, starting afresh every 2 so no journal grows.
+    /// async fn meter(ctx: Ctx, seen: u32) -> Result<u32, WorkflowError> {
+    ///     for i in 0..2 {
+    ///         let hour = std::time::Duration::from_secs(3600);
+    ///         let _: Option<()> = ctx.wait_for_event_as(&format!("tick[{i}]"), "tick", EventFilter::any(), hour).await?;
+    ///     }
+    ///     if seen + 2 >= 6 {
+    ///         return Ok(seen + 2);
+    ///     }
+    ///     ctx.continue_as_new(&(seen + 2))
+    /// }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(MemoryStore::new()).register("meter", 1, meter).start().await?;
+    /// let run = engine.start("meter", &0u32).id("meter").await?;
+    /// for _ in 0..6 {
+    ///     engine.signal(run.id(), "tick", &()).await?; // always to the newest run
+    /// }
+    /// assert_eq!(run.result::<u32>().await?, 6);
+    /// assert_eq!(engine.get(&"meter~2".into()).await?.continued_from, Some("meter~1".into()));
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn continue_as_new<I: Serialize + ?Sized, T>(&self, input: &I) -> Result<T, WorkflowError> {
+        let input = serde_json::to_string(input).map_err(|e| WorkflowError::Payload {
+            path: "input of the continued run".into(),
+            message: e.to_string(),
+        })?;
+        Err(WorkflowError::ContinueAsNew { input })
+    }
+
     /// A random `u64`, journaled the first time so every replay sees the same value (numbered
     /// per scope as [`now`](Ctx::now)).
     pub async fn random(&self) -> Result<u64, WorkflowError> {

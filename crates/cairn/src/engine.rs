@@ -299,7 +299,8 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         }
     };
     let mode = if run.recoveries > max { Mode::Poisoned(run.recoveries) } else { Mode::Live };
-    let shared = Arc::new(RunShared::new(run.id.clone(), run.epoch, Arc::clone(local), state, mode));
+    let lineage = crate::run::Lineage::of(&run);
+    let shared = Arc::new(RunShared::new(run.id.clone(), lineage, run.epoch, Arc::clone(local), state, mode));
     lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
     lock(&local.loading).remove(&run.id);
     if run.cancel_requested {
@@ -318,8 +319,12 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     if let Some(ended) = &ended {
         let lasted = run.created_at.until(local.clock.now());
         crate::telemetry::run_ended(&run.workflow, ended.status, lasted);
-        if let Some(parent) = run.parent.as_ref().filter(|_| ended.status.is_terminal()) {
-            Client::attached(Arc::clone(local)).child_ended(parent, &run.id).await;
+        // A child that continued as new goes on as its successor, which tells the parent when
+        // it ends, naming the chain's first run (the child the parent waits for).
+        let child_ended = ended.status.is_terminal() && ended.status != cairn_store::RunStatus::Continued;
+        if let Some(parent) = run.parent.as_ref().filter(|_| child_ended) {
+            let (first, _) = crate::run::chain_position(&run.id, run.continued_from.is_some());
+            Client::attached(Arc::clone(local)).child_ended(parent, &RunId::new(first)).await;
         }
     }
     ended

@@ -184,6 +184,14 @@ pub enum WorkflowError {
         /// The steps undone, in the order their compensations ran (last step first).
         undone: Vec<String>,
     },
+    /// Not a failure: the body asked to go on as a fresh run ([`Ctx::continue_as_new`](crate::Ctx::continue_as_new)).
+    /// Returned from the body, it ends the run as `continued` and starts the next one; caught
+    /// and dropped, it does nothing.
+    #[error("[CAIRN-E0116] the run continues as a new run: return this from the workflow body")]
+    ContinueAsNew {
+        /// The new run's input, as JSON text.
+        input: String,
+    },
     /// A [`Ctx::saga`](crate::Ctx::saga)'s body failed and some compensations failed for good
     /// (the others ran).
     #[error("[CAIRN-E0113] {error}; {} compensation(s) failed: {}", failures.len(), failures.iter().map(|(name, error)| format!("`undo-{name}`: {error}")).collect::<Vec<_>>().join("; "))]

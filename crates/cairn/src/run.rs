@@ -31,9 +31,51 @@ impl RunExec {
     }
 }
 
+/// What a run's successor inherits when the run continues as new.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Lineage {
+    /// The run's parent, if it is a child.
+    pub(crate) parent: Option<RunId>,
+    /// How long it is kept once ended.
+    pub(crate) retention: Option<std::time::Duration>,
+    /// Whether it continues another run (its id is then `{first}~{n}`).
+    pub(crate) continues: bool,
+}
+
+impl Lineage {
+    /// The lineage recorded on a run's row.
+    pub(crate) fn of(run: &cairn_store::RunRecord) -> Lineage {
+        Lineage { parent: run.parent.clone(), retention: run.retention, continues: run.continued_from.is_some() }
+    }
+}
+
+/// The first run of `id`'s chain of continuations, and how many hand-overs led to `id`: run
+/// `order-7` continues as `order-7~1`, which continues as `order-7~2`, and so on.
+///
+/// Only a run that `continues` another has a generation; any other id (even one ending in `~3`)
+/// is the first of its chain.
+pub(crate) fn chain_position(id: &RunId, continues: bool) -> (&str, u64) {
+    let id = id.as_str();
+    if continues
+        && let Some((first, n)) = id.rsplit_once('~')
+        && let Ok(n) = n.parse::<u64>()
+    {
+        return (first, n);
+    }
+    (id, 0)
+}
+
+/// The id of the run that `id` continues as.
+pub(crate) fn successor_id(id: &RunId, continues: bool) -> RunId {
+    let (first, n) = chain_position(id, continues);
+    RunId::new(format!("{first}~{}", n + 1))
+}
+
 /// A run this worker holds the lease of.
 pub(crate) struct RunShared {
     pub(crate) id: RunId,
+    /// What its successor inherits, should it continue as new.
+    pub(crate) lineage: Lineage,
     /// Its workflow's name.
     pub(crate) workflow: String,
     /// What its steps use unless they say otherwise.
@@ -139,13 +181,14 @@ impl Drop for Registration<'_> {
 }
 
 impl RunShared {
-    pub(crate) fn new(id: RunId, epoch: u64, local: Arc<Local>, state: RunState, mode: Mode) -> Self {
+    pub(crate) fn new(id: RunId, lineage: Lineage, epoch: u64, local: Arc<Local>, state: RunState, mode: Mode) -> Self {
         let cursor = ReplayCursor::new(&state);
         let last_seq = state.last_seq();
         let deadline = state.deadline();
         let stop = CancellationToken::new();
         Self {
             id,
+            lineage,
             workflow: state.workflow().to_owned(),
             step_defaults: local.registry.step_defaults(state.workflow()),
             epoch,
@@ -684,11 +727,21 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFut
         let exec = shared.lock();
         (exec.interrupt.clone(), exec.refused)
     };
-    let (events, update) = record(&shared, interrupt, refused, outcome)?;
+    let (mut events, mut update) = record(&shared, interrupt, refused, outcome)?;
+    if let RunUpdate::Continue { successor, at } = &update
+        && let Ok(Some(_)) = shared.local.store.get_run(&successor.id).await
+    {
+        // Someone created a run with this id: the chain cannot go on under it.
+        let error = format!("[CAIRN-E0116] the run cannot continue as new: run id `{}` is taken", successor.id);
+        let at = *at;
+        events = vec![Event::Failed { error: error.clone() }];
+        update = RunUpdate::Finish { status: RunStatus::Failed, output: None, error: Some(error), at };
+    }
     let ended = match &update {
         RunUpdate::Finish { status, output, error, .. } => {
             Some(Ended { status: *status, output: output.clone(), error: error.clone() })
         }
+        RunUpdate::Continue { .. } => Some(Ended { status: RunStatus::Continued, output: None, error: None }),
         RunUpdate::Park { error } => {
             Some(Ended { status: RunStatus::Paused, output: None, error: Some(error.clone()) })
         }
@@ -763,6 +816,38 @@ fn record(
                 )),
             }
         }
+        (None, Outcome::Returned(Err(WorkflowError::ContinueAsNew { input }))) => match shared.unreached().0 {
+            Err(error) => Some(park(error.to_string())),
+            Ok(()) => Some(shared.successor(input, now).unwrap_or_else(|error| failed(error.to_string()))),
+        },
         (None, Outcome::Returned(Err(error))) => Some(failed(error.to_string())),
+    }
+}
+
+impl RunShared {
+    /// The hand-over to the run this one continues as, with `input`: the newest version of the
+    /// workflow this worker registers, the same parent, deadline and retention.
+    fn successor(&self, input: String, now: Timestamp) -> Result<(Vec<Event>, RunUpdate), WorkflowError> {
+        let payload = |message: String| WorkflowError::Payload { path: "input of the continued run".into(), message };
+        let limit = self.local.config.max_payload_bytes;
+        if input.len() > limit {
+            let path = "input of the continued run".into();
+            return Err(WorkflowError::PayloadTooLarge { path, size: input.len(), limit });
+        }
+        let input = RawValue::from_string(input).map_err(|e| payload(e.to_string()))?;
+        let registry = &self.local.registry;
+        let version =
+            registry.latest(&self.workflow).ok_or_else(|| payload("the workflow is not registered".into()))?;
+        if let Some(registered) = registry.get(&self.workflow, version) {
+            (registered.check_input)(&input).map_err(payload)?;
+        }
+        let id = successor_id(&self.id, self.lineage.continues);
+        let mut run = cairn_store::NewRun::new(id.clone(), self.workflow.clone(), version, input.clone(), now);
+        run.deadline = self.deadline;
+        run.retention = self.lineage.retention;
+        run.parent = self.lineage.parent.clone();
+        run.continued_from = Some(self.id.clone());
+        let events = vec![Event::Continued { run: id.to_string(), input }];
+        Ok((events, RunUpdate::Continue { successor: Box::new(run), at: now }))
     }
 }

@@ -99,7 +99,14 @@ where
         .map(|registered| Arc::clone(&registered.body))
         .ok_or_else(|| ReplayError::Journal("the workflow could not be registered".into()))?;
     let local = Local::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock), registry, Config::default(), false);
-    let shared = Arc::new(RunShared::new(RunId::new("replay-check"), 0, Arc::new(local), state, Mode::ReplayCheck));
+    let shared = Arc::new(RunShared::new(
+        RunId::new("replay-check"),
+        Default::default(),
+        0,
+        Arc::new(local),
+        state,
+        Mode::ReplayCheck,
+    ));
     let returned = crate::panic::caught(body(Ctx::new(Arc::clone(&shared)), input)).await;
     match shared.interruption() {
         Some(Interrupt::NonDeterminism(error)) => return Err(error.into()),
