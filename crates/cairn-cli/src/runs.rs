@@ -466,6 +466,12 @@ fn print_shown(shown: &Shown) {
     if let Some(parent) = &run.parent {
         out!("parent    {parent}");
     }
+    if let Some(from) = &run.continued_from {
+        out!("continues {from}");
+    }
+    if let Some(next) = &run.continued_as {
+        out!("continued as {next}");
+    }
     for child in &detail.children {
         out!("child     {child}");
     }

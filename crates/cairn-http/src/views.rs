@@ -90,6 +90,12 @@ pub struct RunView {
     /// The run that started it as a child.
     #[serde(default)]
     pub parent: Option<String>,
+    /// The run it continues (that run ended `continued` and started it).
+    #[serde(default)]
+    pub continued_from: Option<String>,
+    /// The run it continued as (when it ended `continued`).
+    #[serde(default)]
+    pub continued_as: Option<String>,
 }
 
 /// A run as lists show it: its summary, and whether it is stranded.
@@ -174,6 +180,8 @@ pub fn run_view(run: &RunRecord) -> RunView {
         delete_after: run.delete_after.map(time),
         restarted_from: run.restarted_from.as_ref().map(RunId::to_string),
         parent: run.parent.as_ref().map(RunId::to_string),
+        continued_from: run.continued_from.as_ref().map(RunId::to_string),
+        continued_as: run.continued_as.as_ref().map(RunId::to_string),
     }
 }
 

@@ -50,3 +50,20 @@ fn v2_journal_folds_and_round_trips() {
         assert_eq!(entry.event.to_json(), line, "encoding of a v2 event changed");
     }
 }
+
+/// The third format: durable loops' checkpoints (`loop_checkpoint`) and a run that continued as
+/// new (`continued`, which ends it).
+#[test]
+fn v3_journal_folds_and_round_trips() {
+    let text = include_str!("fixtures/v3-continued.jsonl");
+    let journal = load(text);
+    let state = RunState::fold(&journal).unwrap();
+    assert_eq!((state.workflow(), state.version()), ("meter", 3));
+    assert_eq!(state.phase(), &RunPhase::Continued("meter~1".into()));
+    let wait = state.step(&StepPath::parse("tick[1]/go").unwrap()).unwrap();
+    assert!(matches!(wait.status, StepStatus::Received { .. }));
+    assert_eq!(cairn_journal::vars(&journal)["seen"], serde_json::json!(6));
+    for (line, entry) in text.lines().zip(&journal) {
+        assert_eq!(entry.event.to_json(), line, "encoding of a v3 event changed");
+    }
+}

@@ -206,3 +206,95 @@ async fn trimmed_loops_read_back_trimmed_after_a_restart() {
     assert_eq!(seqs(&after), [1, 2, 3, 4, 7, 8]);
     RunState::fold(&after).unwrap();
 }
+
+/// The seeded run (one signal consumed) gets two more signals, then hands over to `run~1`.
+async fn handed_over(dir: &std::path::Path) -> (RunRecord, [SignalId; 2]) {
+    let run = seeded(dir).await;
+    let store = JsonlStore::open(dir).unwrap();
+    let signal = |at| NewSignal { run_id: run.id.clone(), name: "go".into(), payload: raw("8"), sent_at: at };
+    let kept = [
+        store.send_signal(signal(Timestamp::from_millis(5))).await.unwrap(),
+        store.send_signal(signal(Timestamp::from_millis(6))).await.unwrap(),
+    ];
+    let mut successor = NewRun::new(RunId::new("run~1"), "order", 1, raw("2"), Timestamp::from_millis(7));
+    successor.continued_from = Some(run.id.clone());
+    store
+        .append(Append {
+            run_id: run.id.clone(),
+            epoch: run.epoch,
+            after_seq: run.last_seq,
+            events: vec![Event::Continued { run: "run~1".into(), input: raw("2") }],
+            at: Timestamp::from_millis(7),
+            update: RunUpdate::Continue { successor: Box::new(successor), at: Timestamp::from_millis(7) },
+            consume_signal: None,
+            batched: false,
+        })
+        .await
+        .unwrap();
+    (run, kept)
+}
+
+#[tokio::test]
+async fn a_hand_over_reads_back_with_its_signals_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, kept) = handed_over(dir.path()).await;
+    let store = JsonlStore::open(dir.path()).unwrap();
+    let old = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!((old.status, old.continued_as), (RunStatus::Continued, Some(RunId::new("run~1"))));
+    let ids = |signals: Vec<SignalRecord>| signals.iter().map(|s| (s.id, s.consumed_seq)).collect::<Vec<_>>();
+    assert_eq!(store.signals(&run.id).await.unwrap().len(), 1, "only the consumed signal stays");
+    assert_eq!(ids(store.signals(&RunId::new("run~1")).await.unwrap()), [(kept[0], None), (kept[1], None)]);
+    // The successor consumes one, then a signal sent to the first run reaches it: all survive.
+    let next = store.get_run(&RunId::new("run~1")).await.unwrap().unwrap();
+    let wait = StepPath::parse("w").unwrap();
+    store
+        .append(Append {
+            run_id: next.id.clone(),
+            epoch: next.epoch,
+            after_seq: 1,
+            events: vec![
+                Event::WaitStarted { path: wait.clone(), ordinal: 0, event: "go".into(), filter: None, deadline: None },
+                Event::WaitCompleted { path: wait, signal: Some(kept[1]), payload: Some(raw("8")) },
+            ],
+            at: Timestamp::from_millis(8),
+            update: RunUpdate::Progress,
+            consume_signal: Some(kept[1]),
+            batched: false,
+        })
+        .await
+        .unwrap();
+    let signal =
+        NewSignal { run_id: run.id.clone(), name: "go".into(), payload: raw("9"), sent_at: Timestamp::from_millis(9) };
+    let forwarded = store.send_signal(signal).await.unwrap();
+    drop(store);
+    let store = JsonlStore::open(dir.path()).unwrap();
+    assert_eq!(
+        ids(store.signals(&RunId::new("run~1")).await.unwrap()),
+        [(kept[0], None), (kept[1], Some(3)), (forwarded, None)]
+    );
+    assert_eq!(store.signals(&run.id).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_hand_over_torn_before_its_commit_is_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, kept) = handed_over(dir.path()).await;
+    // The process died after writing the successor's file and before the run's commit.
+    let path = journal_file_of(dir.path(), "run%2F1%20%C3%BC");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[lines.len() - 2].contains("\"continued\""));
+    std::fs::write(&path, format!("{}\n", lines[..lines.len() - 2].join("\n"))).unwrap();
+    let store = JsonlStore::open(dir.path()).unwrap();
+    assert!(store.get_run(&RunId::new("run~1")).await.unwrap().is_none(), "the torn successor is gone");
+    assert!(!journal_file_of(dir.path(), "run%7E1").exists());
+    let old = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!((old.status, old.last_seq, old.continued_as), (RunStatus::Running, run.last_seq, None));
+    let unconsumed: Vec<SignalId> =
+        store.signals(&run.id).await.unwrap().iter().filter(|s| s.consumed_seq.is_none()).map(|s| s.id).collect();
+    assert_eq!(unconsumed, kept, "its signals are the run's again");
+}
+
+fn journal_file_of(dir: &std::path::Path, stem: &str) -> std::path::PathBuf {
+    dir.join("runs").join(format!("{stem}.jsonl"))
+}

@@ -851,3 +851,20 @@ impl RunShared {
         Ok((events, RunUpdate::Continue { successor: Box::new(run), at: now }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successors_number_the_chain_from_its_first_run() {
+        let next = |id: &str, continues| successor_id(&RunId::new(id), continues).to_string();
+        assert_eq!(next("meter", false), "meter~1");
+        assert_eq!(next("meter~1", true), "meter~2");
+        assert_eq!(next("meter~9", true), "meter~10");
+        // Only a run that continues another has a generation in its id.
+        assert_eq!(next("job~3", false), "job~3~1");
+        assert_eq!(next("a~b", true), "a~b~1");
+        assert_eq!(chain_position(&RunId::new("p:~child[0]~2"), true), ("p:~child[0]", 2));
+    }
+}

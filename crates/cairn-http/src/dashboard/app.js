@@ -3,8 +3,8 @@
 // into the page as text (never as HTML).
 (() => {
   const base = location.pathname.endsWith('/') ? location.pathname : location.pathname + '/';
-  const STATUSES = ['pending', 'running', 'suspended', 'paused', 'completed', 'failed', 'cancelled'];
-  const ENDED = new Set(['completed', 'failed', 'cancelled']);
+  const STATUSES = ['pending', 'running', 'suspended', 'paused', 'completed', 'failed', 'cancelled', 'continued'];
+  const ENDED = new Set(['completed', 'failed', 'cancelled', 'continued']);
   const view = document.getElementById('view');
   const liveBadge = document.getElementById('live');
   const tokenForm = document.getElementById('token-form');
@@ -320,6 +320,10 @@
         el('a', { id: 'restarted-from', class: 'mono', href: runHref(workflow, run.restarted_from) }, run.restarted_from)) : [],
       restarts.length ? fact('restarts', restarts.flatMap((r, i) =>
         [i ? ', ' : '', el('a', { class: 'mono restart-link', href: runHref(workflow, r) }, r)])) : [],
+      run.continued_from ? fact('continues',
+        el('a', { id: 'continued-from', class: 'mono', href: runHref(workflow, run.continued_from) }, run.continued_from)) : [],
+      run.continued_as ? fact('continued as',
+        el('a', { id: 'continued-as', class: 'mono', href: runHref(workflow, run.continued_as) }, run.continued_as)) : [],
       fact('steps journaled', String(run.steps)),
       run.recoveries ? fact('recoveries', String(run.recoveries)) : []);
     const ended = ENDED.has(run.status);
