@@ -149,12 +149,8 @@ impl<O: DeserializeOwned + Send + 'static> IntoFuture for Child<O> {
                     .step(&format!("look[{look}]"), || {
                         let (client, id) = (Client::attached(Arc::clone(&local)), id.clone());
                         async move {
-                            let retry = |e: ClientError| StepError::retryable(e.to_string());
-                            let mut run = client.get(&id).await.map_err(retry)?;
                             // A child that continued as new goes on as the newest run of its chain.
-                            while let Some(next) = run.continued_as.take() {
-                                run = client.get(&next).await.map_err(retry)?;
-                            }
+                            let run = client.newest(&id).await.map_err(|e| StepError::retryable(e.to_string()))?;
                             Ok::<_, StepError>(match run.status {
                                 cairn_store::RunStatus::Completed => {
                                     Seen::Completed(run.output.unwrap_or_else(|| RawValue::NULL.to_owned()))

@@ -676,8 +676,10 @@ impl Client {
 
     /// Cancels a run. A run no worker holds is cancelled at once; a running one is stopped by
     /// its worker, whose step code sees its cancellation token fire. The children it waits for
-    /// ([`Ctx::child`](crate::Ctx::child), not detached ones) are cancelled too, and theirs.
+    /// ([`Ctx::child`](crate::Ctx::child), not detached ones) are cancelled too, and theirs. A
+    /// run that continued as new: the newest run of its chain is the one cancelled.
     pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
+        let id = &self.newest(id).await?.id;
         let outcome = self.cancel_one(id).await?;
         let mut parents = vec![id.clone()];
         while let Some(parent) = parents.pop() {
@@ -691,17 +693,28 @@ impl Client {
         Ok(outcome)
     }
 
+    /// The newest run of `id`'s chain of continuations ([`Ctx::continue_as_new`](crate::Ctx::continue_as_new)):
+    /// `id` itself unless it continued as another.
+    pub async fn newest(&self, id: &RunId) -> Result<RunRecord, ClientError> {
+        let mut run = self.get(id).await?;
+        while let Some(next) = run.continued_as.take() {
+            run = self.get(&next).await?;
+        }
+        Ok(run)
+    }
+
     /// The unended children `id` started to wait for (read from its journal: the `start` steps
-    /// of its `~child[n]` scopes).
+    /// of its `~child[n]` scopes), with the runs their chains continued as.
     async fn awaited_children(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
         let children = self.every_run(RunFilter { parent: Some(id.clone()), ..RunFilter::default() }).await?;
-        let unended: Vec<RunId> = children.into_iter().filter(|r| !r.status.is_terminal()).map(|r| r.id).collect();
+        let unended: Vec<RunRecord> = children.into_iter().filter(|r| !r.status.is_terminal()).collect();
         if unended.is_empty() {
-            return Ok(unended);
+            return Ok(Vec::new());
         }
         let awaited: Vec<RunId> =
             self.store.read_journal(id).await?.iter().filter_map(|entry| crate::child::awaited(&entry.event)).collect();
-        Ok(unended.into_iter().filter(|child| awaited.contains(child)).collect())
+        let first = |run: &RunRecord| crate::run::chain_position(&run.id, run.continued_from.is_some()).0.to_owned();
+        Ok(unended.into_iter().filter(|child| awaited.contains(&RunId::new(first(child)))).map(|r| r.id).collect())
     }
 
     /// Wakes `parent`, which may wait for its child `child` to end.

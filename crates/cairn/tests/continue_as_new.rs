@@ -229,3 +229,42 @@ async fn a_parent_waits_for_the_last_run_of_its_childs_chain() {
     assert_eq!(ids, ["l:~child[0]", "l:~child[0]~1", "l:~child[0]~2", "l:~child[0]~3"], "each keeps the parent");
     engine.shutdown().await;
 }
+
+/// Continues once, then waits for a signal nobody sends.
+async fn idler(ctx: Ctx, generation: u32) -> Result<(), WorkflowError> {
+    if generation == 0 {
+        return ctx.continue_as_new(&1u32);
+    }
+    let _: Option<()> = ctx.wait_for_event("never", EventFilter::any(), HOUR).await?;
+    Ok(())
+}
+
+async fn idle_parent(ctx: Ctx, (): ()) -> Result<(), WorkflowError> {
+    ctx.child("idler", &0u32).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_reaches_the_newest_run_of_a_chain_and_of_a_childs_chain() {
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder()
+        .store(store)
+        .clock(clock())
+        .register("idler", 1, idler)
+        .register("idle-parent", 1, idle_parent)
+        .start()
+        .await
+        .unwrap();
+    let run = engine.start("idler", &0u32).id("idle").await.unwrap();
+    wait_for_status(&engine, run.id(), RunStatus::Continued).await;
+    wait_for_status(&engine, &"idle~1".into(), RunStatus::Suspended).await;
+    engine.cancel(run.id()).await.unwrap();
+    wait_for_status(&engine, &"idle~1".into(), RunStatus::Cancelled).await;
+
+    let parent = engine.start("idle-parent", &()).id("p").await.unwrap();
+    wait_for_status(&engine, &"p:~child[0]".into(), RunStatus::Continued).await;
+    wait_for_status(&engine, &"p:~child[0]~1".into(), RunStatus::Suspended).await;
+    engine.cancel(parent.id()).await.unwrap();
+    wait_for_status(&engine, &"p:~child[0]~1".into(), RunStatus::Cancelled).await;
+    wait_for_status(&engine, parent.id(), RunStatus::Cancelled).await;
+    engine.shutdown().await;
+}

@@ -34,12 +34,13 @@ pub fn clock() -> ManualClock {
     ManualClock::new(Timestamp::from_millis(1_700_000_000_000))
 }
 
-/// Polls until the run reaches `status`. The bound only turns a hang into a failure; no test
-/// asserts on how long anything took.
+/// Polls until the run exists and reaches `status`. The bound only turns a hang into a failure;
+/// no test asserts on how long anything took.
 pub async fn wait_for_status(client: &Client, id: &RunId, status: RunStatus) -> RunRecord {
     for _ in 0..3_000 {
-        let run = client.get(id).await.expect("get run");
-        if run.status == status {
+        if let Ok(run) = client.get(id).await
+            && run.status == status
+        {
             return run;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
