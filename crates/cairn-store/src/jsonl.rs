@@ -2,8 +2,8 @@
 
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
-    MemoryStore, NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
-    RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount,
+    FireSchedule, MemoryStore, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
+    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount,
     WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
@@ -72,6 +72,8 @@ pub struct JsonlStore {
 #[derive(Debug)]
 struct Shared {
     runs_dir: PathBuf,
+    /// Every schedule, as one JSON array replaced whole at each change.
+    schedules_file: PathBuf,
     memory: MemoryStore,
     /// Serializes every change, so memory and files change in the same order.
     writes: std::sync::Mutex<()>,
@@ -292,9 +294,19 @@ impl JsonlStore {
         for (Loaded { run, journal, .. }, signals) in runs.into_values() {
             memory.restore(run, journal, signals);
         }
+        let schedules_file = dir.join("schedules.json");
+        match std::fs::read(&schedules_file) {
+            Ok(bytes) => memory.restore_schedules(
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| StoreError::Corrupt(format!("{}: {e}", schedules_file.display())))?,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot read", &schedules_file, e)),
+        }
         Ok(JsonlStore {
             inner: Arc::new(Shared {
                 runs_dir,
+                schedules_file,
                 memory,
                 writes: std::sync::Mutex::new(()),
                 broken: AtomicBool::new(false),
@@ -447,6 +459,48 @@ impl JsonlStore {
         Ok(doomed)
     }
 
+    /// Applies a change to the schedules in memory, then writes them all (to a temporary file,
+    /// synced, renamed over the old one: a crash leaves the old set or the new).
+    fn change_schedules<T>(&self, change: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let _writes = self.writing()?;
+        let outcome = change()?;
+        self.write_schedules()?;
+        Ok(outcome)
+    }
+
+    fn write_schedules(&self) -> Result<(), StoreError> {
+        let schedules = ready(self.inner.memory.schedules())?;
+        let file = &self.inner.schedules_file;
+        let temporary = file.with_extension("json.tmp");
+        let result = (|| {
+            let mut handle = File::create(&temporary)?;
+            handle.write_all(encode(&schedules).map_err(std::io::Error::other)?.as_bytes())?;
+            handle.sync_all()?;
+            std::fs::rename(&temporary, file)?;
+            if let Some(dir) = file.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        result.map_err(|e: std::io::Error| {
+            self.inner.broken.store(true, Ordering::SeqCst);
+            io("cannot write", file, e)
+        })
+    }
+
+    /// Fires a schedule: the runs' files first, then the schedules (a crash between leaves the
+    /// schedule due, and firing it again finds the runs by their ids).
+    fn fire_now(&self, fire: FireSchedule) -> Result<Option<Vec<CreatedRun>>, StoreError> {
+        let _writes = self.writing()?;
+        let Some(created) = ready(self.inner.memory.fire_schedule(fire))? else { return Ok(None) };
+        for run in created.iter().filter(|c| c.created) {
+            let events = self.tail(&run.run.id, 0)?;
+            self.commit(&run.run.id, events, None)?;
+        }
+        self.write_schedules()?;
+        Ok(Some(created))
+    }
+
     fn cancel_now(&self, request: ControlRequest) -> Result<CancelOutcome, StoreError> {
         let _writes = self.writing()?;
         let id = request.run_id.clone();
@@ -554,6 +608,39 @@ impl Store for JsonlStore {
 
     fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
         self.inner.memory.workflow_counts()
+    }
+
+    fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        let result = self.change_schedules(|| ready(self.inner.memory.put_schedule(put)));
+        Box::pin(async move { result })
+    }
+
+    fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>> {
+        self.inner.memory.schedules()
+    }
+
+    fn due_schedules<'a>(
+        &'a self,
+        workflows: &'a [String],
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<ScheduleRecord>> {
+        self.inner.memory.due_schedules(workflows, now, limit)
+    }
+
+    fn fire_schedule(&self, fire: FireSchedule) -> StoreFuture<'_, Option<Vec<CreatedRun>>> {
+        let result = self.fire_now(fire);
+        Box::pin(async move { result })
+    }
+
+    fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        let result = self.change_schedules(|| ready(self.inner.memory.pause_schedule(change)));
+        Box::pin(async move { result })
+    }
+
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        let result = self.change_schedules(|| ready(self.inner.memory.delete_schedule(name)));
+        Box::pin(async move { result })
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {

@@ -151,8 +151,35 @@ pub trait Store: Send + Sync + 'static {
     /// deleted, so this does not scan the runs that have ended.
     fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>>;
 
-    /// The earliest `wake_at` among suspended runs of these workflows.
+    /// The earliest `wake_at` among suspended runs of these workflows, or `next_fire_at` among
+    /// the unpaused schedules of their names.
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
+
+    /// Creates or updates a schedule (see [`PutSchedule`]); the schedule as stored after.
+    fn put_schedule<'a>(&'a self, schedule: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord>;
+
+    /// Every schedule, by name.
+    fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>>;
+
+    /// Up to `limit` unpaused schedules of `workflows` whose `next_fire_at` is at or before
+    /// `now`, earliest first.
+    fn due_schedules<'a>(
+        &'a self,
+        workflows: &'a [String],
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<ScheduleRecord>>;
+
+    /// Fires a due schedule (see [`FireSchedule`]): the runs it created or found, or `None` if it
+    /// was no longer due at `due` (fired elsewhere, paused, moved or deleted) and nothing changed.
+    fn fire_schedule(&self, fire: FireSchedule) -> StoreFuture<'_, Option<Vec<CreatedRun>>>;
+
+    /// Pauses or resumes a schedule; refused with [`StoreError::ScheduleNotFound`] if there is
+    /// none of that name.
+    fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord>;
+
+    /// Deletes a schedule (the runs it started stay); whether there was one.
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool>;
 
     /// For stores shared between processes: a receiver that changes whenever another process may
     /// have made runs ready (a new run, a signal, a cancellation), so idle workers need not poll.

@@ -1,7 +1,7 @@
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
-    NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
+    FireSchedule, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter,
+    RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
     SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
@@ -39,6 +39,8 @@ struct Inner {
     workers: BTreeMap<String, WorkerRecord>,
     /// Topic subscriptions: the version each (workflow, pattern) starts.
     subscriptions: BTreeMap<(String, String), u32>,
+    /// Schedules by name.
+    schedules: BTreeMap<String, ScheduleRecord>,
 }
 
 /// Why a run may become claimable.
@@ -80,6 +82,11 @@ impl MemoryStore {
         inner.journals.insert(run.id.clone(), journal);
         inner.signals.insert(run.id.clone(), signals);
         inner.runs.insert(run.id.clone(), run);
+    }
+
+    /// Puts back the schedules a durable store recorded (used when a file store opens).
+    pub(crate) fn restore_schedules(&self, schedules: Vec<ScheduleRecord>) {
+        self.lock().schedules.extend(schedules.into_iter().map(|s| (s.name.clone(), s)));
     }
 
     /// The newest run of `id`'s chain of continuations, where a signal sent to `id` goes.
@@ -610,7 +617,117 @@ impl Store for MemoryStore {
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
         let tags: HashSet<(&str, u32)> = workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
-        let next = self.lock().due_runs(Due::Timer, None, &tags, 1).first().map(|(at, _)| *at);
+        let inner = self.lock();
+        let timer = inner.due_runs(Due::Timer, None, &tags, 1).first().map(|(at, _)| *at);
+        let names: HashSet<&str> = workflows.iter().map(|k| k.name.as_str()).collect();
+        let firing = (inner.schedules.values())
+            .filter(|s| !s.paused && names.contains(s.workflow.as_str()))
+            .filter_map(|s| s.next_fire_at)
+            .min();
+        let next = timer.into_iter().chain(firing).min();
         Box::pin(async move { Ok(next) })
+    }
+
+    fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        let mut inner = self.lock();
+        let record = match inner.schedules.get_mut(&put.name) {
+            Some(existing) => {
+                if existing.spec != put.spec {
+                    existing.next_fire_at = put.next_fire_at;
+                }
+                existing.workflow = put.workflow.clone();
+                existing.spec = put.spec.clone();
+                existing.input = put.input.clone();
+                existing.updated_at = put.now;
+                existing.clone()
+            }
+            None => {
+                let record = ScheduleRecord {
+                    name: put.name.clone(),
+                    workflow: put.workflow.clone(),
+                    spec: put.spec.clone(),
+                    input: put.input.clone(),
+                    paused: false,
+                    next_fire_at: put.next_fire_at,
+                    last_fired_at: None,
+                    created_at: put.now,
+                    updated_at: put.now,
+                };
+                inner.schedules.insert(put.name.clone(), record.clone());
+                record
+            }
+        };
+        Box::pin(async move { Ok(record) })
+    }
+
+    fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>> {
+        let all = self.lock().schedules.values().cloned().collect();
+        Box::pin(async move { Ok(all) })
+    }
+
+    fn due_schedules<'a>(
+        &'a self,
+        workflows: &'a [String],
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<ScheduleRecord>> {
+        let mut due: Vec<ScheduleRecord> = (self.lock().schedules.values())
+            .filter(|s| !s.paused && s.next_fire_at.is_some_and(|at| at <= now) && workflows.contains(&s.workflow))
+            .cloned()
+            .collect();
+        due.sort_by_key(|s| s.next_fire_at);
+        due.truncate(limit);
+        Box::pin(async move { Ok(due) })
+    }
+
+    fn fire_schedule(&self, fire: FireSchedule) -> StoreFuture<'_, Option<Vec<CreatedRun>>> {
+        let result = self.lock().fire(fire);
+        Box::pin(async move { result })
+    }
+
+    fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        let result = match self.lock().schedules.get_mut(&change.name) {
+            Some(schedule) => {
+                if schedule.paused != change.paused {
+                    schedule.paused = change.paused;
+                    if !change.paused {
+                        schedule.next_fire_at = change.next_fire_at;
+                    }
+                    schedule.updated_at = change.now;
+                }
+                Ok(schedule.clone())
+            }
+            None => Err(StoreError::ScheduleNotFound(change.name.clone())),
+        };
+        Box::pin(async move { result })
+    }
+
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        let deleted = self.lock().schedules.remove(name).is_some();
+        Box::pin(async move { Ok(deleted) })
+    }
+}
+
+impl Inner {
+    /// Fires a schedule if it is still due at `fire.due` (see [`FireSchedule`]).
+    fn fire(&mut self, fire: FireSchedule) -> Result<Option<Vec<CreatedRun>>, StoreError> {
+        let due = |s: &ScheduleRecord| !s.paused && s.next_fire_at == Some(fire.due);
+        if !self.schedules.get(&fire.name).is_some_and(due) {
+            return Ok(None);
+        }
+        let mut created = Vec::with_capacity(fire.runs.len());
+        for run in fire.runs {
+            created.push(match self.runs.get(&run.id) {
+                // Started by an earlier firing of the same time (its id says so).
+                Some(existing) => CreatedRun { run: existing.clone(), created: false },
+                None => self.create(run)?,
+            });
+        }
+        if let Some(schedule) = self.schedules.get_mut(&fire.name) {
+            schedule.next_fire_at = fire.next_fire_at;
+            schedule.last_fired_at = fire.last_fired_at.or(schedule.last_fired_at);
+            schedule.updated_at = fire.now;
+        }
+        Ok(Some(created))
     }
 }

@@ -1,10 +1,11 @@
 //! The embedded SQLite backend: one file, WAL, one writer thread that group-commits.
 
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
-    NewRun, NewSignal, PageCursor, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
-    RunStatus, RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
-    SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
+    LeaseStatus, NewRun, NewSignal, PageCursor, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord,
+    StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord,
+    WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -116,6 +117,10 @@ enum Command {
     RecordWorker(WorkerRecord, Reply<()>),
     ForgetWorkers(ForgetWorkers, Reply<u64>),
     SetSubscriptions(SetSubscriptions, Reply<()>),
+    PutSchedule(PutSchedule, Reply<ScheduleRecord>),
+    FireSchedule(FireSchedule, Reply<Option<Vec<CreatedRun>>>),
+    PauseSchedule(PauseSchedule, Reply<ScheduleRecord>),
+    DeleteSchedule(String, Reply<u64>),
 }
 
 enum Output {
@@ -129,6 +134,8 @@ enum Output {
     Started(Box<(CreatedRun, SignalId)>),
     Pruned(Vec<RunId>),
     Count(u64),
+    Schedule(Box<ScheduleRecord>),
+    Fired(Option<Vec<CreatedRun>>),
 }
 
 /// A command's failure; `dirty` when it may have written part of its change before failing.
@@ -268,6 +275,21 @@ CREATE INDEX IF NOT EXISTS runs_parent ON runs(parent) WHERE parent IS NOT NULL;
 ALTER TABLE runs ADD COLUMN continued_from TEXT;
 ALTER TABLE runs ADD COLUMN continued_as TEXT;
 ",
+    // 10: schedules; the partial index holds the ones that will fire, by when.
+    "
+CREATE TABLE IF NOT EXISTS schedules (
+    name TEXT PRIMARY KEY NOT NULL,
+    workflow TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    input TEXT NOT NULL,
+    paused INTEGER NOT NULL DEFAULT 0,
+    next_fire_at INTEGER,
+    last_fired_at INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules(next_fire_at) WHERE paused = 0 AND next_fire_at IS NOT NULL;
+",
 ];
 
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -276,6 +298,39 @@ const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input,
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
      continued_as";
+
+const SCHEDULE_COLUMNS: &str =
+    "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
+
+fn row_to_schedule(row: &Row<'_>) -> rusqlite::Result<Result<ScheduleRecord, StoreError>> {
+    let ts = |v: Option<i64>| v.map(Timestamp::from_millis);
+    let input: String = row.get(3)?;
+    Ok((|| {
+        Ok(ScheduleRecord {
+            name: row.get(0).map_err(backend)?,
+            workflow: row.get(1).map_err(backend)?,
+            spec: row.get(2).map_err(backend)?,
+            input: raw(input)?,
+            paused: row.get::<_, i64>(4).map_err(backend)? != 0,
+            next_fire_at: ts(row.get(5).map_err(backend)?),
+            last_fired_at: ts(row.get(6).map_err(backend)?),
+            created_at: Timestamp::from_millis(row.get(7).map_err(backend)?),
+            updated_at: Timestamp::from_millis(row.get(8).map_err(backend)?),
+        })
+    })())
+}
+
+fn query_schedules(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+) -> Result<Vec<ScheduleRecord>, StoreError> {
+    let rows = stmt.query_map(params, row_to_schedule).map_err(backend)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row.map_err(backend)??);
+    }
+    Ok(out)
+}
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
@@ -743,6 +798,12 @@ impl Writer {
             Command::RecordWorker(worker, _) => self.record_worker(worker).map(|()| Output::Unit),
             Command::ForgetWorkers(request, _) => self.forget_workers(request).map(Output::Count),
             Command::SetSubscriptions(request, _) => self.set_subscriptions(request).map(|()| Output::Unit),
+            Command::PutSchedule(put, _) => self.put_schedule(put).map(|s| Output::Schedule(Box::new(s))),
+            Command::FireSchedule(fire, _) => self.fire_schedule(fire).map(Output::Fired),
+            Command::PauseSchedule(change, _) => self.pause_schedule(change).map(|s| Output::Schedule(Box::new(s))),
+            Command::DeleteSchedule(name, _) => Ok(Output::Count(
+                self.conn.prepare_cached("DELETE FROM schedules WHERE name = ?1")?.execute([name])? as u64,
+            )),
         }
     }
 
@@ -821,6 +882,74 @@ impl Writer {
                 .execute(params![subscription.workflow, subscription.pattern, subscription.version])?;
         }
         Ok(())
+    }
+
+    fn schedule(&self, name: &str) -> Result<Option<ScheduleRecord>, Failure> {
+        let mut stmt = self.conn.prepare_cached(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name = ?1"))?;
+        let found = stmt.query_row([name], row_to_schedule).optional()?;
+        found.transpose().map_err(clean)
+    }
+
+    fn put_schedule(&mut self, put: &PutSchedule) -> Result<ScheduleRecord, Failure> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO schedules (name, workflow, spec, input, next_fire_at, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                 ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, input = excluded.input,
+                     next_fire_at = CASE WHEN spec = excluded.spec THEN next_fire_at ELSE excluded.next_fire_at END,
+                     spec = excluded.spec, updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                put.name,
+                put.workflow,
+                put.spec,
+                put.input.get(),
+                put.next_fire_at.map(Timestamp::as_millis),
+                put.now.as_millis()
+            ])?;
+        self.schedule(&put.name)?.ok_or_else(|| clean(StoreError::ScheduleNotFound(put.name.clone())))
+    }
+
+    fn fire_schedule(&mut self, fire: &FireSchedule) -> Result<Option<Vec<CreatedRun>>, Failure> {
+        let moved = self
+            .conn
+            .prepare_cached(
+                "UPDATE schedules SET next_fire_at = ?3, last_fired_at = coalesce(?4, last_fired_at), updated_at = ?5
+                 WHERE name = ?1 AND paused = 0 AND next_fire_at = ?2",
+            )?
+            .execute(params![
+                fire.name,
+                fire.due.as_millis(),
+                fire.next_fire_at.map(Timestamp::as_millis),
+                fire.last_fired_at.map(Timestamp::as_millis),
+                fire.now.as_millis()
+            ])?;
+        if moved == 0 {
+            return Ok(None);
+        }
+        let mut created = Vec::with_capacity(fire.runs.len());
+        for run in &fire.runs {
+            created.push(match self.create(run) {
+                // Started by an earlier firing of the same time (its id says so).
+                Err(Failure { error: StoreError::DuplicateRunId(id), .. }) => {
+                    let existing = self.status_of(&id).map_err(|f| Failure { dirty: true, ..f })?;
+                    CreatedRun { run: existing, created: false }
+                }
+                other => other.map_err(|failure| Failure { dirty: true, ..failure })?,
+            });
+        }
+        Ok(Some(created))
+    }
+
+    fn pause_schedule(&mut self, change: &PauseSchedule) -> Result<ScheduleRecord, Failure> {
+        self.conn
+            .prepare_cached(
+                "UPDATE schedules SET paused = ?2, updated_at = ?4,
+                     next_fire_at = CASE WHEN ?2 = 0 THEN ?3 ELSE next_fire_at END
+                 WHERE name = ?1 AND paused <> ?2",
+            )?
+            .execute(params![change.name, change.paused, change.next_fire_at.map(Timestamp::as_millis), change.now.as_millis()])?;
+        self.schedule(&change.name)?.ok_or_else(|| clean(StoreError::ScheduleNotFound(change.name.clone())))
     }
 
     fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -1244,6 +1373,11 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
         Command::RecordWorker(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
         Command::ForgetWorkers(_, r) => send(r, output, |o| if let Output::Count(v) = o { Some(v) } else { None }),
         Command::SetSubscriptions(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
+        Command::PutSchedule(_, r) | Command::PauseSchedule(_, r) => {
+            send(r, output, |o| if let Output::Schedule(s) = o { Some(*s) } else { None })
+        }
+        Command::FireSchedule(_, r) => send(r, output, |o| if let Output::Fired(f) = o { Some(f) } else { None }),
+        Command::DeleteSchedule(_, r) => send(r, output, |o| if let Output::Count(n) = o { Some(n) } else { None }),
     }
 }
 
@@ -1531,17 +1665,74 @@ impl Store for SqliteStore {
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
         let tags: Vec<String> = workflows.iter().map(WorkflowKey::tag).collect();
+        let names: Vec<&str> = workflows.iter().map(|k| k.name.as_str()).collect();
+        let names = serde_json::to_string(&names).map_err(|e| StoreError::InvalidInput(e.to_string()));
         self.read(move |conn| {
             let tags = serde_json::to_string(&tags).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+            let names = names?;
+            // The schedules' minimum goes through their partial index (few rows: the unpaused).
             conn.prepare_cached(
-                "SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
-                   AND (workflow || '@' || version) IN (SELECT value FROM json_each(?1))",
+                "SELECT min(at) FROM (
+                     SELECT min(wake_at) AS at FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?1))
+                     UNION ALL
+                     SELECT min(next_fire_at) FROM schedules WHERE paused = 0 AND next_fire_at IS NOT NULL
+                       AND workflow IN (SELECT value FROM json_each(?2)))",
             )
             .map_err(backend)?
-            .query_row([tags], |r| r.get::<_, Option<i64>>(0))
+            .query_row([tags, names], |r| r.get::<_, Option<i64>>(0))
             .map(|v| v.map(Timestamp::from_millis))
             .map_err(backend)
         })
+    }
+
+    fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        let put = put.clone();
+        Box::pin(self.send(|r| Command::PutSchedule(put, r)))
+    }
+
+    fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name"))
+                .map_err(backend)?;
+            query_schedules(&mut stmt, [])
+        })
+    }
+
+    fn due_schedules<'a>(
+        &'a self,
+        workflows: &'a [String],
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<ScheduleRecord>> {
+        let names = serde_json::to_string(workflows).map_err(|e| StoreError::InvalidInput(e.to_string()));
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {SCHEDULE_COLUMNS} FROM schedules
+                     WHERE paused = 0 AND next_fire_at IS NOT NULL AND next_fire_at <= ?1
+                       AND workflow IN (SELECT value FROM json_each(?2))
+                     ORDER BY next_fire_at LIMIT ?3"
+                ))
+                .map_err(backend)?;
+            query_schedules(&mut stmt, params![now.as_millis(), names?, limit as i64])
+        })
+    }
+
+    fn fire_schedule(&self, fire: FireSchedule) -> StoreFuture<'_, Option<Vec<CreatedRun>>> {
+        Box::pin(self.send(|r| Command::FireSchedule(fire, r)))
+    }
+
+    fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        let change = change.clone();
+        Box::pin(self.send(|r| Command::PauseSchedule(change, r)))
+    }
+
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        let name = name.to_owned();
+        let deleted = self.send(|r| Command::DeleteSchedule(name, r));
+        Box::pin(async move { Ok(deleted.await? > 0) })
     }
 }
 
