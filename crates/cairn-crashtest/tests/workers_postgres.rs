@@ -268,6 +268,38 @@ impl Store for CountingReads {
     ) -> cairn::store::StoreFuture<'a, Option<cairn::journal::Timestamp>> {
         self.inner.next_wake_at(workflows)
     }
+    fn put_schedule<'a>(
+        &'a self,
+        put: &'a cairn::store::PutSchedule,
+    ) -> cairn::store::StoreFuture<'a, cairn::store::ScheduleRecord> {
+        self.inner.put_schedule(put)
+    }
+    fn schedules(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::ScheduleRecord>> {
+        self.inner.schedules()
+    }
+    fn due_schedules<'a>(
+        &'a self,
+        workflows: &'a [String],
+        now: cairn::journal::Timestamp,
+        limit: usize,
+    ) -> cairn::store::StoreFuture<'a, Vec<cairn::store::ScheduleRecord>> {
+        self.inner.due_schedules(workflows, now, limit)
+    }
+    fn fire_schedule(
+        &self,
+        fire: cairn::store::FireSchedule,
+    ) -> cairn::store::StoreFuture<'_, Option<Vec<cairn::store::CreatedRun>>> {
+        self.inner.fire_schedule(fire)
+    }
+    fn pause_schedule<'a>(
+        &'a self,
+        change: &'a cairn::store::PauseSchedule,
+    ) -> cairn::store::StoreFuture<'a, cairn::store::ScheduleRecord> {
+        self.inner.pause_schedule(change)
+    }
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> cairn::store::StoreFuture<'a, bool> {
+        self.inner.delete_schedule(name)
+    }
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.wakeups()
     }

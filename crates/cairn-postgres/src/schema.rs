@@ -155,6 +155,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         EXECUTE FUNCTION {schema}.count_ended();
     CREATE TRIGGER runs_ended_delete AFTER DELETE ON {schema}.runs FOR EACH ROW
         WHEN (OLD.status IN ('completed', 'failed', 'cancelled', 'continued')) EXECUTE FUNCTION {schema}.count_ended();",
+    // 11: schedules; the partial index holds the ones that will fire, by when.
+    "CREATE TABLE {schema}.schedules (
+        name TEXT COLLATE \"C\" PRIMARY KEY,
+        workflow TEXT COLLATE \"C\" NOT NULL,
+        spec TEXT NOT NULL,
+        input TEXT NOT NULL,
+        paused BOOLEAN NOT NULL DEFAULT false,
+        next_fire_at BIGINT,
+        last_fired_at BIGINT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX schedules_due ON {schema}.schedules (next_fire_at) WHERE NOT paused AND next_fire_at IS NOT NULL;",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

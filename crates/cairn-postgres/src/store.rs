@@ -3,10 +3,11 @@
 use crate::schema::{MIGRATIONS, valid_schema_name};
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
-    NewRun, NewSignal, Notice, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId, RunPage, RunRecord,
-    RunStatus, RunUpdate, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
-    SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
+    LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord,
+    StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord,
+    WorkflowCount, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -184,6 +185,13 @@ struct Sql {
     move_signals: String,
     cancel_now: String,
     next_wake: String,
+    put_schedule: String,
+    get_schedule: String,
+    schedules: String,
+    due_schedules: String,
+    fire_schedule: String,
+    pause_schedule: String,
+    delete_schedule: String,
     notify: String,
     append_batch: String,
     progress: String,
@@ -418,9 +426,39 @@ impl Sql {
                      lease_owner = NULL, lease_expires_at = NULL, delete_after = $3 + retention_ms
                  WHERE id = $1"
             ),
+            put_schedule: format!(
+                "INSERT INTO {s}.schedules AS o (name, workflow, spec, input, next_fire_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                 ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, input = excluded.input,
+                     next_fire_at = CASE WHEN o.spec = excluded.spec THEN o.next_fire_at ELSE excluded.next_fire_at END,
+                     spec = excluded.spec, updated_at = excluded.updated_at
+                 RETURNING {SCHEDULE_COLUMNS}"
+            ),
+            get_schedule: format!("SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules WHERE name = $1"),
+            schedules: format!("SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules ORDER BY name"),
+            due_schedules: format!(
+                "SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules
+                 WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= $1 AND workflow = ANY($2)
+                 ORDER BY next_fire_at LIMIT $3"
+            ),
+            fire_schedule: format!(
+                "UPDATE {s}.schedules SET next_fire_at = $3, last_fired_at = coalesce($4, last_fired_at), updated_at = $5
+                 WHERE name = $1 AND NOT paused AND next_fire_at = $2"
+            ),
+            pause_schedule: format!(
+                "UPDATE {s}.schedules SET paused = $2, updated_at = $4,
+                     next_fire_at = CASE WHEN $2 THEN next_fire_at ELSE $3 END
+                 WHERE name = $1 AND paused <> $2"
+            ),
+            delete_schedule: format!("DELETE FROM {s}.schedules WHERE name = $1"),
+            // The schedules' minimum goes through their partial index (few rows: the unpaused).
             next_wake: format!(
-                "SELECT min(wake_at) FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
-                   AND (workflow || '@' || version) = ANY($1)"
+                "SELECT min(at) FROM (
+                     SELECT min(wake_at) AS at FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+                       AND (workflow || '@' || version) = ANY($1)
+                     UNION ALL
+                     SELECT min(next_fire_at) FROM {s}.schedules WHERE NOT paused AND next_fire_at IS NOT NULL
+                       AND workflow = ANY($2)) AS due"
             ),
             // The channel is the schema's name: one channel per Cairn installation.
             notify: "SELECT pg_notify($1, $2)".to_owned(),
@@ -487,6 +525,26 @@ fn journal_cte(s: &str, first: usize, gate: &str) -> String {
         p(4),
         p(5)
     )
+}
+
+const SCHEDULE_COLUMNS: &str =
+    "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
+
+fn row_to_schedule(row: &Row) -> Result<ScheduleRecord, StoreError> {
+    let ts = |i: usize| -> Result<Option<Timestamp>, StoreError> {
+        Ok(row.try_get::<_, Option<i64>>(i).map_err(backend)?.map(Timestamp::from_millis))
+    };
+    Ok(ScheduleRecord {
+        name: row.try_get(0).map_err(backend)?,
+        workflow: row.try_get(1).map_err(backend)?,
+        spec: row.try_get(2).map_err(backend)?,
+        input: raw(row.try_get(3).map_err(backend)?)?,
+        paused: row.try_get(4).map_err(backend)?,
+        next_fire_at: ts(5)?,
+        last_fired_at: ts(6)?,
+        created_at: Timestamp::from_millis(row.try_get(7).map_err(backend)?),
+        updated_at: Timestamp::from_millis(row.try_get(8).map_err(backend)?),
+    })
 }
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
@@ -1414,6 +1472,33 @@ impl PostgresStore {
         Ok(id)
     }
 
+    /// Fires a due schedule in one transaction: moves `next_fire_at` on (if it is still `due`: a
+    /// concurrent firer's update waits for this one and then matches nothing), then creates its
+    /// runs, finding those an earlier firing of the same time created.
+    async fn fire_inner(&self, fire: FireSchedule) -> Result<Option<Vec<CreatedRun>>, StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let statement = tx.prepare_cached(&sql.fire_schedule).await.map_err(backend)?;
+        let (next, last) = (fire.next_fire_at.map(Timestamp::as_millis), fire.last_fired_at.map(Timestamp::as_millis));
+        let params: [&(dyn ToSql + Sync); 5] = [&fire.name, &fire.due.as_millis(), &next, &last, &fire.now.as_millis()];
+        if tx.execute(&statement, &params).await.map_err(backend)? == 0 {
+            return Ok(None);
+        }
+        let runs: Vec<&NewRun> = fire.runs.iter().collect();
+        let mut created = Vec::with_capacity(runs.len());
+        for outcome in create_batch(&tx, sql, &runs).await? {
+            created.push(match outcome {
+                Err(StoreError::DuplicateRunId(id)) => {
+                    CreatedRun { run: lock_run(&tx, sql, &id).await?, created: false }
+                }
+                other => other?,
+            });
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(Some(created))
+    }
+
     /// A run's hand-over to its successor (`append` finishes the run as `continued`) in one
     /// transaction of its own, outside the group-commit writer: it is the run's last append, sent
     /// once every earlier one has committed.
@@ -1872,8 +1957,70 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let client = self.pool.get().await.map_err(backend)?;
             let statement = client.prepare_cached(&self.sql.next_wake).await.map_err(backend)?;
-            let row = client.query_one(&statement, &[&tags(workflows)]).await.map_err(backend)?;
+            let names: Vec<&str> = workflows.iter().map(|k| k.name.as_str()).collect();
+            let row = client.query_one(&statement, &[&tags(workflows), &names]).await.map_err(backend)?;
             Ok(row.try_get::<_, Option<i64>>(0).map_err(backend)?.map(Timestamp::from_millis))
+        })
+    }
+
+    fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.put_schedule).await.map_err(backend)?;
+            let next = put.next_fire_at.map(Timestamp::as_millis);
+            let params: [&(dyn ToSql + Sync); 6] =
+                [&put.name, &put.workflow, &put.spec, &put.input.get(), &next, &put.now.as_millis()];
+            row_to_schedule(&client.query_one(&statement, &params).await.map_err(backend)?)
+        })
+    }
+
+    fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.schedules).await.map_err(backend)?;
+            client.query(&statement, &[]).await.map_err(backend)?.iter().map(row_to_schedule).collect()
+        })
+    }
+
+    fn due_schedules<'a>(
+        &'a self,
+        workflows: &'a [String],
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<ScheduleRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.due_schedules).await.map_err(backend)?;
+            let params: [&(dyn ToSql + Sync); 3] = [&now.as_millis(), &workflows, &(limit as i64)];
+            client.query(&statement, &params).await.map_err(backend)?.iter().map(row_to_schedule).collect()
+        })
+    }
+
+    fn fire_schedule(&self, fire: FireSchedule) -> StoreFuture<'_, Option<Vec<CreatedRun>>> {
+        Box::pin(self.fire_inner(fire))
+    }
+
+    fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.pause_schedule).await.map_err(backend)?;
+            let next = change.next_fire_at.map(Timestamp::as_millis);
+            let params: [&(dyn ToSql + Sync); 4] = [&change.name, &change.paused, &next, &change.now.as_millis()];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.get_schedule).await.map_err(backend)?;
+            let row = client.query_opt(&statement, &[&change.name]).await.map_err(backend)?;
+            row.as_ref()
+                .map(row_to_schedule)
+                .transpose()?
+                .ok_or_else(|| StoreError::ScheduleNotFound(change.name.clone()))
+        })
+    }
+
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.delete_schedule).await.map_err(backend)?;
+            Ok(client.execute(&statement, &[&name]).await.map_err(backend)? > 0)
         })
     }
 }

@@ -1,10 +1,10 @@
 //! The JSONL file store: one append-only, human-readable file per run.
 
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
-    FireSchedule, MemoryStore, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
-    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount,
-    WorkerRecord, WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
+    LeaseStatus, MemoryStore, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest,
+    RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
+    Store, StoreError, StoreFuture, Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use serde::{Deserialize, Serialize};

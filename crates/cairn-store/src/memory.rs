@@ -1,8 +1,9 @@
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, ForgetWorkers, HeartbeatRequest, LeaseStatus,
-    FireSchedule, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter,
-    RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
-    SuspendReason, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
+    LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter,
+    RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
+    Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord, WorkflowCount,
+    WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -885,7 +885,8 @@ impl Writer {
     }
 
     fn schedule(&self, name: &str) -> Result<Option<ScheduleRecord>, Failure> {
-        let mut stmt = self.conn.prepare_cached(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name = ?1"))?;
+        let mut stmt =
+            self.conn.prepare_cached(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name = ?1"))?;
         let found = stmt.query_row([name], row_to_schedule).optional()?;
         found.transpose().map_err(clean)
     }
@@ -948,7 +949,12 @@ impl Writer {
                      next_fire_at = CASE WHEN ?2 = 0 THEN ?3 ELSE next_fire_at END
                  WHERE name = ?1 AND paused <> ?2",
             )?
-            .execute(params![change.name, change.paused, change.next_fire_at.map(Timestamp::as_millis), change.now.as_millis()])?;
+            .execute(params![
+                change.name,
+                change.paused,
+                change.next_fire_at.map(Timestamp::as_millis),
+                change.now.as_millis()
+            ])?;
         self.schedule(&change.name)?.ok_or_else(|| clean(StoreError::ScheduleNotFound(change.name.clone())))
     }
 
