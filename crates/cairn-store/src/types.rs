@@ -908,7 +908,7 @@ pub enum StoreError {
         status: RunStatus,
     },
     /// No schedule has that name.
-    #[error("[CAIRN-E0309] no schedule named `{0}`")]
+    #[error("[CAIRN-E0310] no schedule named `{0}`")]
     ScheduleNotFound(String),
     /// The request itself was malformed.
     #[error("invalid input: {0}")]

@@ -290,6 +290,12 @@ pub enum ClientError {
     /// An event id is empty, over 200 bytes or holds a control character.
     #[error("[CAIRN-E0309] event id {0:?} must be 1 to 200 bytes without control characters")]
     InvalidEventId(String),
+    /// No schedule has that name.
+    #[error("[CAIRN-E0310] no schedule named `{0}`")]
+    ScheduleNotFound(String),
+    /// A schedule's name, cron expression, time zone, interval or catch-up policy is not valid.
+    #[error("[CAIRN-E0311] invalid schedule: {0}")]
+    InvalidSchedule(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -303,6 +309,7 @@ impl From<StoreError> for ClientError {
             StoreError::RunFinished { run_id, status } => ClientError::RunFinished { run_id, status },
             StoreError::NotPaused { run_id, status } => ClientError::NotPaused { run_id, status },
             StoreError::InvalidInput(message) => ClientError::InvalidPayload(message),
+            StoreError::ScheduleNotFound(name) => ClientError::ScheduleNotFound(name),
             other => ClientError::Store(other),
         }
     }

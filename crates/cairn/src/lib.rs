@@ -50,6 +50,7 @@ mod registry;
 mod repeat;
 mod run;
 mod saga;
+mod schedule;
 pub mod telemetry;
 pub mod testing;
 mod var;
@@ -73,6 +74,7 @@ pub use engine::{
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
 pub use repeat::LoopOptions;
 pub use saga::Saga;
+pub use schedule::{CatchUp, Firings, MAX_CATCH_UP, ON_TIME, Schedule, ScheduleSpec, schedule_run_id};
 pub use uuid::Uuid;
 pub use var::Var;
 pub use workers::{LiveWorkers, StrandedPage, StrandedRun, StrandedVersion};
