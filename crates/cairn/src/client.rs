@@ -34,9 +34,9 @@ use std::time::Duration;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    local: Option<Arc<Local>>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) local: Option<Arc<Local>>,
     max_payload_bytes: usize,
 }
 
@@ -321,19 +321,7 @@ impl Client {
         parent: &RunId,
     ) -> Result<RunHandle, ClientError> {
         self.check_size(&input)?;
-        let local_version = self.local.as_ref().and_then(|l| l.registry.latest(workflow));
-        let version = match local_version {
-            Some(version) => version,
-            None => self
-                .live_workers()
-                .await?
-                .served()
-                .into_iter()
-                .filter(|key| key.name == workflow)
-                .map(|key| key.version)
-                .max()
-                .ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?,
-        };
+        let version = self.version_to_start(workflow).await?;
         if let Some(registered) = self.local.as_ref().and_then(|l| l.registry.get(workflow, version)) {
             (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
         }
@@ -345,6 +333,17 @@ impl Client {
         let mut run = self.build_run(workflow, version, input, options)?;
         run.parent = Some(parent.clone());
         self.create(run).await
+    }
+
+    /// The version of `workflow` a run started by the engine itself gets: the newest this worker
+    /// registers, or else the newest a live worker serves.
+    pub(crate) async fn version_to_start(&self, workflow: &str) -> Result<u32, ClientError> {
+        if let Some(version) = self.local.as_ref().and_then(|l| l.registry.latest(workflow)) {
+            return Ok(version);
+        }
+        let served = self.live_workers().await?.served();
+        let newest = served.into_iter().filter(|key| key.name == workflow).map(|key| key.version).max();
+        newest.ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))
     }
 
     /// The runs `id` started as its children ([`Ctx::child`](crate::Ctx::child)), oldest first.
@@ -359,7 +358,7 @@ impl Client {
         &self.store
     }
 
-    fn check_size(&self, payload: &RawValue) -> Result<(), ClientError> {
+    pub(crate) fn check_size(&self, payload: &RawValue) -> Result<(), ClientError> {
         let size = payload.get().len();
         if size > self.max_payload_bytes {
             return Err(ClientError::PayloadTooLarge { size, limit: self.max_payload_bytes });
@@ -471,7 +470,7 @@ impl Client {
 
     /// How long a new run of `workflow` is kept once it has ended: `asked`, or the workflow's
     /// retention, or [`DEFAULT_RETENTION`], clamped by the engine's maximum.
-    fn retention_of(&self, workflow: &str, asked: Option<Duration>) -> Duration {
+    pub(crate) fn retention_of(&self, workflow: &str, asked: Option<Duration>) -> Duration {
         let local = self.local.as_ref();
         let keep =
             asked.or_else(|| local.and_then(|l| l.registry.retention(workflow))).unwrap_or(crate::DEFAULT_RETENTION);
@@ -481,7 +480,7 @@ impl Client {
         }
     }
 
-    async fn create(&self, run: NewRun) -> Result<RunHandle, ClientError> {
+    pub(crate) async fn create(&self, run: NewRun) -> Result<RunHandle, ClientError> {
         let created = self.store.create_run(run).await?;
         self.started(created)
     }

@@ -342,6 +342,7 @@ async fn claim_loop(local: Arc<Local>) {
     };
     let mut tasks = JoinSet::new();
     let mut wakeups = local.store.wakeups();
+    let client = Client::attached(Arc::clone(&local));
     loop {
         if local.draining.is_cancelled() {
             break;
@@ -378,6 +379,11 @@ async fn claim_loop(local: Arc<Local>) {
             continue;
         }
         let next_wake = local.store.next_wake_at(&keys).await.ok().flatten();
+        // Due already: a schedule's firing (a due run would have been claimed unless this worker
+        // is full). Runs a firing started are claimed at once.
+        if next_wake.is_some_and(|at| at <= local.clock.now()) && client.fire_due_schedules().await {
+            continue;
+        }
         let timer = async {
             match next_wake {
                 Some(at) => local.clock.sleep_until(at).await,
@@ -561,6 +567,7 @@ pub struct EngineBuilder {
     registry: Registry,
     duplicate: Option<(String, u32)>,
     config: Config,
+    schedules: Vec<crate::Schedule>,
 }
 
 impl EngineBuilder {
@@ -719,6 +726,32 @@ impl EngineBuilder {
         self
     }
 
+    /// Declares a schedule of a workflow registered with this builder: the engine creates it in
+    /// the store when it starts, or updates it (see [`Client::put_schedule`]: a paused schedule
+    /// stays paused, and its next firing stays unless its spec changed). Every worker serving the
+    /// workflow fires it when due, whichever declared it; each firing starts one run.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::{CatchUp, MemoryStore, Schedule};
+    /// # async fn cleanup(_ctx: Ctx, (): ()) -> Result<(), WorkflowError> { Ok(()) }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder()
+    ///     .store(MemoryStore::new())
+    ///     .register("cleanup", 1, cleanup)
+    ///     .schedule(Schedule::cron("hourly-cleanup", "cleanup", ["0 * * * *"]).catch_up(CatchUp::Skip))
+    ///     .start()
+    ///     .await?;
+    /// assert_eq!(engine.schedules().await?.len(), 1);
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn schedule(mut self, schedule: crate::Schedule) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
     /// How long [`Engine::shutdown`] lets steps in flight finish (default 30 s).
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.config.shutdown_grace = grace;
@@ -732,6 +765,14 @@ impl EngineBuilder {
             return Err(EngineError::DuplicateWorkflow { name, version });
         }
         self.registry.check_settings()?;
+        for schedule in &self.schedules {
+            schedule.check().map_err(|e| EngineError::InvalidSchedule(e.to_string()))?;
+            if self.registry.latest(&schedule.workflow).is_none() {
+                let message =
+                    format!("schedule `{}` starts `{}`, which is not registered", schedule.name, schedule.workflow);
+                return Err(EngineError::InvalidSchedule(message));
+            }
+        }
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
         // Read first: most starts declare what the store already holds, and then write nothing.
         let declared = self.registry.subscriptions();
@@ -741,12 +782,18 @@ impl EngineBuilder {
         let notices = store.notices();
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
         local.record_worker().await;
+        let client = Client::attached(Arc::clone(&local));
+        for schedule in &self.schedules {
+            client.put_schedule(schedule).await.map_err(|e| match e {
+                crate::ClientError::Store(error) => EngineError::Store(error),
+                other => EngineError::InvalidSchedule(other.to_string()),
+            })?;
+        }
         let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
         let heartbeat = tokio::spawn(heartbeat_loop(Arc::clone(&local)));
         if let Some(notices) = notices {
             tokio::spawn(notices_loop(Arc::clone(&local), notices));
         }
-        let client = Client::attached(Arc::clone(&local));
         if let Some(every) = local.config.sweep_every {
             tokio::spawn(sweep_loop(Arc::clone(&local), client.clone(), every));
         }
@@ -796,6 +843,7 @@ impl Engine {
             registry: Registry::default(),
             duplicate: None,
             config: Config::default(),
+            schedules: Vec::new(),
         }
     }
 

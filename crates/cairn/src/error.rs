@@ -348,7 +348,10 @@ pub enum EngineError {
     /// start step, an invalid step name.
     #[error("[CAIRN-E0114] invalid continuations: {0}")]
     InvalidContinuations(String),
-    /// The store refused the worker's subscriptions.
-    #[error("could not declare this worker's topic subscriptions: {0}")]
+    /// A declared schedule is not valid, or starts a workflow the builder does not register.
+    #[error("[CAIRN-E0311] invalid schedule: {0}")]
+    InvalidSchedule(String),
+    /// The store refused the worker's subscriptions or schedules.
+    #[error("could not declare this worker's topic subscriptions or schedules: {0}")]
     Store(StoreError),
 }

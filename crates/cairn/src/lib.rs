@@ -51,6 +51,7 @@ mod repeat;
 mod run;
 mod saga;
 mod schedule;
+mod schedules;
 pub mod telemetry;
 pub mod testing;
 mod var;

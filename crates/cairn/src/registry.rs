@@ -138,6 +138,11 @@ impl Registry {
         self.latest.get(name).copied()
     }
 
+    /// The registered workflows' names, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.latest.keys().cloned().collect()
+    }
+
     pub(crate) fn keys(&self) -> Vec<WorkflowKey> {
         let mut keys: Vec<_> = self
             .workflows

@@ -36,6 +36,9 @@ pub const RETENTION_SWEPT: &str = "workflow_retention_swept_total";
 /// (suspended) to its claim by this worker.
 pub const CLAIM_LAG: &str = "cairn_claim_lag_seconds";
 
+/// Runs started by schedules' firings on this worker (`schedule`).
+pub const SCHEDULED_RUNS: &str = "cairn_schedule_runs_started_total";
+
 /// Registers the descriptions of Cairn's metrics with the installed recorder (its `# HELP`
 /// lines); call it once after installing one.
 pub fn describe() {
@@ -47,6 +50,7 @@ pub fn describe() {
     describe_histogram!(STEP_DURATION, Unit::Seconds, "One step attempt, from its start to its journaled result.");
     describe_counter!(STEP_RETRIES, "Failed step attempts that will be retried.");
     describe_counter!(SIGNALS, "Signals delivered by this process.");
+    describe_counter!(SCHEDULED_RUNS, "Runs started by schedules' firings on this worker.");
     describe_counter!(RETENTION_SWEPT, "Ended runs deleted by retention sweeps and prunes.");
     describe_histogram!(CLAIM_LAG, Unit::Seconds, "From a run being ready to its claim by this worker.");
     use cairn_store::metrics_names::{BATCH_SIZE, COMMIT_SECONDS};
@@ -117,6 +121,13 @@ pub(crate) fn step_attempt(workflow: &str, path: &StepPath, lasted: Duration, re
 
 pub(crate) fn signal(workflow: &str, event: &str) {
     metrics::counter!(SIGNALS, "workflow" => workflow.to_owned(), "event" => event.to_owned()).increment(1);
+}
+
+pub(crate) fn schedule_fired(schedule: &str, workflow: &str, started: usize) {
+    if started > 0 {
+        metrics::counter!(SCHEDULED_RUNS, "schedule" => schedule.to_owned()).increment(started as u64);
+        metrics::counter!(RUNS_STARTED, "workflow" => workflow.to_owned()).increment(started as u64);
+    }
 }
 
 pub(crate) fn swept(runs: usize) {
