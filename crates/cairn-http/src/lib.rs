@@ -44,6 +44,7 @@
 mod dashboard;
 pub mod metrics;
 pub mod reads;
+mod schedules;
 pub mod views;
 
 use axum::body::Bytes;
@@ -111,7 +112,7 @@ impl ApiConfig {
 #[derive(OpenApi)]
 #[openapi(info(
     title = "Cairn",
-    description = "Start, list, inspect, signal, cancel, pause, resume and restart durable workflow runs."
+    description = "Start, list, inspect, signal, cancel, pause, resume and restart durable workflow runs; declare and steer their schedules."
 ))]
 struct ApiDoc;
 
@@ -146,6 +147,11 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(restart))
         .routes(routes!(workers))
         .routes(routes!(publish))
+        .routes(routes!(schedules::list_schedules))
+        .routes(routes!(schedules::put_schedule, schedules::show_schedule, schedules::delete_schedule))
+        .routes(routes!(schedules::pause_schedule))
+        .routes(routes!(schedules::resume_schedule))
+        .routes(routes!(schedules::trigger_schedule))
         .routes(routes!(live_runs))
         .routes(routes!(live_run))
         .routes(routes!(openapi_json))
@@ -233,6 +239,8 @@ impl From<ClientError> for ApiError {
             ClientError::RunDidNotComplete { .. } => (StatusCode::CONFLICT, "run_did_not_complete"),
             ClientError::InvalidTopic(_) => (StatusCode::BAD_REQUEST, "invalid_topic"),
             ClientError::InvalidEventId(_) => (StatusCode::BAD_REQUEST, "invalid_event_id"),
+            ClientError::ScheduleNotFound(_) => (StatusCode::NOT_FOUND, "schedule_not_found"),
+            ClientError::InvalidSchedule(_) => (StatusCode::BAD_REQUEST, "invalid_schedule"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
         };
         ApiError::new(status, code, error.to_string())

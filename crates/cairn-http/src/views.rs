@@ -585,3 +585,101 @@ pub struct RunSnapshot {
     /// Its signals.
     pub signals: Signals,
 }
+
+/// A schedule: what it starts, when it fires, and where it stands.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleView {
+    /// Unique name.
+    pub name: String,
+    /// The workflow each firing starts.
+    pub workflow: String,
+    /// Cron expressions (empty for an interval).
+    pub cron: Vec<String>,
+    /// The time zone of the cron expressions.
+    pub time_zone: Option<String>,
+    /// The interval in milliseconds, for an interval schedule.
+    pub every_ms: Option<u64>,
+    /// What it does about missed firings: `skip`, `once` or `all:N`.
+    pub catch_up: String,
+    /// Each run's input.
+    #[schema(value_type = Object)]
+    pub input: Value,
+    /// Whether it is paused.
+    pub paused: bool,
+    /// Its next firing (RFC 3339), if it fires again.
+    pub next_fire_at: Option<String>,
+    /// The time of the last firing it started a run for.
+    pub last_fired_at: Option<String>,
+    /// When it was created.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+}
+
+/// Every schedule, by name.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Schedules {
+    /// The schedules.
+    pub schedules: Vec<ScheduleView>,
+}
+
+/// A schedule as the API shows it (a spec it cannot read shows as no cron and no interval).
+pub fn schedule_view(record: &cairn::store::ScheduleRecord) -> ScheduleView {
+    let spec = cairn::ScheduleSpec::parse_stored(&record.spec).ok();
+    ScheduleView {
+        name: record.name.clone(),
+        workflow: record.workflow.clone(),
+        cron: spec.as_ref().map(|s| s.cron.clone()).unwrap_or_default(),
+        time_zone: spec.as_ref().and_then(|s| s.time_zone.clone()),
+        every_ms: spec.as_ref().and_then(|s| s.every_ms),
+        catch_up: spec.as_ref().map(|s| s.catch_up.to_string()).unwrap_or_default(),
+        input: raw_json(&record.input),
+        paused: record.paused,
+        next_fire_at: record.next_fire_at.map(time),
+        last_fired_at: record.last_fired_at.map(time),
+        created_at: time(record.created_at),
+        updated_at: time(record.updated_at),
+    }
+}
+
+/// What `PUT /v1/schedules/{name}` takes (and `cairn schedules put`): cron expressions or an
+/// interval, not both.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScheduleBody {
+    /// The workflow each firing starts.
+    pub workflow: String,
+    /// Cron expressions (5 fields, or 6 with seconds first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cron: Vec<String>,
+    /// The IANA time zone of the cron expressions (default `UTC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// An interval instead (`30s`, `5m`, `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// Each run's input (default `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+    /// `skip`, `once` (the default) or `all:N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<String>,
+}
+
+impl ScheduleBody {
+    /// The schedule `name` this body describes; why not, if a field is not valid.
+    pub fn schedule(&self, name: &str) -> Result<cairn::Schedule, String> {
+        let catch_up = self.catch_up.as_deref().map(cairn::CatchUp::parse).transpose()?.unwrap_or_default();
+        let every_ms = match &self.every {
+            Some(every) => {
+                let every = humantime::parse_duration(every).map_err(|e| format!("every {every:?}: {e}"))?;
+                Some(u64::try_from(every.as_millis()).unwrap_or(u64::MAX))
+            }
+            None => None,
+        };
+        let spec =
+            cairn::ScheduleSpec { cron: self.cron.clone(), time_zone: self.time_zone.clone(), every_ms, catch_up };
+        Ok(cairn::Schedule::with_spec(name, &self.workflow, spec).input(&self.input.clone().unwrap_or(Value::Null)))
+    }
+}

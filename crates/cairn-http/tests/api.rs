@@ -393,6 +393,56 @@ async fn events_start_one_run_per_subscribed_workflow_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_are_declared_steered_and_deleted() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    let body = r#"{"workflow":"hello","cron":["0 9 * * MON-FRI"],"timeZone":"Europe/Berlin","input":{"name":"Ada"},"catchUp":"all:3"}"#;
+    let (status, put) = api.call("PUT", "/v1/schedules/weekday-greeting", Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{put}");
+    assert_eq!(
+        (&put["workflow"], &put["cron"], &put["time_zone"], &put["catch_up"], &put["paused"]),
+        (&json!("hello"), &json!(["0 9 * * MON-FRI"]), &json!("Europe/Berlin"), &json!("all:3"), &json!(false))
+    );
+    assert!(
+        put["next_fire_at"].as_str().unwrap().contains("T07:00:00")
+            || put["next_fire_at"].as_str().unwrap().contains("T08:00:00")
+    );
+    let (_, listed) = api.call("GET", "/v1/schedules", None).await;
+    assert_eq!(listed["schedules"].as_array().unwrap().len(), 1);
+    let (status, paused) = api.call("POST", "/v1/schedules/weekday-greeting/pause", None).await;
+    assert_eq!((status, &paused["paused"]), (StatusCode::OK, &json!(true)));
+    let (status, started) = api.call("POST", "/v1/schedules/weekday-greeting/trigger", None).await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    assert!(started["id"].as_str().unwrap().starts_with("weekday-greeting@"));
+    let output: String = api.engine.client().result(&cairn::RunId::new(started["id"].as_str().unwrap())).await.unwrap();
+    assert_eq!(output, "Hello, Ada!");
+    let (status, resumed) = api.call("POST", "/v1/schedules/weekday-greeting/resume", None).await;
+    assert_eq!((status, &resumed["paused"]), (StatusCode::OK, &json!(false)));
+
+    // Refused, and nothing changes.
+    let before = api.call("GET", "/v1/schedules/weekday-greeting", None).await.1;
+    for (body, code_wanted) in [
+        (r#"{"workflow":"hello","cron":["0 9 * * FUNDAY"]}"#, "invalid_schedule"),
+        (r#"{"workflow":"hello","cron":["* * * * *"],"timeZone":"Atlantis/City"}"#, "invalid_schedule"),
+        (r#"{"workflow":"hello","every":"soon"}"#, "invalid_schedule"),
+        (r#"{"workflow":"hello","every":"1m","catchUp":"always"}"#, "invalid_schedule"),
+        (r#"{"workflow":"hello","every":"1m","input":{"nom":"x"}}"#, "invalid_payload"),
+        (r#"{"workflow":"hello","every":"1m","surprise":1}"#, "invalid_json"),
+    ] {
+        let (status, refused) = api.call("PUT", "/v1/schedules/weekday-greeting", Some(body)).await;
+        assert_eq!((status, code(&refused)), (StatusCode::BAD_REQUEST, code_wanted), "{body}: {refused}");
+    }
+    assert_eq!(api.call("GET", "/v1/schedules/weekday-greeting", None).await.1, before);
+    let (status, missing) = api.call("POST", "/v1/schedules/nope/pause", None).await;
+    assert_eq!((status, code(&missing)), (StatusCode::NOT_FOUND, "schedule_not_found"));
+
+    let (status, _) = api.call("DELETE", "/v1/schedules/weekday-greeting", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, gone) = api.call("GET", "/v1/schedules/weekday-greeting", None).await;
+    assert_eq!((status, code(&gone)), (StatusCode::NOT_FOUND, "schedule_not_found"));
+    api.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_and_change_nothing() {
     let api = served(cairn_http::ApiConfig { body_limit: 1024, ..cairn_http::ApiConfig::default() }).await;
     let (_, run) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"w"}"#)).await;
@@ -674,6 +724,13 @@ async fn the_openapi_document_matches_the_router() {
         ("POST", "/v1/runs/prune"),
         ("GET", "/metrics"),
         ("GET", "/v1/workflows/{name}/runs/{id}/result"),
+        ("GET", "/v1/schedules"),
+        ("PUT", "/v1/schedules/{name}"),
+        ("GET", "/v1/schedules/{name}"),
+        ("DELETE", "/v1/schedules/{name}"),
+        ("POST", "/v1/schedules/{name}/pause"),
+        ("POST", "/v1/schedules/{name}/resume"),
+        ("POST", "/v1/schedules/{name}/trigger"),
     ]
     .iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))
