@@ -23,6 +23,7 @@ mod otlp;
 mod progress;
 mod remote;
 mod runs;
+mod schedules;
 mod serve;
 mod workers;
 mod workflows;
@@ -48,6 +49,11 @@ enum Command {
     Runs {
         #[command(subcommand)]
         command: runs::RunsCommand,
+    },
+    /// Declare, list, pause, resume, trigger and delete schedules.
+    Schedules {
+        #[command(subcommand)]
+        command: schedules::SchedulesCommand,
     },
     /// Publish events that start the workflows subscribed to their topic.
     Events {
@@ -150,6 +156,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Runs { command } => runs::run(command).await,
             Command::Events { command } => events::run(command).await,
+            Command::Schedules { command } => schedules::run(command).await,
             Command::Workers(args) => workers::run(args).await,
             Command::Workflows(args) => workflows::run(args).await,
             Command::Demo { store } => demo::run(&store).await,

@@ -108,6 +108,8 @@ impl Remote {
                 None => bail!("{method} {path}: {status} {}", String::from_utf8_lossy(&bytes)),
             }
         }
+        // An answer without a body (204) reads as `null`.
+        let bytes = if bytes.is_empty() { Bytes::from_static(b"null") } else { bytes };
         serde_json::from_slice(&bytes).with_context(|| format!("{method} {path}: unexpected answer"))
     }
 }

@@ -101,6 +101,26 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         json_of(&local(&["events", "publish", "user.signup", r#"{"name":"Bo"}"#, "--id", "e-1", "--json"]));
     assert_eq!(republished["already_started"][0]["id"], published["runs"][0]["id"]);
 
+    // Schedules: declared through the server, read the same either way, steered either way.
+    let put = ["schedules", "put", "new-year", "--workflow", "hello", "--cron", "0 0 1 1 *", "--tz", "Asia/Tokyo"];
+    let declared =
+        json_of(&remote(&[&put[..], &["--input", r#"{"name":"Yuki"}"#, "--catch-up", "skip", "--json"]].concat()));
+    assert_eq!((&declared["time_zone"], &declared["catch_up"]), (&json!("Asia/Tokyo"), &json!("skip")), "{declared}");
+    for args in [vec!["schedules", "list"], vec!["schedules", "list", "--json"], vec!["schedules", "show", "new-year"]]
+    {
+        assert_eq!(ok(&remote(&args)), ok(&local(&args)), "cairn {}", args.join(" "));
+    }
+    assert_eq!(ok(&local(&["schedules", "pause", "new-year"])), "paused new-year\n");
+    assert_eq!(json_of(&remote(&["schedules", "show", "new-year", "--json"]))["paused"], json!(true));
+    assert!(ok(&remote(&["schedules", "resume", "new-year"])).starts_with("resumed new-year; next firing 20"));
+    let triggered = ok(&remote(&["schedules", "trigger", "new-year"]));
+    assert!(triggered.starts_with("started new-year@") && triggered.contains("(hello v1)"), "{triggered}");
+    let bad = remote(&["schedules", "put", "bad", "--workflow", "hello", "--cron", "not cron"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("CAIRN-E0311"), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert_eq!(ok(&remote(&["schedules", "delete", "new-year"])), "deleted new-year\n");
+    let gone = local(&["schedules", "show", "new-year"]);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("CAIRN-E0310"), "{}", String::from_utf8_lossy(&gone.stderr));
+
     // Workers: the server's own, through it as in its store (their heartbeat times move, so
     // compared by content); `--all` needs the store.
     let workers = json_of(&remote(&["workers", "--json"]));

@@ -1,0 +1,238 @@
+//! `cairn schedules …`: declare, list, pause, resume, trigger and delete schedules.
+
+use crate::backend::{Backend, Target};
+use crate::remote::encode;
+use crate::runs::table;
+use anyhow::Result;
+use cairn_http::views::{self, ScheduleBody, ScheduleView, Schedules, StartedRun, schedule_view};
+use clap::Subcommand;
+
+/// `cairn schedules …`.
+#[derive(Subcommand)]
+pub(crate) enum SchedulesCommand {
+    /// List every schedule: its workflow, when it fires, whether it is paused, its next firing.
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// Print JSON (the HTTP API's answer) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one schedule.
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The schedule's name.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a schedule, or update it (a paused one stays paused; its next firing moves only
+    /// if when it fires changed). Workers serving the workflow fire it.
+    Put {
+        #[command(flatten)]
+        target: Target,
+        /// The schedule's name.
+        name: String,
+        /// The workflow each firing starts.
+        #[arg(long)]
+        workflow: String,
+        /// A cron expression (5 fields, or 6 with seconds first); repeat for several.
+        #[arg(long = "cron")]
+        cron: Vec<String>,
+        /// The IANA time zone of the cron expressions (default UTC).
+        #[arg(long = "tz")]
+        time_zone: Option<String>,
+        /// A fixed interval instead of cron (`30s`, `5m`, `1h`).
+        #[arg(long)]
+        every: Option<String>,
+        /// Each run's input as JSON (default `null`).
+        #[arg(long)]
+        input: Option<String>,
+        /// Missed firings: `skip`, `once` (default) or `all:N`.
+        #[arg(long = "catch-up")]
+        catch_up: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a schedule: it fires no more until resumed.
+    Pause {
+        #[command(flatten)]
+        target: Target,
+        /// The schedule's name.
+        name: String,
+    },
+    /// Resume a schedule from its next firing after now.
+    Resume {
+        #[command(flatten)]
+        target: Target,
+        /// The schedule's name.
+        name: String,
+    },
+    /// Start one run of a schedule now.
+    Trigger {
+        #[command(flatten)]
+        target: Target,
+        /// The schedule's name.
+        name: String,
+    },
+    /// Delete a schedule (the runs it started stay).
+    Delete {
+        #[command(flatten)]
+        target: Target,
+        /// The schedule's name.
+        name: String,
+    },
+}
+
+impl Backend {
+    async fn schedules(&self) -> Result<Schedules> {
+        match self {
+            Backend::Store(client) => {
+                Ok(Schedules { schedules: client.schedules().await?.iter().map(schedule_view).collect() })
+            }
+            Backend::Http(remote) => remote.call("GET", "/v1/schedules", None).await,
+        }
+    }
+
+    async fn show_schedule(&self, name: &str) -> Result<ScheduleView> {
+        match self {
+            Backend::Store(client) => Ok(schedule_view(&client.schedule(name).await?)),
+            Backend::Http(remote) => remote.call("GET", &format!("/v1/schedules/{}", encode(name)), None).await,
+        }
+    }
+
+    async fn put_schedule(&self, name: &str, body: &ScheduleBody) -> Result<ScheduleView> {
+        match self {
+            Backend::Store(client) => {
+                let schedule = body.schedule(name).map_err(anyhow::Error::msg)?;
+                Ok(schedule_view(&client.put_schedule(&schedule).await?))
+            }
+            Backend::Http(remote) => {
+                let path = format!("/v1/schedules/{}", encode(name));
+                remote.call("PUT", &path, Some(serde_json::to_string(body)?)).await
+            }
+        }
+    }
+
+    async fn pause_schedule(&self, name: &str) -> Result<ScheduleView> {
+        match self {
+            Backend::Store(client) => Ok(schedule_view(&client.pause_schedule(name).await?)),
+            Backend::Http(remote) => remote.call("POST", &action_path(name, "pause"), None).await,
+        }
+    }
+
+    async fn resume_schedule(&self, name: &str) -> Result<ScheduleView> {
+        match self {
+            Backend::Store(client) => Ok(schedule_view(&client.resume_schedule(name).await?)),
+            Backend::Http(remote) => remote.call("POST", &action_path(name, "resume"), None).await,
+        }
+    }
+
+    async fn trigger_schedule(&self, name: &str) -> Result<StartedRun> {
+        match self {
+            Backend::Store(client) => Ok(views::started(&client.trigger_schedule(name).await?)),
+            Backend::Http(remote) => remote.call("POST", &action_path(name, "trigger"), None).await,
+        }
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<()> {
+        match self {
+            Backend::Store(client) => Ok(client.delete_schedule(name).await?),
+            Backend::Http(remote) => {
+                remote.call::<serde_json::Value>("DELETE", &format!("/v1/schedules/{}", encode(name)), None).await?;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn action_path(name: &str, action: &str) -> String {
+    format!("/v1/schedules/{}/{action}", encode(name))
+}
+
+fn describe(schedule: &ScheduleView) -> String {
+    match (&schedule.every_ms, schedule.cron.is_empty()) {
+        (Some(ms), _) => format!("every {}", humantime::format_duration(std::time::Duration::from_millis(*ms))),
+        (None, false) => {
+            let zone = schedule.time_zone.as_deref().unwrap_or("UTC");
+            format!("{} ({zone})", schedule.cron.join(" | "))
+        }
+        (None, true) => "?".to_owned(),
+    }
+}
+
+fn print(schedule: &ScheduleView) {
+    out!("schedule  {}", schedule.name);
+    out!("workflow  {}", schedule.workflow);
+    out!("fires     {}", describe(schedule));
+    out!("catch-up  {}", schedule.catch_up);
+    out!("input     {}", schedule.input);
+    out!("paused    {}", if schedule.paused { "yes" } else { "no" });
+    out!("next      {}", schedule.next_fire_at.as_deref().unwrap_or("-"));
+    out!("last      {}", schedule.last_fired_at.as_deref().unwrap_or("-"));
+}
+
+pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
+    match command {
+        SchedulesCommand::List { target, json } => {
+            let schedules = target.connect(false).await?.schedules().await?;
+            if json {
+                out!("{}", serde_json::to_string(&schedules)?);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = (schedules.schedules.iter())
+                .map(|s| {
+                    vec![
+                        s.name.clone(),
+                        s.workflow.clone(),
+                        describe(s),
+                        s.catch_up.clone(),
+                        if s.paused { "paused" } else { "active" }.to_owned(),
+                        s.next_fire_at.clone().unwrap_or_else(|| "-".into()),
+                        s.last_fired_at.clone().unwrap_or_else(|| "-".into()),
+                    ]
+                })
+                .collect();
+            out!("{}", table(&["NAME", "WORKFLOW", "FIRES", "CATCH-UP", "STATE", "NEXT", "LAST"], &rows));
+        }
+        SchedulesCommand::Show { target, name, json } => {
+            let schedule = target.connect(false).await?.show_schedule(&name).await?;
+            match json {
+                true => out!("{}", serde_json::to_string(&schedule)?),
+                false => print(&schedule),
+            }
+        }
+        SchedulesCommand::Put { target, name, workflow, cron, time_zone, every, input, catch_up, json } => {
+            let input = input
+                .map(|text| serde_json::from_str(&text))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--input is not JSON: {e}"))?;
+            let body = ScheduleBody { workflow, cron, time_zone, every, input, catch_up };
+            let schedule = target.connect(true).await?.put_schedule(&name, &body).await?;
+            match json {
+                true => out!("{}", serde_json::to_string(&schedule)?),
+                false => print(&schedule),
+            }
+        }
+        SchedulesCommand::Pause { target, name } => {
+            let schedule = target.connect(false).await?.pause_schedule(&name).await?;
+            out!("paused {}", schedule.name);
+        }
+        SchedulesCommand::Resume { target, name } => {
+            let schedule = target.connect(false).await?.resume_schedule(&name).await?;
+            out!("resumed {}; next firing {}", schedule.name, schedule.next_fire_at.as_deref().unwrap_or("-"));
+        }
+        SchedulesCommand::Trigger { target, name } => {
+            let started = target.connect(false).await?.trigger_schedule(&name).await?;
+            out!("started {} ({} v{})", started.run.id, started.run.workflow, started.run.version);
+        }
+        SchedulesCommand::Delete { target, name } => {
+            target.connect(false).await?.delete_schedule(&name).await?;
+            out!("deleted {name}");
+        }
+    }
+    Ok(())
+}
