@@ -290,6 +290,13 @@ impl Inner {
     }
 }
 
+/// Ends a run with `status` at `at`: kept for its retention from then.
+fn end(run: &mut RunRecord, status: RunStatus, at: Timestamp) {
+    run.status = status;
+    run.completed_at = Some(at);
+    run.delete_after = run.retention.map(|keep| at + keep);
+}
+
 /// Applies a row update; shared by the memory store's append path.
 fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
     if matches!(update, RunUpdate::Progress) {
@@ -309,17 +316,12 @@ fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
             run.wake_at = if wake_now || flagged { Some(now) } else { wake_at };
         }
         RunUpdate::Finish { status, output, error, at } => {
-            run.status = status;
-            run.output = output;
-            run.error = error;
-            run.completed_at = Some(at);
-            run.delete_after = run.retention.map(|keep| at + keep);
+            (run.output, run.error) = (output, error);
+            end(run, status, at);
         }
         RunUpdate::Continue { successor, at } => {
-            run.status = RunStatus::Continued;
             run.continued_as = Some(successor.id);
-            run.completed_at = Some(at);
-            run.delete_after = run.retention.map(|keep| at + keep);
+            end(run, RunStatus::Continued, at);
         }
         RunUpdate::Release => run.status = RunStatus::Pending,
         RunUpdate::Park { error } => {

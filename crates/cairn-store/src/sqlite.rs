@@ -320,18 +320,6 @@ fn row_to_schedule(row: &Row<'_>) -> rusqlite::Result<Result<ScheduleRecord, Sto
     })())
 }
 
-fn query_schedules(
-    stmt: &mut rusqlite::CachedStatement<'_>,
-    params: impl rusqlite::Params,
-) -> Result<Vec<ScheduleRecord>, StoreError> {
-    let rows = stmt.query_map(params, row_to_schedule).map_err(backend)?;
-    let mut out = Vec::new();
-    for row in rows {
-        out.push(row.map_err(backend)??);
-    }
-    Ok(out)
-}
-
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
     RawValue::from_string(text).map_err(|e| StoreError::Corrupt(format!("stored JSON is invalid: {e}")))
 }
@@ -379,11 +367,13 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
     Ok(record)
 }
 
-fn query_runs(
+/// Every row of a query, each read by `read` (`row_to_run`, `row_to_schedule`).
+fn query_rows<T>(
     stmt: &mut rusqlite::CachedStatement<'_>,
     params: impl rusqlite::Params,
-) -> Result<Vec<RunRecord>, StoreError> {
-    let rows = stmt.query_map(params, row_to_run).map_err(backend)?;
+    read: fn(&Row<'_>) -> rusqlite::Result<Result<T, StoreError>>,
+) -> Result<Vec<T>, StoreError> {
+    let rows = stmt.query_map(params, read).map_err(backend)?;
     let mut out = Vec::new();
     for row in rows {
         out.push(row.map_err(backend)??);
@@ -1043,7 +1033,7 @@ impl Writer {
                  ORDER BY due LIMIT ?6)
              RETURNING {RUN_COLUMNS}"
         ))?;
-        query_runs(
+        query_rows(
             &mut stmt,
             params![
                 request.owner,
@@ -1053,6 +1043,7 @@ impl Writer {
                 tags,
                 request.limit as i64
             ],
+            row_to_run,
         )
         .map_err(|error| Failure { error, dirty: true })
     }
@@ -1250,22 +1241,19 @@ impl Writer {
         if target.status.is_terminal() {
             return Err(clean(StoreError::RunFinished { run_id: target.id, status: target.status }));
         }
-        let signal = &NewSignal { run_id: target.id, ..signal.clone() };
+        let (run_id, sent_at) = (target.id.as_str(), signal.sent_at.as_millis());
         let id: i64 = self
             .conn
             .prepare_cached(
                 "INSERT INTO signals (run_id, name, payload, sent_at) VALUES (?1, ?2, ?3, ?4) RETURNING id",
             )?
-            .query_row(
-                params![signal.run_id.as_str(), signal.name, signal.payload.get(), signal.sent_at.as_millis()],
-                |r| r.get(0),
-            )?;
+            .query_row(params![run_id, signal.name, signal.payload.get(), sent_at], |r| r.get(0))?;
         self.conn
             .prepare_cached(
                 "UPDATE runs SET wake_at = min(coalesce(wake_at, ?2), ?2)
                  WHERE id = ?1 AND status = 'suspended' AND suspend_reason = 'waiting'",
             )?
-            .execute(params![signal.run_id.as_str(), signal.sent_at.as_millis()])?;
+            .execute(params![run_id, sent_at])?;
         Ok(SignalId(id))
     }
 
@@ -1459,7 +1447,7 @@ impl Store for SqliteStore {
                     "SELECT {RUN_COLUMNS} FROM runs {conditions} ORDER BY created_at DESC, id DESC LIMIT ?"
                 ))
                 .map_err(backend)?;
-            let runs = query_runs(&mut stmt, rusqlite::params_from_iter(values))?;
+            let runs = query_rows(&mut stmt, rusqlite::params_from_iter(values), row_to_run)?;
             Ok(RunPage::cut(runs, size))
         })
     }
@@ -1702,7 +1690,7 @@ impl Store for SqliteStore {
             let mut stmt = conn
                 .prepare_cached(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name"))
                 .map_err(backend)?;
-            query_schedules(&mut stmt, [])
+            query_rows(&mut stmt, [], row_to_schedule)
         })
     }
 
@@ -1722,7 +1710,7 @@ impl Store for SqliteStore {
                      ORDER BY next_fire_at LIMIT ?3"
                 ))
                 .map_err(backend)?;
-            query_schedules(&mut stmt, params![now.as_millis(), names?, limit as i64])
+            query_rows(&mut stmt, params![now.as_millis(), names?, limit as i64], row_to_schedule)
         })
     }
 

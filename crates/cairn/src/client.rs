@@ -712,8 +712,10 @@ impl Client {
         }
         let awaited: Vec<RunId> =
             self.store.read_journal(id).await?.iter().filter_map(|entry| crate::child::awaited(&entry.event)).collect();
-        let first = |run: &RunRecord| crate::run::chain_position(&run.id, run.continued_from.is_some()).0.to_owned();
-        Ok(unended.into_iter().filter(|child| awaited.contains(&RunId::new(first(child)))).map(|r| r.id).collect())
+        let awaits = |child: &RunRecord| {
+            awaited.contains(&crate::run::first_of_chain(&child.id, child.continued_from.is_some()))
+        };
+        Ok(unended.into_iter().filter(awaits).map(|r| r.id).collect())
     }
 
     /// Wakes `parent`, which may wait for its child `child` to end.
@@ -744,8 +746,7 @@ impl Client {
             let lasted = run.created_at.until(run.completed_at.unwrap_or(run.updated_at));
             crate::telemetry::run_ended(&run.workflow, run.status, lasted);
             if let Some(parent) = &run.parent {
-                let (first, _) = crate::run::chain_position(id, run.continued_from.is_some());
-                self.child_ended(parent, &RunId::new(first)).await;
+                self.child_ended(parent, &crate::run::first_of_chain(id, run.continued_from.is_some())).await;
             }
         }
         Ok(outcome)

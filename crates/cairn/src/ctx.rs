@@ -239,10 +239,8 @@ impl Ctx {
     /// # }).unwrap();
     /// ```
     pub fn continue_as_new<I: Serialize + ?Sized, T>(&self, input: &I) -> Result<T, WorkflowError> {
-        let input = serde_json::to_string(input).map_err(|e| WorkflowError::Payload {
-            path: "input of the continued run".into(),
-            message: e.to_string(),
-        })?;
+        let input = serde_json::to_string(input)
+            .map_err(|e| WorkflowError::Payload { path: crate::run::CONTINUED_INPUT.into(), message: e.to_string() })?;
         Err(WorkflowError::ContinueAsNew { input })
     }
 

@@ -323,8 +323,8 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         // it ends, naming the chain's first run (the child the parent waits for).
         let child_ended = ended.status.is_terminal() && ended.status != cairn_store::RunStatus::Continued;
         if let Some(parent) = run.parent.as_ref().filter(|_| child_ended) {
-            let (first, _) = crate::run::chain_position(&run.id, run.continued_from.is_some());
-            Client::attached(Arc::clone(local)).child_ended(parent, &RunId::new(first)).await;
+            let first = crate::run::first_of_chain(&run.id, run.continued_from.is_some());
+            Client::attached(Arc::clone(local)).child_ended(parent, &first).await;
         }
     }
     ended
@@ -783,12 +783,10 @@ impl EngineBuilder {
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
         local.record_worker().await;
         let client = Client::attached(Arc::clone(&local));
-        for schedule in &self.schedules {
-            client.put_schedule(schedule).await.map_err(|e| match e {
-                crate::ClientError::Store(error) => EngineError::Store(error),
-                other => EngineError::InvalidSchedule(other.to_string()),
-            })?;
-        }
+        client.declare_schedules(&self.schedules).await.map_err(|e| match e {
+            crate::ClientError::Store(error) => EngineError::Store(error),
+            other => EngineError::InvalidSchedule(other.to_string()),
+        })?;
         let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
         let heartbeat = tokio::spawn(heartbeat_loop(Arc::clone(&local)));
         if let Some(notices) = notices {

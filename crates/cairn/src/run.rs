@@ -65,6 +65,15 @@ pub(crate) fn chain_position(id: &RunId, continues: bool) -> (&str, u64) {
     (id, 0)
 }
 
+/// The first run of the chain of continuations of run `id` (which `continues` another or not):
+/// the child a parent waits for, whichever run of the chain ends.
+pub(crate) fn first_of_chain(id: &RunId, continues: bool) -> RunId {
+    RunId::new(chain_position(id, continues).0)
+}
+
+/// Where a payload error about a continued run's input points.
+pub(crate) const CONTINUED_INPUT: &str = "input of the continued run";
+
 /// The id of the run that `id` continues as.
 pub(crate) fn successor_id(id: &RunId, continues: bool) -> RunId {
     let (first, n) = chain_position(id, continues);
@@ -828,11 +837,10 @@ impl RunShared {
     /// The hand-over to the run this one continues as, with `input`: the newest version of the
     /// workflow this worker registers, the same parent, deadline and retention.
     fn successor(&self, input: String, now: Timestamp) -> Result<(Vec<Event>, RunUpdate), WorkflowError> {
-        let payload = |message: String| WorkflowError::Payload { path: "input of the continued run".into(), message };
+        let payload = |message: String| WorkflowError::Payload { path: CONTINUED_INPUT.into(), message };
         let limit = self.local.config.max_payload_bytes;
         if input.len() > limit {
-            let path = "input of the continued run".into();
-            return Err(WorkflowError::PayloadTooLarge { path, size: input.len(), limit });
+            return Err(WorkflowError::PayloadTooLarge { path: CONTINUED_INPUT.into(), size: input.len(), limit });
         }
         let input = RawValue::from_string(input).map_err(|e| payload(e.to_string()))?;
         let registry = &self.local.registry;

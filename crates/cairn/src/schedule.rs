@@ -201,6 +201,17 @@ pub struct Firings {
     catch_up: CatchUp,
 }
 
+/// What `find` gives for each expression, looking from `t` in `zone`.
+fn occurrences<'a>(
+    crons: &'a [croner::Cron],
+    zone: &jiff::tz::TimeZone,
+    t: Timestamp,
+    find: impl Fn(&croner::Cron, &jiff::Zoned) -> Result<jiff::Zoned, croner::errors::CronError> + 'a,
+) -> impl Iterator<Item = Timestamp> + 'a {
+    let from = instant(t).to_zoned(zone.clone());
+    crons.iter().filter_map(move |cron| find(cron, &from).ok()).map(|z| millis(z.timestamp()))
+}
+
 #[derive(Debug, Clone)]
 enum When {
     Cron { crons: Vec<croner::Cron>, zone: jiff::tz::TimeZone },
@@ -239,6 +250,11 @@ impl Firings {
         Ok(Firings { when, catch_up: spec.catch_up })
     }
 
+    /// Compiles a spec as a store keeps it ([`ScheduleRecord::spec`](cairn_store::ScheduleRecord::spec)).
+    pub fn parse_stored(spec: &str) -> Result<Firings, ClientError> {
+        Firings::new(&ScheduleSpec::parse_stored(spec)?)
+    }
+
     /// The first firing strictly after `t` (`None`: it never fires again).
     pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
         match &self.when {
@@ -248,11 +264,7 @@ impl Firings {
                 .and_then(|n| n.checked_add(1)?.checked_mul(*every))
                 .map(Timestamp::from_millis),
             When::Cron { crons, zone } => {
-                let from = instant(t).to_zoned(zone.clone());
-                (crons.iter())
-                    .filter_map(|cron| cron.find_next_occurrence(&from, false).ok())
-                    .map(|z| millis(z.timestamp()))
-                    .min()
+                occurrences(crons, zone, t, |cron, from| cron.find_next_occurrence(from, false)).min()
             }
         }
     }
@@ -262,11 +274,7 @@ impl Firings {
         match &self.when {
             When::Every(every) => Some(Timestamp::from_millis(t.as_millis().div_euclid(*every) * every)),
             When::Cron { crons, zone } => {
-                let from = instant(t).to_zoned(zone.clone());
-                (crons.iter())
-                    .filter_map(|cron| cron.find_previous_occurrence(&from, true).ok())
-                    .map(|z| millis(z.timestamp()))
-                    .max()
+                occurrences(crons, zone, t, |cron, from| cron.find_previous_occurrence(from, true)).max()
             }
         }
     }

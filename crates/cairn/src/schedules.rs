@@ -13,6 +13,19 @@ impl ScheduleSpec {
     pub fn parse_stored(text: &str) -> Result<ScheduleSpec, ClientError> {
         serde_json::from_str(text).map_err(|e| ClientError::InvalidSchedule(format!("stored spec {text:?}: {e}")))
     }
+
+    /// The spec as a store keeps it.
+    fn to_stored(&self) -> Result<String, ClientError> {
+        serde_json::to_string(self).map_err(|e| ClientError::InvalidSchedule(e.to_string()))
+    }
+}
+
+/// Whether `stored` already is what declaring `schedule` would write.
+fn holds(stored: &ScheduleRecord, schedule: &Schedule) -> bool {
+    stored.name == schedule.name
+        && stored.workflow == schedule.workflow
+        && schedule.input.as_ref().is_ok_and(|input| input.get() == stored.input.get())
+        && schedule.spec.to_stored().is_ok_and(|spec| spec == stored.spec)
 }
 
 impl Client {
@@ -46,7 +59,7 @@ impl Client {
         {
             (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
         }
-        let spec = serde_json::to_string(&schedule.spec).map_err(|e| ClientError::InvalidSchedule(e.to_string()))?;
+        let spec = schedule.spec.to_stored()?;
         let now = self.clock.now();
         let put = PutSchedule {
             name: schedule.name.clone(),
@@ -59,6 +72,19 @@ impl Client {
         let stored = self.store.put_schedule(&put).await?;
         self.wake_worker();
         Ok(stored)
+    }
+
+    /// Declares an engine's schedules at its start: reads them first, and writes only those the
+    /// store does not hold as declared (most starts write nothing).
+    pub(crate) async fn declare_schedules(&self, schedules: &[Schedule]) -> Result<(), ClientError> {
+        if schedules.is_empty() {
+            return Ok(());
+        }
+        let stored = self.schedules().await?;
+        for schedule in schedules.iter().filter(|s| !stored.iter().any(|stored| holds(stored, s))) {
+            self.put_schedule(schedule).await?;
+        }
+        Ok(())
     }
 
     /// Every schedule, by name.
@@ -83,7 +109,7 @@ impl Client {
     pub async fn resume_schedule(&self, name: &str) -> Result<ScheduleRecord, ClientError> {
         let schedule = self.schedule(name).await?;
         let now = self.clock.now();
-        let next_fire_at = Firings::new(&ScheduleSpec::parse_stored(&schedule.spec)?)?.next_after(now);
+        let next_fire_at = Firings::parse_stored(&schedule.spec)?.next_after(now);
         let change = PauseSchedule { name: name.to_owned(), paused: false, next_fire_at, now };
         let resumed = self.store.pause_schedule(&change).await?;
         self.wake_worker();
@@ -140,8 +166,7 @@ impl Client {
             let (Some(due), Some(version)) = (schedule.next_fire_at, local.registry.latest(&schedule.workflow)) else {
                 continue;
             };
-            let (times, next_fire_at) = match ScheduleSpec::parse_stored(&schedule.spec).and_then(|s| Firings::new(&s))
-            {
+            let (times, next_fire_at) = match Firings::parse_stored(&schedule.spec) {
                 Ok(firings) => firings.due(due, now),
                 Err(error) => {
                     // Written by a newer release, or by hand: it fires no more until redeclared.
@@ -160,8 +185,8 @@ impl Client {
             };
             match self.store.fire_schedule(fire).await {
                 Ok(Some(created)) => {
-                    started |= created.iter().any(|c| c.created);
                     let count = created.iter().filter(|c| c.created).count();
+                    started |= count > 0;
                     crate::telemetry::schedule_fired(&schedule.name, &schedule.workflow, count);
                 }
                 Ok(None) => {}
