@@ -2,7 +2,7 @@
 //! against a real `cairn serve --examples` with a token. It asks for the token, lists runs and
 //! follows new ones live without reloading, filters, shows one run (input, output, timeline with
 //! retries, sleeps and waits, journal, signals), and its buttons cancel, signal, pause, resume
-//! and restart. It saves a screenshot of each page under `target/tmp/` and checks it is not blank.
+//! and restart; it lists schedules, triggers, pauses and resumes them. It saves a screenshot of each page under `target/tmp/` and checks it is not blank.
 //!
 //! Needs `chromium` and `chromedriver` on `PATH` (Debian: `apt-get install chromium
 //! chromium-driver`; or `CAIRN_CHROMIUM` and `CAIRN_CHROMEDRIVER`). Without them it is skipped
@@ -359,4 +359,42 @@ fn the_dashboard_in_a_real_browser() {
         "the link to the restart",
         &format!("return document.querySelector('a.restart-link')?.textContent === '{new_id}'"),
     );
+
+    // Schedules: listed with when they fire and their last firing (a link to its run); the
+    // buttons trigger one now, pause and resume it.
+    let every = r#"{"workflow":"hello","every":"1s","input":{"name":"Tick"}}"#;
+    assert_eq!(api("PUT", "/v1/schedules/ticking", Some(every)).0, 200);
+    let cron = r#"{"workflow":"hello","cron":["0 3 * * *"],"timeZone":"Europe/Berlin","input":{"name":"Cron"}}"#;
+    assert_eq!(api("PUT", "/v1/schedules/nightly", Some(cron)).0, 200);
+    browser.click("#nav-schedules");
+    let nightly = "tr.schedule[data-name=nightly]";
+    browser
+        .wait_for("the schedules", &format!("return document.querySelector('{nightly}[data-state=active]') !== null"));
+    assert!(browser.text(nightly).contains("0 3 * * * (Europe/Berlin)"), "{}", browser.text(nightly));
+    assert!(browser.text("tr.schedule[data-name=ticking]").contains("every 1.00 s"));
+    browser.wait_for(
+        "a firing of ticking",
+        "return document.querySelector('tr.schedule[data-name=ticking] a[href*=\"ticking%40\"]') !== null",
+    );
+    browser.screenshot("schedules");
+    let hello_runs = || api("GET", "/v1/workflows/hello/runs?limit=1000", None).1["runs"].as_array().unwrap().len();
+    let before = hello_runs();
+    browser.click(&format!("{nightly} button[data-action=trigger]"));
+    browser.wait_for(
+        "the triggered run",
+        "return document.getElementById('action-result').textContent.includes('started run nightly@')",
+    );
+    assert!(hello_runs() > before);
+    browser.click(&format!("{nightly} button[data-action=pause]"));
+    browser
+        .wait_for("nightly paused", &format!("return document.querySelector('{nightly}[data-state=paused]') !== null"));
+    assert_eq!(api("GET", "/v1/schedules/nightly", None).1["paused"], json!(true));
+    browser.click(&format!("{nightly} button[data-action=resume]"));
+    browser
+        .wait_for("nightly active", &format!("return document.querySelector('{nightly}[data-state=active]') !== null"));
+    assert_eq!(api("GET", "/v1/schedules/nightly", None).1["paused"], json!(false));
+    browser.click("tr.schedule[data-name=ticking] a[href*=\"ticking%40\"]");
+    browser.wait_for("the fired run", "return document.querySelector('#run-status .status-completed') !== null");
+    let output: Value = serde_json::from_str(&browser.text("#output")).unwrap();
+    assert_eq!(output, json!("Hello, Tick!"));
 }

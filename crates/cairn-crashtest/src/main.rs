@@ -1,4 +1,5 @@
-//! A worker process for the crash tests: it executes `crashy`, `compose` and `looper` runs, writing an execution log line
+//! A worker process for the crash tests: it executes `crashy`, `compose`, `looper`, `family`/`member`
+//! and `ticker` (scheduled) runs, writing an execution log line
 //! when each step body begins and ends, until it is killed or (with `--exit-when-done`) every run
 //! has completed.
 //!
@@ -120,6 +121,11 @@ impl Worker {
         .await
     }
 
+    /// A schedule's run: one step `tick` returning `input`.
+    async fn ticker(&self, ctx: Ctx, input: u64) -> Result<u64, WorkflowError> {
+        self.step(&ctx, "tick", input).await
+    }
+
     /// A parent: step `a`, the child `member` (awaited), step `b`: `4 * index + 1`.
     async fn family(&self, ctx: Ctx, index: u64) -> Result<u64, WorkflowError> {
         let a = self.step(&ctx, "a", index + 1).await?;
@@ -232,6 +238,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     register!("looper", looper);
     register!("family", family);
     register!("member", member);
+    register!("ticker", ticker);
     let engine = builder.start().await?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {

@@ -610,6 +610,8 @@ pub struct ScheduleView {
     pub next_fire_at: Option<String>,
     /// The time of the last firing it started a run for.
     pub last_fired_at: Option<String>,
+    /// The id of the run the last firing started (`<name>@<time>`).
+    pub last_run: Option<String>,
     /// When it was created.
     pub created_at: String,
     /// When it last changed.
@@ -637,6 +639,7 @@ pub fn schedule_view(record: &cairn::store::ScheduleRecord) -> ScheduleView {
         paused: record.paused,
         next_fire_at: record.next_fire_at.map(time),
         last_fired_at: record.last_fired_at.map(time),
+        last_run: record.last_fired_at.map(|at| cairn::schedule_run_id(&record.name, at).to_string()),
         created_at: time(record.created_at),
         updated_at: time(record.updated_at),
     }

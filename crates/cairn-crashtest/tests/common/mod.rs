@@ -186,9 +186,7 @@ struct Execution {
 /// Checks everything a crash test promises:
 /// * every run completed with the right output and its journal folds;
 /// * every step has exactly one completion;
-/// * a step body ran again only in a process that was killed while it had that step in flight
-///   (the next step of its scope had not begun there);
-/// * no step body of a run ever ran in two processes at the same time.
+/// * the execution log passes [`check_executions`].
 pub async fn verify(
     client: &Client,
     store: &dyn Store,
@@ -226,7 +224,24 @@ pub async fn verify(
         let signalled = journal.iter().any(|e| matches!(&e.event, Event::WaitCompleted { signal: Some(_), .. }));
         assert_eq!(signalled, expect.signalled);
     }
+    let (reruns, runs_with_steps) = check_executions(log, &committed_by, killed);
+    assert_eq!(runs_with_steps.len() as u64, runs);
+    reruns
+}
 
+/// Checks the execution log against the process that committed each logged step (`committed_by`,
+/// keyed by run and step path, from the steps' outputs):
+/// * a step body ran again only in a process that was killed while it had that step in flight
+///   (the next step of its scope had not begun there);
+/// * it ran once in the process that committed it;
+/// * no step body of a run ever ran in two processes at the same time.
+///
+/// How many bodies ran again, and the runs the log names.
+pub fn check_executions(
+    log: &std::path::Path,
+    committed_by: &HashMap<(String, String), u32>,
+    killed: &HashMap<u32, u128>,
+) -> (usize, HashSet<String>) {
     let text = std::fs::read_to_string(log).expect("log");
     let mut executions: HashMap<(String, String), Vec<Execution>> = HashMap::new();
     let mut order: Vec<(String, String, u32)> = Vec::new();
@@ -279,12 +294,8 @@ pub async fn verify(
             }
         }
     }
-    let mut runs_with_steps = HashSet::new();
-    for (run, _) in executions.keys() {
-        runs_with_steps.insert(run.clone());
-    }
-    assert_eq!(runs_with_steps.len() as u64, runs);
-    reruns
+    let runs_with_steps = executions.keys().map(|(run, _)| run.clone()).collect();
+    (reruns, runs_with_steps)
 }
 
 pub use cairn_postgres::testing::TestSchema as Schema;

@@ -152,6 +152,25 @@
   const runPath = (workflow, id) => 'v1/workflows/' + encodeURIComponent(workflow) + '/runs/' + encodeURIComponent(id);
   const json = (value) => JSON.stringify(value, null, 2);
 
+  // Runs an action the user asked for and says in #action-result how it went; its answer, or
+  // null when it was refused.
+  async function act(what, call) {
+    const result = document.getElementById('action-result');
+    result.className = '';
+    result.textContent = what + '…';
+    try {
+      const answer = await call();
+      result.className = 'ok';
+      result.textContent = what + ': '
+        + (answer && answer.outcome ? answer.outcome : answer && answer.created !== undefined ? 'started run ' + answer.id : 'done');
+      return answer;
+    } catch (error) {
+      result.className = 'bad';
+      result.textContent = what + ' refused: ' + error.message + (error.code ? ' (' + error.code + ')' : '');
+      return null;
+    }
+  }
+
   function replace(id, ...children) {
     const node = document.getElementById(id);
     if (node) node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
@@ -233,21 +252,6 @@
 
   function runPage(workflow, id) {
     const path = runPath(workflow, id);
-    const act = async (what, call) => {
-      const result = document.getElementById('action-result');
-      result.className = '';
-      result.textContent = what + '…';
-      try {
-        const answer = await call();
-        result.className = 'ok';
-        result.textContent = what + ': ' + (answer && answer.outcome ? answer.outcome : 'done');
-        return answer;
-      } catch (error) {
-        result.className = 'bad';
-        result.textContent = what + ' refused: ' + error.message + (error.code ? ' (' + error.code + ')' : '');
-        return null;
-      }
-    };
     const sendSignal = (event) => {
       event.preventDefault();
       const name = document.getElementById('signal-name').value.trim();
@@ -415,12 +419,78 @@
       'aria-label': 'Timeline of ' + steps.length + ' steps' }, axis, rows);
   }
 
+  // ---- schedules -----------------------------------------------------------------------------
+
+  // Reads `path` now and every two seconds until another page replaces this one.
+  function poll(path, handlers) {
+    if (stream) stream.abort();
+    const controller = new AbortController();
+    stream = controller;
+    (async () => {
+      while (!controller.signal.aborted) {
+        try {
+          const data = await api('GET', path);
+          if (controller.signal.aborted) return;
+          setLive(true);
+          handlers.data(data);
+        } catch (error) {
+          setLive(false);
+          if (handlers.error) handlers.error(error);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+      }
+    })();
+  }
+
+  function when(schedule) {
+    if (schedule.every_ms) return 'every ' + duration(schedule.every_ms);
+    return schedule.cron.join(' | ') + (schedule.time_zone ? ' (' + schedule.time_zone + ')' : ' (UTC)');
+  }
+
+  function schedulesPage() {
+    view.replaceChildren(
+      el('h1', {}, 'Schedules'),
+      el('p', { id: 'action-result', role: 'status' }),
+      el('div', { id: 'schedules' }, el('p', { class: 'empty' }, 'Loading…')));
+    // One listener for every row's buttons: the table is redrawn on each refresh.
+    document.getElementById('schedules').addEventListener('click', (event) => {
+      const button = event.target.closest('button[data-action]');
+      if (!button) return;
+      const name = button.closest('tr').dataset.name;
+      const action = button.dataset.action;
+      act(action + ' ' + name, () => api('POST', 'v1/schedules/' + encodeURIComponent(name) + '/' + action))
+        .then(() => api('GET', 'v1/schedules')).then(renderSchedules).catch(() => {});
+    });
+    poll('v1/schedules', {
+      data: renderSchedules,
+      error: (error) => replace('schedules', el('p', { class: 'error-text' }, error.message)),
+    });
+  }
+
+  function renderSchedules(answer) {
+    const rows = answer.schedules.map((s) => {
+      const last = s.last_run ? el('a', { href: runHref(s.workflow, s.last_run) }, time(s.last_fired_at)) : '';
+      return el('tr', { class: 'schedule', 'data-name': s.name, 'data-state': s.paused ? 'paused' : 'active' },
+        el('td', { class: 'mono' }, s.name),
+        el('td', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(s.workflow) }, s.workflow)),
+        el('td', { class: 'mono' }, when(s)), el('td', {}, s.catch_up),
+        el('td', {}, s.paused ? el('span', { class: 'status status-paused' }, 'paused') : time(s.next_fire_at)),
+        el('td', {}, last),
+        el('td', { class: 'row-actions' },
+          s.paused ? el('button', { 'data-action': 'resume' }, 'Resume') : el('button', { 'data-action': 'pause' }, 'Pause'),
+          el('button', { 'data-action': 'trigger' }, 'Trigger now')));
+    });
+    replace('schedules', table(['Schedule', 'Workflow', 'When', 'Catch-up', 'Next firing', 'Last firing', ''], rows,
+      'No schedules. Declare one with EngineBuilder::schedule, `cairn schedules put` or PUT /v1/schedules/{name}.'));
+  }
+
   // ---- routing -------------------------------------------------------------------------------
 
   function route() {
     const [path, query] = (location.hash.replace(/^#/, '') || '/').split('?');
     const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
     if (parts[0] === 'runs' && parts.length === 3) runPage(parts[1], parts[2]);
+    else if (parts[0] === 'schedules') schedulesPage();
     else runsPage(new URLSearchParams(query || ''));
   }
 
