@@ -300,6 +300,15 @@ impl Store for CountingReads {
     fn delete_schedule<'a>(&'a self, name: &'a str) -> cairn::store::StoreFuture<'a, bool> {
         self.inner.delete_schedule(name)
     }
+    fn put_concurrency<'a>(&'a self, rule: &'a cairn::store::ConcurrencyRule) -> cairn::store::StoreFuture<'a, ()> {
+        self.inner.put_concurrency(rule)
+    }
+    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> cairn::store::StoreFuture<'a, bool> {
+        self.inner.delete_concurrency(workflow)
+    }
+    fn concurrency_rules(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::ConcurrencyRule>> {
+        self.inner.concurrency_rules()
+    }
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.wakeups()
     }

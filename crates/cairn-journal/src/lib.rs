@@ -27,6 +27,7 @@
 
 mod event;
 mod filter;
+pub mod flow;
 mod path;
 mod replay;
 mod retry;

@@ -1,13 +1,14 @@
 //! The PostgreSQL implementation of [`Store`].
 
 use crate::schema::{MIGRATIONS, valid_schema_name};
+use cairn_journal::flow::pointer_tokens;
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 use cairn_store::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
-    LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord,
-    StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord,
-    WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
+    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
+    ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord,
+    SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason,
+    VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::value::RawValue;
@@ -148,10 +149,24 @@ fn backend(error: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(error.to_string())
 }
 
+/// The flow columns a new run is inserted with, from its workflow's rule `r` (joined, maybe
+/// absent): its key (the input's value at the rule's path as text, `''` without a path or value),
+/// whether it keeps its slot while suspended, and that it enters waiting for a slot.
+const FLOW_INSERT_COLUMNS: &str = "flow_key, flow_hold, waiting_for";
+
+fn flow_values(input: &str) -> String {
+    format!(
+        "CASE WHEN r.workflow IS NULL THEN NULL WHEN r.path IS NULL THEN ''
+              ELSE coalesce({input}::jsonb #>> r.path, '') END,
+         coalesce(r.hold, false),
+         CASE WHEN r.workflow IS NOT NULL THEN 'concurrency' END"
+    )
+}
+
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
-     continued_as";
+     continued_as, flow_key, flow_hold, waiting_for";
 
 /// Every statement, with the schema name filled in once.
 struct Sql {
@@ -159,6 +174,11 @@ struct Sql {
     get_run: String,
     by_key: String,
     create_batch: String,
+    flow_places: String,
+    put_rule: String,
+    delete_rule: String,
+    admit_workflow: String,
+    rules: String,
     insert_events: String,
     /// Deletes what a loop checkpoint trims: $1 run, ($2, $3] the range, $4 the iterations'
     /// path prefix, $5 the loop's path (its earlier checkpoints), and the values' sets.
@@ -311,19 +331,22 @@ impl Sql {
             create_batch: format!(
                 "WITH ins AS (
                      INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                         last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from)
+                         last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS})
                      SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at,
-                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from, i.parent, i.continued_from
+                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from, i.parent, i.continued_from,
+                         {flow_values}
                      FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
                                  $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[], $19::text[])
                          AS i(id, workflow, version, input, key, created_at, last_seq, deadline_at, retention_ms,
                               restarted_from, parent, continued_from)
+                         LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
                      ON CONFLICT DO NOTHING
-                     RETURNING id),
+                     RETURNING id, flow_key IS NOT NULL AS grouped),
                  {journal},
                  woke AS (SELECT pg_notify($13, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
-                 SELECT ins.id FROM ins CROSS JOIN (SELECT count(*) FROM woke) AS notified",
-                journal = journal_cte(&s, 7, "ins")
+                 SELECT ins.id, ins.grouped FROM ins CROSS JOIN (SELECT count(*) FROM woke) AS notified",
+                journal = journal_cte(&s, 7, "ins"),
+                flow_values = flow_values("i.input")
             ),
             trim_loop: format!(
                 "DELETE FROM {s}.journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
@@ -344,11 +367,21 @@ impl Sql {
             signals: format!(
                 "SELECT id, name, payload, sent_at, consumed_seq FROM {s}.signals WHERE run_id = $1 ORDER BY id"
             ),
+            // Woken runs that gave their slot up when they suspended wait for one again (the
+            // update's trigger admits them where their group has room; a later claim takes them).
             claim: format!(
-                "WITH ready AS (
+                "WITH requeued AS (
+                     UPDATE {s}.runs SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
+                         wake_at = NULL, updated_at = $3
+                     WHERE id IN (SELECT id FROM {s}.runs
+                                  WHERE status = 'suspended' AND wake_at <= $3 AND flow_key IS NOT NULL AND NOT flow_hold
+                                    AND (workflow || '@' || version) = ANY($5)
+                                  FOR UPDATE SKIP LOCKED)
+                     RETURNING 1),
+                 ready AS (
                      SELECT id FROM {s}.runs
-                     WHERE (status = 'pending'
-                            OR (status = 'suspended' AND wake_at <= $3)
+                     WHERE ((status = 'pending' AND waiting_for IS NULL)
+                            OR (status = 'suspended' AND wake_at <= $3 AND (flow_key IS NULL OR flow_hold))
                             OR (status = 'running' AND lease_expires_at <= $4))
                        AND (workflow || '@' || version) = ANY($5)
                      ORDER BY coalesce(wake_at, created_at)
@@ -399,14 +432,35 @@ impl Sql {
                  WHERE id = $1"
             ),
             resume: format!(
-                "UPDATE {s}.runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2 WHERE id = $1"
+                "UPDATE {s}.runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2,
+                     waiting_for = CASE WHEN flow_key IS NOT NULL THEN 'concurrency' END
+                 WHERE id = $1"
             ),
             insert_run: format!(
                 "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                     last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)
-                 ON CONFLICT DO NOTHING RETURNING id"
+                     last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS})
+                 SELECT $1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, {flow_values}
+                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
+                 ON CONFLICT DO NOTHING RETURNING id, flow_key IS NOT NULL",
+                flow_values = flow_values("$4::text")
             ),
+            flow_places: format!(
+                "SELECT id, flow_key, flow_hold, waiting_for FROM {s}.runs WHERE id = ANY($1) AND flow_key IS NOT NULL"
+            ),
+            put_rule: format!(
+                "WITH rule AS (
+                     INSERT INTO {s}.concurrency_rules (workflow, key, path, lim, hold) VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (workflow) DO UPDATE
+                         SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold
+                     RETURNING workflow)
+                 SELECT count(*) FROM rule"
+            ),
+            delete_rule: format!("DELETE FROM {s}.concurrency_rules WHERE workflow = $1"),
+            admit_workflow: format!(
+                "SELECT {s}.flow_admit(workflow, flow_key)
+                 FROM (SELECT DISTINCT workflow, flow_key FROM {s}.runs WHERE workflow = $1 AND waiting_for IS NOT NULL) g"
+            ),
+            rules: format!("SELECT workflow, key, lim, hold FROM {s}.concurrency_rules ORDER BY workflow"),
             lock_by_key: format!(
                 "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
             ),
@@ -588,6 +642,9 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         parent: row.try_get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
         continued_from: row.try_get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
         continued_as: row.try_get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
+        concurrency: RunConcurrency::stored(row.try_get(27).map_err(backend)?, row.try_get(28).map_err(backend)?),
+        waiting_for: WaitingFor::stored(row.try_get::<_, Option<&str>>(29).map_err(backend)?)
+            .map_err(StoreError::Corrupt)?,
     })
 }
 
@@ -904,12 +961,20 @@ async fn create_batch(
         [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted, &parents, &continued];
     let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(more).collect();
     let inserted = client.query(&statement, &params).await.map_err(backend)?;
-    let inserted: HashSet<&str> =
-        inserted.iter().map(|row| row.try_get::<_, &str>(0)).collect::<Result<_, _>>().map_err(backend)?;
+    let mut grouped = Vec::new();
+    let mut ids = HashSet::with_capacity(inserted.len());
+    for row in &inserted {
+        let id: &str = row.try_get(0).map_err(backend)?;
+        if row.try_get::<_, bool>(1).map_err(backend)? {
+            grouped.push(id);
+        }
+        ids.insert(id);
+    }
+    let mut places = flow_places(client, sql, &grouped).await?;
     let mut outcomes = Vec::with_capacity(runs.len());
     for run in runs {
-        let outcome = if inserted.contains(run.id.as_str()) {
-            Ok(CreatedRun { run: RunRecord::pending(run), created: true })
+        let outcome = if ids.contains(run.id.as_str()) {
+            Ok(CreatedRun { run: placed(RunRecord::pending(run), &mut places), created: true })
         } else {
             // The id or the idempotency key is taken; the key's owner, if any, is the answer.
             let existing = match &run.idempotency_key {
@@ -928,6 +993,38 @@ async fn create_batch(
         outcomes.push(outcome);
     }
     Ok(outcomes)
+}
+
+/// Where new runs of limited workflows stand (admitted at once or waiting: their inserts'
+/// triggers decided), by id; nothing to read for no runs.
+async fn flow_places(
+    client: &impl GenericClient,
+    sql: &Sql,
+    ids: &[&str],
+) -> Result<HashMap<String, (RunConcurrency, Option<WaitingFor>)>, StoreError> {
+    let mut places = HashMap::new();
+    if ids.is_empty() {
+        return Ok(places);
+    }
+    let statement = client.prepare_cached(&sql.flow_places).await.map_err(backend)?;
+    for row in client.query(&statement, &[&ids]).await.map_err(backend)? {
+        let id: String = row.try_get(0).map_err(backend)?;
+        let place = RunConcurrency::stored(row.try_get(1).map_err(backend)?, row.try_get(2).map_err(backend)?);
+        let waiting =
+            WaitingFor::stored(row.try_get::<_, Option<&str>>(3).map_err(backend)?).map_err(StoreError::Corrupt)?;
+        if let Some(place) = place {
+            places.insert(id, (place, waiting));
+        }
+    }
+    Ok(places)
+}
+
+/// `run` with its place from `places`, if it has one.
+fn placed(mut run: RunRecord, places: &mut HashMap<String, (RunConcurrency, Option<WaitingFor>)>) -> RunRecord {
+    if let Some((place, waiting)) = places.remove(run.id.as_str()) {
+        (run.concurrency, run.waiting_for) = (Some(place), waiting);
+    }
+    run
 }
 
 /// Executes one append as one statement on `client` (a connection or an open transaction).
@@ -1547,10 +1644,12 @@ impl PostgresStore {
             &run.parent.as_ref().map(RunId::as_str),
             &run.continued_from.as_ref().map(RunId::as_str),
         ];
-        let created = if tx.query_opt(&statement, &params).await.map_err(backend)?.is_some() {
+        let created = if let Some(row) = tx.query_opt(&statement, &params).await.map_err(backend)? {
             insert_events(&tx, sql, &run.id, 0, run.created_at, &run.initial_journal()).await?;
             notify(&tx, sql, "").await?;
-            CreatedRun { run: RunRecord::pending(&run), created: true }
+            let grouped: &[&str] = if row.try_get(1).map_err(backend)? { &[run.id.as_str()] } else { &[] };
+            let mut places = flow_places(&tx, sql, grouped).await?;
+            CreatedRun { run: placed(RunRecord::pending(&run), &mut places), created: true }
         } else {
             let by_key = match &run.idempotency_key {
                 Some(key) => {
@@ -2021,6 +2120,59 @@ impl Store for PostgresStore {
             let client = self.pool.get().await.map_err(backend)?;
             let statement = client.prepare_cached(&self.sql.delete_schedule).await.map_err(backend)?;
             Ok(client.execute(&statement, &[&name]).await.map_err(backend)? > 0)
+        })
+    }
+
+    fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            rule.check().map_err(StoreError::InvalidInput)?;
+            let path =
+                rule.key.as_deref().map(pointer_tokens).transpose().map_err(|e| StoreError::InvalidInput(e.0))?;
+            let limit = i32::try_from(rule.limit).unwrap_or(i32::MAX);
+            let sql = &self.sql;
+            let mut client = self.pool.get().await.map_err(backend)?;
+            let tx = client.transaction().await.map_err(backend)?;
+            let statement = tx.prepare_cached(&sql.put_rule).await.map_err(backend)?;
+            tx.query_one(&statement, &[&rule.workflow, &rule.key, &path, &limit, &rule.hold_suspended])
+                .await
+                .map_err(backend)?;
+            let statement = tx.prepare_cached(&sql.admit_workflow).await.map_err(backend)?;
+            tx.query(&statement, &[&rule.workflow]).await.map_err(backend)?;
+            tx.commit().await.map_err(backend)?;
+            notify(&client, sql, "").await
+        })
+    }
+
+    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let sql = &self.sql;
+            let mut client = self.pool.get().await.map_err(backend)?;
+            let tx = client.transaction().await.map_err(backend)?;
+            let statement = tx.prepare_cached(&sql.delete_rule).await.map_err(backend)?;
+            let deleted = tx.execute(&statement, &[&workflow]).await.map_err(backend)? > 0;
+            let statement = tx.prepare_cached(&sql.admit_workflow).await.map_err(backend)?;
+            tx.query(&statement, &[&workflow]).await.map_err(backend)?;
+            tx.commit().await.map_err(backend)?;
+            notify(&client, sql, "").await?;
+            Ok(deleted)
+        })
+    }
+
+    fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.rules).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(ConcurrencyRule {
+                        workflow: row.try_get(0).map_err(backend)?,
+                        key: row.try_get(1).map_err(backend)?,
+                        limit: u32::try_from(row.try_get::<_, i32>(2).map_err(backend)?).unwrap_or(0),
+                        hold_suspended: row.try_get(3).map_err(backend)?,
+                    })
+                })
+                .collect()
         })
     }
 }

@@ -1223,6 +1223,99 @@ pub async fn workflow_counts_follow_every_status(store: DynStore) {
     assert_eq!(counts(store.workflow_counts().await.expect("counts")), expected(1));
 }
 
+/// Concurrency rules: runs of a limited workflow hold at most `limit` slots per key; the others
+/// wait in creation order and are admitted as slots free up (a run ends, suspends without
+/// holding, is paused) or the limit grows; a woken run that gave its slot up waits again; a
+/// paused run resumes waiting; a refused rule stores nothing.
+pub async fn concurrency_limits_admit_in_order(store: DynStore) {
+    assert!(store.put_concurrency(&ConcurrencyRule::per_workflow("charge", 0)).await.is_err());
+    assert!(store.put_concurrency(&ConcurrencyRule::per_key("charge", "customer", 2)).await.is_err());
+    assert!(store.concurrency_rules().await.expect("rules").is_empty());
+    store.put_concurrency(&ConcurrencyRule::per_key("charge", "/customer", 2)).await.expect("rule");
+    let create = |id: &'static str, customer: &'static str, at: i64| {
+        let store = Arc::clone(&store);
+        async move {
+            let input = raw(&format!(r#"{{"customer":"{customer}"}}"#));
+            let created =
+                store.create_run(NewRun::new(RunId::new(id), "charge", 1, input, t(at))).await.expect("create");
+            assert_eq!(created.run.concurrency.as_ref().map(|c| c.key.as_str()), Some(customer));
+            created.run.waiting_for
+        }
+    };
+    let waiting = Some(WaitingFor::Concurrency);
+    for (i, id) in ["c1", "c2", "c3", "c4", "c5"].into_iter().enumerate() {
+        assert_eq!(create(id, "a", 10 + i as i64).await, if i < 2 { None } else { waiting }, "{id}");
+    }
+    assert_eq!(create("b1", "b", 15).await, None);
+    let waits = |id: &'static str| {
+        let store = Arc::clone(&store);
+        async move { store.get_run(&RunId::new(id)).await.expect("get").expect("exists").waiting_for }
+    };
+    let claim = |now: i64| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut ids: Vec<String> = store
+                .claim(&claim_req("w1", "charge", now))
+                .await
+                .expect("claim")
+                .into_iter()
+                .map(|r| r.id.as_str().to_owned())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let get = |id: &'static str| {
+        let store = Arc::clone(&store);
+        async move { store.get_run(&RunId::new(id)).await.expect("get").expect("exists") }
+    };
+    assert_eq!(claim(20).await, ["b1", "c1", "c2"]);
+    assert_eq!(claim(21).await, Vec::<String>::new());
+
+    // c1 ends: c3 is admitted.
+    let mut finish = progress(&get("c1").await, vec![Event::Completed { output: raw("1") }]);
+    finish.update = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(30) };
+    store.append(finish).await.expect("finish");
+    assert_eq!((waits("c3").await, waits("c4").await), (None, waiting));
+    assert_eq!(claim(31).await, ["c3"]);
+    // c2 sleeps until 500 and gives its slot up: c4 is admitted.
+    suspend_sleeping(&store, &get("c2").await, 500, 40).await;
+    assert_eq!(claim(41).await, ["c4"]);
+    // c2 wakes while c3 and c4 hold both slots: it waits again, behind nobody (c5 came later).
+    assert_eq!(claim(600).await, Vec::<String>::new());
+    let c2 = get("c2").await;
+    assert_eq!((c2.status, c2.waiting_for), (RunStatus::Pending, waiting));
+    let mut finish = progress(&get("c3").await, vec![Event::Completed { output: raw("1") }]);
+    finish.update = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(610) };
+    store.append(finish).await.expect("finish");
+    assert_eq!((waits("c2").await, waits("c5").await), (None, waiting), "admitted in creation order");
+    assert_eq!(claim(611).await, ["c2"]);
+    // A larger limit admits c5 at once; listing shows who waits.
+    let listed = store.list_runs(&RunFilter::default()).await.expect("list");
+    assert_eq!(listed.runs.iter().filter(|r| r.waiting_for.is_some()).count(), 1);
+    store.put_concurrency(&ConcurrencyRule::per_key("charge", "/customer", 3)).await.expect("raise");
+    assert_eq!(waits("c5").await, None);
+    assert_eq!(store.concurrency_rules().await.expect("rules")[0].limit, 3);
+    assert!(store.delete_concurrency("charge").await.expect("delete"));
+    assert!(!store.delete_concurrency("charge").await.expect("delete again"));
+
+    // A rule that keeps suspended runs' slots; a paused run resumes waiting.
+    store.put_concurrency(&ConcurrencyRule::per_workflow("hold", 1).hold_suspended()).await.expect("rule");
+    for (id, at) in [("h1", 100), ("h2", 101)] {
+        store.create_run(NewRun::new(RunId::new(id), "hold", 1, raw("{}"), t(at))).await.expect("create");
+    }
+    let h1 = claim_one(&store, "hold", 102).await;
+    assert_eq!(h1.id.as_str(), "h1");
+    suspend_sleeping(&store, &h1, 1_000_000, 103).await;
+    assert_eq!(waits("h2").await, waiting, "h1 keeps its slot while it sleeps");
+    store.pause(control(&RunId::new("h1"), 104)).await.expect("pause");
+    assert_eq!(waits("h2").await, None, "a paused run gives its slot up");
+    store.resume(ResumeRequest { run_id: RunId::new("h1"), at: t(105) }).await.expect("resume");
+    let h1 = get("h1").await;
+    assert_eq!((h1.status, h1.waiting_for), (RunStatus::Pending, waiting));
+    assert!(store.claim(&claim_req("w1", "hold", 106)).await.expect("claim").iter().all(|r| r.id.as_str() == "h2"));
+}
+
 /// Declares one `#[tokio::test]` per conformance check for a backend.
 ///
 /// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
@@ -1247,7 +1340,8 @@ macro_rules! conformance_tests {
                 ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
                 workers_are_recorded_and_forgotten, subscriptions_are_replaced_per_workflow,
                 stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status,
-                continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time);
+                continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time,
+                concurrency_limits_admit_in_order);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

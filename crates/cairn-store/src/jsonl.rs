@@ -1,10 +1,11 @@
 //! The JSONL file store: one append-only, human-readable file per run.
 
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
-    LeaseStatus, MemoryStore, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest,
-    RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
-    Store, StoreError, StoreFuture, Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
+    HeartbeatRequest, LeaseStatus, MemoryStore, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest,
+    PutSchedule, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions,
+    SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount, WorkerRecord, WorkflowCount,
+    WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use serde::{Deserialize, Serialize};
@@ -74,6 +75,8 @@ struct Shared {
     runs_dir: PathBuf,
     /// Every schedule, as one JSON array replaced whole at each change.
     schedules_file: PathBuf,
+    /// Every concurrency rule, likewise.
+    concurrency_file: PathBuf,
     memory: MemoryStore,
     /// Serializes every change, so memory and files change in the same order.
     writes: std::sync::Mutex<()>,
@@ -229,6 +232,17 @@ fn settle_signals(runs: &mut HashMap<RunId, (Loaded, Vec<SignalRecord>)>) {
 
 /// Deletes a run's files (the journal file last: a run whose journal file is left is loaded again
 /// on the next open).
+/// The JSON array in `file`, or nothing if there is no such file.
+fn read_list<T: serde::de::DeserializeOwned>(file: &Path) -> Result<Vec<T>, StoreError> {
+    match std::fs::read(file) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(format!("{}: {e}", file.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(io("cannot read", file, e)),
+    }
+}
+
 fn remove_files(runs_dir: &Path, id: &RunId) -> Result<(), StoreError> {
     let stem = file_stem(id);
     for suffix in ["summary.json", "signals.jsonl", "jsonl"] {
@@ -295,18 +309,14 @@ impl JsonlStore {
             memory.restore(run, journal, signals);
         }
         let schedules_file = dir.join("schedules.json");
-        match std::fs::read(&schedules_file) {
-            Ok(bytes) => memory.restore_schedules(
-                serde_json::from_slice(&bytes)
-                    .map_err(|e| StoreError::Corrupt(format!("{}: {e}", schedules_file.display())))?,
-            ),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io("cannot read", &schedules_file, e)),
-        }
+        memory.restore_schedules(read_list(&schedules_file)?);
+        let concurrency_file = dir.join("concurrency.json");
+        memory.restore_concurrency(read_list(&concurrency_file)?);
         Ok(JsonlStore {
             inner: Arc::new(Shared {
                 runs_dir,
                 schedules_file,
+                concurrency_file,
                 memory,
                 writes: std::sync::Mutex::new(()),
                 broken: AtomicBool::new(false),
@@ -459,8 +469,7 @@ impl JsonlStore {
         Ok(doomed)
     }
 
-    /// Applies a change to the schedules in memory, then writes them all (to a temporary file,
-    /// synced, renamed over the old one: a crash leaves the old set or the new).
+    /// Applies a change to the schedules in memory, then writes them all.
     fn change_schedules<T>(&self, change: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
         let _writes = self.writing()?;
         let outcome = change()?;
@@ -469,12 +478,24 @@ impl JsonlStore {
     }
 
     fn write_schedules(&self) -> Result<(), StoreError> {
-        let schedules = ready(self.inner.memory.schedules())?;
-        let file = &self.inner.schedules_file;
+        self.replace_file(&self.inner.schedules_file, &ready(self.inner.memory.schedules())?)
+    }
+
+    /// Applies a change to the concurrency rules in memory, then writes them all.
+    fn change_rules<T>(&self, change: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let _writes = self.writing()?;
+        let outcome = change()?;
+        self.replace_file(&self.inner.concurrency_file, &ready(self.inner.memory.concurrency_rules())?)?;
+        Ok(outcome)
+    }
+
+    /// Replaces `file` with `value` as JSON (a temporary file, synced, renamed over the old one:
+    /// a crash leaves the old content or the new).
+    fn replace_file(&self, file: &Path, value: &impl Serialize) -> Result<(), StoreError> {
         let temporary = file.with_extension("json.tmp");
         let result = (|| {
             let mut handle = File::create(&temporary)?;
-            handle.write_all(encode(&schedules).map_err(std::io::Error::other)?.as_bytes())?;
+            handle.write_all(encode(value).map_err(std::io::Error::other)?.as_bytes())?;
             handle.sync_all()?;
             std::fs::rename(&temporary, file)?;
             if let Some(dir) = file.parent() {
@@ -636,6 +657,20 @@ impl Store for JsonlStore {
     fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord> {
         let result = self.change_schedules(|| ready(self.inner.memory.pause_schedule(change)));
         Box::pin(async move { result })
+    }
+
+    fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
+        let result = self.change_rules(|| ready(self.inner.memory.put_concurrency(rule)));
+        Box::pin(async move { result })
+    }
+
+    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool> {
+        let result = self.change_rules(|| ready(self.inner.memory.delete_concurrency(workflow)));
+        Box::pin(async move { result })
+    }
+
+    fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {
+        self.inner.memory.concurrency_rules()
     }
 
     fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {

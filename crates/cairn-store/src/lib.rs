@@ -181,6 +181,18 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a schedule (the runs it started stay); whether there was one.
     fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool>;
 
+    /// Stores a concurrency rule (replacing the workflow's earlier one), and admits the runs
+    /// waiting for its slots that its limit now lets in. Runs keep the key they were created
+    /// with.
+    fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()>;
+
+    /// Deletes a workflow's concurrency rule, admitting every run that waited for its slots;
+    /// whether there was one.
+    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Every concurrency rule, by workflow.
+    fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>>;
+
     /// For stores shared between processes: a receiver that changes whenever another process may
     /// have made runs ready (a new run, a signal, a cancellation), so idle workers need not poll.
     /// `None` (the default): workers rely on local notifications and polling.
@@ -197,6 +209,7 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
+pub use cairn_journal::flow::WaitingFor;
 pub use cairn_journal::{SignalId, Timestamp};
 
 /// Journals at least this long are read by SQL backends in two halves at once (see

@@ -5,6 +5,8 @@ use crate::{
     Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord, WorkflowCount,
     WorkflowKey,
 };
+use crate::{ConcurrencyRule, RunConcurrency, WaitingFor};
+use cairn_journal::flow::holds_slot;
 use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
@@ -42,6 +44,12 @@ struct Inner {
     subscriptions: BTreeMap<(String, String), u32>,
     /// Schedules by name.
     schedules: BTreeMap<String, ScheduleRecord>,
+    /// Concurrency rules by workflow.
+    rules: BTreeMap<String, ConcurrencyRule>,
+    /// Slots held per concurrency group (workflow, key).
+    held: HashMap<(String, String), u32>,
+    /// Runs waiting for a slot: group, then creation order.
+    waiting: BTreeSet<(String, String, Timestamp, RunId)>,
 }
 
 /// Why a run may become claimable.
@@ -57,11 +65,27 @@ enum Due {
 
 fn due_key(run: &RunRecord) -> Option<(Due, Timestamp)> {
     match run.status {
+        RunStatus::Pending if run.waiting_for.is_some() => None,
         RunStatus::Pending => Some((Due::Pending, run.created_at)),
         RunStatus::Suspended => run.wake_at.map(|w| (Due::Timer, w)),
         RunStatus::Running => run.lease_expires_at.map(|e| (Due::Lease, e)),
         _ => None,
     }
+}
+
+/// Where a run stands in its concurrency group: (group, holds a slot, waits for one).
+type FlowState = Option<((String, String), bool, bool)>;
+
+fn flow_state(run: &RunRecord) -> FlowState {
+    let place = run.concurrency.as_ref()?;
+    let waiting = run.waiting_for.is_some();
+    let holds = holds_slot(run.status.as_str(), waiting, place.hold_suspended);
+    Some(((run.workflow.clone(), place.key.clone()), holds, waiting))
+}
+
+/// Whether a suspended run due to wake goes back to wait for a slot instead (it gave its slot up).
+fn requeues(run: &RunRecord) -> bool {
+    run.status == RunStatus::Suspended && run.concurrency.as_ref().is_some_and(|c| !c.hold_suspended)
 }
 
 impl MemoryStore {
@@ -85,6 +109,33 @@ impl MemoryStore {
         inner.runs.insert(run.id.clone(), run);
     }
 
+    /// Counts the slots the restored runs hold and queues the pending ones again, each group's
+    /// admitted in creation order up to its limit (used when a file store opens: admissions
+    /// are not written to the files of the runs they admit).
+    pub(crate) fn restore_concurrency(&self, rules: Vec<ConcurrencyRule>) {
+        let mut inner = self.lock();
+        inner.rules = rules.into_iter().map(|r| (r.workflow.clone(), r)).collect();
+        let grouped: Vec<RunId> =
+            inner.runs.values().filter(|r| r.concurrency.is_some()).map(|r| r.id.clone()).collect();
+        let mut groups = BTreeSet::new();
+        for id in grouped {
+            let _ = inner.modify(&id, |run| {
+                if run.status == RunStatus::Pending {
+                    run.waiting_for = Some(WaitingFor::Concurrency);
+                }
+            });
+            if let Some(Some((group, holds, _))) = inner.runs.get(&id).map(flow_state) {
+                if holds {
+                    *inner.held.entry(group.clone()).or_default() += 1;
+                }
+                groups.insert(group);
+            }
+        }
+        for group in groups {
+            inner.admit(&group);
+        }
+    }
+
     /// Puts back the schedules a durable store recorded (used when a file store opens).
     pub(crate) fn restore_schedules(&self, schedules: Vec<ScheduleRecord>) {
         self.lock().schedules.extend(schedules.into_iter().map(|s| (s.name.clone(), s)));
@@ -103,12 +154,42 @@ impl MemoryStore {
 }
 
 impl Inner {
-    /// Changes a run through `change`, keeping the `due` index in step.
+    /// Changes a run through `change`, keeping in step the `due` index
+    /// and its concurrency group's slots and queue (admitting waiting runs as slots free up).
     fn modify<T>(&mut self, id: &RunId, change: impl FnOnce(&mut RunRecord) -> T) -> Result<T, StoreError> {
         let run = self.runs.get_mut(id).ok_or_else(|| StoreError::RunNotFound(id.clone()))?;
         let before = due_key(run);
+        let flow_before = run.concurrency.is_some().then(|| flow_state(run)).flatten();
         let out = change(run);
         let after = due_key(run);
+        let flow_after = flow_before.as_ref().and_then(|_| flow_state(run));
+        let created_at = run.created_at;
+        self.move_due(id, before, after);
+        if let (Some((group, held_before, waited)), Some((_, holds, waits))) = (flow_before, flow_after) {
+            if held_before
+                && !holds
+                && let Some(held) = self.held.get_mut(&group)
+            {
+                *held = held.saturating_sub(1);
+            }
+            let entry = (group.0.clone(), group.1.clone(), created_at, id.clone());
+            match (waited, waits) {
+                (true, false) => {
+                    self.waiting.remove(&entry);
+                }
+                (false, true) => {
+                    self.waiting.insert(entry);
+                }
+                _ => {}
+            }
+            if (held_before && !holds) || (!waited && waits) {
+                self.admit(&group);
+            }
+        }
+        Ok(out)
+    }
+
+    fn move_due(&mut self, id: &RunId, before: Option<(Due, Timestamp)>, after: Option<(Due, Timestamp)>) {
         if before != after {
             if let Some((due, at)) = before {
                 self.due.remove(&(due, at, id.clone()));
@@ -117,7 +198,39 @@ impl Inner {
                 self.due.insert((due, at, id.clone()));
             }
         }
-        Ok(out)
+    }
+
+    /// Admits the runs waiting for `group`'s slots, oldest first, while it has free ones.
+    fn admit(&mut self, group: &(String, String)) {
+        let limit = self.rules.get(&group.0).map_or(u32::MAX, |rule| rule.limit);
+        loop {
+            let held = self.held.get(group).copied().unwrap_or(0);
+            if held >= limit {
+                return;
+            }
+            let start = (group.0.clone(), group.1.clone(), Timestamp::from_millis(i64::MIN), RunId::new(""));
+            let Some(next) = self.waiting.range(start..).next().filter(|w| w.0 == group.0 && w.1 == group.1).cloned()
+            else {
+                return;
+            };
+            self.waiting.remove(&next);
+            if let Some(run) = self.runs.get_mut(&next.3) {
+                let before = due_key(run);
+                run.waiting_for = None;
+                let after = due_key(run);
+                self.move_due(&next.3, before, after);
+            }
+            *self.held.entry(group.clone()).or_default() = held + 1;
+        }
+    }
+
+    /// Admits whatever every group of `workflow` has room for (after its rule changed).
+    fn admit_workflow(&mut self, workflow: &str) {
+        let groups: BTreeSet<(String, String)> =
+            self.waiting.iter().filter(|w| w.0 == workflow).map(|w| (w.0.clone(), w.1.clone())).collect();
+        for group in groups {
+            self.admit(&group);
+        }
     }
 
     /// Up to `limit` runs of `tags` in one `due` bucket that are due by `by`, earliest first.
@@ -232,7 +345,15 @@ impl Inner {
         if self.runs.contains_key(&run.id) {
             return Err(StoreError::DuplicateRunId(run.id));
         }
-        let record = RunRecord::pending(&run);
+        let mut record = RunRecord::pending(&run);
+        let group = self.rules.get(&run.workflow).map(|rule| {
+            let place = RunConcurrency::of(rule, &run.input);
+            record.waiting_for = Some(WaitingFor::Concurrency);
+            self.waiting.insert((run.workflow.clone(), place.key.clone(), run.created_at, run.id.clone()));
+            let group = (run.workflow.clone(), place.key.clone());
+            record.concurrency = Some(place);
+            group
+        });
         // Room for a typical run's journal, so appends rarely reallocate under the lock.
         let mut journal = Vec::with_capacity(16 + run.prefix.len());
         for (i, event) in run.initial_journal().into_iter().enumerate() {
@@ -245,7 +366,11 @@ impl Inner {
         if let Some((due, at)) = due_key(&record) {
             self.due.insert((due, at, run.id.clone()));
         }
-        self.runs.insert(run.id, record.clone());
+        self.runs.insert(run.id.clone(), record);
+        if let Some(group) = group {
+            self.admit(&group);
+        }
+        let record = self.runs.get(&run.id).cloned().ok_or_else(|| StoreError::RunNotFound(run.id.clone()))?;
         Ok(CreatedRun { run: record, created: true })
     }
 
@@ -365,6 +490,23 @@ impl Store for MemoryStore {
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         let tags: HashSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let mut inner = self.lock();
+        // Woken runs that gave their slot up wait for one again (and may get it at once).
+        let woken = if inner.held.is_empty() {
+            Vec::new()
+        } else {
+            inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX)
+        };
+        for (_, id) in woken {
+            let _ = inner.modify(&id, |run| {
+                if requeues(run) {
+                    run.status = RunStatus::Pending;
+                    run.waiting_for = Some(WaitingFor::Concurrency);
+                    run.suspend_reason = None;
+                    run.wake_at = None;
+                    run.updated_at = request.now;
+                }
+            });
+        }
         let mut ready = inner.due_runs(Due::Pending, None, &tags, request.limit);
         ready.extend(inner.due_runs(Due::Timer, Some(request.now), &tags, request.limit));
         ready.extend(inner.due_runs(Due::Lease, Some(request.lease_now), &tags, request.limit));
@@ -509,6 +651,10 @@ impl Store for MemoryStore {
                 return Err(StoreError::NotPaused { run_id: run.id.clone(), status: run.status });
             }
             run.status = RunStatus::Pending;
+            if run.concurrency.is_some() {
+                // It gave its slot up when it was paused: it waits for one again.
+                run.waiting_for = Some(WaitingFor::Concurrency);
+            }
             run.error = None;
             run.recoveries = 0;
             run.updated_at = request.at;
@@ -708,6 +854,27 @@ impl Store for MemoryStore {
     fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
         let deleted = self.lock().schedules.remove(name).is_some();
         Box::pin(async move { Ok(deleted) })
+    }
+
+    fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
+        let result = rule.check().map_err(StoreError::InvalidInput).map(|()| {
+            let mut inner = self.lock();
+            inner.rules.insert(rule.workflow.clone(), rule.clone());
+            inner.admit_workflow(&rule.workflow);
+        });
+        Box::pin(async move { result })
+    }
+
+    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool> {
+        let mut inner = self.lock();
+        let deleted = inner.rules.remove(workflow).is_some();
+        inner.admit_workflow(workflow);
+        Box::pin(async move { Ok(deleted) })
+    }
+
+    fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {
+        let rules = self.lock().rules.values().cloned().collect();
+        Box::pin(async move { Ok(rules) })
     }
 }
 

@@ -1,11 +1,11 @@
 //! The embedded SQLite backend: one file, WAL, one writer thread that group-commits.
 
 use crate::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
-    LeaseStatus, NewRun, NewSignal, PageCursor, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord,
-    StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord,
-    WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
+    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor, PauseOutcome, PauseSchedule, PruneRequest,
+    PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
+    ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
+    SuspendReason, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
@@ -121,6 +121,8 @@ enum Command {
     FireSchedule(FireSchedule, Reply<Option<Vec<CreatedRun>>>),
     PauseSchedule(PauseSchedule, Reply<ScheduleRecord>),
     DeleteSchedule(String, Reply<u64>),
+    PutConcurrency(ConcurrencyRule, Reply<()>),
+    DeleteConcurrency(String, Reply<u64>),
 }
 
 enum Output {
@@ -290,6 +292,56 @@ CREATE TABLE IF NOT EXISTS schedules (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS schedules_due ON schedules(next_fire_at) WHERE paused = 0 AND next_fire_at IS NOT NULL;
 ",
+    // 11: concurrency limits. A run of a limited workflow has a `flow_key` (its group is
+    // workflow and key), enters as `waiting_for = 'concurrency'`, and is admitted (`waiting_for`
+    // cleared) by `flow_admit` in creation order while its group holds fewer slots than the
+    // rule's limit. The triggers fire only for rows with a `flow_key` changing status or
+    // `waiting_for`: a store without rules pays for nothing but the columns. The claim reads
+    // pending runs through `runs_ready`, which leaves waiting runs out.
+    "
+ALTER TABLE runs ADD COLUMN flow_key TEXT;
+ALTER TABLE runs ADD COLUMN flow_hold INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN waiting_for TEXT;
+CREATE INDEX IF NOT EXISTS runs_ready ON runs(created_at) WHERE status = 'pending' AND waiting_for IS NULL;
+CREATE INDEX IF NOT EXISTS runs_waiting ON runs(workflow, flow_key, created_at, id) WHERE waiting_for IS NOT NULL;
+CREATE TABLE IF NOT EXISTS concurrency_rules (
+    workflow TEXT PRIMARY KEY NOT NULL,
+    key TEXT,
+    lim INTEGER NOT NULL,
+    hold INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS concurrency_slots (
+    workflow TEXT NOT NULL,
+    key TEXT NOT NULL,
+    held INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (workflow, key)
+) WITHOUT ROWID;
+CREATE VIEW IF NOT EXISTS flow_admit (workflow, key) AS SELECT NULL, NULL WHERE 0;
+CREATE TRIGGER IF NOT EXISTS flow_admit INSTEAD OF INSERT ON flow_admit
+BEGIN
+    INSERT OR IGNORE INTO concurrency_slots (workflow, key, held) VALUES (new.workflow, new.key, 0);
+    UPDATE runs SET waiting_for = NULL WHERE id IN (
+        SELECT id FROM runs WHERE workflow = new.workflow AND flow_key = new.key AND waiting_for IS NOT NULL
+        ORDER BY created_at, id
+        LIMIT max(0, coalesce((SELECT lim FROM concurrency_rules WHERE workflow = new.workflow), 1000000000)
+                     - (SELECT held FROM concurrency_slots WHERE workflow = new.workflow AND key = new.key)));
+    UPDATE concurrency_slots SET held = held + changes() WHERE workflow = new.workflow AND key = new.key;
+END;
+CREATE TRIGGER IF NOT EXISTS runs_flow_insert AFTER INSERT ON runs WHEN new.flow_key IS NOT NULL
+BEGIN
+    INSERT INTO flow_admit (workflow, key) VALUES (new.workflow, new.flow_key);
+END;
+CREATE TRIGGER IF NOT EXISTS runs_flow_update AFTER UPDATE OF status, waiting_for ON runs
+WHEN old.flow_key IS NOT NULL AND ((old.waiting_for IS NULL AND new.waiting_for IS NOT NULL)
+    OR (old.waiting_for IS NULL AND (old.status IN ('pending', 'running') OR (old.status = 'suspended' AND old.flow_hold = 1))
+        AND NOT (new.waiting_for IS NULL
+                 AND (new.status IN ('pending', 'running') OR (new.status = 'suspended' AND new.flow_hold = 1)))))
+BEGIN
+    UPDATE concurrency_slots SET held = held - 1 WHERE workflow = old.workflow AND key = old.flow_key
+        AND old.waiting_for IS NULL AND (old.status IN ('pending', 'running') OR (old.status = 'suspended' AND old.flow_hold = 1));
+    INSERT INTO flow_admit (workflow, key) VALUES (old.workflow, old.flow_key);
+END;
+",
 ];
 
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -297,7 +349,7 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
-     continued_as";
+     continued_as, flow_key, flow_hold, waiting_for";
 
 const SCHEDULE_COLUMNS: &str =
     "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
@@ -318,6 +370,17 @@ fn row_to_schedule(row: &Row<'_>) -> rusqlite::Result<Result<ScheduleRecord, Sto
             updated_at: Timestamp::from_millis(row.get(8).map_err(backend)?),
         })
     })())
+}
+
+const RULES: &str = "SELECT workflow, key, lim, hold FROM concurrency_rules";
+
+fn row_to_rule(row: &Row<'_>) -> rusqlite::Result<ConcurrencyRule> {
+    Ok(ConcurrencyRule {
+        workflow: row.get(0)?,
+        key: row.get(1)?,
+        limit: row.get(2)?,
+        hold_suspended: row.get::<_, i64>(3)? != 0,
+    })
 }
 
 fn raw(text: String) -> Result<Box<RawValue>, StoreError> {
@@ -362,6 +425,12 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
             parent: row.get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
             continued_from: row.get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
             continued_as: row.get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
+            concurrency: RunConcurrency::stored(
+                row.get(27).map_err(backend)?,
+                row.get::<_, i64>(28).map_err(backend)? != 0,
+            ),
+            waiting_for: WaitingFor::stored(row.get::<_, Option<String>>(29).map_err(backend)?.as_deref())
+                .map_err(StoreError::Corrupt)?,
         })
     })();
     Ok(record)
@@ -794,7 +863,36 @@ impl Writer {
             Command::DeleteSchedule(name, _) => Ok(Output::Count(
                 self.conn.prepare_cached("DELETE FROM schedules WHERE name = ?1")?.execute([name])? as u64,
             )),
+            Command::PutConcurrency(rule, _) => {
+                rule.check().map_err(|e| clean(StoreError::InvalidInput(e)))?;
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO concurrency_rules (workflow, key, lim, hold) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (workflow) DO UPDATE SET key = excluded.key, lim = excluded.lim, hold = excluded.hold",
+                    )?
+                    .execute(params![rule.workflow, rule.key, rule.limit, rule.hold_suspended])?;
+                self.admit_workflow(&rule.workflow).map(|()| Output::Unit)
+            }
+            Command::DeleteConcurrency(workflow, _) => {
+                let deleted = self
+                    .conn
+                    .prepare_cached("DELETE FROM concurrency_rules WHERE workflow = ?1")?
+                    .execute([workflow])?;
+                self.admit_workflow(workflow)?;
+                Ok(Output::Count(deleted as u64))
+            }
         }
+    }
+
+    /// Admits what every group of `workflow` with waiting runs has room for (its rule changed).
+    fn admit_workflow(&self, workflow: &str) -> Result<(), Failure> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO flow_admit (workflow, key)
+                 SELECT DISTINCT workflow, flow_key FROM runs WHERE workflow = ?1 AND waiting_for IS NOT NULL",
+            )?
+            .execute([workflow])?;
+        Ok(())
     }
 
     fn prune(&mut self, request: &PruneRequest) -> Result<Vec<RunId>, Failure> {
@@ -969,12 +1067,15 @@ impl Writer {
             return Ok(CreatedRun { run: existing, created: false });
         }
         let at = run.created_at.as_millis();
+        let place = self.concurrency_rule(&run.workflow)?.map(|rule| RunConcurrency::of(&rule, &run.input));
         let inserted = self
             .conn
             .prepare_cached(
                 "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
-                     deadline_at, retention_ms, restarted_from, parent, continued_from)
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (id) DO NOTHING",
+                     deadline_at, retention_ms, restarted_from, parent, continued_from, flow_key, flow_hold, waiting_for)
+                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+                     CASE WHEN ?13 IS NOT NULL THEN 'concurrency' END)
+                 ON CONFLICT (id) DO NOTHING",
             )?
             .execute(params![
                 run.id.as_str(),
@@ -989,6 +1090,8 @@ impl Writer {
                 run.restarted_from.as_ref().map(RunId::as_str),
                 run.parent.as_ref().map(RunId::as_str),
                 run.continued_from.as_ref().map(RunId::as_str),
+                place.as_ref().map(|p| p.key.as_str()),
+                place.as_ref().is_some_and(|p| p.hold_suspended),
             ])?;
         if inserted == 0 {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
@@ -996,7 +1099,23 @@ impl Writer {
         for (i, event) in run.initial_journal().iter().enumerate() {
             self.insert_event(&run.id, i as u64 + 1, run.created_at, event, &event.to_json())?;
         }
-        Ok(CreatedRun { run: RunRecord::pending(run), created: true })
+        let mut record = RunRecord::pending(run);
+        if place.is_some() {
+            // Admitted at once, or waiting: the insert's trigger decided.
+            let waiting: Option<String> = self
+                .conn
+                .prepare_cached("SELECT waiting_for FROM runs WHERE id = ?1")?
+                .query_row([run.id.as_str()], |r| r.get(0))?;
+            record.waiting_for = WaitingFor::stored(waiting.as_deref()).map_err(|e| clean(StoreError::Corrupt(e)))?;
+            record.concurrency = place;
+        }
+        Ok(CreatedRun { run: record, created: true })
+    }
+
+    /// `workflow`'s concurrency rule, if it has one.
+    fn concurrency_rule(&self, workflow: &str) -> Result<Option<ConcurrencyRule>, Failure> {
+        let mut stmt = self.conn.prepare_cached(&format!("{RULES} WHERE workflow = ?1"))?;
+        Ok(stmt.query_row([workflow], row_to_rule).optional()?)
     }
 
     fn insert_event(&self, run_id: &RunId, seq: u64, at: Timestamp, event: &Event, json: &str) -> Result<(), Failure> {
@@ -1016,13 +1135,23 @@ impl Writer {
     fn claim(&mut self, request: &ClaimRequest) -> Result<Vec<RunRecord>, Failure> {
         let tags: Vec<String> = request.workflows.iter().map(WorkflowKey::tag).collect();
         let tags = serde_json::to_string(&tags).map_err(|e| clean(StoreError::InvalidInput(e.to_string())))?;
+        // Woken runs that gave their slot up when they suspended wait for one again (the
+        // update's trigger admits them at once where their group has room).
+        self.conn
+            .prepare_cached(
+                "UPDATE runs SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL, wake_at = NULL,
+                     updated_at = ?1
+                 WHERE status = 'suspended' AND wake_at <= ?1 AND flow_key IS NOT NULL AND flow_hold = 0
+                   AND (workflow || '@' || version) IN (SELECT value FROM json_each(?2))",
+            )?
+            .execute(params![request.now.as_millis(), tags])?;
         let mut stmt = self.conn.prepare_cached(&format!(
             "UPDATE runs SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = ?1,
                  lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3,
                  recoveries = CASE WHEN status = 'running' THEN recoveries + 1 ELSE recoveries END
              WHERE id IN (
                  SELECT id FROM (
-                     SELECT id, created_at AS due FROM runs WHERE status = 'pending'
+                     SELECT id, created_at AS due FROM runs WHERE status = 'pending' AND waiting_for IS NULL
                        AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
                      UNION ALL
                      SELECT id, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
@@ -1285,7 +1414,9 @@ impl Writer {
         }
         self.conn
             .prepare_cached(
-                "UPDATE runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = ?2 WHERE id = ?1",
+                "UPDATE runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = ?2,
+                     waiting_for = CASE WHEN flow_key IS NOT NULL THEN 'concurrency' END
+                 WHERE id = ?1",
             )?
             .execute(params![request.run_id.as_str(), request.at.as_millis()])?;
         Ok(())
@@ -1371,7 +1502,10 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
             send(r, output, |o| if let Output::Schedule(s) = o { Some(*s) } else { None })
         }
         Command::FireSchedule(_, r) => send(r, output, |o| if let Output::Fired(f) = o { Some(f) } else { None }),
-        Command::DeleteSchedule(_, r) => send(r, output, |o| if let Output::Count(n) = o { Some(n) } else { None }),
+        Command::DeleteSchedule(_, r) | Command::DeleteConcurrency(_, r) => {
+            send(r, output, |o| if let Output::Count(n) = o { Some(n) } else { None })
+        }
+        Command::PutConcurrency(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
     }
 }
 
@@ -1727,6 +1861,25 @@ impl Store for SqliteStore {
         let name = name.to_owned();
         let deleted = self.send(|r| Command::DeleteSchedule(name, r));
         Box::pin(async move { Ok(deleted.await? > 0) })
+    }
+
+    fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
+        let rule = rule.clone();
+        Box::pin(self.send(|r| Command::PutConcurrency(rule, r)))
+    }
+
+    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool> {
+        let workflow = workflow.to_owned();
+        let deleted = self.send(|r| Command::DeleteConcurrency(workflow, r));
+        Box::pin(async move { Ok(deleted.await? > 0) })
+    }
+
+    fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!("{RULES} ORDER BY workflow")).map_err(backend)?;
+            let rows = stmt.query_map([], row_to_rule).map_err(backend)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        })
     }
 }
 

@@ -1,3 +1,4 @@
+use cairn_journal::flow::WaitingFor;
 use cairn_journal::{Event, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -250,6 +251,100 @@ pub struct RunRecord {
     /// The run this one continued as (set when it ended with status `continued`).
     #[serde(default)]
     pub continued_as: Option<RunId>,
+    /// Its place under its workflow's [concurrency rule](ConcurrencyRule), fixed when it was
+    /// created (`None`: its workflow had none then, and it is never limited).
+    #[serde(default)]
+    pub concurrency: Option<RunConcurrency>,
+    /// Why a pending run may not be claimed yet (`None`: it may).
+    #[serde(default)]
+    pub waiting_for: Option<WaitingFor>,
+}
+
+/// A run's place under its workflow's concurrency rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunConcurrency {
+    /// The key its input gave (`""` under a rule without a key): runs of one workflow with equal
+    /// keys share the rule's slots.
+    pub key: String,
+    /// Whether it keeps its slot while suspended.
+    pub hold_suspended: bool,
+}
+
+impl RunConcurrency {
+    /// From a row's `flow_key` and `flow_hold` columns.
+    pub fn stored(key: Option<String>, hold_suspended: bool) -> Option<RunConcurrency> {
+        key.map(|key| RunConcurrency { key, hold_suspended })
+    }
+
+    /// The place under `rule` of a run with `input`.
+    pub fn of(rule: &ConcurrencyRule, input: &RawValue) -> RunConcurrency {
+        let key = match &rule.key {
+            None => String::new(),
+            Some(pointer) => {
+                let tokens = cairn_journal::flow::pointer_tokens(pointer).unwrap_or_default();
+                let input: serde_json::Value = serde_json::from_str(input.get()).unwrap_or_default();
+                cairn_journal::flow::key_of(&input, &tokens)
+            }
+        };
+        RunConcurrency { key, hold_suspended: rule.hold_suspended }
+    }
+}
+
+/// At most `limit` runs of `workflow` hold a slot at once, per value of `key` in their inputs
+/// (or for the whole workflow, without a key), across every worker sharing the store. A run
+/// holds a slot from when it is admitted until it ends, is paused, or suspends (unless
+/// `hold_suspended`); the others wait in creation order ([`WaitingFor::Concurrency`]) and are
+/// admitted, by the store, as slots free up. A rule applies to runs created after it was stored.
+///
+/// ```
+/// use cairn_store::ConcurrencyRule;
+/// let rule = ConcurrencyRule::per_key("charge", "/customer", 2).hold_suspended();
+/// assert_eq!((rule.limit, rule.key.as_deref(), rule.hold_suspended), (2, Some("/customer"), true));
+/// assert!(ConcurrencyRule::per_workflow("charge", 0).check().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConcurrencyRule {
+    /// The workflow it limits.
+    pub workflow: String,
+    /// A JSON pointer (`/customer`) into each run's input: runs with equal values there share
+    /// the slots. `None`: all runs of the workflow share them.
+    pub key: Option<String>,
+    /// How many runs at most hold a slot at once, per key.
+    pub limit: u32,
+    /// Whether a suspended (sleeping, waiting) run keeps its slot.
+    pub hold_suspended: bool,
+}
+
+impl ConcurrencyRule {
+    /// At most `limit` runs of `workflow` at once.
+    pub fn per_workflow(workflow: impl Into<String>, limit: u32) -> ConcurrencyRule {
+        ConcurrencyRule { workflow: workflow.into(), key: None, limit, hold_suspended: false }
+    }
+
+    /// At most `limit` runs of `workflow` at once per value at `pointer` in their inputs.
+    pub fn per_key(workflow: impl Into<String>, pointer: impl Into<String>, limit: u32) -> ConcurrencyRule {
+        ConcurrencyRule { workflow: workflow.into(), key: Some(pointer.into()), limit, hold_suspended: false }
+    }
+
+    /// Suspended runs keep their slots.
+    pub fn hold_suspended(mut self) -> ConcurrencyRule {
+        self.hold_suspended = true;
+        self
+    }
+
+    /// Why the rule cannot be stored, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.workflow.is_empty() {
+            return Err("a concurrency rule needs a workflow".into());
+        }
+        if self.limit == 0 {
+            return Err(format!("the concurrency limit of {} must be at least 1", self.workflow));
+        }
+        if let Some(pointer) = &self.key {
+            cairn_journal::flow::pointer_tokens(pointer).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
 }
 
 impl RunRecord {
@@ -289,6 +384,8 @@ impl RunRecord {
             parent: run.parent.clone(),
             continued_from: run.continued_from.clone(),
             continued_as: None,
+            concurrency: None,
+            waiting_for: None,
         }
     }
 

@@ -1,0 +1,157 @@
+//! Flow control, the pure part: which concurrency group a run belongs to, and whether a run
+//! holds one of its group's slots. The stores keep the counts; these rules say what they count.
+
+use serde_json::Value;
+
+/// What a queued run waits for before a worker may claim it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitingFor {
+    /// A free slot of its concurrency group.
+    Concurrency,
+}
+
+impl WaitingFor {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitingFor::Concurrency => "concurrency",
+        }
+    }
+
+    /// Reads a stored name.
+    pub fn parse(text: &str) -> Option<WaitingFor> {
+        match text {
+            "concurrency" => Some(WaitingFor::Concurrency),
+            _ => None,
+        }
+    }
+
+    /// Reads a row's `waiting_for` column; a name this release does not know is refused.
+    pub fn stored(text: Option<&str>) -> Result<Option<WaitingFor>, String> {
+        text.map(|t| WaitingFor::parse(t).ok_or_else(|| format!("unknown waiting_for {t:?}"))).transpose()
+    }
+}
+
+impl std::fmt::Display for WaitingFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a JSON pointer was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PointerError(pub String);
+
+impl std::fmt::Display for PointerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The reference tokens of a JSON pointer (RFC 6901): `""` is the whole input, `/customer/id`
+/// is `["customer", "id"]`, `~1` and `~0` stand for `/` and `~`.
+///
+/// ```
+/// use cairn_journal::flow::pointer_tokens;
+/// assert_eq!(pointer_tokens("/customer/id").unwrap(), ["customer", "id"]);
+/// assert_eq!(pointer_tokens("/a~1b").unwrap(), ["a/b"]);
+/// assert!(pointer_tokens("customer").is_err());
+/// ```
+pub fn pointer_tokens(pointer: &str) -> Result<Vec<String>, PointerError> {
+    if pointer.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(rest) = pointer.strip_prefix('/') else {
+        return Err(PointerError(format!("the key {pointer:?} is not a JSON pointer: it must start with '/'")));
+    };
+    rest.split('/')
+        .map(|token| {
+            let mut out = String::with_capacity(token.len());
+            let mut chars = token.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '~' => match chars.next() {
+                        Some('0') => out.push('~'),
+                        Some('1') => out.push('/'),
+                        _ => return Err(PointerError(format!("the key {pointer:?} has a '~' not followed by 0 or 1"))),
+                    },
+                    c => out.push(c),
+                }
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+/// The concurrency key of a run's input: the value at `pointer` (from [`pointer_tokens`]) as text
+/// (a string without its quotes, anything else as compact JSON), or `""` where the input has no
+/// value there or `null`. Runs with equal keys share their slots.
+///
+/// ```
+/// use cairn_journal::flow::key_of;
+/// use serde_json::json;
+/// let tokens = ["customer".to_owned()];
+/// assert_eq!(key_of(&json!({"customer": "acme", "n": 1}), &tokens), "acme");
+/// assert_eq!(key_of(&json!({"customer": 42}), &tokens), "42");
+/// assert_eq!(key_of(&json!({"other": 1}), &tokens), "");
+/// ```
+pub fn key_of(input: &Value, tokens: &[String]) -> String {
+    let mut at = input;
+    for token in tokens {
+        at = match at {
+            Value::Object(map) => match map.get(token) {
+                Some(value) => value,
+                None => return String::new(),
+            },
+            Value::Array(items) => match token.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                Some(value) => value,
+                None => return String::new(),
+            },
+            _ => return String::new(),
+        };
+    }
+    match at {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether a run in a concurrency group holds one of its slots: it was admitted (it does not
+/// wait for a slot) and it is queued for a worker, running, or suspended under a rule that
+/// keeps a suspended run's slot (`hold_suspended`). Every other run holds none.
+pub fn holds_slot(status: &str, waiting: bool, hold_suspended: bool) -> bool {
+    !waiting && (status == "pending" || status == "running" || (status == "suspended" && hold_suspended))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pointers_and_keys() {
+        assert_eq!(pointer_tokens("").unwrap(), Vec::<String>::new());
+        assert_eq!(pointer_tokens("/a~0b/0").unwrap(), ["a~b", "0"]);
+        assert!(pointer_tokens("/a~2").is_err());
+        let items = pointer_tokens("/items/1").unwrap();
+        assert_eq!(key_of(&json!({"items": ["x", "y"]}), &items), "y");
+        assert_eq!(key_of(&json!({"items": ["x"]}), &items), "");
+        assert_eq!(key_of(&json!({"c": true}), &pointer_tokens("/c").unwrap()), "true");
+        assert_eq!(key_of(&json!({"c": null}), &pointer_tokens("/c").unwrap()), "");
+        assert_eq!(key_of(&json!("whole"), &[]), "whole");
+    }
+
+    #[test]
+    fn who_holds_a_slot() {
+        assert!(holds_slot("pending", false, false));
+        assert!(!holds_slot("pending", true, false));
+        assert!(holds_slot("running", false, false));
+        assert!(!holds_slot("suspended", false, false));
+        assert!(holds_slot("suspended", false, true));
+        for ended in ["completed", "failed", "cancelled", "continued", "paused"] {
+            assert!(!holds_slot(ended, false, true));
+        }
+    }
+}
