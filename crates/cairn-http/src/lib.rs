@@ -241,6 +241,7 @@ impl From<ClientError> for ApiError {
             ClientError::InvalidEventId(_) => (StatusCode::BAD_REQUEST, "invalid_event_id"),
             ClientError::ScheduleNotFound(_) => (StatusCode::NOT_FOUND, "schedule_not_found"),
             ClientError::InvalidSchedule(_) => (StatusCode::BAD_REQUEST, "invalid_schedule"),
+            ClientError::InvalidConcurrency(_) => (StatusCode::BAD_REQUEST, "invalid_concurrency"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
         };
         ApiError::new(status, code, error.to_string())

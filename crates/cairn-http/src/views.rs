@@ -96,6 +96,13 @@ pub struct RunView {
     /// The run it continued as (when it ended `continued`).
     #[serde(default)]
     pub continued_as: Option<String>,
+    /// Why a pending run has not started yet: `concurrency` (every slot of its concurrency
+    /// group is held).
+    #[serde(default)]
+    pub waiting_for: Option<String>,
+    /// Its key under its workflow's concurrency rule (`""` for a rule without a key).
+    #[serde(default)]
+    pub concurrency_key: Option<String>,
 }
 
 /// A run as lists show it: its summary, and whether it is stranded.
@@ -182,6 +189,8 @@ pub fn run_view(run: &RunRecord) -> RunView {
         parent: run.parent.as_ref().map(RunId::to_string),
         continued_from: run.continued_from.as_ref().map(RunId::to_string),
         continued_as: run.continued_as.as_ref().map(RunId::to_string),
+        waiting_for: run.waiting_for.map(|w| w.to_string()),
+        concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
     }
 }
 

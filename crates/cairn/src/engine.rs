@@ -568,6 +568,7 @@ pub struct EngineBuilder {
     duplicate: Option<(String, u32)>,
     config: Config,
     schedules: Vec<crate::Schedule>,
+    concurrency: Vec<crate::ConcurrencyRule>,
 }
 
 impl EngineBuilder {
@@ -752,6 +753,34 @@ impl EngineBuilder {
         self
     }
 
+    /// Limits how many runs of a registered workflow hold a slot at once, across every worker
+    /// sharing the store (stored at start, replacing the workflow's earlier rule). Runs over the
+    /// limit wait, in creation order, and start as slots free up; `cairn runs list` shows them
+    /// `waiting_for: concurrency`. One rule per workflow: a later call for the same workflow wins.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::{ConcurrencyRule, MemoryStore};
+    /// # async fn charge(_ctx: Ctx, _input: serde_json::Value) -> Result<(), WorkflowError> { Ok(()) }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder()
+    ///     .store(MemoryStore::new())
+    ///     .register("charge", 1, charge)
+    ///     // At most 2 charges per customer at once.
+    ///     .concurrency(ConcurrencyRule::per_key("charge", "/customer", 2))
+    ///     .start()
+    ///     .await?;
+    /// assert_eq!(engine.concurrency_rules().await?[0].limit, 2);
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn concurrency(mut self, rule: crate::ConcurrencyRule) -> Self {
+        self.concurrency.retain(|r| r.workflow != rule.workflow);
+        self.concurrency.push(rule);
+        self
+    }
+
     /// How long [`Engine::shutdown`] lets steps in flight finish (default 30 s).
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.config.shutdown_grace = grace;
@@ -773,11 +802,24 @@ impl EngineBuilder {
                 return Err(EngineError::InvalidSchedule(message));
             }
         }
+        for rule in &self.concurrency {
+            rule.check().map_err(EngineError::InvalidConcurrency)?;
+            if self.registry.latest(&rule.workflow).is_none() {
+                let message = format!("a concurrency rule limits `{}`, which is not registered", rule.workflow);
+                return Err(EngineError::InvalidConcurrency(message));
+            }
+        }
         tokio::runtime::Handle::try_current().map_err(|_| EngineError::NoRuntime)?;
         // Read first: most starts declare what the store already holds, and then write nothing.
         let declared = self.registry.subscriptions();
         if !declared.is_held_by(&store.subscriptions().await.map_err(EngineError::Store)?) {
             store.set_subscriptions(&declared).await.map_err(EngineError::Store)?;
+        }
+        if !self.concurrency.is_empty() {
+            let held = store.concurrency_rules().await.map_err(EngineError::Store)?;
+            for rule in self.concurrency.iter().filter(|rule| !held.contains(rule)) {
+                store.put_concurrency(rule).await.map_err(EngineError::Store)?;
+            }
         }
         let notices = store.notices();
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
@@ -842,6 +884,7 @@ impl Engine {
             duplicate: None,
             config: Config::default(),
             schedules: Vec::new(),
+            concurrency: Vec::new(),
         }
     }
 

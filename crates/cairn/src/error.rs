@@ -296,6 +296,9 @@ pub enum ClientError {
     /// A schedule's name, cron expression, time zone, interval or catch-up policy is not valid.
     #[error("[CAIRN-E0311] invalid schedule: {0}")]
     InvalidSchedule(String),
+    /// A concurrency rule's limit is 0, its key is not a JSON pointer, or it has no workflow.
+    #[error("[CAIRN-E0312] invalid concurrency rule: {0}")]
+    InvalidConcurrency(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -351,6 +354,9 @@ pub enum EngineError {
     /// A declared schedule is not valid, or starts a workflow the builder does not register.
     #[error("[CAIRN-E0311] invalid schedule: {0}")]
     InvalidSchedule(String),
+    /// A declared concurrency rule is not valid, or limits a workflow the builder does not register.
+    #[error("[CAIRN-E0312] invalid concurrency rule: {0}")]
+    InvalidConcurrency(String),
     /// The store refused the worker's subscriptions or schedules.
     #[error("could not declare this worker's topic subscriptions or schedules: {0}")]
     Store(StoreError),

@@ -45,6 +45,7 @@ mod continuations;
 mod ctx;
 mod engine;
 mod error;
+mod flow;
 mod panic;
 mod registry;
 mod repeat;
@@ -59,8 +60,8 @@ mod workers;
 
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 pub use cairn_store::{
-    CancelOutcome, MemoryStore, PageCursor, PauseOutcome, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    SignalRecord, Store, StoreError, SuspendReason, WorkflowCount,
+    CancelOutcome, ConcurrencyRule, MemoryStore, PageCursor, PauseOutcome, RunConcurrency, RunFilter, RunId, RunPage,
+    RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount,
 };
 #[cfg(feature = "sqlite")]
 pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
