@@ -1151,7 +1151,8 @@ impl Writer {
                  recoveries = CASE WHEN status = 'running' THEN recoveries + 1 ELSE recoveries END
              WHERE id IN (
                  SELECT id FROM (
-                     SELECT id, created_at AS due FROM runs WHERE status = 'pending' AND waiting_for IS NULL
+                     SELECT id, created_at AS due FROM runs INDEXED BY runs_ready
+                     WHERE status = 'pending' AND waiting_for IS NULL
                        AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
                      UNION ALL
                      SELECT id, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
