@@ -448,12 +448,9 @@ impl Sql {
                 "SELECT id, flow_key, flow_hold, waiting_for FROM {s}.runs WHERE id = ANY($1) AND flow_key IS NOT NULL"
             ),
             put_rule: format!(
-                "WITH rule AS (
-                     INSERT INTO {s}.concurrency_rules (workflow, key, path, lim, hold) VALUES ($1, $2, $3, $4, $5)
-                     ON CONFLICT (workflow) DO UPDATE
-                         SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold
-                     RETURNING workflow)
-                 SELECT count(*) FROM rule"
+                "INSERT INTO {s}.concurrency_rules (workflow, key, path, lim, hold) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (workflow) DO UPDATE
+                     SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold"
             ),
             delete_rule: format!("DELETE FROM {s}.concurrency_rules WHERE workflow = $1"),
             admit_workflow: format!(
@@ -1619,6 +1616,26 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Changes `workflow`'s concurrency rule by `statement` and admits, in the same transaction,
+    /// what every group of the workflow now has room for; tells idle workers. The rows changed.
+    async fn change_rule(
+        &self,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+        workflow: &str,
+    ) -> Result<u64, StoreError> {
+        let sql = &self.sql;
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let prepared = tx.prepare_cached(statement).await.map_err(backend)?;
+        let changed = tx.execute(&prepared, params).await.map_err(backend)?;
+        let admit = tx.prepare_cached(&sql.admit_workflow).await.map_err(backend)?;
+        tx.query(&admit, &[&workflow]).await.map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        notify(&client, sql, "").await?;
+        Ok(changed)
+    }
+
     /// Signal-with-start in one transaction. Concurrent callers with one id or key serialize on
     /// the insert (the losers wait for the winner's commit, then find its run).
     async fn start_with_signal_inner(
@@ -2129,33 +2146,13 @@ impl Store for PostgresStore {
             let path =
                 rule.key.as_deref().map(pointer_tokens).transpose().map_err(|e| StoreError::InvalidInput(e.0))?;
             let limit = i32::try_from(rule.limit).unwrap_or(i32::MAX);
-            let sql = &self.sql;
-            let mut client = self.pool.get().await.map_err(backend)?;
-            let tx = client.transaction().await.map_err(backend)?;
-            let statement = tx.prepare_cached(&sql.put_rule).await.map_err(backend)?;
-            tx.query_one(&statement, &[&rule.workflow, &rule.key, &path, &limit, &rule.hold_suspended])
-                .await
-                .map_err(backend)?;
-            let statement = tx.prepare_cached(&sql.admit_workflow).await.map_err(backend)?;
-            tx.query(&statement, &[&rule.workflow]).await.map_err(backend)?;
-            tx.commit().await.map_err(backend)?;
-            notify(&client, sql, "").await
+            let params: [&(dyn ToSql + Sync); 5] = [&rule.workflow, &rule.key, &path, &limit, &rule.hold_suspended];
+            self.change_rule(&self.sql.put_rule, &params, &rule.workflow).await.map(|_| ())
         })
     }
 
     fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let sql = &self.sql;
-            let mut client = self.pool.get().await.map_err(backend)?;
-            let tx = client.transaction().await.map_err(backend)?;
-            let statement = tx.prepare_cached(&sql.delete_rule).await.map_err(backend)?;
-            let deleted = tx.execute(&statement, &[&workflow]).await.map_err(backend)? > 0;
-            let statement = tx.prepare_cached(&sql.admit_workflow).await.map_err(backend)?;
-            tx.query(&statement, &[&workflow]).await.map_err(backend)?;
-            tx.commit().await.map_err(backend)?;
-            notify(&client, sql, "").await?;
-            Ok(deleted)
-        })
+        Box::pin(async move { Ok(self.change_rule(&self.sql.delete_rule, &[&workflow], workflow).await? > 0) })
     }
 
     fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {

@@ -230,8 +230,6 @@ fn settle_signals(runs: &mut HashMap<RunId, (Loaded, Vec<SignalRecord>)>) {
     }
 }
 
-/// Deletes a run's files (the journal file last: a run whose journal file is left is loaded again
-/// on the next open).
 /// The JSON array in `file`, or nothing if there is no such file.
 fn read_list<T: serde::de::DeserializeOwned>(file: &Path) -> Result<Vec<T>, StoreError> {
     match std::fs::read(file) {
@@ -243,6 +241,8 @@ fn read_list<T: serde::de::DeserializeOwned>(file: &Path) -> Result<Vec<T>, Stor
     }
 }
 
+/// Deletes a run's files (the journal file last: a run whose journal file is left is loaded again
+/// on the next open).
 fn remove_files(runs_dir: &Path, id: &RunId) -> Result<(), StoreError> {
     let stem = file_stem(id);
     for suffix in ["summary.json", "signals.jsonl", "jsonl"] {

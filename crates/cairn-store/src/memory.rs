@@ -73,14 +73,17 @@ fn due_key(run: &RunRecord) -> Option<(Due, Timestamp)> {
     }
 }
 
-/// Where a run stands in its concurrency group: (group, holds a slot, waits for one).
-type FlowState = Option<((String, String), bool, bool)>;
-
-fn flow_state(run: &RunRecord) -> FlowState {
+/// Where a run of a concurrency group stands: (holds a slot, waits for one); `None` for a run in
+/// no group.
+fn slot_state(run: &RunRecord) -> Option<(bool, bool)> {
     let place = run.concurrency.as_ref()?;
     let waiting = run.waiting_for.is_some();
-    let holds = holds_slot(run.status.as_str(), waiting, place.hold_suspended);
-    Some(((run.workflow.clone(), place.key.clone()), holds, waiting))
+    Some((holds_slot(run.status.as_str(), waiting, place.hold_suspended), waiting))
+}
+
+/// A grouped run's concurrency group: its workflow and key.
+fn group_of(run: &RunRecord) -> (String, String) {
+    (run.workflow.clone(), run.concurrency.as_ref().map(|c| c.key.clone()).unwrap_or_default())
 }
 
 /// Whether a suspended run due to wake goes back to wait for a slot instead (it gave its slot up).
@@ -114,22 +117,22 @@ impl MemoryStore {
     /// are not written to the files of the runs they admit).
     pub(crate) fn restore_concurrency(&self, rules: Vec<ConcurrencyRule>) {
         let mut inner = self.lock();
+        let inner = &mut *inner;
         inner.rules = rules.into_iter().map(|r| (r.workflow.clone(), r)).collect();
-        let grouped: Vec<RunId> =
-            inner.runs.values().filter(|r| r.concurrency.is_some()).map(|r| r.id.clone()).collect();
         let mut groups = BTreeSet::new();
-        for id in grouped {
-            let _ = inner.modify(&id, |run| {
-                if run.status == RunStatus::Pending {
-                    run.waiting_for = Some(WaitingFor::Concurrency);
+        for (id, run) in inner.runs.iter_mut().filter(|(_, run)| run.concurrency.is_some()) {
+            let group = group_of(run);
+            if run.status == RunStatus::Pending {
+                let before = due_key(run);
+                run.waiting_for = Some(WaitingFor::Concurrency);
+                if let Some((due, at)) = before {
+                    inner.due.remove(&(due, at, id.clone()));
                 }
-            });
-            if let Some(Some((group, holds, _))) = inner.runs.get(&id).map(flow_state) {
-                if holds {
-                    *inner.held.entry(group.clone()).or_default() += 1;
-                }
-                groups.insert(group);
+                inner.waiting.insert((group.0.clone(), group.1.clone(), run.created_at, id.clone()));
+            } else if slot_state(run).is_some_and(|(holds, _)| holds) {
+                *inner.held.entry(group.clone()).or_default() += 1;
             }
+            groups.insert(group);
         }
         for group in groups {
             inner.admit(&group);
@@ -159,18 +162,18 @@ impl Inner {
     fn modify<T>(&mut self, id: &RunId, change: impl FnOnce(&mut RunRecord) -> T) -> Result<T, StoreError> {
         let run = self.runs.get_mut(id).ok_or_else(|| StoreError::RunNotFound(id.clone()))?;
         let before = due_key(run);
-        let flow_before = run.concurrency.is_some().then(|| flow_state(run)).flatten();
+        let slot_before = slot_state(run);
         let out = change(run);
         let after = due_key(run);
-        let flow_after = flow_before.as_ref().and_then(|_| flow_state(run));
-        let created_at = run.created_at;
+        let slot_after = slot_state(run);
+        let moved = (slot_before != slot_after).then(|| (group_of(run), run.created_at));
         self.move_due(id, before, after);
-        if let (Some((group, held_before, waited)), Some((_, holds, waits))) = (flow_before, flow_after) {
-            if held_before
-                && !holds
-                && let Some(held) = self.held.get_mut(&group)
-            {
-                *held = held.saturating_sub(1);
+        if let (Some((group, created_at)), Some((held, waited)), Some((holds, waits))) =
+            (moved, slot_before, slot_after)
+        {
+            let released = held && !holds;
+            if released && let Some(count) = self.held.get_mut(&group) {
+                *count = count.saturating_sub(1);
             }
             let entry = (group.0.clone(), group.1.clone(), created_at, id.clone());
             match (waited, waits) {
@@ -182,7 +185,7 @@ impl Inner {
                 }
                 _ => {}
             }
-            if (held_before && !holds) || (!waited && waits) {
+            if released || (!waited && waits) {
                 self.admit(&group);
             }
         }
@@ -491,20 +494,19 @@ impl Store for MemoryStore {
         let tags: HashSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let mut inner = self.lock();
         // Woken runs that gave their slot up wait for one again (and may get it at once).
-        let woken = if inner.held.is_empty() {
+        let woken: Vec<RunId> = if inner.held.is_empty() {
             Vec::new()
         } else {
-            inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX)
+            let due = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX);
+            due.into_iter().map(|(_, id)| id).filter(|id| inner.runs.get(id).is_some_and(requeues)).collect()
         };
-        for (_, id) in woken {
+        for id in woken {
             let _ = inner.modify(&id, |run| {
-                if requeues(run) {
-                    run.status = RunStatus::Pending;
-                    run.waiting_for = Some(WaitingFor::Concurrency);
-                    run.suspend_reason = None;
-                    run.wake_at = None;
-                    run.updated_at = request.now;
-                }
+                run.status = RunStatus::Pending;
+                run.waiting_for = Some(WaitingFor::Concurrency);
+                run.suspend_reason = None;
+                run.wake_at = None;
+                run.updated_at = request.now;
             });
         }
         let mut ready = inner.due_runs(Due::Pending, None, &tags, request.limit);

@@ -298,3 +298,58 @@ async fn a_hand_over_torn_before_its_commit_is_undone() {
 fn journal_file_of(dir: &std::path::Path, stem: &str) -> std::path::PathBuf {
     dir.join("runs").join(format!("{stem}.jsonl"))
 }
+
+/// Admissions are not written to the files of the runs they admit: a reopened store recounts its
+/// concurrency groups (the rule, the slots held, the queue in creation order) and goes on.
+#[tokio::test]
+async fn a_reopened_store_recounts_its_concurrency_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let claim = |store: &JsonlStore, now: i64| {
+        let request = ClaimRequest {
+            owner: "w".into(),
+            workflows: vec![WorkflowKey { name: "charge".into(), version: 1 }],
+            now: Timestamp::from_millis(now),
+            lease_now: Timestamp::from_millis(now),
+            lease_until: Timestamp::from_millis(now + 10_000),
+            limit: 10,
+        };
+        let store = store.clone();
+        async move {
+            let mut ids: Vec<String> =
+                store.claim(&request).await.unwrap().into_iter().map(|r| r.id.as_str().to_owned()).collect();
+            ids.sort();
+            ids
+        }
+    };
+    {
+        let store = JsonlStore::open(dir.path()).unwrap();
+        store.put_concurrency(&ConcurrencyRule::per_workflow("charge", 2)).await.unwrap();
+        for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+            let run = NewRun::new(RunId::new(id), "charge", 1, raw("{}"), Timestamp::from_millis(1 + i as i64));
+            store.create_run(run).await.unwrap();
+        }
+    }
+    let store = JsonlStore::open(dir.path()).unwrap();
+    assert_eq!(store.concurrency_rules().await.unwrap()[0].limit, 2);
+    assert_eq!(claim(&store, 10).await, ["a", "b"]);
+    let a = store.get_run(&RunId::new("a")).await.unwrap().unwrap();
+    store
+        .append(Append {
+            run_id: a.id.clone(),
+            epoch: a.epoch,
+            after_seq: a.last_seq,
+            events: vec![Event::Completed { output: raw("1") }],
+            at: Timestamp::from_millis(11),
+            update: RunUpdate::Finish {
+                status: RunStatus::Completed,
+                output: Some(raw("1")),
+                error: None,
+                at: Timestamp::from_millis(11),
+            },
+            consume_signal: None,
+            batched: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claim(&store, 12).await, ["c"], "the slot a freed goes to c");
+}

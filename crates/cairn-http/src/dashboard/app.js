@@ -55,12 +55,18 @@
     liveBadge.textContent = on ? 'live' : 'reconnecting';
   }
 
+  // Stops what the page before followed (its stream or its polling); the controller that stops
+  // the new page's.
+  function takeOver() {
+    if (stream) stream.abort();
+    stream = new AbortController();
+    return stream;
+  }
+
   // Follows a server-sent event stream (read with fetch, so the token can go in a header) and
   // calls handlers[event](data) for each event; reconnects until another page replaces it.
   function watch(path, handlers) {
-    if (stream) stream.abort();
-    const controller = new AbortController();
-    stream = controller;
+    const controller = takeOver();
     (async () => {
       while (!controller.signal.aborted) {
         try {
@@ -423,9 +429,7 @@
 
   // Reads `path` now and every two seconds until another page replaces this one.
   function poll(path, handlers) {
-    if (stream) stream.abort();
-    const controller = new AbortController();
-    stream = controller;
+    const controller = takeOver();
     (async () => {
       while (!controller.signal.aborted) {
         try {
