@@ -1,5 +1,7 @@
-//! Flow control, the pure part: which concurrency group a run belongs to, and whether a run
-//! holds one of its group's slots. The stores keep the counts; these rules say what they count.
+//! Flow control, the pure part: which concurrency group a run belongs to, whether a run holds
+//! one of its group's slots, and where a queued run stands among the runs of its priority
+//! (fairness between keys). The stores keep the counts and the queues; these rules say what
+//! they count and how they order.
 
 use serde_json::Value;
 
@@ -125,6 +127,54 @@ pub fn holds_slot(status: &str, waiting: bool, hold_suspended: bool) -> bool {
     !waiting && (status == "pending" || status == "running" || (status == "suspended" && hold_suspended))
 }
 
+/// The longest fairness key a run may carry, in bytes.
+pub const MAX_FAIRNESS_KEY_BYTES: usize = 200;
+
+/// Checks a fairness key a caller gave: 1 to [`MAX_FAIRNESS_KEY_BYTES`] bytes, no control
+/// characters.
+///
+/// ```
+/// use cairn_journal::flow::check_fairness_key;
+/// assert!(check_fairness_key("tenant-7").is_ok());
+/// assert!(check_fairness_key("").is_err());
+/// ```
+pub fn check_fairness_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > MAX_FAIRNESS_KEY_BYTES || key.chars().any(char::is_control) {
+        return Err(format!(
+            "the fairness key {key:?} must be 1 to {MAX_FAIRNESS_KEY_BYTES} bytes without control characters"
+        ));
+    }
+    Ok(())
+}
+
+/// The fairness sequence of a run queued with a key (start-time fair queuing): one past the
+/// last queued run of its key and priority (`last_of_key`), but never behind the head of its
+/// priority's queue (`head`, the smallest sequence queued there). Within a priority, workers
+/// claim runs in sequence order (ties by creation), so keys take turns: a key with 100,000
+/// queued runs holds sequences far ahead, while a key arriving with 10 starts at the head and
+/// is served between them. A key whose queue emptied starts again at the head, neither behind
+/// (its old runs are gone) nor ahead (no credit for having been idle). Runs without a key share
+/// the key `""`.
+///
+/// ```
+/// use cairn_journal::flow::fair_seq;
+/// assert_eq!(fair_seq(None, None), 0); // the first run of an empty queue
+/// assert_eq!(fair_seq(Some(41), Some(3)), 42); // behind its key's own runs
+/// assert_eq!(fair_seq(None, Some(3)), 3); // a new key starts at the head
+/// assert_eq!(fair_seq(Some(1), Some(3)), 3); // and is never left behind it
+/// ```
+pub fn fair_seq(last_of_key: Option<i64>, head: Option<i64>) -> i64 {
+    let after_key = last_of_key.map_or(0, |last| last.saturating_add(1));
+    after_key.max(head.unwrap_or(0))
+}
+
+/// The order in which a worker claims ready runs: higher priority first, then fairness sequence
+/// ([`fair_seq`]), then when it became due (creation, wake-up or lease expiry). Sorting by this
+/// key ascending gives the claim order.
+pub fn claim_rank(priority: i32, fair_seq: i64, due_millis: i64) -> (std::cmp::Reverse<i32>, i64, i64) {
+    (std::cmp::Reverse(priority), fair_seq, due_millis)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +203,19 @@ mod tests {
         for ended in ["completed", "failed", "cancelled", "continued", "paused"] {
             assert!(!holds_slot(ended, false, true));
         }
+    }
+
+    #[test]
+    fn fairness_keys() {
+        assert!(check_fairness_key(&"k".repeat(MAX_FAIRNESS_KEY_BYTES)).is_ok());
+        assert!(check_fairness_key(&"k".repeat(MAX_FAIRNESS_KEY_BYTES + 1)).is_err());
+        assert!(check_fairness_key("a\nb").is_err());
+    }
+
+    #[test]
+    fn claims_rank_priority_then_fairness_then_time() {
+        let mut ranks = [claim_rank(0, 0, 1), claim_rank(5, 9, 9), claim_rank(0, 0, 0), claim_rank(-1, 0, 0)];
+        ranks.sort();
+        assert_eq!(ranks, [claim_rank(5, 9, 9), claim_rank(0, 0, 0), claim_rank(0, 0, 1), claim_rank(-1, 0, 0)]);
     }
 }

@@ -225,6 +225,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
                 AND NOT (NEW.waiting_for IS NULL
                          AND (NEW.status IN ('pending', 'running') OR (NEW.status = 'suspended' AND NEW.flow_hold))))))
         EXECUTE FUNCTION {schema}.flow_changed();",
+    // 13: priority with fairness. A ready run's place in the claim order is its priority, then
+    // its fairness sequence (`cairn_journal::flow::fair_seq`, assigned at insert from
+    // `runs_fair`: the last ready run of its key, and the head of its priority in
+    // `runs_pending`), then its creation: the claim reads the first runs of `runs_pending` in
+    // that order.
+    "ALTER TABLE {schema}.runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN fair_key TEXT COLLATE \"C\" NOT NULL DEFAULT '', ADD COLUMN fair_seq BIGINT NOT NULL DEFAULT 0;
+    DROP INDEX {schema}.runs_pending;
+    CREATE INDEX runs_pending ON {schema}.runs (priority DESC, fair_seq, created_at)
+        WHERE status = 'pending' AND waiting_for IS NULL;
+    CREATE INDEX runs_fair ON {schema}.runs (priority, fair_key, fair_seq) WHERE status = 'pending' AND waiting_for IS NULL;",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

@@ -166,7 +166,24 @@ fn flow_values(input: &str) -> String {
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
-     continued_as, flow_key, flow_hold, waiting_for";
+     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq";
+
+/// The fairness sequence of a new run of priority `priority` and key `key` (SQL expressions)
+/// ([`cairn_journal::flow::fair_seq`]): one past the last ready run of its key and priority, and
+/// never behind the head of its priority; both read from the front of a partial index. A
+/// statement that inserts several runs of one key adds their rank among them.
+fn fair_seq_sql(s: &str, priority: &str, key: &str) -> String {
+    format!(
+        "greatest(
+             coalesce((SELECT f.fair_seq + 1 FROM {s}.runs f
+                       WHERE f.status = 'pending' AND f.waiting_for IS NULL AND f.priority = {priority}
+                         AND f.fair_key = {key}
+                       ORDER BY f.fair_seq DESC LIMIT 1), 0),
+             coalesce((SELECT f.fair_seq FROM {s}.runs f
+                       WHERE f.status = 'pending' AND f.waiting_for IS NULL AND f.priority = {priority}
+                       ORDER BY f.priority DESC, f.fair_seq LIMIT 1), 0))"
+    )
+}
 
 /// Every statement, with the schema name filled in once.
 struct Sql {
@@ -331,22 +348,26 @@ impl Sql {
             create_batch: format!(
                 "WITH ins AS (
                      INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                         last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS})
+                         last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
+                         priority, fair_key, fair_seq)
                      SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at,
                          i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from, i.parent, i.continued_from,
-                         {flow_values}
+                         {flow_values}, i.priority, i.fair_key,
+                         {fair_seq} + row_number() OVER (PARTITION BY i.priority, i.fair_key ORDER BY i.ord) - 1
                      FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
-                                 $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[], $19::text[])
+                                 $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[], $19::text[],
+                                 $20::int[], $21::text[]) WITH ORDINALITY
                          AS i(id, workflow, version, input, key, created_at, last_seq, deadline_at, retention_ms,
-                              restarted_from, parent, continued_from)
+                              restarted_from, parent, continued_from, priority, fair_key, ord)
                          LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
                      ON CONFLICT DO NOTHING
-                     RETURNING id, flow_key IS NOT NULL AS grouped),
+                     RETURNING id, flow_key IS NOT NULL AS grouped, fair_seq),
                  {journal},
                  woke AS (SELECT pg_notify($13, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
-                 SELECT ins.id, ins.grouped FROM ins CROSS JOIN (SELECT count(*) FROM woke) AS notified",
+                 SELECT ins.id, ins.grouped, ins.fair_seq FROM ins CROSS JOIN (SELECT count(*) FROM woke) AS notified",
                 journal = journal_cte(&s, 7, "ins"),
-                flow_values = flow_values("i.input")
+                flow_values = flow_values("i.input"),
+                fair_seq = fair_seq_sql(&s, "i.priority", "i.fair_key")
             ),
             trim_loop: format!(
                 "DELETE FROM {s}.journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
@@ -378,15 +399,29 @@ impl Sql {
                                     AND (workflow || '@' || version) = ANY($5)
                                   FOR UPDATE SKIP LOCKED)
                      RETURNING 1),
-                 ready AS (
-                     SELECT id FROM {s}.runs
-                     WHERE ((status = 'pending' AND waiting_for IS NULL)
-                            OR (status = 'suspended' AND wake_at <= $3 AND (flow_key IS NULL OR flow_hold))
-                            OR (status = 'running' AND lease_expires_at <= $4))
-                       AND (workflow || '@' || version) = ANY($5)
-                     ORDER BY coalesce(wake_at, created_at)
+                 pending AS (
+                     SELECT id, priority, fair_seq, created_at AS due FROM {s}.runs
+                     WHERE status = 'pending' AND waiting_for IS NULL AND (workflow || '@' || version) = ANY($5)
+                     ORDER BY priority DESC, fair_seq, created_at
                      LIMIT $6
-                     FOR UPDATE SKIP LOCKED)
+                     FOR UPDATE SKIP LOCKED),
+                 woken AS (
+                     SELECT id, priority, fair_seq, wake_at AS due FROM {s}.runs
+                     WHERE status = 'suspended' AND wake_at <= $3 AND (flow_key IS NULL OR flow_hold)
+                       AND (workflow || '@' || version) = ANY($5)
+                     ORDER BY wake_at
+                     LIMIT $6
+                     FOR UPDATE SKIP LOCKED),
+                 lapsed AS (
+                     SELECT id, priority, fair_seq, lease_expires_at AS due FROM {s}.runs
+                     WHERE status = 'running' AND lease_expires_at <= $4 AND (workflow || '@' || version) = ANY($5)
+                     ORDER BY lease_expires_at
+                     LIMIT $6
+                     FOR UPDATE SKIP LOCKED),
+                 ready AS (
+                     SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM woken UNION ALL SELECT * FROM lapsed) c
+                     ORDER BY priority DESC, fair_seq, due
+                     LIMIT $6)
                  UPDATE {s}.runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
                      lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3,
                      recoveries = CASE WHEN r.status = 'running' THEN r.recoveries + 1 ELSE r.recoveries END
@@ -438,11 +473,13 @@ impl Sql {
             ),
             insert_run: format!(
                 "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
-                     last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS})
-                 SELECT $1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, {flow_values}
+                     last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
+                     priority, fair_key, fair_seq)
+                 SELECT $1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, {flow_values}, $13, $14, {fair_seq}
                  FROM (SELECT $2::text AS workflow) AS i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
-                 ON CONFLICT DO NOTHING RETURNING id, flow_key IS NOT NULL",
-                flow_values = flow_values("$4::text")
+                 ON CONFLICT DO NOTHING RETURNING id, flow_key IS NOT NULL, fair_seq",
+                flow_values = flow_values("$4::text"),
+                fair_seq = fair_seq_sql(&s, "$13::int", "$14::text")
             ),
             flow_places: format!(
                 "SELECT id, flow_key, flow_hold, waiting_for FROM {s}.runs WHERE id = ANY($1) AND flow_key IS NOT NULL"
@@ -642,6 +679,9 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         concurrency: RunConcurrency::stored(row.try_get(27).map_err(backend)?, row.try_get(28).map_err(backend)?),
         waiting_for: WaitingFor::stored(row.try_get::<_, Option<&str>>(29).map_err(backend)?)
             .map_err(StoreError::Corrupt)?,
+        priority: row.try_get(30).map_err(backend)?,
+        fairness_key: Some(row.try_get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
+        fair_seq: row.try_get(32).map_err(backend)?,
     })
 }
 
@@ -952,26 +992,28 @@ async fn create_batch(
     let inputs: Vec<&str> = runs.iter().map(|r| r.input.get()).collect();
     let keys: Vec<Option<&str>> = runs.iter().map(|r| r.idempotency_key.as_deref()).collect();
     let created_ats: Vec<i64> = runs.iter().map(|r| r.created_at.as_millis()).collect();
+    let priorities: Vec<i32> = runs.iter().map(|r| r.priority).collect();
+    let fair_keys: Vec<&str> = runs.iter().map(|r| r.fairness_key.as_deref().unwrap_or_default()).collect();
     let statement = client.prepare_cached(&sql.create_batch).await.map_err(backend)?;
     let runs_params: [&(dyn ToSql + Sync); 6] = [&ids, &workflows, &versions, &inputs, &keys, &created_ats];
-    let more: [&(dyn ToSql + Sync); 7] =
-        [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted, &parents, &continued];
+    let more: [&(dyn ToSql + Sync); 9] =
+        [&sql.schema, &last_seqs, &deadlines, &retentions, &restarted, &parents, &continued, &priorities, &fair_keys];
     let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(more).collect();
     let inserted = client.query(&statement, &params).await.map_err(backend)?;
     let mut grouped = Vec::new();
-    let mut ids = HashSet::with_capacity(inserted.len());
+    let mut fair_seqs = HashMap::with_capacity(inserted.len());
     for row in &inserted {
         let id: &str = row.try_get(0).map_err(backend)?;
         if row.try_get::<_, bool>(1).map_err(backend)? {
             grouped.push(id);
         }
-        ids.insert(id);
+        fair_seqs.insert(id, row.try_get::<_, i64>(2).map_err(backend)?);
     }
     let mut places = flow_places(client, sql, &grouped).await?;
     let mut outcomes = Vec::with_capacity(runs.len());
     for run in runs {
-        let outcome = if ids.contains(run.id.as_str()) {
-            Ok(CreatedRun { run: placed(RunRecord::pending(run), &mut places), created: true })
+        let outcome = if let Some(fair_seq) = fair_seqs.get(run.id.as_str()) {
+            Ok(CreatedRun { run: placed(RunRecord::pending(run), *fair_seq, &mut places), created: true })
         } else {
             // The id or the idempotency key is taken; the key's owner, if any, is the answer.
             let existing = match &run.idempotency_key {
@@ -1016,8 +1058,13 @@ async fn flow_places(
     Ok(places)
 }
 
-/// `run` with its place from `places`, if it has one.
-fn placed(mut run: RunRecord, places: &mut HashMap<String, (RunConcurrency, Option<WaitingFor>)>) -> RunRecord {
+/// `run` with the fairness sequence its insert gave it and its place from `places`, if it has one.
+fn placed(
+    mut run: RunRecord,
+    fair_seq: i64,
+    places: &mut HashMap<String, (RunConcurrency, Option<WaitingFor>)>,
+) -> RunRecord {
+    run.fair_seq = fair_seq;
     if let Some((place, waiting)) = places.remove(run.id.as_str()) {
         (run.concurrency, run.waiting_for) = (Some(place), waiting);
     }
@@ -1647,7 +1694,8 @@ impl PostgresStore {
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
         let statement = tx.prepare_cached(&sql.insert_run).await.map_err(backend)?;
-        let params: [&(dyn ToSql + Sync); 12] = [
+        let fair_key = run.fairness_key.as_deref().unwrap_or_default();
+        let params: [&(dyn ToSql + Sync); 14] = [
             &run.id.as_str(),
             &run.workflow,
             &(run.version as i32),
@@ -1660,13 +1708,16 @@ impl PostgresStore {
             &run.restarted_from.as_ref().map(RunId::as_str),
             &run.parent.as_ref().map(RunId::as_str),
             &run.continued_from.as_ref().map(RunId::as_str),
+            &run.priority,
+            &fair_key,
         ];
         let created = if let Some(row) = tx.query_opt(&statement, &params).await.map_err(backend)? {
             insert_events(&tx, sql, &run.id, 0, run.created_at, &run.initial_journal()).await?;
             notify(&tx, sql, "").await?;
             let grouped: &[&str] = if row.try_get(1).map_err(backend)? { &[run.id.as_str()] } else { &[] };
             let mut places = flow_places(&tx, sql, grouped).await?;
-            CreatedRun { run: placed(RunRecord::pending(&run), &mut places), created: true }
+            let fair_seq = row.try_get(2).map_err(backend)?;
+            CreatedRun { run: placed(RunRecord::pending(&run), fair_seq, &mut places), created: true }
         } else {
             let by_key = match &run.idempotency_key {
                 Some(key) => {

@@ -1316,6 +1316,56 @@ pub async fn concurrency_limits_admit_in_order(store: DynStore) {
     assert!(store.claim(&claim_req("w1", "hold", 106)).await.expect("claim").iter().all(|r| r.id.as_str() == "h2"));
 }
 
+/// Ready runs are claimed by priority, then fairly between fairness keys (start-time fair
+/// queuing: a key with a backlog takes turns with a key that arrives later), then by age; a
+/// woken run keeps the place its creation gave it; runs created together (one batch) get
+/// distinct places.
+pub async fn claims_follow_priority_then_fairness(store: DynStore) {
+    let create = |id: String, priority: i32, key: Option<&'static str>, at: i64| {
+        let store = Arc::clone(&store);
+        async move {
+            let mut run = NewRun::new(RunId::new(id), "fair", 1, raw("{}"), t(at));
+            (run.priority, run.fairness_key) = (priority, key.map(Into::into));
+            store.create_run(run).await.expect("create").run
+        }
+    };
+    for i in 0..30 {
+        assert_eq!(create(format!("a{i}"), 0, Some("a"), 10 + i).await.fair_seq, i, "a's runs queue one after another");
+    }
+    for i in 0..3 {
+        let b = create(format!("b{i}"), 0, Some("b"), 50 + i).await;
+        assert_eq!((b.fair_seq, b.fairness_key.as_deref(), b.priority), (i, Some("b"), 0), "b starts at the head");
+    }
+    create("low".into(), -1, None, 60).await;
+    let urgent = create("urgent".into(), 5, None, 70).await;
+    assert_eq!((urgent.priority, urgent.fairness_key, urgent.fair_seq), (5, None, 0));
+    let read = store.get_run(&RunId::new("b2")).await.expect("get").expect("exists");
+    assert_eq!((read.priority, read.fairness_key.as_deref(), read.fair_seq), (0, Some("b"), 2));
+
+    let mut order = Vec::new();
+    let one = |now: i64| ClaimRequest { limit: 1, ..claim_req("w1", "fair", now) };
+    for now in 100..110 {
+        let claimed = store.claim(&one(now)).await.expect("claim");
+        order.extend(claimed.into_iter().map(|r| r.id.as_str().to_owned()));
+    }
+    assert_eq!(order, ["urgent", "a0", "b0", "a1", "b1", "a2", "b2", "a3", "a4", "a5"]);
+
+    // a3 sleeps and wakes: it goes before the queued runs of its priority (an earlier place).
+    let a3 = store.get_run(&RunId::new("a3")).await.expect("get").expect("exists");
+    suspend_sleeping(&store, &a3, 200, 150).await;
+    let claimed = store.claim(&one(300)).await.expect("claim");
+    assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["a3"]);
+    let rest = store.claim(&ClaimRequest { limit: 100, ..claim_req("w1", "fair", 301) }).await.expect("claim");
+    let rest: Vec<&str> = rest.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(rest.len(), 25, "{rest:?}");
+
+    // Runs created at once of one key each get their own place.
+    let together = (0..20).map(|i| create(format!("c{i}"), 0, Some("c"), 400));
+    let mut places: Vec<i64> = futures::future::join_all(together).await.into_iter().map(|r| r.fair_seq).collect();
+    places.sort();
+    assert_eq!(places, (0..20).collect::<Vec<i64>>());
+}
+
 /// Declares one `#[tokio::test]` per conformance check for a backend.
 ///
 /// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
@@ -1341,7 +1391,7 @@ macro_rules! conformance_tests {
                 workers_are_recorded_and_forgotten, subscriptions_are_replaced_per_workflow,
                 stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status,
                 continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time,
-                concurrency_limits_admit_in_order);
+                concurrency_limits_admit_in_order, claims_follow_priority_then_fairness);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -6,8 +6,9 @@ use crate::{
     WorkflowKey,
 };
 use crate::{ConcurrencyRule, RunConcurrency, WaitingFor};
-use cairn_journal::flow::holds_slot;
+use cairn_journal::flow::{claim_rank, fair_seq, holds_slot};
 use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
@@ -37,8 +38,12 @@ struct Inner {
     signals: HashMap<RunId, Vec<SignalRecord>>,
     idempotency: HashMap<(String, String), RunId>,
     next_signal: i64,
-    /// Runs that are or will become claimable, by when: the index claims and timers scan.
-    due: BTreeSet<(Due, Timestamp, RunId)>,
+    /// Runs that are or will become claimable, by bucket and rank: the index claims and timers
+    /// scan.
+    due: BTreeSet<(DuePlace, RunId)>,
+    /// Ready pending runs by priority, fairness key and fairness sequence: where a new run of a
+    /// key queues ([`fair_seq`]).
+    fair: BTreeSet<(i32, String, i64, RunId)>,
     workers: BTreeMap<String, WorkerRecord>,
     /// Topic subscriptions: the version each (workflow, pattern) starts.
     subscriptions: BTreeMap<(String, String), u32>,
@@ -63,14 +68,29 @@ enum Due {
     Lease,
 }
 
-fn due_key(run: &RunRecord) -> Option<(Due, Timestamp)> {
+/// A run's place in the `due` index: its bucket, then (for pending runs) its priority and
+/// fairness sequence, then when it became or becomes due. Timers and leases are ordered by time
+/// alone, so a scan of their bucket can stop at the first one not yet due.
+type DuePlace = (Due, Reverse<i32>, i64, Timestamp);
+
+fn due_key(run: &RunRecord) -> Option<DuePlace> {
     match run.status {
         RunStatus::Pending if run.waiting_for.is_some() => None,
-        RunStatus::Pending => Some((Due::Pending, run.created_at)),
-        RunStatus::Suspended => run.wake_at.map(|w| (Due::Timer, w)),
-        RunStatus::Running => run.lease_expires_at.map(|e| (Due::Lease, e)),
+        RunStatus::Pending => Some((Due::Pending, Reverse(run.priority), run.fair_seq, run.created_at)),
+        RunStatus::Suspended => run.wake_at.map(|w| (Due::Timer, Reverse(0), 0, w)),
+        RunStatus::Running => run.lease_expires_at.map(|e| (Due::Lease, Reverse(0), 0, e)),
         _ => None,
     }
+}
+
+/// A ready pending run's entry in the fairness index.
+fn fair_entry(run: &RunRecord, id: &RunId) -> (i32, String, i64, RunId) {
+    (run.priority, run.fairness_key.clone().unwrap_or_default(), run.fair_seq, id.clone())
+}
+
+/// The earliest place of a bucket (or of a priority's pending runs).
+fn first_place(due: Due, priority: i32) -> (DuePlace, RunId) {
+    ((due, Reverse(priority), i64::MIN, Timestamp::from_millis(i64::MIN)), RunId::new(""))
 }
 
 /// Where a run of a concurrency group stands: (holds a slot, waits for one); `None` for a run in
@@ -103,13 +123,12 @@ impl MemoryStore {
         if let Some(key) = &run.idempotency_key {
             inner.idempotency.insert((run.workflow.clone(), key.clone()), run.id.clone());
         }
-        if let Some((due, at)) = due_key(&run) {
-            inner.due.insert((due, at, run.id.clone()));
-        }
         inner.next_signal = signals.iter().map(|s| s.id.0).fold(inner.next_signal, i64::max);
         inner.journals.insert(run.id.clone(), journal);
         inner.signals.insert(run.id.clone(), signals);
-        inner.runs.insert(run.id.clone(), run);
+        let (id, place) = (run.id.clone(), due_key(&run));
+        inner.runs.insert(id.clone(), run);
+        inner.move_due(&id, None, place);
     }
 
     /// Counts the slots the restored runs hold and queues the pending ones again, each group's
@@ -125,8 +144,9 @@ impl MemoryStore {
             if run.status == RunStatus::Pending {
                 let before = due_key(run);
                 run.waiting_for = Some(WaitingFor::Concurrency);
-                if let Some((due, at)) = before {
-                    inner.due.remove(&(due, at, id.clone()));
+                if let Some(place) = before {
+                    inner.due.remove(&(place, id.clone()));
+                    inner.fair.remove(&fair_entry(run, id));
                 }
                 inner.waiting.insert((group.0.clone(), group.1.clone(), run.created_at, id.clone()));
             } else if slot_state(run).is_some_and(|(holds, _)| holds) {
@@ -192,15 +212,40 @@ impl Inner {
         Ok(out)
     }
 
-    fn move_due(&mut self, id: &RunId, before: Option<(Due, Timestamp)>, after: Option<(Due, Timestamp)>) {
-        if before != after {
-            if let Some((due, at)) = before {
-                self.due.remove(&(due, at, id.clone()));
-            }
-            if let Some((due, at)) = after {
-                self.due.insert((due, at, id.clone()));
+    /// Moves run `id` (already changed) from `before` to `after` in the `due` index, and in or
+    /// out of the fairness index as it becomes or stops being a ready pending run.
+    fn move_due(&mut self, id: &RunId, before: Option<DuePlace>, after: Option<DuePlace>) {
+        if before == after {
+            return;
+        }
+        if let Some(place) = before {
+            self.due.remove(&(place, id.clone()));
+        }
+        if let Some(place) = after {
+            self.due.insert((place, id.clone()));
+        }
+        let pending = |place: &Option<DuePlace>| place.is_some_and(|p| p.0 == Due::Pending);
+        if pending(&before) != pending(&after)
+            && let Some(run) = self.runs.get(id)
+        {
+            let entry = fair_entry(run, id);
+            if pending(&after) {
+                self.fair.insert(entry);
+            } else {
+                self.fair.remove(&entry);
             }
         }
+    }
+
+    /// The fairness sequence of a new ready run of `priority` and `key` ([`fair_seq`]).
+    fn next_fair_seq(&self, priority: i32, key: &str) -> i64 {
+        let of_key =
+            (priority, key.to_owned(), i64::MIN, RunId::new(""))..(priority, key.to_owned(), i64::MAX, RunId::new(""));
+        let last = self.fair.range(of_key).next_back().map(|entry| entry.2);
+        let head = (self.due.range(first_place(Due::Pending, priority)..).next())
+            .filter(|(place, _)| place.0 == Due::Pending && place.1 == Reverse(priority))
+            .map(|(place, _)| place.2);
+        fair_seq(last, head)
     }
 
     /// Admits the runs waiting for `group`'s slots, oldest first, while it has free ones.
@@ -244,13 +289,13 @@ impl Inner {
         tags: &HashSet<(&str, u32)>,
         limit: usize,
     ) -> Vec<(Timestamp, RunId)> {
-        let start = (due, Timestamp::from_millis(i64::MIN), RunId::new(""));
+        let start = first_place(due, if due == Due::Pending { i32::MAX } else { 0 });
         self.due
             .range(start..)
-            .take_while(|(d, at, _)| *d == due && by.is_none_or(|by| *at <= by))
-            .filter(|(_, _, id)| self.runs.get(id).is_some_and(|r| tags.contains(&(r.workflow.as_str(), r.version))))
+            .take_while(|(place, _)| place.0 == due && by.is_none_or(|by| place.3 <= by))
+            .filter(|(_, id)| self.runs.get(id).is_some_and(|r| tags.contains(&(r.workflow.as_str(), r.version))))
             .take(limit)
-            .map(|(_, at, id)| (*at, id.clone()))
+            .map(|(place, id)| (place.3, id.clone()))
             .collect()
     }
 
@@ -349,6 +394,7 @@ impl Inner {
             return Err(StoreError::DuplicateRunId(run.id));
         }
         let mut record = RunRecord::pending(&run);
+        record.fair_seq = self.next_fair_seq(run.priority, run.fairness_key.as_deref().unwrap_or_default());
         let group = self.rules.get(&run.workflow).map(|rule| {
             let place = RunConcurrency::of(rule, &run.input);
             record.waiting_for = Some(WaitingFor::Concurrency);
@@ -366,10 +412,9 @@ impl Inner {
         if let Some(key) = run.idempotency_key {
             self.idempotency.insert((run.workflow, key), run.id.clone());
         }
-        if let Some((due, at)) = due_key(&record) {
-            self.due.insert((due, at, run.id.clone()));
-        }
+        let place = due_key(&record);
         self.runs.insert(run.id.clone(), record);
+        self.move_due(&run.id, None, place);
         if let Some(group) = group {
             self.admit(&group);
         }
@@ -512,7 +557,11 @@ impl Store for MemoryStore {
         let mut ready = inner.due_runs(Due::Pending, None, &tags, request.limit);
         ready.extend(inner.due_runs(Due::Timer, Some(request.now), &tags, request.limit));
         ready.extend(inner.due_runs(Due::Lease, Some(request.lease_now), &tags, request.limit));
-        ready.sort();
+        let rank = |(at, id): &(Timestamp, RunId)| {
+            let run = inner.runs.get(id);
+            claim_rank(run.map_or(0, |r| r.priority), run.map_or(0, |r| r.fair_seq), at.as_millis())
+        };
+        ready.sort_by_cached_key(|due| (rank(due), due.1.clone()));
         ready.truncate(request.limit);
         let mut claimed = Vec::with_capacity(ready.len());
         for (_, id) in ready {

@@ -361,6 +361,18 @@ END;
 DROP TRIGGER IF EXISTS runs_flow_insert;
 DROP TRIGGER IF EXISTS runs_flow_update;
 ",
+    // 13: priority with fairness. A ready run's place in the claim order is its priority, then
+    // its fairness sequence (`cairn_journal::flow::fair_seq`, assigned at insert from
+    // `runs_fair`: the last ready run of its key, and the head of its priority in `runs_ready`),
+    // then its creation: the claim reads the first runs of `runs_ready` in that order.
+    "
+ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN fair_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN fair_seq INTEGER NOT NULL DEFAULT 0;
+DROP INDEX IF EXISTS runs_ready;
+CREATE INDEX runs_ready ON runs(priority DESC, fair_seq, created_at) WHERE status = 'pending' AND waiting_for IS NULL;
+CREATE INDEX runs_fair ON runs(priority, fair_key, fair_seq) WHERE status = 'pending' AND waiting_for IS NULL;
+",
 ];
 
 /// The triggers that keep concurrency groups' slots as runs are created and change status:
@@ -373,7 +385,7 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
-     continued_as, flow_key, flow_hold, waiting_for";
+     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq";
 
 const SCHEDULE_COLUMNS: &str =
     "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
@@ -455,6 +467,9 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
             ),
             waiting_for: WaitingFor::stored(row.get::<_, Option<String>>(29).map_err(backend)?.as_deref())
                 .map_err(StoreError::Corrupt)?,
+            priority: row.get(30).map_err(backend)?,
+            fairness_key: Some(row.get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
+            fair_seq: row.get(32).map_err(backend)?,
         })
     })();
     Ok(record)
@@ -1096,38 +1111,53 @@ impl Writer {
         }
         let at = run.created_at.as_millis();
         let place = self.concurrency_rule(&run.workflow)?.map(|rule| RunConcurrency::of(&rule, &run.input));
-        let inserted = self
+        let fair_seq: Option<i64> = self
             .conn
             .prepare_cached(
                 "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
-                     deadline_at, retention_ms, restarted_from, parent, continued_from, flow_key, flow_hold, waiting_for)
+                     deadline_at, retention_ms, restarted_from, parent, continued_from, flow_key, flow_hold, waiting_for,
+                     priority, fair_key, fair_seq)
                  VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-                     CASE WHEN ?13 IS NOT NULL THEN 'concurrency' END)
-                 ON CONFLICT (id) DO NOTHING",
+                     CASE WHEN ?13 IS NOT NULL THEN 'concurrency' END, ?15, ?16,
+                     max(coalesce((SELECT fair_seq + 1 FROM runs INDEXED BY runs_fair
+                                   WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?15 AND fair_key = ?16
+                                   ORDER BY fair_seq DESC LIMIT 1), 0),
+                         coalesce((SELECT fair_seq FROM runs INDEXED BY runs_ready
+                                   WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?15
+                                   ORDER BY priority DESC, fair_seq LIMIT 1), 0)))
+                 ON CONFLICT (id) DO NOTHING
+                 RETURNING fair_seq",
             )?
-            .execute(params![
-                run.id.as_str(),
-                run.workflow,
-                run.version,
-                run.input.get(),
-                run.idempotency_key,
-                at,
-                run.last_seq() as i64,
-                run.deadline.map(Timestamp::as_millis),
-                run.retention_ms(),
-                run.restarted_from.as_ref().map(RunId::as_str),
-                run.parent.as_ref().map(RunId::as_str),
-                run.continued_from.as_ref().map(RunId::as_str),
-                place.as_ref().map(|p| p.key.as_str()),
-                place.as_ref().is_some_and(|p| p.hold_suspended),
-            ])?;
-        if inserted == 0 {
+            .query_row(
+                params![
+                    run.id.as_str(),
+                    run.workflow,
+                    run.version,
+                    run.input.get(),
+                    run.idempotency_key,
+                    at,
+                    run.last_seq() as i64,
+                    run.deadline.map(Timestamp::as_millis),
+                    run.retention_ms(),
+                    run.restarted_from.as_ref().map(RunId::as_str),
+                    run.parent.as_ref().map(RunId::as_str),
+                    run.continued_from.as_ref().map(RunId::as_str),
+                    place.as_ref().map(|p| p.key.as_str()),
+                    place.as_ref().is_some_and(|p| p.hold_suspended),
+                    run.priority,
+                    run.fairness_key.as_deref().unwrap_or_default(),
+                ],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(fair_seq) = fair_seq else {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
-        }
+        };
         for (i, event) in run.initial_journal().iter().enumerate() {
             self.insert_event(&run.id, i as u64 + 1, run.created_at, event, &event.to_json())?;
         }
         let mut record = RunRecord::pending(run);
+        record.fair_seq = fair_seq;
         if place.is_some() {
             // Admitted at once, or waiting: the insert's trigger decided.
             let waiting: Option<String> = self
@@ -1179,16 +1209,23 @@ impl Writer {
                  recoveries = CASE WHEN status = 'running' THEN recoveries + 1 ELSE recoveries END
              WHERE id IN (
                  SELECT id FROM (
-                     SELECT id, created_at AS due FROM runs INDEXED BY runs_ready
-                     WHERE status = 'pending' AND waiting_for IS NULL
-                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                     SELECT * FROM (
+                         SELECT id, priority, fair_seq, created_at AS due FROM runs INDEXED BY runs_ready
+                         WHERE status = 'pending' AND waiting_for IS NULL
+                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                         ORDER BY priority DESC, fair_seq, created_at LIMIT ?6)
                      UNION ALL
-                     SELECT id, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
-                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                     SELECT * FROM (
+                         SELECT id, priority, fair_seq, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
+                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                         ORDER BY wake_at LIMIT ?6)
                      UNION ALL
-                     SELECT id, lease_expires_at AS due FROM runs WHERE status = 'running' AND lease_expires_at <= ?4
-                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5)))
-                 ORDER BY due LIMIT ?6)
+                     SELECT * FROM (
+                         SELECT id, priority, fair_seq, lease_expires_at AS due FROM runs
+                         WHERE status = 'running' AND lease_expires_at <= ?4
+                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                         ORDER BY lease_expires_at LIMIT ?6))
+                 ORDER BY priority DESC, fair_seq, due LIMIT ?6)
              RETURNING {RUN_COLUMNS}"
         ))?;
         query_rows(

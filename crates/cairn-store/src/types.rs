@@ -258,6 +258,17 @@ pub struct RunRecord {
     /// Why a pending run may not be claimed yet (`None`: it may).
     #[serde(default)]
     pub waiting_for: Option<WaitingFor>,
+    /// Its priority, set at start: workers claim ready runs of higher priority first.
+    #[serde(default)]
+    pub priority: i32,
+    /// The key it is served fairly by among the ready runs of its priority (`None`: it shares
+    /// the key of every run without one).
+    #[serde(default)]
+    pub fairness_key: Option<String>,
+    /// Its place among the ready runs of its priority, assigned by the store when it is created
+    /// ([`cairn_journal::flow::fair_seq`]): workers claim in this order within a priority.
+    #[serde(default)]
+    pub fair_seq: i64,
 }
 
 /// A run's place under its workflow's concurrency rule.
@@ -386,6 +397,9 @@ impl RunRecord {
             continued_as: None,
             concurrency: None,
             waiting_for: None,
+            priority: run.priority,
+            fairness_key: run.fairness_key.clone(),
+            fair_seq: 0,
         }
     }
 
@@ -426,6 +440,12 @@ pub struct NewRun {
     pub parent: Option<RunId>,
     /// The run this one continues (it is created by that run's [`RunUpdate::Continue`]).
     pub continued_from: Option<RunId>,
+    /// Workers claim ready runs of higher priority first (default 0).
+    pub priority: i32,
+    /// Within a priority, ready runs are served fairly between keys (start-time fair queuing),
+    /// so a key with a long backlog cannot starve one with a few runs; runs without a key share
+    /// one. Checked by [`cairn_journal::flow::check_fairness_key`].
+    pub fairness_key: Option<String>,
     /// Events the journal holds after `started` from the outset (a restart's copy of the
     /// original's journal up to the restart point). Stores write them as given.
     pub prefix: Vec<Event>,
@@ -452,6 +472,8 @@ impl NewRun {
             restarted_from: None,
             parent: None,
             continued_from: None,
+            priority: 0,
+            fairness_key: None,
             prefix: Vec::new(),
         }
     }
