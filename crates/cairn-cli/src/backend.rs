@@ -88,6 +88,21 @@ async fn run_route(remote: &Remote, id: &str) -> Result<(RunDetail, String)> {
     Ok((run, path))
 }
 
+/// How `runs start` starts a run, besides its workflow and input.
+#[derive(Debug, Default)]
+pub(crate) struct StartAsk {
+    /// The run's id (default: a new one).
+    pub(crate) id: Option<String>,
+    /// Same key → the existing run.
+    pub(crate) idempotency_key: Option<String>,
+    /// The version to pin.
+    pub(crate) version: Option<u32>,
+    /// Its priority (default 0).
+    pub(crate) priority: Option<i32>,
+    /// The key it is served fairly by.
+    pub(crate) fairness_key: Option<String>,
+}
+
 impl Backend {
     pub(crate) async fn list(&self, query: &ListQuery) -> Result<RunPage> {
         match self {
@@ -177,20 +192,31 @@ impl Backend {
         }
     }
 
-    pub(crate) async fn start(
-        &self,
-        workflow: &str,
-        input: Box<RawValue>,
-        id: Option<String>,
-        idempotency_key: Option<String>,
-        version: Option<u32>,
-    ) -> Result<StartedRun> {
+    pub(crate) async fn start(&self, workflow: &str, input: Box<RawValue>, ask: StartAsk) -> Result<StartedRun> {
+        let StartAsk { id, idempotency_key, version, priority, fairness_key } = ask;
         match self {
             Backend::Store(client) => {
-                Ok(views::started(&client.start_raw(workflow, input, id, idempotency_key, version).await?))
+                let mut start = client.start(workflow, &*input);
+                if let Some(id) = id {
+                    start = start.id(id);
+                }
+                if let Some(key) = idempotency_key {
+                    start = start.idempotency_key(key);
+                }
+                if let Some(version) = version {
+                    start = start.version(version);
+                }
+                if let Some(priority) = priority {
+                    start = start.priority(priority);
+                }
+                if let Some(key) = fairness_key {
+                    start = start.fairness_key(key);
+                }
+                Ok(views::started(&start.await?))
             }
             Backend::Http(remote) => {
-                let body = json!({"input": input, "id": id, "idempotencyKey": idempotency_key, "version": version});
+                let body = json!({"input": input, "id": id, "idempotencyKey": idempotency_key, "version": version,
+                                  "priority": priority, "fairnessKey": fairness_key});
                 let path = format!("/v1/workflows/{}/runs", encode(workflow));
                 remote.call("POST", &path, Some(body.to_string())).await
             }

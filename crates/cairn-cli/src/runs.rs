@@ -1,7 +1,7 @@
 //! `cairn runs …`: list, show, start, signal, cancel, pause, resume, restart and prune runs, in
 //! a store or through a running `cairn serve` (`--url`).
 
-use crate::backend::{ListQuery, Shown, Target};
+use crate::backend::{ListQuery, Shown, StartAsk, Target};
 use anyhow::{Context, Result, bail};
 use cairn::SqliteStore;
 use cairn::journal::Event;
@@ -186,6 +186,12 @@ pub(crate) enum RunsCommand {
         /// The workflow version.
         #[arg(long)]
         version: Option<u32>,
+        /// Its priority (default 0): ready runs of a higher priority are claimed first.
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i32>,
+        /// The key it is served fairly by within its priority (a tenant, a customer).
+        #[arg(long = "fairness-key")]
+        fairness_key: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -350,9 +356,10 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("signal {} `{}` delivered to {}", sent.signal, sent.event, sent.run);
             }
         }
-        RunsCommand::Start { target, workflow, input, id, idempotency_key, version, json } => {
+        RunsCommand::Start { target, workflow, input, id, idempotency_key, version, priority, fairness_key, json } => {
             let input = json_arg("input", input)?;
-            let started = target.connect(true).await?.start(&workflow, input, id, idempotency_key, version).await?;
+            let ask = StartAsk { id, idempotency_key, version, priority, fairness_key };
+            let started = target.connect(true).await?.start(&workflow, input, ask).await?;
             let run = &started.run;
             if json {
                 out!("{}", json!(started));
@@ -452,6 +459,10 @@ fn print_shown(shown: &Shown) {
         out!("stranded  {reason}");
     }
     out!("created   {}", run.created_at);
+    if run.priority != 0 || run.fairness_key.is_some() {
+        let key = run.fairness_key.as_deref().map(|key| format!(", fairness key {key}")).unwrap_or_default();
+        out!("priority  {}{key}", run.priority);
+    }
     let optional = [("completed", &run.completed_at), ("wakes    ", &run.wake_at), ("deadline ", &run.deadline)];
     for (label, value) in optional {
         if let Some(value) = value {

@@ -402,12 +402,15 @@ async fn runs_start_steps_and_workflows() {
     let db = dir.path().join("cli.db");
     let db = db.to_str().unwrap();
 
-    let started = stdout_json(&cairn(&["runs", "start", "order", r#"{"n":7}"#, "--id", "o-1", "--db", db, "--json"]));
+    let start = ["runs", "start", "order", r#"{"n":7}"#, "--id", "o-1", "--priority", "3", "--fairness-key", "acme"];
+    let started = stdout_json(&cairn(&[&start[..], &["--db", db, "--json"]].concat()));
     assert_eq!(
         (&started["id"], &started["workflow"], &started["status"]),
         (&"o-1".into(), &"order".into(), &"pending".into())
     );
     assert_eq!(started["created"], true);
+    let shown = String::from_utf8(cairn(&["runs", "show", "o-1", "--db", db]).stdout).unwrap();
+    assert!(shown.contains("priority  3, fairness key acme\n"), "{shown}");
     let keyed = ["runs", "start", "order", "1", "--idempotency-key", "k", "--version", "2", "--db", db, "--json"];
     let first = stdout_json(&cairn(&keyed));
     let again = stdout_json(&cairn(&keyed));
@@ -435,6 +438,8 @@ async fn runs_start_steps_and_workflows() {
         vec!["runs", "start", "order", "1", "--id", "o-1", "--db", db],
         vec!["runs", "start", "order", "1", "--id", "a/b", "--db", db],
         vec!["runs", "start", "", "1", "--db", db],
+        vec!["runs", "start", "order", "1", "--fairness-key", "", "--db", db],
+        vec!["runs", "start", "order", "1", "--priority", "high", "--db", db],
         vec!["runs", "steps", "nope", "--db", db],
     ] {
         let output = cairn(&bad);

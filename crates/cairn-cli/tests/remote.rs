@@ -43,9 +43,12 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
     let local = |args: &[&str]| cairn(&[args, &["--db", &db]].concat(), &[]);
 
     // Runs in several states, started through the CLI over HTTP.
-    let start = ["runs", "start", "hello", r#"{"name":"Ada"}"#, "--id", "h-1", "--idempotency-key", "k1"];
+    let start =
+        ["runs", "start", "hello", r#"{"name":"Ada"}"#, "--id", "h-1", "--idempotency-key", "k1", "--priority", "-5"];
     let started = json_of(&remote(&[&start[..], &["--json"]].concat()));
     assert_eq!((&started["id"], &started["created"]), (&json!("h-1"), &json!(true)), "{started}");
+    let shown = ok(&local(&["runs", "show", "h-1"]));
+    assert!(shown.contains("priority  -5\n"), "{shown}");
     await_status(&address, "/v1/workflows/hello/runs/h-1", "completed", Some(TOKEN));
     let again = ok(&remote(&["runs", "start", "hello", r#"{"name":"Ada"}"#, "--idempotency-key", "k1"]));
     assert_eq!(again, "h-1 already exists with this idempotency key (completed)\n");

@@ -242,6 +242,7 @@ impl From<ClientError> for ApiError {
             ClientError::ScheduleNotFound(_) => (StatusCode::NOT_FOUND, "schedule_not_found"),
             ClientError::InvalidSchedule(_) => (StatusCode::BAD_REQUEST, "invalid_schedule"),
             ClientError::InvalidConcurrency(_) => (StatusCode::BAD_REQUEST, "invalid_concurrency"),
+            ClientError::InvalidFairnessKey(_) => (StatusCode::BAD_REQUEST, "invalid_fairness_key"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
         };
         ApiError::new(status, code, error.to_string())
@@ -345,6 +346,10 @@ pub struct StartBody {
     version: Option<u32>,
     /// Days to keep the run once it has ended (default: the workflow's, or 30).
     retention_days: Option<u32>,
+    /// Ready runs of a higher priority are claimed first (default 0).
+    priority: Option<i32>,
+    /// Within a priority, ready runs are served fairly between keys (a tenant, a customer).
+    fairness_key: Option<String>,
 }
 
 /// What `POST /v1/events/{topic}` takes.
@@ -471,6 +476,12 @@ async fn start(
     }
     if let Some(days) = body.retention_days {
         start = start.retention(Duration::from_secs(u64::from(days) * 86_400));
+    }
+    if let Some(priority) = body.priority {
+        start = start.priority(priority);
+    }
+    if let Some(key) = body.fairness_key {
+        start = start.fairness_key(key);
     }
     let handle = start.await?;
     let status = if handle.created() { StatusCode::CREATED } else { StatusCode::OK };

@@ -103,6 +103,12 @@ pub struct RunView {
     /// Its key under its workflow's concurrency rule (`""` for a rule without a key).
     #[serde(default)]
     pub concurrency_key: Option<String>,
+    /// Its priority: ready runs of a higher priority are claimed first.
+    #[serde(default)]
+    pub priority: i32,
+    /// The key it is served fairly by within its priority.
+    #[serde(default)]
+    pub fairness_key: Option<String>,
 }
 
 /// A run as lists show it: its summary, and whether it is stranded.
@@ -191,6 +197,8 @@ pub fn run_view(run: &RunRecord) -> RunView {
         continued_as: run.continued_as.as_ref().map(RunId::to_string),
         waiting_for: run.waiting_for.map(|w| w.to_string()),
         concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
+        priority: run.priority,
+        fairness_key: run.fairness_key.clone(),
     }
 }
 

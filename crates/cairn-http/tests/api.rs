@@ -148,6 +148,7 @@ async fn start_get_steps_and_list() {
     assert_eq!(run["input"], json!({"name": "Ada"}));
     assert_eq!(run["output"], json!("Hello, Ada!"));
     assert_eq!(run["stranded"], json!(false));
+    assert_eq!((&run["priority"], &run["fairness_key"]), (&json!(0), &Value::Null));
 
     let (status, steps) = api.call("GET", &format!("/v1/workflows/hello/runs/{id}/steps"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -209,8 +210,11 @@ async fn start_get_steps_and_list() {
         (status, &result["status"], &result["output"]),
         (StatusCode::OK, &json!("completed"), &json!("Hello, Ada!"))
     );
-    let (_, waiting) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"waits"}"#)).await;
+    let body = r#"{"id":"waits","priority":-2,"fairnessKey":"tenant-7"}"#;
+    let (_, waiting) = api.call("POST", "/v1/workflows/approval/runs", Some(body)).await;
     assert_eq!(waiting["id"], json!("waits"));
+    let (_, queued) = api.call("GET", "/v1/runs/waits", None).await;
+    assert_eq!((&queued["priority"], &queued["fairness_key"]), (&json!(-2), &json!("tenant-7")));
     let (status, still) = api.call("GET", "/v1/workflows/approval/runs/waits/result?timeout=50ms", None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(["pending", "running", "suspended"].contains(&still["status"].as_str().unwrap()), "{still}");
@@ -469,6 +473,20 @@ async fn bad_requests_are_refused_and_change_nothing() {
             "POST",
             "/v1/workflows/hello/runs".into(),
             Some(r#"{"input":{},"colour":"red"}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":"a"},"fairnessKey":""}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_fairness_key",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":"a"},"priority":1.5}"#.into()),
             StatusCode::BAD_REQUEST,
             "invalid_json",
         ),

@@ -168,10 +168,13 @@ pub fn fair_seq(last_of_key: Option<i64>, head: Option<i64>) -> i64 {
     after_key.max(head.unwrap_or(0))
 }
 
+/// A ready run's place in the claim order ([`claim_rank`]): smaller is claimed first.
+pub type ClaimRank = (std::cmp::Reverse<i32>, i64, i64);
+
 /// The order in which a worker claims ready runs: higher priority first, then fairness sequence
 /// ([`fair_seq`]), then when it became due (creation, wake-up or lease expiry). Sorting by this
 /// key ascending gives the claim order.
-pub fn claim_rank(priority: i32, fair_seq: i64, due_millis: i64) -> (std::cmp::Reverse<i32>, i64, i64) {
+pub fn claim_rank(priority: i32, fair_seq: i64, due_millis: i64) -> ClaimRank {
     (std::cmp::Reverse(priority), fair_seq, due_millis)
 }
 

@@ -1,7 +1,7 @@
 //! Start-time fair queuing (`flow::fair_seq` and `flow::claim_rank`) over a model of one
 //! priority's queue: keys take turns, whatever their backlogs.
 
-use cairn_journal::flow::{claim_rank, fair_seq};
+use cairn_journal::flow::{ClaimRank, claim_rank, fair_seq};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 #[derive(Default)]
 struct Queue {
     /// (claim rank, key) of each queued run; the creation counter breaks ties, as time does.
-    runs: BTreeSet<((std::cmp::Reverse<i32>, i64, i64), usize)>,
+    runs: BTreeSet<(ClaimRank, usize)>,
     created: i64,
 }
 

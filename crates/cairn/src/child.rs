@@ -115,16 +115,17 @@ impl<O> Child<O> {
         let n = self.ctx.shared().next_helper(self.ctx.path(), kind);
         let scope = self.ctx.scope_indexed(kind, n)?;
         let parent = self.ctx.run_id().clone();
+        let queue = self.ctx.shared().lineage.queue.clone();
         let id = child_id(&parent, scope.path());
         let input = self.input?;
         let (local, workflow) = (Arc::clone(&scope.shared().local), self.workflow);
         let started: RunId = scope
             .step("start", || {
-                let (client, input, id, parent) =
-                    (Client::attached(Arc::clone(&local)), input.clone(), id.clone(), parent.clone());
+                let (client, input, id, parent, queue) =
+                    (Client::attached(Arc::clone(&local)), input.clone(), id.clone(), parent.clone(), queue.clone());
                 let workflow = workflow.clone();
                 async move {
-                    match client.start_child(&workflow, input, &id, &parent).await {
+                    match client.start_child(&workflow, input, &id, &parent, &queue).await {
                         Ok(handle) => Ok(handle.id().clone()),
                         Err(error @ ClientError::Store(_)) => Err(StepError::retryable(error.to_string())),
                         Err(error) => Err(StepError::terminal(error.to_string())),

@@ -299,6 +299,9 @@ pub enum ClientError {
     /// A concurrency rule's limit is 0, its key is not a JSON pointer, or it has no workflow.
     #[error("[CAIRN-E0312] invalid concurrency rule: {0}")]
     InvalidConcurrency(String),
+    /// A fairness key is empty, over 200 bytes or holds a control character.
+    #[error("[CAIRN-E0313] invalid fairness key: {0}")]
+    InvalidFairnessKey(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),

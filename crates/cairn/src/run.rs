@@ -31,7 +31,8 @@ impl RunExec {
     }
 }
 
-/// What a run's successor inherits when the run continues as new.
+/// What a run's successor inherits when the run continues as new (and its children, their
+/// priority and fairness key).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lineage {
     /// The run's parent, if it is a child.
@@ -40,12 +41,35 @@ pub(crate) struct Lineage {
     pub(crate) retention: Option<std::time::Duration>,
     /// Whether it continues another run (its id is then `{first}~{n}`).
     pub(crate) continues: bool,
+    /// Its priority and fairness key.
+    pub(crate) queue: Queue,
+}
+
+/// Where a run queues for a worker: its priority and its fairness key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Queue {
+    /// Higher is claimed first.
+    pub(crate) priority: i32,
+    /// Served fairly against other keys within its priority.
+    pub(crate) fairness_key: Option<String>,
+}
+
+impl Queue {
+    /// Gives `run` this place in the queue.
+    pub(crate) fn apply(&self, run: &mut cairn_store::NewRun) {
+        (run.priority, run.fairness_key) = (self.priority, self.fairness_key.clone());
+    }
 }
 
 impl Lineage {
     /// The lineage recorded on a run's row.
     pub(crate) fn of(run: &cairn_store::RunRecord) -> Lineage {
-        Lineage { parent: run.parent.clone(), retention: run.retention, continues: run.continued_from.is_some() }
+        Lineage {
+            parent: run.parent.clone(),
+            retention: run.retention,
+            continues: run.continued_from.is_some(),
+            queue: Queue { priority: run.priority, fairness_key: run.fairness_key.clone() },
+        }
     }
 }
 
@@ -855,6 +879,7 @@ impl RunShared {
         run.retention = self.lineage.retention;
         run.parent = self.lineage.parent.clone();
         run.continued_from = Some(self.id.clone());
+        self.lineage.queue.apply(&mut run);
         let events = vec![Event::Continued { run: id.to_string(), input }];
         Ok((events, RunUpdate::Continue { successor: Box::new(run), at: now }))
     }
