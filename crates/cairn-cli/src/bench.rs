@@ -27,6 +27,10 @@ pub(crate) enum Workload {
     /// time the HTTP API's `GET /v1/workflows` and `GET /v1/workflows/{name}/runs?status=failed`
     /// (first page, and pages 1 to 100 by cursor), served in this process.
     List,
+    /// Priority at scale: queue --runs runs (default 100,000; no worker) over 10 priorities and
+    /// 100 fairness keys (half of them one key's), then print the plan of a claim of the first
+    /// 128 and time 20 such claims (each leases what it claims, so the queue shrinks by 128).
+    Priority,
 }
 
 impl Workload {
@@ -384,6 +388,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         Workload::W4 => 10,
         Workload::W5 | Workload::W6 => 1,
         Workload::List => 1_000_000,
+        Workload::Priority => 100_000,
     });
     let steps = args.steps.unwrap_or(match args.workload {
         Workload::W4 | Workload::W5 => 10_000,
@@ -394,7 +399,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         bail!("--runs and --steps must be at least 1");
     }
     // W4, W5 and W6 measure runs of their own, one at a time.
-    let own_runs = matches!(args.workload, Workload::W4 | Workload::W5 | Workload::W6);
+    let own_runs = matches!(args.workload, Workload::W4 | Workload::W5 | Workload::W6 | Workload::Priority);
     if args.prunable > 0 && own_runs {
         bail!("--prunable applies to w1 and w2");
     }
@@ -420,13 +425,16 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let workers = args.workers.max(1);
     let per_worker = runs.div_ceil(workers);
     let sqlite_path = dir.path().join("bench.db");
+    let mut sqlite_store: Option<SqliteStore> = None;
     let (store, store_name, floor_us): (Arc<dyn Store>, &str, f64) = match args.store {
         StoreKind::Memory => (Arc::new(MemoryStore::new()), "memory", 0.0),
         StoreKind::Sqlite => {
             let floor = cairn::store::sqlite_commit_floor_us(&dir.path().join("floor.db"), durability, 200)
                 .context("measuring the commit floor")?;
             let options = SqliteOptions { durability, ..SqliteOptions::default() };
-            (Arc::new(SqliteStore::open_with(&sqlite_path, options)?), "sqlite", floor)
+            let store = SqliteStore::open_with(&sqlite_path, options)?;
+            sqlite_store = Some(store.clone());
+            (Arc::new(store), "sqlite", floor)
         }
         StoreKind::Postgres => {
             let schema = format!("cairn_bench_{}", std::process::id());
@@ -442,6 +450,10 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let named = (store_name, durability_name(args.store, durability), floor_us);
     let result = match args.workload {
         Workload::List => Some(list_bench(Arc::clone(&store), runs, (named.0, named.1), args.json).await),
+        Workload::Priority => {
+            let explain = ClaimPlan { sqlite: sqlite_store, postgres: bench_schema.clone() };
+            Some(priority_bench(Arc::clone(&store), explain, runs, (named.0, named.1), args.json).await)
+        }
         Workload::W6 => Some(long_loop(Arc::clone(&store), steps, named, args.json).await),
         Workload::W5 => Some(fan_out(Arc::clone(&store), runs, (steps, args.concurrency), named, args.json).await),
         Workload::W4 => {
@@ -774,6 +786,122 @@ async fn long_loop(
             "w6 on {store_name} ({durability_name}): {iterations} iterations in {seconds:.1} s = {per_sec:.0} iterations/s; {rows} journal rows at the end; peak RSS {}; commit floor {floor_us:.1} us",
             rss.map_or_else(|| "unknown".to_owned(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0))
         );
+    }
+    if json {
+        out!("{report}");
+    }
+    Ok(())
+}
+
+/// The SQL store under a bench, to ask for the plan of its claim.
+struct ClaimPlan {
+    sqlite: Option<SqliteStore>,
+    postgres: Option<cairn_postgres::PostgresStore>,
+}
+
+impl ClaimPlan {
+    async fn explain(&self, request: &cairn::store::ClaimRequest) -> Result<Vec<String>> {
+        Ok(match (&self.sqlite, &self.postgres) {
+            (Some(store), _) => store.explain_claim(request).await?,
+            (_, Some(store)) => store.explain_claim(request).await?,
+            _ => vec!["(the memory store has no query plan: a B-tree range in claim order)".to_owned()],
+        })
+    }
+}
+
+/// The fairness key of the `n`th queued run of the priority workload: half are `tenant-0`'s, the
+/// rest spread over `tenant-1` to `tenant-99`.
+fn bench_tenant(n: u64) -> String {
+    if n.is_multiple_of(2) { "tenant-0".to_owned() } else { format!("tenant-{}", 1 + n % 99) }
+}
+
+/// The `priority` workload.
+async fn priority_bench(
+    store: Arc<dyn Store>,
+    plan: ClaimPlan,
+    runs: usize,
+    (store_name, durability): (&str, &str),
+    json: bool,
+) -> Result<()> {
+    const PRIORITIES: u64 = 10;
+    const CLAIM: usize = 128;
+    const CLAIMS: usize = 20;
+    let client = Client::from_shared(Arc::clone(&store));
+    let mut progress = crate::progress::Progress::new("priority: queueing", "runs", Some(runs as u64));
+    let filled = Instant::now();
+    for first in (0..runs as u64).step_by(5000) {
+        let chunk = first..(first + 5000).min(runs as u64);
+        // A task each, so the store's writer commits them in batches.
+        let starts: Vec<_> = chunk
+            .clone()
+            .map(|n| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let priority = (n * 7 % PRIORITIES) as i32;
+                    client.start("queued", &n).priority(priority).fairness_key(bench_tenant(n)).await
+                })
+            })
+            .collect();
+        for started in starts {
+            started.await??;
+        }
+        progress.add(chunk.end - chunk.start);
+    }
+    progress.finish();
+    let fill_seconds = filled.elapsed().as_secs_f64();
+    let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
+    let request = cairn::store::ClaimRequest {
+        owner: "bench".into(),
+        workflows: vec![cairn::store::WorkflowKey { name: "queued".into(), version: 1 }],
+        now,
+        lease_now: now,
+        lease_until: now + std::time::Duration::from_secs(3600),
+        limit: CLAIM,
+    };
+    let plan = plan.explain(&request).await?;
+    let mut claim_ms = Vec::with_capacity(CLAIMS);
+    let mut first = Vec::new();
+    for i in 0..CLAIMS {
+        let began = Instant::now();
+        let claimed = store.claim(&request).await?;
+        claim_ms.push(began.elapsed().as_secs_f64() * 1e3);
+        if claimed.len() != CLAIM.min(runs - i * CLAIM) {
+            bail!("claim {i} took {} runs", claimed.len());
+        }
+        if i == 0 {
+            first = claimed;
+        }
+    }
+    let top = (PRIORITIES - 1) as i32;
+    let keys: std::collections::BTreeSet<&str> = first.iter().filter_map(|r| r.fairness_key.as_deref()).collect();
+    if first.iter().any(|r| r.priority != top) {
+        bail!("the first claim took runs below priority {top}");
+    }
+    let sorted_ms = sorted(claim_ms);
+    let report = serde_json::json!({
+        "workload": "priority",
+        "store": store_name,
+        "durability": durability,
+        "queued": runs,
+        "fill_seconds": fill_seconds,
+        "claim": CLAIM,
+        "claims": CLAIMS,
+        "claim_ms_p50": percentile(&sorted_ms, 50.0),
+        "claim_ms_max": sorted_ms.last().copied().unwrap_or(0.0),
+        "first_claim_priority": top,
+        "first_claim_keys": keys.len(),
+        "plan": plan,
+    });
+    if text_wanted(json) {
+        out!(
+            "priority on {store_name} ({durability}): {runs} runs queued in {fill_seconds:.1} s; a claim of {CLAIM}: p50 {:.2} ms, max {:.2} ms over {CLAIMS}; the first took priority {top} only, from {} fairness keys; its plan:",
+            percentile(&sorted_ms, 50.0),
+            sorted_ms.last().copied().unwrap_or(0.0),
+            keys.len()
+        );
+        for line in &plan {
+            out!("  {line}");
+        }
     }
     if json {
         out!("{report}");

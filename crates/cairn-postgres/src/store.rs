@@ -814,6 +814,31 @@ impl PostgresStore {
         Ok(samples[samples.len() / 2])
     }
 
+    /// The plan PostgreSQL runs for a claim like `request`, executed (`EXPLAIN (ANALYZE,
+    /// BUFFERS)`, with the time each step took) in a transaction that is then rolled back, so
+    /// nothing is claimed. Used by `cairn bench`.
+    pub async fn explain_claim(&self, request: &ClaimRequest) -> Result<Vec<String>, StoreError> {
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let (tags, limit) = (tags(&request.workflows), request.limit as i64);
+        let plan = tx
+            .query(
+                &format!("EXPLAIN (ANALYZE, BUFFERS) {}", self.sql.claim),
+                &[
+                    &request.owner,
+                    &request.lease_until.as_millis(),
+                    &request.now.as_millis(),
+                    &request.lease_now.as_millis(),
+                    &tags,
+                    &limit,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+        tx.rollback().await.map_err(backend)?;
+        plan.iter().map(|row| row.try_get::<_, String>(0).map_err(backend)).collect()
+    }
+
     /// How often each statement has run in this database so far, from `pg_stat_statements`, for
     /// the statements that name this store's schema and for transaction control (`BEGIN`,
     /// `COMMIT`, …, whoever sent them); `None` when the extension is not installed here. Taken

@@ -387,6 +387,56 @@ const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input,
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
      continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq";
 
+/// The claim: the first ready runs in claim order (`cairn_journal::flow::claim_rank`), leased.
+/// Each kind of ready run is read from its own index in order and cut at the limit before they
+/// are merged, so a claim reads about `limit` rows of each however many runs are queued.
+/// Parameters: see [`claim_params`].
+static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE runs SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = ?1,
+                 lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3,
+                 recoveries = CASE WHEN status = 'running' THEN recoveries + 1 ELSE recoveries END
+             WHERE id IN (
+                 SELECT id FROM (
+                     SELECT * FROM (
+                         SELECT id, priority, fair_seq, created_at AS due FROM runs INDEXED BY runs_ready
+                         WHERE status = 'pending' AND waiting_for IS NULL
+                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                         ORDER BY priority DESC, fair_seq, created_at LIMIT ?6)
+                     UNION ALL
+                     SELECT * FROM (
+                         SELECT id, priority, fair_seq, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
+                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                         ORDER BY wake_at LIMIT ?6)
+                     UNION ALL
+                     SELECT * FROM (
+                         SELECT id, priority, fair_seq, lease_expires_at AS due FROM runs
+                         WHERE status = 'running' AND lease_expires_at <= ?4
+                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
+                         ORDER BY lease_expires_at LIMIT ?6))
+                 ORDER BY priority DESC, fair_seq, due LIMIT ?6)
+             RETURNING {RUN_COLUMNS}"
+    )
+});
+
+/// A claim's workflow versions as the JSON array of tags its statement reads.
+fn claim_tags(request: &ClaimRequest) -> Result<String, StoreError> {
+    let tags: Vec<String> = request.workflows.iter().map(WorkflowKey::tag).collect();
+    serde_json::to_string(&tags).map_err(|e| StoreError::InvalidInput(e.to_string()))
+}
+
+/// The parameters of [`CLAIM`] for `request`, with its `tags` from [`claim_tags`].
+fn claim_params<'a>(request: &'a ClaimRequest, tags: &'a str) -> (&'a str, i64, i64, i64, &'a str, i64) {
+    (
+        &request.owner,
+        request.lease_until.as_millis(),
+        request.now.as_millis(),
+        request.lease_now.as_millis(),
+        tags,
+        request.limit as i64,
+    )
+}
+
 const SCHEDULE_COLUMNS: &str =
     "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
 
@@ -653,6 +703,33 @@ impl SqliteStore {
     /// The database file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The plan SQLite chooses for a claim like `request` (`EXPLAIN QUERY PLAN`, one line per
+    /// step, indented under its parent), without claiming anything. Used by `cairn bench`.
+    pub async fn explain_claim(&self, request: &ClaimRequest) -> Result<Vec<String>, StoreError> {
+        let request = request.clone();
+        self.read(move |conn| {
+            let tags = claim_tags(&request)?;
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", *CLAIM)).map_err(backend)?;
+            let rows = stmt
+                .query_map(claim_params(&request, &tags), |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(3)?))
+                })
+                .map_err(backend)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(backend)?;
+            let mut depth: HashMap<i64, usize> = HashMap::new();
+            Ok(rows
+                .into_iter()
+                .map(|(id, parent, detail)| {
+                    let level = depth.get(&parent).map_or(0, |d| d + 1);
+                    depth.insert(id, level);
+                    format!("{}{detail}", "  ".repeat(level))
+                })
+                .collect())
+        })
+        .await
     }
 
     fn send<T: Send + 'static>(
@@ -1191,8 +1268,7 @@ impl Writer {
     }
 
     fn claim(&mut self, request: &ClaimRequest) -> Result<Vec<RunRecord>, Failure> {
-        let tags: Vec<String> = request.workflows.iter().map(WorkflowKey::tag).collect();
-        let tags = serde_json::to_string(&tags).map_err(|e| clean(StoreError::InvalidInput(e.to_string())))?;
+        let tags = claim_tags(request).map_err(clean)?;
         // Woken runs that gave their slot up when they suspended wait for one again (the
         // update's trigger admits them at once where their group has room).
         self.conn
@@ -1203,44 +1279,8 @@ impl Writer {
                    AND (workflow || '@' || version) IN (SELECT value FROM json_each(?2))",
             )?
             .execute(params![request.now.as_millis(), tags])?;
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "UPDATE runs SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = ?1,
-                 lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3,
-                 recoveries = CASE WHEN status = 'running' THEN recoveries + 1 ELSE recoveries END
-             WHERE id IN (
-                 SELECT id FROM (
-                     SELECT * FROM (
-                         SELECT id, priority, fair_seq, created_at AS due FROM runs INDEXED BY runs_ready
-                         WHERE status = 'pending' AND waiting_for IS NULL
-                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
-                         ORDER BY priority DESC, fair_seq, created_at LIMIT ?6)
-                     UNION ALL
-                     SELECT * FROM (
-                         SELECT id, priority, fair_seq, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
-                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
-                         ORDER BY wake_at LIMIT ?6)
-                     UNION ALL
-                     SELECT * FROM (
-                         SELECT id, priority, fair_seq, lease_expires_at AS due FROM runs
-                         WHERE status = 'running' AND lease_expires_at <= ?4
-                           AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
-                         ORDER BY lease_expires_at LIMIT ?6))
-                 ORDER BY priority DESC, fair_seq, due LIMIT ?6)
-             RETURNING {RUN_COLUMNS}"
-        ))?;
-        query_rows(
-            &mut stmt,
-            params![
-                request.owner,
-                request.lease_until.as_millis(),
-                request.now.as_millis(),
-                request.lease_now.as_millis(),
-                tags,
-                request.limit as i64
-            ],
-            row_to_run,
-        )
-        .map_err(|error| Failure { error, dirty: true })
+        let mut stmt = self.conn.prepare_cached(&CLAIM)?;
+        query_rows(&mut stmt, claim_params(request, &tags), row_to_run).map_err(|error| Failure { error, dirty: true })
     }
 
     fn append(&mut self, append: &Append, encoded: &[String]) -> Result<(), Failure> {
