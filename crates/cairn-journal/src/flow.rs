@@ -11,6 +11,9 @@ use serde_json::Value;
 pub enum WaitingFor {
     /// A free slot of its concurrency group.
     Concurrency,
+    /// Its turn under a rate limit: it is suspended until the limit lets it start or run its
+    /// next step.
+    Rate,
 }
 
 impl WaitingFor {
@@ -18,6 +21,7 @@ impl WaitingFor {
     pub fn as_str(self) -> &'static str {
         match self {
             WaitingFor::Concurrency => "concurrency",
+            WaitingFor::Rate => "rate",
         }
     }
 
@@ -25,6 +29,7 @@ impl WaitingFor {
     pub fn parse(text: &str) -> Option<WaitingFor> {
         match text {
             "concurrency" => Some(WaitingFor::Concurrency),
+            "rate" => Some(WaitingFor::Rate),
             _ => None,
         }
     }
@@ -178,6 +183,45 @@ pub fn claim_rank(priority: i32, fair_seq: i64, due_millis: i64) -> ClaimRank {
     (std::cmp::Reverse(priority), fair_seq, due_millis)
 }
 
+/// The bucket a rate limit counts in: what it limits (`"start"` of `workflow`, or executions of
+/// `step` in it) and the key its input gave. Distinct limits never share a bucket, whatever
+/// characters their names hold.
+///
+/// ```
+/// use cairn_journal::flow::rate_bucket;
+/// assert_eq!(rate_bucket("sync", None, "acme"), r#"["start","sync","acme"]"#);
+/// assert_eq!(rate_bucket("sync", Some("call-api"), ""), r#"["step","sync","call-api",""]"#);
+/// ```
+pub fn rate_bucket(workflow: &str, step: Option<&str>, key: &str) -> String {
+    match step {
+        None => serde_json::json!(["start", workflow, key]).to_string(),
+        Some(step) => serde_json::json!(["step", workflow, step, key]).to_string(),
+    }
+}
+
+/// Whether a rate limit of `limit` per `period_ms` lets one more through at `now`, given the
+/// times of the grants its bucket has made (`granted`, in any order): `None` if it does (fewer
+/// than `limit` of them within the last `period_ms`, that is after `now - period_ms`), else the
+/// first moment it will (when enough of those grants have aged out of the window). So any
+/// half-open window of `period_ms` holds at most `limit` grants.
+///
+/// ```
+/// use cairn_journal::flow::rate_verdict;
+/// assert_eq!(rate_verdict(&[100, 900], 2, 1_000, 1_000), Some(1_100));
+/// assert_eq!(rate_verdict(&[100, 900], 2, 1_000, 1_100), None);
+/// assert_eq!(rate_verdict(&[100, 900], 3, 1_000, 1_000), None);
+/// ```
+pub fn rate_verdict(granted: &[i64], limit: u32, period_ms: i64, now: i64) -> Option<i64> {
+    let mut within: Vec<i64> = granted.iter().copied().filter(|at| *at > now - period_ms).collect();
+    let limit = limit.max(1) as usize;
+    if within.len() < limit {
+        return None;
+    }
+    within.sort_unstable();
+    // The grant whose ageing out leaves `limit - 1` in the window.
+    Some(within[within.len() - limit] + period_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +264,27 @@ mod tests {
         let mut ranks = [claim_rank(0, 0, 1), claim_rank(5, 9, 9), claim_rank(0, 0, 0), claim_rank(-1, 0, 0)];
         ranks.sort();
         assert_eq!(ranks, [claim_rank(5, 9, 9), claim_rank(0, 0, 0), claim_rank(0, 0, 1), claim_rank(-1, 0, 0)]);
+    }
+
+    #[test]
+    fn rate_verdicts_keep_every_window_under_the_limit() {
+        // Grants taken whenever allowed, asked every 7 ms: no 1,000 ms window holds more than 3.
+        let mut granted: Vec<i64> = Vec::new();
+        let mut now = 0;
+        while now < 10_000 {
+            match rate_verdict(&granted, 3, 1_000, now) {
+                None => granted.push(now),
+                Some(at) => assert!(at > now, "a refusal names a later time"),
+            }
+            now += 7;
+        }
+        for (i, first) in granted.iter().enumerate() {
+            let in_window = granted[i..].iter().take_while(|at| **at < first + 1_000).count();
+            assert!(in_window <= 3, "{in_window} grants from {first}");
+        }
+        assert!(granted.len() >= 30, "{} grants in 10 s", granted.len());
+        // A refused take is told when the window has room, and then it has.
+        assert_eq!(rate_verdict(&[0, 10, 20], 3, 1_000, 500), Some(1_000));
+        assert_eq!(rate_verdict(&[0, 10, 20], 3, 1_000, 1_000), None);
     }
 }

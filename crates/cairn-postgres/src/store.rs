@@ -7,7 +7,7 @@ use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
     ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord,
-    SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason,
+    SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate,
     VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -196,6 +196,7 @@ struct Sql {
     delete_rule: String,
     admit_workflow: String,
     rules: String,
+    take_rate: String,
     insert_events: String,
     /// Deletes what a loop checkpoint trims: $1 run, ($2, $3] the range, $4 the iterations'
     /// path prefix, $5 the loop's path (its earlier checkpoints), and the values' sets.
@@ -495,6 +496,7 @@ impl Sql {
                  FROM (SELECT DISTINCT workflow, flow_key FROM {s}.runs WHERE workflow = $1 AND waiting_for IS NOT NULL) g"
             ),
             rules: format!("SELECT workflow, key, lim, hold FROM {s}.concurrency_rules ORDER BY workflow"),
+            take_rate: format!("SELECT {s}.take_rate($1, $2, $3, $4)"),
             lock_by_key: format!(
                 "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
             ),
@@ -2229,6 +2231,17 @@ impl Store for PostgresStore {
 
     fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(async move { Ok(self.change_rule(&self.sql.delete_rule, &[&workflow], workflow).await? > 0) })
+    }
+
+    fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.take_rate).await.map_err(backend)?;
+            let limit = i32::try_from(take.limit).unwrap_or(i32::MAX);
+            let params: [&(dyn ToSql + Sync); 4] = [&take.bucket, &limit, &take.period_ms(), &take.now.as_millis()];
+            let row = client.query_one(&statement, &params).await.map_err(backend)?;
+            Ok(row.try_get::<_, Option<i64>>(0).map_err(backend)?.map(Timestamp::from_millis))
+        })
     }
 
     fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {

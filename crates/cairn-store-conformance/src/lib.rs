@@ -1366,6 +1366,35 @@ pub async fn claims_follow_priority_then_fairness(store: DynStore) {
     assert_eq!(places, (0..20).collect::<Vec<i64>>());
 }
 
+/// A rate limit's bucket grants at most `limit` turns in any window of its period, across
+/// concurrent takers; a refused take is told when a turn frees up, and gets it then; buckets are
+/// independent.
+pub async fn rate_limits_grant_at_most_limit_per_window(store: DynStore) {
+    let take = |bucket: &str, now: i64| TakeRate {
+        bucket: bucket.to_owned(),
+        limit: 3,
+        period: std::time::Duration::from_millis(1_000),
+        now: t(now),
+    };
+    for now in [0, 10, 20] {
+        assert_eq!(store.take_rate(&take("a", now)).await.expect("take"), None, "turn at {now}");
+    }
+    assert_eq!(store.take_rate(&take("a", 500)).await.expect("take"), Some(t(1_000)), "full until 0 ages out");
+    assert_eq!(store.take_rate(&take("b", 500)).await.expect("take"), None, "another bucket is its own");
+    assert_eq!(store.take_rate(&take("a", 999)).await.expect("take"), Some(t(1_000)));
+    assert_eq!(store.take_rate(&take("a", 1_000)).await.expect("take"), None, "0 aged out");
+    assert_eq!(store.take_rate(&take("a", 1_001)).await.expect("take"), Some(t(1_010)), "refusals record nothing");
+
+    // Twenty takers at once: three turns.
+    let takes = (0..20).map(|_| {
+        let store = Arc::clone(&store);
+        async move { store.take_rate(&take("burst", 5_000)).await.expect("take") }
+    });
+    let verdicts = futures::future::join_all(takes).await;
+    assert_eq!(verdicts.iter().filter(|v| v.is_none()).count(), 3, "{verdicts:?}");
+    assert!(verdicts.iter().flatten().all(|at| *at == t(6_000)), "{verdicts:?}");
+}
+
 /// Declares one `#[tokio::test]` per conformance check for a backend.
 ///
 /// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
@@ -1391,7 +1420,8 @@ macro_rules! conformance_tests {
                 workers_are_recorded_and_forgotten, subscriptions_are_replaced_per_workflow,
                 stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status,
                 continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time,
-                concurrency_limits_admit_in_order, claims_follow_priority_then_fairness);
+                concurrency_limits_admit_in_order, claims_follow_priority_then_fairness,
+                rate_limits_grant_at_most_limit_per_window);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -4,8 +4,8 @@ use crate::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, LeaseStatus, MemoryStore, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest,
     PutSchedule, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions,
-    SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, VersionCount, WorkerRecord, WorkflowCount,
-    WorkflowKey,
+    SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, TakeRate, VersionCount, WorkerRecord,
+    WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use serde::{Deserialize, Serialize};
@@ -680,5 +680,11 @@ impl Store for JsonlStore {
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
         self.inner.memory.next_wake_at(workflows)
+    }
+
+    /// Grants live in memory only, like leases: the one process that has the directory open
+    /// counts them; a process that opens it again starts with empty windows.
+    fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>> {
+        self.inner.memory.take_rate(take)
     }
 }

@@ -193,6 +193,13 @@ pub trait Store: Send + Sync + 'static {
     /// Every concurrency rule, by workflow.
     fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>>;
 
+    /// Takes a turn under a rate limit: if the bucket has granted fewer than `take.limit` turns
+    /// in the `take.period` before `take.now`, records a grant at `take.now` and returns `None`;
+    /// else records nothing and returns when the next turn frees up
+    /// ([`cairn_journal::flow::rate_verdict`]). Atomic across every process sharing the store, so
+    /// no window of `period` ever holds more than `limit` grants of one bucket.
+    fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>>;
+
     /// For stores shared between processes: a receiver that changes whenever another process may
     /// have made runs ready (a new run, a signal, a cancellation), so idle workers need not poll.
     /// `None` (the default): workers rely on local notifications and polling.

@@ -5,8 +5,8 @@ use crate::{
     Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord, WorkflowCount,
     WorkflowKey,
 };
-use crate::{ConcurrencyRule, RunConcurrency, WaitingFor};
-use cairn_journal::flow::{claim_rank, fair_seq, holds_slot};
+use crate::{ConcurrencyRule, RunConcurrency, TakeRate, WaitingFor};
+use cairn_journal::flow::{claim_rank, fair_seq, holds_slot, rate_verdict};
 use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -55,6 +55,8 @@ struct Inner {
     held: HashMap<(String, String), u32>,
     /// Runs waiting for a slot: group, then creation order.
     waiting: BTreeSet<(String, String, Timestamp, RunId)>,
+    /// Rate limits' grants within their windows, by bucket.
+    rates: HashMap<String, Vec<i64>>,
 }
 
 /// Why a run may become claimable.
@@ -926,6 +928,18 @@ impl Store for MemoryStore {
     fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {
         let rules = self.lock().rules.values().cloned().collect();
         Box::pin(async move { Ok(rules) })
+    }
+
+    fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>> {
+        let (now, period) = (take.now.as_millis(), take.period_ms());
+        let mut inner = self.lock();
+        let granted = inner.rates.entry(take.bucket.clone()).or_default();
+        granted.retain(|at| *at > now - period);
+        let verdict = rate_verdict(granted, take.limit, period, now);
+        if verdict.is_none() {
+            granted.push(now);
+        }
+        Box::pin(async move { Ok(verdict.map(Timestamp::from_millis)) })
     }
 }
 

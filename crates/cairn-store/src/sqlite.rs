@@ -5,8 +5,9 @@ use crate::{
     HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor, PauseOutcome, PauseSchedule, PruneRequest,
     PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
     ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
-    SuspendReason, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
+    SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
 };
+use cairn_journal::flow::rate_verdict;
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::value::RawValue;
@@ -123,6 +124,7 @@ enum Command {
     DeleteSchedule(String, Reply<u64>),
     PutConcurrency(ConcurrencyRule, Reply<()>),
     DeleteConcurrency(String, Reply<u64>),
+    TakeRate(TakeRate, Reply<Option<Timestamp>>),
 }
 
 enum Output {
@@ -138,6 +140,7 @@ enum Output {
     Count(u64),
     Schedule(Box<ScheduleRecord>),
     Fired(Option<Vec<CreatedRun>>),
+    Rate(Option<Timestamp>),
 }
 
 /// A command's failure; `dirty` when it may have written part of its change before failing.
@@ -372,6 +375,12 @@ ALTER TABLE runs ADD COLUMN fair_seq INTEGER NOT NULL DEFAULT 0;
 DROP INDEX IF EXISTS runs_ready;
 CREATE INDEX runs_ready ON runs(priority DESC, fair_seq, created_at) WHERE status = 'pending' AND waiting_for IS NULL;
 CREATE INDEX runs_fair ON runs(priority, fair_key, fair_seq) WHERE status = 'pending' AND waiting_for IS NULL;
+",
+    // 14: rate limits: the grants each bucket made within its window (older ones are deleted as
+    // the bucket is next asked).
+    "
+CREATE TABLE IF NOT EXISTS rate_grants (bucket TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS rate_grants_bucket ON rate_grants(bucket, at);
 ",
 ];
 
@@ -993,6 +1002,7 @@ impl Writer {
                     .execute(params![rule.workflow, rule.key, rule.limit, rule.hold_suspended])?;
                 self.admit_workflow(&rule.workflow).map(|()| Output::Unit)
             }
+            Command::TakeRate(take, _) => self.take_rate(take).map(Output::Rate),
             Command::DeleteConcurrency(workflow, _) => {
                 let deleted = self
                     .conn
@@ -1002,6 +1012,27 @@ impl Writer {
                 Ok(Output::Count(deleted as u64))
             }
         }
+    }
+
+    /// A turn under a rate limit (see [`Store::take_rate`]): the bucket's grants that aged out of
+    /// its window go, the rest decide.
+    fn take_rate(&mut self, take: &TakeRate) -> Result<Option<Timestamp>, Failure> {
+        let (now, period) = (take.now.as_millis(), take.period_ms());
+        self.conn
+            .prepare_cached("DELETE FROM rate_grants WHERE bucket = ?1 AND at <= ?2")?
+            .execute(params![take.bucket, now - period])?;
+        let granted = self
+            .conn
+            .prepare_cached("SELECT at FROM rate_grants WHERE bucket = ?1")?
+            .query_map([&take.bucket], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<i64>>>()?;
+        let verdict = rate_verdict(&granted, take.limit, period, now);
+        if verdict.is_none() {
+            self.conn
+                .prepare_cached("INSERT INTO rate_grants (bucket, at) VALUES (?1, ?2)")?
+                .execute(params![take.bucket, now])?;
+        }
+        Ok(verdict.map(Timestamp::from_millis))
     }
 
     /// Admits what every group of `workflow` with waiting runs has room for (its rule changed).
@@ -1612,6 +1643,7 @@ fn reply(command: Command, output: Result<Output, StoreError>) {
             send(r, output, |o| if let Output::Count(n) = o { Some(n) } else { None })
         }
         Command::PutConcurrency(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
+        Command::TakeRate(_, r) => send(r, output, |o| if let Output::Rate(v) = o { Some(v) } else { None }),
     }
 }
 
@@ -1978,6 +2010,10 @@ impl Store for SqliteStore {
         let workflow = workflow.to_owned();
         let deleted = self.send(|r| Command::DeleteConcurrency(workflow, r));
         Box::pin(async move { Ok(deleted.await? > 0) })
+    }
+
+    fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>> {
+        Box::pin(self.send(|r| Command::TakeRate(take.clone(), r)))
     }
 
     fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {

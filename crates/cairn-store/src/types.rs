@@ -162,6 +162,8 @@ pub enum SuspendReason {
     Waiting,
     /// Waiting to retry a failed step.
     BackingOff,
+    /// Waiting for its turn under a rate limit (to start, or to run a step).
+    RateLimited,
 }
 
 impl SuspendReason {
@@ -171,12 +173,13 @@ impl SuspendReason {
             SuspendReason::Sleeping => "sleeping",
             SuspendReason::Waiting => "waiting",
             SuspendReason::BackingOff => "backing-off",
+            SuspendReason::RateLimited => "rate-limited",
         }
     }
 
     /// Parses a kebab-case name.
     pub fn parse(text: &str) -> Option<SuspendReason> {
-        [SuspendReason::Sleeping, SuspendReason::Waiting, SuspendReason::BackingOff]
+        [SuspendReason::Sleeping, SuspendReason::Waiting, SuspendReason::BackingOff, SuspendReason::RateLimited]
             .into_iter()
             .find(|s| s.as_str() == text)
     }
@@ -401,6 +404,12 @@ impl RunRecord {
             fairness_key: run.fairness_key.clone(),
             fair_seq: 0,
         }
+    }
+
+    /// Why a run that has not ended is held back by a flow rule, if it is: waiting for a
+    /// concurrency slot, or suspended until a rate limit lets it go on.
+    pub fn held_back_by(&self) -> Option<WaitingFor> {
+        self.waiting_for.or((self.suspend_reason == Some(SuspendReason::RateLimited)).then_some(WaitingFor::Rate))
     }
 
     /// The run's first journal event, rebuilt from the row (a new run's journal holds nothing
@@ -851,6 +860,26 @@ pub enum CancelOutcome {
     Cancelled,
     /// A worker holds the run: it is flagged, and the worker cancels it.
     Requested,
+}
+
+/// One execution asks a rate limit's bucket for its turn ([`Store::take_rate`](crate::Store::take_rate)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakeRate {
+    /// The bucket (`cairn_journal::flow::rate_bucket`): what is limited, and the key.
+    pub bucket: String,
+    /// At most this many grants in any window of `period`.
+    pub limit: u32,
+    /// The window.
+    pub period: Duration,
+    /// The asker's time: the grant is recorded at it.
+    pub now: Timestamp,
+}
+
+impl TakeRate {
+    /// The period in whole milliseconds, at least 1.
+    pub fn period_ms(&self) -> i64 {
+        i64::try_from(self.period.as_millis()).unwrap_or(i64::MAX).max(1)
+    }
 }
 
 /// A worker asks for ready runs.

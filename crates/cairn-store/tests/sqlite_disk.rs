@@ -79,7 +79,7 @@ async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
 
 /// A file written before migrations 6 (subscriptions), 7 (status indexes), 8 (parents), 9
 /// (continuations), 10 (schedules), 11 (concurrency limits), 12 (their triggers only with a rule) and 13
-/// (priority with fairness) opens, is brought up to date in place, and keeps its runs.
+/// (priority with fairness) and 14 (rate limits) opens, is brought up to date in place, and keeps its runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,7 +88,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         let store = SqliteStore::open(&path).unwrap();
         write_ended_runs(&store, 0, 3).await;
     }
-    // What schema 5 left on disk: none of 6's to 13's tables, indexes, triggers and columns.
+    // What schema 5 left on disk: none of 6's to 14's tables, indexes, triggers and columns.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
@@ -96,7 +96,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
              DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent; ALTER TABLE runs DROP COLUMN continued_from;
              ALTER TABLE runs DROP COLUMN continued_as; DROP TABLE schedules;
              DROP TRIGGER flow_admit; DROP VIEW flow_admit;
-             DROP INDEX runs_ready; DROP INDEX runs_fair; DROP INDEX runs_waiting; DROP TABLE concurrency_rules; DROP TABLE concurrency_slots;
+             DROP INDEX runs_ready; DROP INDEX runs_fair; DROP TABLE rate_grants; DROP INDEX runs_waiting; DROP TABLE concurrency_rules; DROP TABLE concurrency_slots;
              ALTER TABLE runs DROP COLUMN flow_key; ALTER TABLE runs DROP COLUMN flow_hold;
              ALTER TABLE runs DROP COLUMN waiting_for; ALTER TABLE runs DROP COLUMN priority;
              ALTER TABLE runs DROP COLUMN fair_key; ALTER TABLE runs DROP COLUMN fair_seq; PRAGMA user_version = 5;",
@@ -123,7 +123,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (13, 7));
+    assert_eq!((version, indexes), (14, 7));
     // The status list goes through its partial index.
     let plan: String = conn
         .query_row(
