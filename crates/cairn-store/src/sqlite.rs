@@ -1219,48 +1219,51 @@ impl Writer {
         }
         let at = run.created_at.as_millis();
         let place = self.concurrency_rule(&run.workflow)?.map(|rule| RunConcurrency::of(&rule, &run.input));
-        let fair_seq: Option<i64> = self
+        let fair_key = run.fairness_key.as_deref().unwrap_or_default();
+        // Read apart from the insert: an INSERT … RETURNING cost W1 about 25 % more than both.
+        let fair_seq: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT max(coalesce((SELECT fair_seq + 1 FROM runs INDEXED BY runs_fair
+                                      WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?1 AND fair_key = ?2
+                                      ORDER BY fair_seq DESC LIMIT 1), 0),
+                            coalesce((SELECT fair_seq FROM runs INDEXED BY runs_ready
+                                      WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?1
+                                      ORDER BY priority DESC, fair_seq LIMIT 1), 0))",
+            )?
+            .query_row(params![run.priority, fair_key], |r| r.get(0))?;
+        let inserted = self
             .conn
             .prepare_cached(
                 "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
                      deadline_at, retention_ms, restarted_from, parent, continued_from, flow_key, flow_hold, waiting_for,
                      priority, fair_key, fair_seq)
                  VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-                     CASE WHEN ?13 IS NOT NULL THEN 'concurrency' END, ?15, ?16,
-                     max(coalesce((SELECT fair_seq + 1 FROM runs INDEXED BY runs_fair
-                                   WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?15 AND fair_key = ?16
-                                   ORDER BY fair_seq DESC LIMIT 1), 0),
-                         coalesce((SELECT fair_seq FROM runs INDEXED BY runs_ready
-                                   WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?15
-                                   ORDER BY priority DESC, fair_seq LIMIT 1), 0)))
-                 ON CONFLICT (id) DO NOTHING
-                 RETURNING fair_seq",
+                     CASE WHEN ?13 IS NOT NULL THEN 'concurrency' END, ?15, ?16, ?17)
+                 ON CONFLICT (id) DO NOTHING",
             )?
-            .query_row(
-                params![
-                    run.id.as_str(),
-                    run.workflow,
-                    run.version,
-                    run.input.get(),
-                    run.idempotency_key,
-                    at,
-                    run.last_seq() as i64,
-                    run.deadline.map(Timestamp::as_millis),
-                    run.retention_ms(),
-                    run.restarted_from.as_ref().map(RunId::as_str),
-                    run.parent.as_ref().map(RunId::as_str),
-                    run.continued_from.as_ref().map(RunId::as_str),
-                    place.as_ref().map(|p| p.key.as_str()),
-                    place.as_ref().is_some_and(|p| p.hold_suspended),
-                    run.priority,
-                    run.fairness_key.as_deref().unwrap_or_default(),
-                ],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let Some(fair_seq) = fair_seq else {
+            .execute(params![
+                run.id.as_str(),
+                run.workflow,
+                run.version,
+                run.input.get(),
+                run.idempotency_key,
+                at,
+                run.last_seq() as i64,
+                run.deadline.map(Timestamp::as_millis),
+                run.retention_ms(),
+                run.restarted_from.as_ref().map(RunId::as_str),
+                run.parent.as_ref().map(RunId::as_str),
+                run.continued_from.as_ref().map(RunId::as_str),
+                place.as_ref().map(|p| p.key.as_str()),
+                place.as_ref().is_some_and(|p| p.hold_suspended),
+                run.priority,
+                fair_key,
+                fair_seq,
+            ])?;
+        if inserted == 0 {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
-        };
+        }
         for (i, event) in run.initial_journal().iter().enumerate() {
             self.insert_event(&run.id, i as u64 + 1, run.created_at, event, &event.to_json())?;
         }
