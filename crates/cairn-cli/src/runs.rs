@@ -254,8 +254,8 @@ pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 fn status_text(run: &views::RunView) -> String {
     match (&run.suspend_reason, &run.waiting_for) {
-        (Some(reason), _) if run.status == "suspended" => format!("suspended ({reason})"),
         (_, Some(waiting)) => format!("{} (waiting_for: {waiting})", run.status),
+        (Some(reason), _) if run.status == "suspended" => format!("suspended ({reason})"),
         _ => run.status.clone(),
     }
 }

@@ -309,6 +309,12 @@ impl Store for CountingReads {
     fn concurrency_rules(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::ConcurrencyRule>> {
         self.inner.concurrency_rules()
     }
+    fn take_rate<'a>(
+        &'a self,
+        take: &'a cairn::store::TakeRate,
+    ) -> cairn::store::StoreFuture<'a, Option<cairn::Timestamp>> {
+        self.inner.take_rate(take)
+    }
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.wakeups()
     }

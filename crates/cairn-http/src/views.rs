@@ -96,8 +96,9 @@ pub struct RunView {
     /// The run it continued as (when it ended `continued`).
     #[serde(default)]
     pub continued_as: Option<String>,
-    /// Why a pending run has not started yet: `concurrency` (every slot of its concurrency
-    /// group is held).
+    /// Why a run is held back by a flow rule: `concurrency` (a pending run: every slot of its
+    /// concurrency group is held) or `rate` (a suspended run: a rate limit holds back its start
+    /// or its next step until its `wake_at`).
     #[serde(default)]
     pub waiting_for: Option<String>,
     /// Its key under its workflow's concurrency rule (`""` for a rule without a key).
@@ -195,7 +196,7 @@ pub fn run_view(run: &RunRecord) -> RunView {
         parent: run.parent.as_ref().map(RunId::to_string),
         continued_from: run.continued_from.as_ref().map(RunId::to_string),
         continued_as: run.continued_as.as_ref().map(RunId::to_string),
-        waiting_for: run.waiting_for.map(|w| w.to_string()),
+        waiting_for: run.held_back_by().map(|w| w.to_string()),
         concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
         priority: run.priority,
         fairness_key: run.fairness_key.clone(),

@@ -521,6 +521,9 @@ impl Client {
     fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
         if created.created {
             crate::telemetry::run_started(&created.run.workflow);
+            if created.run.waiting_for.is_some() {
+                crate::telemetry::delayed(&created.run.workflow, "concurrency");
+            }
         }
         if let Some(local) = &self.local {
             // A new run, or a signal for an existing one.

@@ -770,8 +770,10 @@ where
     let mut body = body.ok_or_else(|| WorkflowError::failed("step body missing"))?;
     loop {
         shared.check()?;
+        // Each attempt waits for its turn under a rate limit on its name, before it counts as
+        // work in flight (so the run can suspend while it waits); it starts when granted.
+        let started_at = shared.turn(Some(path.name())).await?;
         let in_flight = shared.start_work();
-        let started_at = shared.now();
         let deadline = timeout.map(|t| started_at + t);
         // Ends when dropped: after the attempt's result is journaled.
         let span = crate::telemetry::step_span(&path, attempt);

@@ -299,6 +299,8 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         }
     };
     let mode = if run.recoveries > max { Mode::Poisoned(run.recoveries) } else { Mode::Live };
+    // Nothing but `started` journaled: the run has not started yet (or its start was lost).
+    let fresh = state.last_seq() == 1;
     let lineage = crate::run::Lineage::of(&run);
     let shared = Arc::new(RunShared::new(run.id.clone(), lineage, run.epoch, Arc::clone(local), state, mode));
     lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
@@ -312,6 +314,15 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     }
     let span = crate::telemetry::run_span(&run);
     let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
+    let body: crate::registry::BodyFuture = if fresh && shared.limits_start() {
+        let gate = Arc::clone(&shared);
+        Box::pin(async move {
+            gate.turn(None).await?;
+            body.await
+        })
+    } else {
+        body
+    };
     let in_flight = crate::telemetry::InFlight::new(&run.workflow);
     let ended = drive(shared, body).instrument(span.clone()).await;
     span.record("status", ended.as_ref().map_or("suspended", |ended| ended.status.as_str()));
@@ -753,6 +764,34 @@ impl EngineBuilder {
         self
     }
 
+    /// Limits how often runs of a registered workflow start, or how often a named step of it
+    /// runs, across every worker sharing the store (see [`RateLimit`](crate::RateLimit)); work
+    /// over the limit is suspended until its turn (`waiting_for: rate`), never dropped. Checked
+    /// at start (`[CAIRN-E0314]`). A later limit for the same workflow and step wins.
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::{MemoryStore, RateLimit};
+    /// use std::time::Duration;
+    /// # async fn sync(_ctx: Ctx, _input: serde_json::Value) -> Result<(), WorkflowError> { Ok(()) }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder()
+    ///     .store(MemoryStore::new())
+    ///     .register("sync", 1, sync)
+    ///     // At most 100 syncs start per minute, and each customer's API calls twice a second.
+    ///     .rate_limit(RateLimit::starts("sync", 100, Duration::from_secs(60)))
+    ///     .rate_limit(RateLimit::step("sync", "call-api", 2, Duration::from_secs(1)).per_key("/customer"))
+    ///     .start()
+    ///     .await?;
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn rate_limit(mut self, limit: crate::RateLimit) -> Self {
+        self.registry.set_rate_limit(limit);
+        self
+    }
+
     /// Limits how many runs of a registered workflow hold a slot at once, across every worker
     /// sharing the store (stored at start, replacing the workflow's earlier rule). Runs over the
     /// limit wait, in creation order, and start as slots free up; `cairn runs list` shows them
@@ -794,6 +833,7 @@ impl EngineBuilder {
             return Err(EngineError::DuplicateWorkflow { name, version });
         }
         self.registry.check_settings()?;
+        self.registry.check_rate_limits()?;
         for schedule in &self.schedules {
             schedule.check().map_err(|e| EngineError::InvalidSchedule(e.to_string()))?;
             if self.registry.latest(&schedule.workflow).is_none() {

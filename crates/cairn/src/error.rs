@@ -360,6 +360,9 @@ pub enum EngineError {
     /// A declared concurrency rule is not valid, or limits a workflow the builder does not register.
     #[error("[CAIRN-E0312] invalid concurrency rule: {0}")]
     InvalidConcurrency(String),
+    /// A declared rate limit is not valid, or limits a workflow the builder does not register.
+    #[error("[CAIRN-E0314] invalid rate limit: {0}")]
+    InvalidRateLimit(String),
     /// The store refused the worker's subscriptions, schedules or concurrency rules.
     #[error("could not declare this worker's topic subscriptions, schedules or concurrency rules: {0}")]
     Store(StoreError),

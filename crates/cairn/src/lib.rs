@@ -74,6 +74,7 @@ pub use engine::{
     DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
 };
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
+pub use flow::RateLimit;
 pub use repeat::LoopOptions;
 pub use saga::Saga;
 pub use schedule::{CatchUp, Firings, MAX_CATCH_UP, ON_TIME, Schedule, ScheduleSpec, schedule_run_id};

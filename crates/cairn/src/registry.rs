@@ -30,6 +30,8 @@ pub(crate) struct Registry {
     subscriptions: BTreeMap<String, BTreeSet<String>>,
     /// Step defaults by workflow name.
     step_defaults: HashMap<String, StepDefaults>,
+    /// Rate limits by workflow name.
+    rate_limits: HashMap<String, Vec<crate::RateLimit>>,
 }
 
 /// What a workflow's steps use unless they say otherwise.
@@ -92,6 +94,30 @@ impl Registry {
     /// Sets the step defaults of workflow `name`.
     pub(crate) fn set_step_defaults(&mut self, name: &str, set: impl FnOnce(&mut StepDefaults)) {
         set(self.step_defaults.entry(name.to_owned()).or_default());
+    }
+
+    /// Adds a rate limit, replacing the one its workflow had for the same starts or step.
+    pub(crate) fn set_rate_limit(&mut self, limit: crate::RateLimit) {
+        let limits = self.rate_limits.entry(limit.workflow.clone()).or_default();
+        limits.retain(|l| l.step != limit.step);
+        limits.push(limit);
+    }
+
+    /// The rate limits of workflow `name`.
+    pub(crate) fn rate_limits(&self, name: &str) -> &[crate::RateLimit] {
+        self.rate_limits.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// A rate limit that is not valid or names an unregistered workflow, if any.
+    pub(crate) fn check_rate_limits(&self) -> Result<(), crate::EngineError> {
+        for limit in self.rate_limits.values().flatten() {
+            limit.check().map_err(crate::EngineError::InvalidRateLimit)?;
+            if !self.latest.contains_key(&limit.workflow) {
+                let message = format!("a rate limit limits `{}`, which is not registered", limit.workflow);
+                return Err(crate::EngineError::InvalidRateLimit(message));
+            }
+        }
+        Ok(())
     }
 
     /// The step defaults of workflow `name`.

@@ -6,7 +6,7 @@ use crate::{Interrupt, WorkflowError};
 use cairn_journal::{
     CursorError, Event, ReplayCursor, Replayed, RunState, SignalId, StepKind, StepPath, StepRecord, Timestamp,
 };
-use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, StoreError, SuspendReason};
+use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, StoreError, SuspendReason, TakeRate};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -132,6 +132,9 @@ pub(crate) struct RunShared {
     /// How many of each deterministic helper (`ctx.now()`, …) each scope has used, which numbers
     /// their journal entries (`~now[0]`, `~now[1]`, …) the same way on every replay.
     helpers: Mutex<HashMap<(StepPath, &'static str), u64>>,
+    /// The turns its workflow's rate limits give it, by the step they limit (`None`: its start),
+    /// their buckets keyed by its input.
+    rate_turns: Vec<(Option<String>, TakeRate)>,
 }
 
 /// How far a run's body may go on this worker.
@@ -219,7 +222,11 @@ impl RunShared {
         let last_seq = state.last_seq();
         let deadline = state.deadline();
         let stop = CancellationToken::new();
+        let rate_turns = (local.registry.rate_limits(state.workflow()).iter())
+            .map(|limit| (limit.step.clone(), limit.take(state.input(), Timestamp::from_millis(0))))
+            .collect();
         Self {
+            rate_turns,
             id,
             lineage,
             workflow: state.workflow().to_owned(),
@@ -263,6 +270,38 @@ impl RunShared {
         let next = helpers.entry((scope.clone(), kind)).or_insert(0);
         *next += 1;
         *next - 1
+    }
+
+    /// Whether a rate limit holds back this run's start.
+    pub(crate) fn limits_start(&self) -> bool {
+        self.rate_turns.iter().any(|(step, _)| step.is_none())
+    }
+
+    /// Waits for this run's turn under its workflow's rate limit on starts (`step` `None`) or on
+    /// the steps named `step`, suspended while the limit holds it back; when the turn was
+    /// granted (now, for what no limit holds back).
+    pub(crate) async fn turn(&self, step: Option<&str>) -> Result<Timestamp, WorkflowError> {
+        let Some((_, take)) = self.rate_turns.iter().find(|(limited, _)| limited.as_deref() == step) else {
+            return Ok(self.now());
+        };
+        if self.mode == Mode::ReplayCheck {
+            return Ok(self.now());
+        }
+        loop {
+            self.check()?;
+            let take = TakeRate { now: self.now(), ..take.clone() };
+            match self.local.store.take_rate(&take).await {
+                Ok(None) => return Ok(take.now),
+                Ok(Some(at)) => {
+                    crate::telemetry::delayed(&self.workflow, "rate");
+                    self.park(Some(at), SuspendReason::RateLimited, None).await?;
+                }
+                Err(error) => {
+                    self.interrupt(Interrupt::Store(error));
+                    return Err(self.interrupted());
+                }
+            }
+        }
     }
 
     pub(crate) fn now(&self) -> Timestamp {
