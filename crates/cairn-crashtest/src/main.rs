@@ -4,10 +4,12 @@
 //! has completed.
 //!
 //! Usage: `crash-worker STORE LOG RUNS [--schema NAME] [--only W1,W2] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]
-//! [--lease-ms MS] [--grace-ms MS] [--max-recoveries N] [--abort-at RUN/STEP]` where STORE is an SQLite file
+//! [--lease-ms MS] [--grace-ms MS] [--max-recoveries N] [--abort-at RUN/STEP] [--tick-rate N/MS]` where STORE is an SQLite file
 //! path or a `postgres://` URL. On SIGTERM or Ctrl-C it shuts down gracefully (steps in flight get
 //! `--grace-ms` to finish, every lease is handed back) and exits 0. With `--abort-at`, the process
 //! aborts (no unwinding, no cleanup) at the end of that step's body, every time it runs it.
+//! With `--tick-rate N/MS`, `ticker`'s step `tick` runs at most N times in any MS milliseconds
+//! (a rate limit).
 
 use cairn::prelude::*;
 use cairn::{LoopOptions, RunFilter, RunStatus, SqliteStore, Store};
@@ -213,6 +215,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = Engine::builder();
     if let Some(max) = max_recoveries {
         builder = builder.max_recoveries(max);
+    }
+    if let Some(rate) = option(&args, "--tick-rate") {
+        let (limit, period) = rate.split_once('/').ok_or("--tick-rate takes N/MS")?;
+        let period = Duration::from_millis(period.parse()?);
+        builder = builder.rate_limit(cairn::RateLimit::step("ticker", "tick", limit.parse()?, period));
     }
     let only = option(&args, "--only");
     let wanted = |name: &str| only.as_deref().is_none_or(|list| list.split(',').any(|n| n == name));

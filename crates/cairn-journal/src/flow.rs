@@ -183,6 +183,14 @@ pub fn claim_rank(priority: i32, fair_seq: i64, due_millis: i64) -> ClaimRank {
     (std::cmp::Reverse(priority), fair_seq, due_millis)
 }
 
+/// Grants at or before this time may be forgotten by a bucket asked at `now`: two periods back,
+/// not one, because askers on other workers (or other tasks) may ask a moment later with a
+/// clock a moment behind, and to them a grant just outside `now`'s window is still inside theirs
+/// (forgotten early, it let a fifth turn into a window of four in a test with three workers).
+pub fn rate_forgets_before(now: i64, period_ms: i64) -> i64 {
+    now.saturating_sub(period_ms.saturating_mul(2))
+}
+
 /// The bucket a rate limit counts in: what it limits (`"start"` of `workflow`, or executions of
 /// `step` in it) and the key its input gave. Distinct limits never share a bucket, whatever
 /// characters their names hold.
@@ -201,9 +209,10 @@ pub fn rate_bucket(workflow: &str, step: Option<&str>, key: &str) -> String {
 
 /// Whether a rate limit of `limit` per `period_ms` lets one more through at `now`, given the
 /// times of the grants its bucket has made (`granted`, in any order): `None` if it does (fewer
-/// than `limit` of them within the last `period_ms`, that is after `now - period_ms`), else the
-/// first moment it will (when enough of those grants have aged out of the window). So any
-/// half-open window of `period_ms` holds at most `limit` grants.
+/// than `limit` of them after `now - period_ms`, later ones included: another asker's clock may
+/// be ahead), else the first moment it will (when enough of those grants have aged out of the
+/// window). So any half-open window of `period_ms` holds at most `limit` grants, whatever order
+/// the askers' times come in.
 ///
 /// ```
 /// use cairn_journal::flow::rate_verdict;
@@ -283,6 +292,17 @@ mod tests {
             assert!(in_window <= 3, "{in_window} grants from {first}");
         }
         assert!(granted.len() >= 30, "{} grants in 10 s", granted.len());
+        // Askers whose times come out of order: forgetting only what is two periods old keeps a
+        // late asker with an earlier clock from a fifth turn.
+        let mut kept = vec![1_004, 1_005, 1_006];
+        for now in [2_006, 2_000, 2_001] {
+            kept.retain(|at| *at > rate_forgets_before(now, 1_000));
+            if rate_verdict(&kept, 4, 1_000, now).is_none() {
+                kept.push(now);
+            }
+        }
+        kept.sort();
+        assert_eq!(kept, [1_004, 1_005, 1_006, 2_006], "2,000 and 2,001 each found 4 in their window");
         // A refused take is told when the window has room, and then it has.
         assert_eq!(rate_verdict(&[0, 10, 20], 3, 1_000, 500), Some(1_000));
         assert_eq!(rate_verdict(&[0, 10, 20], 3, 1_000, 1_000), None);

@@ -238,8 +238,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_fair ON {schema}.runs (priority, fair_key, fair_seq) WHERE status = 'pending' AND waiting_for IS NULL;",
     // 14: rate limits. `take_rate` locks its bucket's row, so concurrent takes of one bucket
     // decide one after another (each statement seeing the grants committed before it), drops
-    // the grants that aged out of the window, and grants (NULL) or names when a turn frees up
-    // (`cairn_journal::flow::rate_verdict`).
+    // the grants no asker can count any more (`rate_forgets_before`: two periods back), and
+    // grants (NULL) or names when a turn frees up (`cairn_journal::flow::rate_verdict`).
     "CREATE TABLE {schema}.rate_buckets (bucket TEXT COLLATE \"C\" PRIMARY KEY);
     CREATE TABLE {schema}.rate_grants (bucket TEXT COLLATE \"C\" NOT NULL, at BIGINT NOT NULL);
     CREATE INDEX rate_grants_bucket ON {schema}.rate_grants (bucket, at);
@@ -249,13 +249,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     BEGIN
         INSERT INTO {schema}.rate_buckets (bucket) VALUES (b) ON CONFLICT DO NOTHING;
         PERFORM 1 FROM {schema}.rate_buckets WHERE bucket = b FOR UPDATE;
-        DELETE FROM {schema}.rate_grants WHERE bucket = b AND at <= asked - period;
-        SELECT count(*) INTO taken FROM {schema}.rate_grants WHERE bucket = b;
+        DELETE FROM {schema}.rate_grants WHERE bucket = b AND at <= asked - 2 * period;
+        SELECT count(*) INTO taken FROM {schema}.rate_grants WHERE bucket = b AND at > asked - period;
         IF taken < lim THEN
             INSERT INTO {schema}.rate_grants (bucket, at) VALUES (b, asked);
             RETURN NULL;
         END IF;
-        RETURN (SELECT at FROM {schema}.rate_grants WHERE bucket = b ORDER BY at OFFSET taken - lim LIMIT 1) + period;
+        RETURN (SELECT at FROM {schema}.rate_grants WHERE bucket = b AND at > asked - period
+                ORDER BY at OFFSET taken - lim LIMIT 1) + period;
     END $$;",
 ];
 

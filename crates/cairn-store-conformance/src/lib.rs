@@ -1385,6 +1385,13 @@ pub async fn rate_limits_grant_at_most_limit_per_window(store: DynStore) {
     assert_eq!(store.take_rate(&take("a", 1_000)).await.expect("take"), None, "0 aged out");
     assert_eq!(store.take_rate(&take("a", 1_001)).await.expect("take"), Some(t(1_010)), "refusals record nothing");
 
+    // Askers' clocks out of order: one a period ahead does not make the bucket forget grants
+    // still inside an earlier asker's window.
+    for now in [1_004, 1_005, 1_006, 2_006] {
+        assert_eq!(store.take_rate(&take("skew", now)).await.expect("take"), None, "turn at {now}");
+    }
+    assert_eq!(store.take_rate(&take("skew", 2_000)).await.expect("take"), Some(t(2_005)), "1,004 to 1,006 count");
+
     // Twenty takers at once: three turns.
     let takes = (0..20).map(|_| {
         let store = Arc::clone(&store);

@@ -6,7 +6,7 @@ use crate::{
     WorkflowKey,
 };
 use crate::{ConcurrencyRule, RunConcurrency, TakeRate, WaitingFor};
-use cairn_journal::flow::{claim_rank, fair_seq, holds_slot, rate_verdict};
+use cairn_journal::flow::{claim_rank, fair_seq, holds_slot, rate_forgets_before, rate_verdict};
 use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -934,7 +934,7 @@ impl Store for MemoryStore {
         let (now, period) = (take.now.as_millis(), take.period_ms());
         let mut inner = self.lock();
         let granted = inner.rates.entry(take.bucket.clone()).or_default();
-        granted.retain(|at| *at > now - period);
+        granted.retain(|at| *at > rate_forgets_before(now, period));
         let verdict = rate_verdict(granted, take.limit, period, now);
         if verdict.is_none() {
             granted.push(now);

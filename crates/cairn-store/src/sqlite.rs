@@ -7,7 +7,7 @@ use crate::{
     ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
     SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use cairn_journal::flow::rate_verdict;
+use cairn_journal::flow::{rate_forgets_before, rate_verdict};
 use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::value::RawValue;
@@ -1014,13 +1014,13 @@ impl Writer {
         }
     }
 
-    /// A turn under a rate limit (see [`Store::take_rate`]): the bucket's grants that aged out of
-    /// its window go, the rest decide.
+    /// A turn under a rate limit (see [`Store::take_rate`]): the bucket's grants that no asker
+    /// can count any more go, the rest decide.
     fn take_rate(&mut self, take: &TakeRate) -> Result<Option<Timestamp>, Failure> {
         let (now, period) = (take.now.as_millis(), take.period_ms());
         self.conn
             .prepare_cached("DELETE FROM rate_grants WHERE bucket = ?1 AND at <= ?2")?
-            .execute(params![take.bucket, now - period])?;
+            .execute(params![take.bucket, rate_forgets_before(now, period)])?;
         let granted = self
             .conn
             .prepare_cached("SELECT at FROM rate_grants WHERE bucket = ?1")?
