@@ -4,12 +4,13 @@
 //! has completed.
 //!
 //! Usage: `crash-worker STORE LOG RUNS [--schema NAME] [--only W1,W2] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]
-//! [--lease-ms MS] [--grace-ms MS] [--max-recoveries N] [--abort-at RUN/STEP] [--tick-rate N/MS]` where STORE is an SQLite file
+//! [--lease-ms MS] [--grace-ms MS] [--max-recoveries N] [--abort-at RUN/STEP] [--tick-rate N/MS] [--ticker-limit N]` where STORE is an SQLite file
 //! path or a `postgres://` URL. On SIGTERM or Ctrl-C it shuts down gracefully (steps in flight get
 //! `--grace-ms` to finish, every lease is handed back) and exits 0. With `--abort-at`, the process
 //! aborts (no unwinding, no cleanup) at the end of that step's body, every time it runs it.
 //! With `--tick-rate N/MS`, `ticker`'s step `tick` runs at most N times in any MS milliseconds
-//! (a rate limit).
+//! (a rate limit); with `--ticker-limit N`, at most N `ticker` runs hold a slot at once (a
+//! concurrency limit).
 
 use cairn::prelude::*;
 use cairn::{LoopOptions, RunFilter, RunStatus, SqliteStore, Store};
@@ -220,6 +221,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (limit, period) = rate.split_once('/').ok_or("--tick-rate takes N/MS")?;
         let period = Duration::from_millis(period.parse()?);
         builder = builder.rate_limit(cairn::RateLimit::step("ticker", "tick", limit.parse()?, period));
+    }
+    if let Some(limit) = option(&args, "--ticker-limit") {
+        builder = builder.concurrency(cairn::ConcurrencyRule::per_workflow("ticker", limit.parse()?));
     }
     let only = option(&args, "--only");
     let wanted = |name: &str| only.as_deref().is_none_or(|list| list.split(',').any(|n| n == name));
