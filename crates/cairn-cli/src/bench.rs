@@ -87,6 +87,13 @@ pub(crate) struct BenchArgs {
     /// engine's sweeper does, paced by `Client::sweep`) while the workload runs.
     #[arg(long, default_value_t = 0)]
     prunable: usize,
+    /// W1 under a concurrency limit: at most this many runs at once (per key, with
+    /// --limit-keys), across the workers; the claim's plan is printed while runs wait.
+    #[arg(long)]
+    limit: Option<u32>,
+    /// With --limit: the runs are spread over this many keys, each with its own limit.
+    #[arg(long)]
+    limit_keys: Option<usize>,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
@@ -451,7 +458,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let result = match args.workload {
         Workload::List => Some(list_bench(Arc::clone(&store), runs, (named.0, named.1), args.json).await),
         Workload::Priority => {
-            let explain = ClaimPlan { sqlite: sqlite_store, postgres: bench_schema.clone() };
+            let explain = ClaimPlan { sqlite: sqlite_store.clone(), postgres: bench_schema.clone() };
             Some(priority_bench(Arc::clone(&store), explain, runs, (named.0, named.1), args.json).await)
         }
         Workload::W6 => Some(long_loop(Arc::clone(&store), steps, named, args.json).await),
@@ -482,13 +489,30 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             .context("starting the extra bench workers")?,
     );
     let sweeping = if args.prunable > 0 { Some(fill_prunable(&store, args.prunable).await?) } else { None };
-    let engine = Engine::builder()
-        .shared_store(store)
+    let noop = Arc::new(noop_workflow(Arc::clone(&marks), args.workload == Workload::W2));
+    let keyed = {
+        let noop = Arc::clone(&noop);
+        move |ctx: Ctx, (steps, _key): (usize, String)| noop(ctx, steps)
+    };
+    let mut builder = Engine::builder()
+        .shared_store(Arc::clone(&store))
         .sweep_every(None)
         .max_active_runs(per_worker.max(1))
-        .register("noop", 1, noop_workflow(Arc::clone(&marks), args.workload == Workload::W2))
-        .start()
-        .await?;
+        .register("noop", 1, move |ctx: Ctx, steps: usize| noop(ctx, steps))
+        .register("keyed", 1, keyed);
+    let (workflow, keys) = match (args.limit, args.limit_keys) {
+        (Some(limit), Some(keys)) => {
+            builder = builder.concurrency(cairn::ConcurrencyRule::per_key("keyed", "/1", limit));
+            ("keyed", Some(keys.max(1)))
+        }
+        (Some(limit), None) => {
+            builder = builder.concurrency(cairn::ConcurrencyRule::per_workflow("noop", limit));
+            ("noop", None)
+        }
+        (None, Some(_)) => bail!("--limit-keys needs --limit"),
+        (None, None) => ("noop", None),
+    };
+    let engine = builder.start().await?;
 
     let calls_before = match &bench_schema {
         Some(store) => store.statement_calls().await?,
@@ -496,6 +520,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     };
     let mut run_ms = Vec::with_capacity(runs);
     let mut step_us = Vec::new();
+    let mut claim_plan: Vec<String> = Vec::new();
     let sweeper = sweeping.map(|client| {
         tokio::spawn(async move {
             let begun = Instant::now();
@@ -520,16 +545,34 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     } else {
         let client = engine.client();
         let tasks: Vec<_> = (0..runs)
-            .map(|_| {
+            .map(|i| {
                 let client = client.clone();
                 tokio::spawn(async move {
                     let begun = Instant::now();
-                    let handle = client.start("noop", &steps).await?;
+                    let handle = match keys {
+                        Some(keys) => client.start(workflow, &(steps, format!("k{}", i % keys))).await?,
+                        None => client.start(workflow, &steps).await?,
+                    };
                     handle.result::<usize>().await?;
                     Ok::<_, ClientError>(begun.elapsed())
                 })
             })
             .collect();
+        if args.limit.is_some() {
+            // While runs wait for slots: the plan of a claim.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
+            let request = cairn::store::ClaimRequest {
+                owner: "bench-plan".into(),
+                workflows: vec![cairn::store::WorkflowKey { name: workflow.into(), version: 1 }],
+                now,
+                lease_now: now,
+                lease_until: now,
+                limit: 128,
+            };
+            claim_plan =
+                ClaimPlan { sqlite: sqlite_store.clone(), postgres: bench_schema.clone() }.explain(&request).await?;
+        }
         for task in tasks {
             run_ms.push(task.await??.as_secs_f64() * 1e3);
             progress.add(1);
@@ -571,6 +614,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         "durability": durability_name,
         "runs": runs,
         "workers": workers,
+        "limit": args.limit,
+        "limit_keys": args.limit_keys,
+        "claim_plan": claim_plan,
         "steps": steps_total,
         "seconds": seconds,
         "runs_per_sec": runs as f64 / seconds,
@@ -605,6 +651,12 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         if let Some((deleted, took, still)) = sweep {
             let during = if still { "throughout the workload" } else { "ending before the workload did" };
             out!("retention sweep in the background: {deleted} ended runs deleted in {took:.2} s, {during}");
+        }
+    }
+    if !claim_plan.is_empty() && text_wanted(args.json) {
+        out!("the plan of a claim of 128 while runs waited for slots:");
+        for line in &claim_plan {
+            out!("  {line}");
         }
     }
     if let Some(statements) = &statements
