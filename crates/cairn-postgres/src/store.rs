@@ -195,6 +195,7 @@ struct Sql {
     put_rule: String,
     delete_rule: String,
     admit_workflow: String,
+    ensure_flow_triggers: String,
     rules: String,
     take_rate: String,
     insert_events: String,
@@ -500,6 +501,10 @@ impl Sql {
                      SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold"
             ),
             delete_rule: format!("DELETE FROM {s}.concurrency_rules WHERE workflow = $1"),
+            // The flow triggers exist once the store has a rule (schema migration 15).
+            ensure_flow_triggers: format!(
+                "SELECT {s}.ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM {s}.concurrency_rules)"
+            ),
             admit_workflow: format!(
                 "SELECT {s}.flow_admit(workflow, flow_key)
                  FROM (SELECT DISTINCT workflow, flow_key FROM {s}.runs WHERE workflow = $1 AND waiting_for IS NOT NULL) g"
@@ -1712,6 +1717,7 @@ impl PostgresStore {
         let tx = client.transaction().await.map_err(backend)?;
         let prepared = tx.prepare_cached(statement).await.map_err(backend)?;
         let changed = tx.execute(&prepared, params).await.map_err(backend)?;
+        tx.execute(&sql.ensure_flow_triggers, &[]).await.map_err(backend)?;
         let admit = tx.prepare_cached(&sql.admit_workflow).await.map_err(backend)?;
         tx.query(&admit, &[&workflow]).await.map_err(backend)?;
         tx.commit().await.map_err(backend)?;
