@@ -29,10 +29,9 @@ async fn a_step_runs_at_most_four_times_a_second_across_three_workers() {
     let rate = format!("{LIMIT}/{PERIOD_MS}");
     let options = ["--schema", schema.name.as_str(), "--only", "ticker", "--pause-ms", "200", "--tick-rate", &rate];
     let mut workers: Vec<Worker> = (0..3).map(|_| spawn(&schema.url, &log, RUNS, &options)).collect();
-    // One worker dies mid-way, with steps in flight, and comes back.
-    tokio::time::sleep(Duration::from_millis(3_300)).await;
+    // One worker dies mid-way, with a step in flight, and comes back.
     let mut killed = HashMap::new();
-    let (pid, at) = kill(&mut workers[1]);
+    let (pid, at) = kill_mid_step(&mut workers[1], &log, 3).await;
     killed.insert(pid, at);
     workers[1] = spawn(&schema.url, &log, RUNS, &options);
     let finishing = [&options[..], &["--exit-when-done"]].concat();

@@ -116,6 +116,23 @@ pub fn kill(child: &mut Child) -> (u32, u128) {
     (child.id(), now_micros())
 }
 
+/// SIGKILLs `child` once it has begun at least `begun` step bodies and has one in flight (the
+/// last line it wrote to the execution log `log` is a begin), or after about 6 s if that never
+/// comes; its pid and when it was certainly dead.
+pub async fn kill_mid_step(child: &mut Child, log: &std::path::Path, begun: usize) -> (u32, u128) {
+    let pid = child.id().to_string();
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let mine: Vec<&str> = text.lines().filter(|l| l.split(' ').nth(3) == Some(pid.as_str())).collect();
+        let starts = mine.iter().filter(|l| l.starts_with("begin ")).count();
+        if starts >= begun && mine.last().is_some_and(|l| l.starts_with("begin ")) {
+            break;
+        }
+    }
+    kill(child)
+}
+
 /// Sends SIGTERM to `child` (a graceful shutdown request); does not wait for it.
 pub fn terminate(child: &Child) {
     let status = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().expect("kill -TERM");
