@@ -245,6 +245,27 @@ async fn one_step(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
     .await
 }
 
+/// Runs `one(n)` for every `n` below `runs`, each in a task of its own (so the store's writer
+/// commits them in batches), 5,000 at a time, shown as `what`; how many seconds it took.
+async fn fill<F, Fut>(what: &str, runs: usize, one: F) -> Result<f64>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<(), ClientError>> + Send + 'static,
+{
+    let mut progress = crate::progress::Progress::new(what, "runs", Some(runs as u64));
+    let filled = Instant::now();
+    for first in (0..runs as u64).step_by(5000) {
+        let chunk = first..(first + 5000).min(runs as u64);
+        let tasks: Vec<_> = chunk.clone().map(|n| tokio::spawn(one(n))).collect();
+        for task in tasks {
+            task.await??;
+        }
+        progress.add(chunk.end - chunk.start);
+    }
+    progress.finish();
+    Ok(filled.elapsed().as_secs_f64())
+}
+
 /// The `list` workload.
 async fn list_bench(
     store: Arc<dyn Store>,
@@ -260,29 +281,16 @@ async fn list_bench(
         .register("orders", 1, one_step)
         .start()
         .await?;
-    let mut progress = crate::progress::Progress::new("list: filling", "runs", Some(runs as u64));
-    let filled = Instant::now();
     let client = engine.client();
-    for first in (0..runs as u64).step_by(5000) {
-        let chunk = first..(first + 5000).min(runs as u64);
-        let tasks: Vec<_> = chunk
-            .clone()
-            .map(|n| {
-                let client = client.clone();
-                tokio::spawn(async move {
-                    let handle = client.start("orders", &n).await?;
-                    let _ = handle.result::<u64>().await;
-                    Ok::<_, ClientError>(())
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await??;
+    let fill_seconds = fill("list: filling", runs, |n| {
+        let client = client.clone();
+        async move {
+            let handle = client.start("orders", &n).await?;
+            let _ = handle.result::<u64>().await;
+            Ok(())
         }
-        progress.add(chunk.end - chunk.start);
-    }
-    progress.finish();
-    let fill_seconds = filled.elapsed().as_secs_f64();
+    })
+    .await?;
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
@@ -365,15 +373,26 @@ pub(crate) struct WorkerArgs {
 pub(crate) async fn worker(args: WorkerArgs) -> Result<()> {
     let options = cairn_postgres::PostgresOptions::new(&args.database_url).schema(&args.schema);
     let store = cairn_postgres::PostgresStore::connect(options).await?;
-    let engine = Engine::builder()
-        .store(store)
-        .max_active_runs(args.max_active_runs)
-        .register("noop", 1, noop_workflow(Arc::new(Mutex::new(Vec::new())), false))
-        .start()
-        .await?;
+    let builder = Engine::builder().store(store).max_active_runs(args.max_active_runs);
+    let engine = w1_workflows(builder, noop_workflow(Arc::new(Mutex::new(Vec::new())), false)).start().await?;
     crate::stop_requested().await;
     engine.shutdown().await;
     Ok(())
+}
+
+/// `builder` with W1's workflows: `noop` (`steps` no-op steps) and `keyed` (the same, input
+/// `[steps, key]`, for `--limit-keys`), on every process that runs them.
+fn w1_workflows<F>(builder: cairn::EngineBuilder, noop: F) -> cairn::EngineBuilder
+where
+    F: Fn(Ctx, usize) -> futures::future::BoxFuture<'static, Result<usize, WorkflowError>> + Send + Sync + 'static,
+{
+    let noop = Arc::new(noop);
+    let keyed = Arc::clone(&noop);
+    builder.register("noop", 1, move |ctx: Ctx, steps: usize| noop(ctx, steps)).register(
+        "keyed",
+        1,
+        move |ctx: Ctx, (steps, _key): (usize, String)| keyed(ctx, steps),
+    )
 }
 
 /// Kills the extra worker processes when the bench ends, however it ends.
@@ -489,17 +508,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             .context("starting the extra bench workers")?,
     );
     let sweeping = if args.prunable > 0 { Some(fill_prunable(&store, args.prunable).await?) } else { None };
-    let noop = Arc::new(noop_workflow(Arc::clone(&marks), args.workload == Workload::W2));
-    let keyed = {
-        let noop = Arc::clone(&noop);
-        move |ctx: Ctx, (steps, _key): (usize, String)| noop(ctx, steps)
-    };
-    let mut builder = Engine::builder()
-        .shared_store(Arc::clone(&store))
-        .sweep_every(None)
-        .max_active_runs(per_worker.max(1))
-        .register("noop", 1, move |ctx: Ctx, steps: usize| noop(ctx, steps))
-        .register("keyed", 1, keyed);
+    let builder =
+        Engine::builder().shared_store(Arc::clone(&store)).sweep_every(None).max_active_runs(per_worker.max(1));
+    let mut builder = w1_workflows(builder, noop_workflow(Arc::clone(&marks), args.workload == Workload::W2));
     let (workflow, keys) = match (args.limit, args.limit_keys) {
         (Some(limit), Some(keys)) => {
             builder = builder.concurrency(cairn::ConcurrencyRule::per_key("keyed", "/1", limit));
@@ -879,28 +890,14 @@ async fn priority_bench(
     const CLAIM: usize = 128;
     const CLAIMS: usize = 20;
     let client = Client::from_shared(Arc::clone(&store));
-    let mut progress = crate::progress::Progress::new("priority: queueing", "runs", Some(runs as u64));
-    let filled = Instant::now();
-    for first in (0..runs as u64).step_by(5000) {
-        let chunk = first..(first + 5000).min(runs as u64);
-        // A task each, so the store's writer commits them in batches.
-        let starts: Vec<_> = chunk
-            .clone()
-            .map(|n| {
-                let client = client.clone();
-                tokio::spawn(async move {
-                    let priority = (n * 7 % PRIORITIES) as i32;
-                    client.start("queued", &n).priority(priority).fairness_key(bench_tenant(n)).await
-                })
-            })
-            .collect();
-        for started in starts {
-            started.await??;
+    let fill_seconds = fill("priority: queueing", runs, |n| {
+        let client = client.clone();
+        async move {
+            let priority = (n * 7 % PRIORITIES) as i32;
+            client.start("queued", &n).priority(priority).fairness_key(bench_tenant(n)).await.map(drop)
         }
-        progress.add(chunk.end - chunk.start);
-    }
-    progress.finish();
-    let fill_seconds = filled.elapsed().as_secs_f64();
+    })
+    .await?;
     let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
     let request = cairn::store::ClaimRequest {
         owner: "bench".into(),

@@ -11,7 +11,6 @@ mod common;
 use cairn::{Client, ConcurrencyRule};
 use common::*;
 use std::collections::HashMap;
-use std::time::Duration;
 
 const RUNS: u64 = 60;
 const LIMIT: usize = 3;
@@ -27,20 +26,8 @@ async fn never_more_than_three_inside_their_step_across_three_workers() {
     let limit = LIMIT.to_string();
     let options =
         ["--schema", schema.name.as_str(), "--only", "ticker", "--pause-ms", "200", "--ticker-limit", limit.as_str()];
-    let mut workers: Vec<Worker> = (0..3).map(|_| spawn(&schema.url, &log, RUNS, &options)).collect();
-    // Kill a worker while it has a step in flight, then start it again.
-    let mut killed = HashMap::new();
-    let (pid, at) = kill_mid_step(&mut workers[1], &log, 2).await;
-    killed.insert(pid, at);
-    workers[1] = spawn(&schema.url, &log, RUNS, &options);
-    let finishing = [&options[..], &["--exit-when-done"]].concat();
-    let mut last = spawn(&schema.url, &log, RUNS, &finishing);
-    finish(&mut last, Duration::from_secs(300)).await;
-    drop(workers);
-
-    let expect =
-        Expect { steps: vec!["tick".into()], records: Vec::new(), output: |i, _| i, extra: 0, signalled: false };
-    let reruns = verify(&client, &store, &log, RUNS, &expect, &killed).await;
+    let killed = three_workers_one_killed(&schema.url, &log, RUNS, &options, 2).await;
+    let reruns = verify(&client, &store, &log, RUNS, &Expect::ticker(), &killed).await;
 
     // Every body's interval, from its begin to its end (or its process's death).
     let text = std::fs::read_to_string(&log).unwrap();

@@ -38,9 +38,7 @@ async fn a_small_tenant_and_high_priorities_go_first_across_three_workers() {
     for worker in &mut workers {
         finish(worker, Duration::from_secs(600)).await;
     }
-    let expect =
-        Expect { steps: vec!["tick".into()], records: Vec::new(), output: |i, _| i, extra: 0, signalled: false };
-    let reruns = verify(&client, &store, &log, total, &expect, &HashMap::new()).await;
+    let reruns = verify(&client, &store, &log, total, &Expect::ticker(), &HashMap::new()).await;
     assert_eq!(reruns, 0);
 
     // When each run's step began, by the log.

@@ -13,7 +13,6 @@ use cairn::journal::Event;
 use cairn::store::Store;
 use common::*;
 use std::collections::HashMap;
-use std::time::Duration;
 
 const RUNS: u64 = 40;
 const LIMIT: usize = 4;
@@ -28,20 +27,8 @@ async fn a_step_runs_at_most_four_times_a_second_across_three_workers() {
     create_runs_of(&client, "ticker", RUNS).await;
     let rate = format!("{LIMIT}/{PERIOD_MS}");
     let options = ["--schema", schema.name.as_str(), "--only", "ticker", "--pause-ms", "200", "--tick-rate", &rate];
-    let mut workers: Vec<Worker> = (0..3).map(|_| spawn(&schema.url, &log, RUNS, &options)).collect();
-    // One worker dies mid-way, with a step in flight, and comes back.
-    let mut killed = HashMap::new();
-    let (pid, at) = kill_mid_step(&mut workers[1], &log, 3).await;
-    killed.insert(pid, at);
-    workers[1] = spawn(&schema.url, &log, RUNS, &options);
-    let finishing = [&options[..], &["--exit-when-done"]].concat();
-    let mut last = spawn(&schema.url, &log, RUNS, &finishing);
-    finish(&mut last, Duration::from_secs(300)).await;
-    drop(workers);
-
-    let expect =
-        Expect { steps: vec!["tick".into()], records: Vec::new(), output: |i, _| i, extra: 0, signalled: false };
-    let reruns = verify(&client, &store, &log, RUNS, &expect, &killed).await;
+    let killed = three_workers_one_killed(&schema.url, &log, RUNS, &options, 3).await;
+    let reruns = verify(&client, &store, &log, RUNS, &Expect::ticker(), &killed).await;
 
     // The turns the committed steps were granted, from their journals.
     let mut granted: HashMap<String, i64> = HashMap::new();

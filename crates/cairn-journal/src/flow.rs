@@ -125,6 +125,23 @@ pub fn key_of(input: &Value, tokens: &[String]) -> String {
     }
 }
 
+/// The key a flow rule (a concurrency rule, a rate limit) gives a run with raw `input`: [`key_of`]
+/// at `pointer`, or `""` for a rule without one. A pointer that is not one, or an input that is
+/// not JSON (neither passes the rules' and starts' checks), give `""` too.
+///
+/// ```
+/// use cairn_journal::flow::key_in;
+/// let input = serde_json::value::RawValue::from_string(r#"{"customer":"acme"}"#.into()).unwrap();
+/// assert_eq!(key_in(&input, Some("/customer")), "acme");
+/// assert_eq!(key_in(&input, None), "");
+/// ```
+pub fn key_in(input: &serde_json::value::RawValue, pointer: Option<&str>) -> String {
+    let Some(pointer) = pointer else { return String::new() };
+    let tokens = pointer_tokens(pointer).unwrap_or_default();
+    let input: Value = serde_json::from_str(input.get()).unwrap_or_default();
+    key_of(&input, &tokens)
+}
+
 /// Whether a run in a concurrency group holds one of its slots: it was admitted (it does not
 /// wait for a slot) and it is queued for a worker, running, or suspended under a rule that
 /// keeps a suspended run's slot (`hold_suspended`). Every other run holds none.

@@ -701,6 +701,32 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
     })
 }
 
+/// The claim statement's parameters that are not fields of its request, as it binds them.
+struct ClaimValues {
+    lease_until: i64,
+    now: i64,
+    lease_now: i64,
+    tags: Vec<String>,
+    limit: i64,
+}
+
+impl ClaimValues {
+    fn of(request: &ClaimRequest) -> ClaimValues {
+        ClaimValues {
+            lease_until: request.lease_until.as_millis(),
+            now: request.now.as_millis(),
+            lease_now: request.lease_now.as_millis(),
+            tags: tags(&request.workflows),
+            limit: request.limit as i64,
+        }
+    }
+
+    /// `$1` to `$6` of `Sql::claim`.
+    fn params<'a>(&'a self, request: &'a ClaimRequest) -> [&'a (dyn ToSql + Sync); 6] {
+        [&request.owner, &self.lease_until, &self.now, &self.lease_now, &self.tags, &self.limit]
+    }
+}
+
 fn tags(workflows: &[WorkflowKey]) -> Vec<String> {
     workflows.iter().map(WorkflowKey::tag).collect()
 }
@@ -836,21 +862,9 @@ impl PostgresStore {
     pub async fn explain_claim(&self, request: &ClaimRequest) -> Result<Vec<String>, StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
-        let (tags, limit) = (tags(&request.workflows), request.limit as i64);
-        let plan = tx
-            .query(
-                &format!("EXPLAIN (ANALYZE, BUFFERS) {}", self.sql.claim),
-                &[
-                    &request.owner,
-                    &request.lease_until.as_millis(),
-                    &request.now.as_millis(),
-                    &request.lease_now.as_millis(),
-                    &tags,
-                    &limit,
-                ],
-            )
-            .await
-            .map_err(backend)?;
+        let values = ClaimValues::of(request);
+        let explain = format!("EXPLAIN (ANALYZE, BUFFERS) {}", self.sql.claim);
+        let plan = tx.query(&explain, &values.params(request)).await.map_err(backend)?;
         tx.rollback().await.map_err(backend)?;
         plan.iter().map(|row| row.try_get::<_, String>(0).map_err(backend)).collect()
     }
@@ -1941,20 +1955,8 @@ impl Store for PostgresStore {
 
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         Box::pin(async move {
-            let tags = tags(&request.workflows);
-            let limit = request.limit as i64;
-            self.query_runs(
-                &self.sql.claim,
-                &[
-                    &request.owner,
-                    &request.lease_until.as_millis(),
-                    &request.now.as_millis(),
-                    &request.lease_now.as_millis(),
-                    &tags,
-                    &limit,
-                ],
-            )
-            .await
+            let values = ClaimValues::of(request);
+            self.query_runs(&self.sql.claim, &values.params(request)).await
         })
     }
 

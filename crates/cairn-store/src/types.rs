@@ -292,15 +292,10 @@ impl RunConcurrency {
 
     /// The place under `rule` of a run with `input`.
     pub fn of(rule: &ConcurrencyRule, input: &RawValue) -> RunConcurrency {
-        let key = match &rule.key {
-            None => String::new(),
-            Some(pointer) => {
-                let tokens = cairn_journal::flow::pointer_tokens(pointer).unwrap_or_default();
-                let input: serde_json::Value = serde_json::from_str(input.get()).unwrap_or_default();
-                cairn_journal::flow::key_of(&input, &tokens)
-            }
-        };
-        RunConcurrency { key, hold_suspended: rule.hold_suspended }
+        RunConcurrency {
+            key: cairn_journal::flow::key_in(input, rule.key.as_deref()),
+            hold_suspended: rule.hold_suspended,
+        }
     }
 }
 

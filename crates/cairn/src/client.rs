@@ -178,8 +178,7 @@ struct StartOptions {
     version: Option<u32>,
     timeout: Option<Duration>,
     retention: Option<Duration>,
-    priority: i32,
-    fairness_key: Option<String>,
+    queue: crate::run::Queue,
 }
 
 impl StartRun<'_> {
@@ -239,7 +238,7 @@ impl StartRun<'_> {
     /// # Ok(()) }
     /// ```
     pub fn priority(mut self, priority: i32) -> Self {
-        self.options.priority = priority;
+        self.options.queue.priority = priority;
         self
     }
 
@@ -248,7 +247,7 @@ impl StartRun<'_> {
     /// one with 10. Runs without a key share one. 1 to 200 bytes without control characters
     /// (`[CAIRN-E0313]` otherwise). Its children and the runs it continues as inherit it.
     pub fn fairness_key(mut self, key: impl Into<String>) -> Self {
-        self.options.fairness_key = Some(key.into());
+        self.options.queue.fairness_key = Some(key.into());
         self
     }
 }
@@ -355,11 +354,11 @@ impl Client {
         let options = StartOptions {
             id: Some(id.to_string()),
             idempotency_key: Some(format!("child:{id}")),
+            queue: queue.clone(),
             ..StartOptions::default()
         };
         let mut run = self.build_run(workflow, version, input, options)?;
         run.parent = Some(parent.clone());
-        queue.apply(&mut run);
         self.create(run).await
     }
 
@@ -480,11 +479,11 @@ impl Client {
         input: Box<RawValue>,
         options: StartOptions,
     ) -> Result<NewRun, ClientError> {
-        let StartOptions { id, idempotency_key, timeout, retention, priority, fairness_key, .. } = options;
+        let StartOptions { id, idempotency_key, timeout, retention, queue, .. } = options;
         if workflow.is_empty() {
             return Err(ClientError::UnknownWorkflow(String::new()));
         }
-        if let Some(key) = &fairness_key {
+        if let Some(key) = &queue.fairness_key {
             cairn_journal::flow::check_fairness_key(key).map_err(ClientError::InvalidFairnessKey)?;
         }
         let id = match id {
@@ -496,7 +495,7 @@ impl Client {
         run.idempotency_key = idempotency_key;
         run.deadline = timeout.map(|limit| now + limit);
         run.retention = Some(self.retention_of(workflow, retention));
-        (run.priority, run.fairness_key) = (priority, fairness_key);
+        queue.apply(&mut run);
         Ok(run)
     }
 
@@ -521,8 +520,8 @@ impl Client {
     fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
         if created.created {
             crate::telemetry::run_started(&created.run.workflow);
-            if created.run.waiting_for.is_some() {
-                crate::telemetry::delayed(&created.run.workflow, "concurrency");
+            if let Some(rule) = created.run.waiting_for {
+                crate::telemetry::delayed(&created.run.workflow, rule);
             }
         }
         if let Some(local) = &self.local {
@@ -821,7 +820,7 @@ impl Client {
         run.prefix = journal[1..at].iter().map(|e| e.event.clone()).collect();
         run.restarted_from = Some(id.clone());
         run.retention = original.retention;
-        (run.priority, run.fairness_key) = (original.priority, original.fairness_key.clone());
+        crate::run::Queue::of(&original).apply(&mut run);
         run.deadline = original.deadline.map(|deadline| now + original.created_at.until(deadline));
         self.create(run).await
     }

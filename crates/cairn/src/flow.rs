@@ -116,14 +116,7 @@ impl RateLimit {
 
     /// The turn a run with `input` asks this limit for at `now`.
     pub(crate) fn take(&self, input: Option<&serde_json::value::RawValue>, now: crate::Timestamp) -> TakeRate {
-        let key = match (&self.key, input) {
-            (Some(pointer), Some(input)) => {
-                let tokens = cairn_journal::flow::pointer_tokens(pointer).unwrap_or_default();
-                let input: serde_json::Value = serde_json::from_str(input.get()).unwrap_or_default();
-                cairn_journal::flow::key_of(&input, &tokens)
-            }
-            _ => String::new(),
-        };
+        let key = input.map(|input| cairn_journal::flow::key_in(input, self.key.as_deref())).unwrap_or_default();
         TakeRate {
             bucket: cairn_journal::flow::rate_bucket(&self.workflow, self.step.as_deref(), &key),
             limit: self.limit,

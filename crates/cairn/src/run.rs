@@ -55,6 +55,11 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
+    /// Where `run` queues.
+    pub(crate) fn of(run: &cairn_store::RunRecord) -> Queue {
+        Queue { priority: run.priority, fairness_key: run.fairness_key.clone() }
+    }
+
     /// Gives `run` this place in the queue.
     pub(crate) fn apply(&self, run: &mut cairn_store::NewRun) {
         (run.priority, run.fairness_key) = (self.priority, self.fairness_key.clone());
@@ -68,7 +73,7 @@ impl Lineage {
             parent: run.parent.clone(),
             retention: run.retention,
             continues: run.continued_from.is_some(),
-            queue: Queue { priority: run.priority, fairness_key: run.fairness_key.clone() },
+            queue: Queue::of(run),
         }
     }
 }
@@ -293,7 +298,7 @@ impl RunShared {
             match self.local.store.take_rate(&take).await {
                 Ok(None) => return Ok(take.now),
                 Ok(Some(at)) => {
-                    crate::telemetry::delayed(&self.workflow, "rate");
+                    crate::telemetry::delayed(&self.workflow, cairn_store::WaitingFor::Rate);
                     self.park(Some(at), SuspendReason::RateLimited, None).await?;
                 }
                 Err(error) => {

@@ -104,9 +104,9 @@ pub(crate) fn signal_span(event: &str, id: i64) -> tracing::Span {
     tracing::debug_span!("workflow.signal", event = %event, "signal.id" = id)
 }
 
-/// A run of `workflow` was held back by a flow rule (`rule`: `concurrency` or `rate`).
-pub(crate) fn delayed(workflow: &str, rule: &'static str) {
-    metrics::counter!(RUNS_DELAYED, "workflow" => workflow.to_owned(), "rule" => rule).increment(1);
+/// A run of `workflow` was held back by a flow rule.
+pub(crate) fn delayed(workflow: &str, rule: cairn_store::WaitingFor) {
+    metrics::counter!(RUNS_DELAYED, "workflow" => workflow.to_owned(), "rule" => rule.as_str()).increment(1);
 }
 
 pub(crate) fn run_started(workflow: &str) {

@@ -51,6 +51,11 @@ impl Expect {
         steps.extend((0..6).map(|k| format!("item[{k}]/work")));
         Expect { steps, records: vec!["pick".to_owned()], output: |i, _| 20 * i + 108, extra: 0, signalled: false }
     }
+
+    /// `ticker` runs: one step `tick` returning the run's index.
+    pub fn ticker() -> Expect {
+        Expect { steps: vec!["tick".to_owned()], records: Vec::new(), output: |i, _| i, extra: 0, signalled: false }
+    }
 }
 
 pub fn now_micros() -> u128 {
@@ -131,6 +136,25 @@ pub async fn kill_mid_step(child: &mut Child, log: &std::path::Path, begun: usiz
         }
     }
     kill(child)
+}
+
+/// Three workers with `options` on `store` share `runs`; one of them is SIGKILLed with a step in
+/// flight once it has begun `begun` step bodies ([`kill_mid_step`]) and started again; a fourth
+/// (`--exit-when-done`) is waited for until every run has completed, then all are stopped. The
+/// killed process and when it died.
+pub async fn three_workers_one_killed(
+    store: &str,
+    log: &std::path::Path,
+    runs: u64,
+    options: &[&str],
+    begun: usize,
+) -> HashMap<u32, u128> {
+    let mut workers: Vec<Worker> = (0..3).map(|_| spawn(store, log, runs, options)).collect();
+    let (pid, at) = kill_mid_step(&mut workers[1], log, begun).await;
+    workers[1] = spawn(store, log, runs, options);
+    let mut last = spawn(store, log, runs, &[options, &["--exit-when-done"]].concat());
+    finish(&mut last, Duration::from_secs(300)).await;
+    HashMap::from([(pid, at)])
 }
 
 /// Sends SIGTERM to `child` (a graceful shutdown request); does not wait for it.
