@@ -101,6 +101,31 @@ pub(crate) struct StartAsk {
     pub(crate) priority: Option<i32>,
     /// The key it is served fairly by.
     pub(crate) fairness_key: Option<String>,
+    /// Debounce it: key, quiet time and maximum wait, as given (`2s`).
+    pub(crate) debounce: Option<DebounceAsk>,
+}
+
+/// How `runs start --debounce` debounces a start, its durations as given.
+#[derive(Debug)]
+pub(crate) struct DebounceAsk {
+    pub(crate) key: String,
+    pub(crate) quiet: String,
+    pub(crate) max_wait: Option<String>,
+}
+
+impl DebounceAsk {
+    /// The debounce asked for; a duration that does not parse is refused.
+    fn parse(&self) -> Result<cairn::Debounce> {
+        let duration = |flag: &str, text: &str| {
+            humantime::parse_duration(text)
+                .map_err(|_| anyhow::anyhow!("{flag} {text:?} is not a duration (try `2s` or `5m`)"))
+        };
+        let mut debounce = cairn::Debounce::new(&self.key, duration("--quiet", &self.quiet)?);
+        if let Some(max_wait) = &self.max_wait {
+            debounce = debounce.max_wait(duration("--max-wait", max_wait)?);
+        }
+        Ok(debounce)
+    }
 }
 
 impl Backend {
@@ -193,7 +218,7 @@ impl Backend {
     }
 
     pub(crate) async fn start(&self, workflow: &str, input: Box<RawValue>, ask: StartAsk) -> Result<StartedRun> {
-        let StartAsk { id, idempotency_key, version, priority, fairness_key } = ask;
+        let StartAsk { id, idempotency_key, version, priority, fairness_key, debounce } = ask;
         match self {
             Backend::Store(client) => {
                 let mut start = client.start(workflow, &*input);
@@ -212,11 +237,15 @@ impl Backend {
                 if let Some(key) = fairness_key {
                     start = start.fairness_key(key);
                 }
+                if let Some(debounce) = &debounce {
+                    start = start.debounce(debounce.parse()?);
+                }
                 Ok(views::started(&start.await?))
             }
             Backend::Http(remote) => {
+                let debounce = debounce.map(|d| json!({"key": d.key, "quiet": d.quiet, "maxWait": d.max_wait}));
                 let body = json!({"input": input, "id": id, "idempotencyKey": idempotency_key, "version": version,
-                                  "priority": priority, "fairnessKey": fairness_key});
+                                  "priority": priority, "fairnessKey": fairness_key, "debounce": debounce});
                 let path = format!("/v1/workflows/{}/runs", encode(workflow));
                 remote.call("POST", &path, Some(body.to_string())).await
             }

@@ -192,6 +192,16 @@ pub(crate) enum RunsCommand {
         /// The key it is served fairly by within its priority (a tenant, a customer).
         #[arg(long = "fairness-key")]
         fairness_key: Option<String>,
+        /// Debounce the start under this key: starts with the same key collapse into one run
+        /// with the latest input, which begins once the key has been quiet for `--quiet`.
+        #[arg(long, requires = "quiet")]
+        debounce: Option<String>,
+        /// With `--debounce`: how long the key must be quiet before the run begins (`2s`).
+        #[arg(long, requires = "debounce")]
+        quiet: Option<String>,
+        /// With `--debounce`: the latest the run begins after its window's first start (`1m`).
+        #[arg(long = "max-wait", requires = "debounce")]
+        max_wait: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -356,13 +366,38 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("signal {} `{}` delivered to {}", sent.signal, sent.event, sent.run);
             }
         }
-        RunsCommand::Start { target, workflow, input, id, idempotency_key, version, priority, fairness_key, json } => {
+        RunsCommand::Start {
+            target,
+            workflow,
+            input,
+            id,
+            idempotency_key,
+            version,
+            priority,
+            fairness_key,
+            debounce,
+            quiet,
+            max_wait,
+            json,
+        } => {
             let input = json_arg("input", input)?;
-            let ask = StartAsk { id, idempotency_key, version, priority, fairness_key };
+            let debounce = debounce.zip(quiet).map(|(key, quiet)| crate::backend::DebounceAsk { key, quiet, max_wait });
+            let ask = StartAsk { id, idempotency_key, version, priority, fairness_key, debounce };
             let started = target.connect(true).await?.start(&workflow, input, ask).await?;
             let run = &started.run;
+            let debounced = (run.debounce_key.as_deref(), run.wake_at.as_deref());
             if json {
                 out!("{}", json!(started));
+            } else if let (Some(key), Some(wakes), "debounce") =
+                (debounced.0, debounced.1, run.waiting_for.as_deref().unwrap_or_default())
+            {
+                let how = if started.created { "started" } else { "joined" };
+                out!(
+                    "{} {how}: debouncing under key {key}; a worker serving {} v{} runs it at {wakes} unless another start with the key comes first",
+                    run.id,
+                    run.workflow,
+                    run.version
+                );
             } else if started.created {
                 out!("{} started: a worker serving {} v{} runs it", run.id, run.workflow, run.version);
             } else {
@@ -462,6 +497,9 @@ fn print_shown(shown: &Shown) {
     if run.priority != 0 || run.fairness_key.is_some() {
         let key = run.fairness_key.as_deref().map(|key| format!(", fairness key {key}")).unwrap_or_default();
         out!("priority  {}{key}", run.priority);
+    }
+    if let Some(key) = &run.debounce_key {
+        out!("debounce  key {key}");
     }
     let optional = [("completed", &run.completed_at), ("wakes    ", &run.wake_at), ("deadline ", &run.deadline)];
     for (label, value) in optional {

@@ -243,6 +243,7 @@ impl From<ClientError> for ApiError {
             ClientError::InvalidSchedule(_) => (StatusCode::BAD_REQUEST, "invalid_schedule"),
             ClientError::InvalidConcurrency(_) => (StatusCode::BAD_REQUEST, "invalid_concurrency"),
             ClientError::InvalidFairnessKey(_) => (StatusCode::BAD_REQUEST, "invalid_fairness_key"),
+            ClientError::InvalidDebounce(_) => (StatusCode::BAD_REQUEST, "invalid_debounce"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
         };
         ApiError::new(status, code, error.to_string())
@@ -350,6 +351,40 @@ pub struct StartBody {
     priority: Option<i32>,
     /// Within a priority, ready runs are served fairly between keys (a tenant, a customer).
     fairness_key: Option<String>,
+    /// Debounce the start: starts with the same key collapse into one run with the latest
+    /// input (the answer is then `200` with that run).
+    debounce: Option<DebounceBody>,
+}
+
+/// A start's `debounce`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DebounceBody {
+    /// Starts of the workflow with equal keys collapse (1 to 200 bytes).
+    key: String,
+    /// How long the key must be quiet before the run begins (`2s`, `500ms`, `5m`).
+    quiet: String,
+    /// The latest the run begins after the window's first start (default: no limit).
+    max_wait: Option<String>,
+}
+
+impl DebounceBody {
+    /// The debounce asked for; a duration that does not parse is `400 invalid_debounce`.
+    fn parse(self) -> Result<cairn::Debounce, ApiError> {
+        let duration = |name: &str, text: &str| {
+            humantime::parse_duration(text).map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_debounce",
+                    format!("debounce {name} {text:?} is not a duration (try `2s`)"),
+                )
+            })
+        };
+        let mut debounce = cairn::Debounce::new(self.key, duration("quiet", &self.quiet)?);
+        if let Some(max_wait) = &self.max_wait {
+            debounce = debounce.max_wait(duration("maxWait", max_wait)?);
+        }
+        Ok(debounce)
+    }
 }
 
 /// What `POST /v1/events/{topic}` takes.
@@ -450,7 +485,7 @@ async fn openapi_json() -> Response {
     request_body = StartBody,
     responses(
         (status = 201, description = "Created", body = StartedRun),
-        (status = 200, description = "An existing run with this idempotency key", body = StartedRun),
+        (status = 200, description = "An existing run with this idempotency key, or the debouncing run this start joined", body = StartedRun),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, description = "Unknown workflow or version", body = ErrorBody),
         (status = 409, description = "The id is taken", body = ErrorBody), (status = 413, body = ErrorBody)))]
@@ -482,6 +517,9 @@ async fn start(
     }
     if let Some(key) = body.fairness_key {
         start = start.fairness_key(key);
+    }
+    if let Some(debounce) = body.debounce {
+        start = start.debounce(debounce.parse()?);
     }
     let handle = start.await?;
     let status = if handle.created() { StatusCode::CREATED } else { StatusCode::OK };

@@ -61,7 +61,7 @@ pub struct RunView {
     pub version: u32,
     /// `pending`, `running`, `suspended`, `completed`, `failed`, `cancelled` or `paused`.
     pub status: String,
-    /// Why a suspended run sleeps: `sleep`, `wait` or `retry`.
+    /// Why a suspended run waits: `sleeping`, `waiting`, `backing-off`, `rate-limited` or `debouncing`.
     pub suspend_reason: Option<String>,
     /// When it was created.
     pub created_at: String,
@@ -97,8 +97,9 @@ pub struct RunView {
     #[serde(default)]
     pub continued_as: Option<String>,
     /// Why a run is held back by a flow rule: `concurrency` (a pending run: every slot of its
-    /// concurrency group is held) or `rate` (a suspended run: a rate limit holds back its start
-    /// or its next step until its `wake_at`).
+    /// concurrency group is held), `rate` (a suspended run: a rate limit holds back its start
+    /// or its next step until its `wake_at`) or `debounce` (a suspended run: a debounced start
+    /// that begins at its `wake_at` unless another start with its key pushes that back).
     #[serde(default)]
     pub waiting_for: Option<String>,
     /// Its key under its workflow's concurrency rule (`""` for a rule without a key).
@@ -110,6 +111,9 @@ pub struct RunView {
     /// The key it is served fairly by within its priority.
     #[serde(default)]
     pub fairness_key: Option<String>,
+    /// The debounce key it was started with.
+    #[serde(default)]
+    pub debounce_key: Option<String>,
 }
 
 /// A run as lists show it: its summary, and whether it is stranded.
@@ -200,6 +204,7 @@ pub fn run_view(run: &RunRecord) -> RunView {
         concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
         priority: run.priority,
         fairness_key: run.fairness_key.clone(),
+        debounce_key: run.debounce_key.clone(),
     }
 }
 

@@ -3,7 +3,9 @@
 //! (fairness between keys). The stores keep the counts and the queues; these rules say what
 //! they count and how they order.
 
+use crate::Timestamp;
 use serde_json::Value;
+use std::time::Duration;
 
 /// What a queued run waits for before a worker may claim it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -14,6 +16,10 @@ pub enum WaitingFor {
     /// Its turn under a rate limit: it is suspended until the limit lets it start or run its
     /// next step.
     Rate,
+    /// The end of its debounce window: later starts with its debounce key replace its input
+    /// and push its start back until the key has been quiet long enough (or its maximum wait is
+    /// up) ([`debounce_wake`]).
+    Debounce,
 }
 
 impl WaitingFor {
@@ -22,6 +28,7 @@ impl WaitingFor {
         match self {
             WaitingFor::Concurrency => "concurrency",
             WaitingFor::Rate => "rate",
+            WaitingFor::Debounce => "debounce",
         }
     }
 
@@ -30,6 +37,7 @@ impl WaitingFor {
         match text {
             "concurrency" => Some(WaitingFor::Concurrency),
             "rate" => Some(WaitingFor::Rate),
+            "debounce" => Some(WaitingFor::Debounce),
             _ => None,
         }
     }
@@ -161,12 +169,64 @@ pub const MAX_FAIRNESS_KEY_BYTES: usize = 200;
 /// assert!(check_fairness_key("").is_err());
 /// ```
 pub fn check_fairness_key(key: &str) -> Result<(), String> {
+    check_key("fairness", key)
+}
+
+/// Checks a key a caller gave for a flow rule (`what`: fairness, debounce): 1 to
+/// [`MAX_FAIRNESS_KEY_BYTES`] bytes, no control characters.
+fn check_key(what: &str, key: &str) -> Result<(), String> {
     if key.is_empty() || key.len() > MAX_FAIRNESS_KEY_BYTES || key.chars().any(char::is_control) {
         return Err(format!(
-            "the fairness key {key:?} must be 1 to {MAX_FAIRNESS_KEY_BYTES} bytes without control characters"
+            "the {what} key {key:?} must be 1 to {MAX_FAIRNESS_KEY_BYTES} bytes without control characters"
         ));
     }
     Ok(())
+}
+
+/// The longest quiet time or maximum wait a debounced start may ask for: 30 days.
+pub const MAX_DEBOUNCE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Checks a debounced start's key (as [`check_fairness_key`] does), its quiet time and its
+/// maximum wait (each from 1 ms to [`MAX_DEBOUNCE`]).
+///
+/// ```
+/// use cairn_journal::flow::check_debounce;
+/// use std::time::Duration;
+/// assert!(check_debounce("order-7", Duration::from_secs(2), Some(Duration::from_secs(60))).is_ok());
+/// assert!(check_debounce("order-7", Duration::ZERO, None).is_err());
+/// assert!(check_debounce("", Duration::from_secs(2), None).is_err());
+/// ```
+pub fn check_debounce(key: &str, quiet: Duration, max_wait: Option<Duration>) -> Result<(), String> {
+    check_key("debounce", key)?;
+    for (what, wait) in [("quiet time", Some(quiet)), ("maximum wait", max_wait)] {
+        if let Some(wait) = wait.filter(|w| w.as_millis() < 1 || *w > MAX_DEBOUNCE) {
+            return Err(format!("the debounce {what} {wait:?} must be from 1 ms to 30 days"));
+        }
+    }
+    Ok(())
+}
+
+/// When a debounced run starts, as of a start at `now` that asked for `quiet`: once its key has
+/// been quiet for `quiet` after this (its latest) start, but no later than `until`, the first
+/// start of its window plus that start's maximum wait ([`debounce_until`]). Each later start of
+/// the window moves it again.
+///
+/// ```
+/// use cairn_journal::{Timestamp, flow::debounce_wake};
+/// use std::time::Duration;
+/// let at = Timestamp::from_millis;
+/// assert_eq!(debounce_wake(at(1_000), Duration::from_secs(2), None), at(3_000));
+/// assert_eq!(debounce_wake(at(9_000), Duration::from_secs(2), Some(at(10_000))), at(10_000));
+/// ```
+pub fn debounce_wake(now: Timestamp, quiet: Duration, until: Option<Timestamp>) -> Timestamp {
+    let quiet_after = now + quiet;
+    until.map_or(quiet_after, |until| quiet_after.min(until))
+}
+
+/// The latest a debounce window opened at `first` may start its run: `first + max_wait`, or
+/// never capped without a maximum wait.
+pub fn debounce_until(first: Timestamp, max_wait: Option<Duration>) -> Option<Timestamp> {
+    max_wait.map(|wait| first + wait)
 }
 
 /// The fairness sequence of a run queued with a key (start-time fair queuing): one past the

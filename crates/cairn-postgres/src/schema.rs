@@ -314,6 +314,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         NULL;
     END $$;
     SELECT {schema}.ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM {schema}.concurrency_rules);",
+    // 16: debounce. A debounced run waits `suspended` with reason `debouncing` until its
+    // `wake_at`; a start with its workflow and key while it does joins it: the unique partial
+    // index `runs_debouncing` is the upsert's arbiter, so there is one window per key whatever
+    // the number of concurrent starters. `debounce_until` caps its wake-ups.
+    "ALTER TABLE {schema}.runs ADD COLUMN debounce_key TEXT COLLATE \"C\", ADD COLUMN debounce_until BIGINT;
+    CREATE UNIQUE INDEX runs_debouncing ON {schema}.runs (workflow, debounce_key)
+        WHERE status = 'suspended' AND suspend_reason = 'debouncing';",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

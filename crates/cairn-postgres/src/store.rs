@@ -156,17 +156,26 @@ const FLOW_INSERT_COLUMNS: &str = "flow_key, flow_hold, waiting_for";
 
 fn flow_values(input: &str) -> String {
     format!(
-        "CASE WHEN r.workflow IS NULL THEN NULL WHEN r.path IS NULL THEN ''
-              ELSE coalesce({input}::jsonb #>> r.path, '') END,
+        "{},
          coalesce(r.hold, false),
-         CASE WHEN r.workflow IS NOT NULL THEN 'concurrency' END"
+         CASE WHEN r.workflow IS NOT NULL THEN 'concurrency' END",
+        flow_key_sql(input)
+    )
+}
+
+/// The concurrency key of a new run with `input` under its workflow's rule `r` (see
+/// [`FLOW_INSERT_COLUMNS`]).
+fn flow_key_sql(input: &str) -> String {
+    format!(
+        "CASE WHEN r.workflow IS NULL THEN NULL WHEN r.path IS NULL THEN ''
+              ELSE coalesce({input}::jsonb #>> r.path, '') END"
     )
 }
 
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
-     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq";
+     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
 
 /// The fairness sequence of a new run of priority `priority` and key `key` (SQL expressions)
 /// ([`cairn_journal::flow::fair_seq`]): one past the last ready run of its key and priority, and
@@ -216,6 +225,8 @@ struct Sql {
     pause_now: String,
     resume: String,
     insert_run: String,
+    debounce_run: String,
+    restart_journal: String,
     lock_by_key: String,
     insert_signal: String,
     wake_waiting: String,
@@ -399,12 +410,17 @@ impl Sql {
             signals: format!(
                 "SELECT id, name, payload, sent_at, consumed_seq FROM {s}.signals WHERE run_id = $1 ORDER BY id"
             ),
-            // Woken runs that gave their slot up when they suspended wait for one again (the
-            // update's trigger admits them where their group has room; a later claim takes them).
+            // Woken runs that gave their slot up when they suspended wait for one again, as do
+            // debounced runs whose window closed, which from then on keep their slot while
+            // suspended as their rule says (the update's trigger admits them where their group
+            // has room; a later claim takes them).
             claim: format!(
                 "WITH requeued AS (
-                     UPDATE {s}.runs SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
-                         wake_at = NULL, updated_at = $3
+                     UPDATE {s}.runs u SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
+                         wake_at = NULL, updated_at = $3,
+                         flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
+                             THEN coalesce((SELECT c.hold FROM {s}.concurrency_rules c WHERE c.workflow = u.workflow), false)
+                             ELSE u.flow_hold END
                      WHERE id IN (SELECT id FROM {s}.runs
                                   WHERE status = 'suspended' AND wake_at <= $3 AND flow_key IS NOT NULL AND NOT flow_hold
                                     AND (workflow || '@' || version) = ANY($5)
@@ -492,6 +508,29 @@ impl Sql {
                 flow_values = flow_values("$4::text"),
                 fair_seq = fair_seq_sql(&s, "$13::int", "$14::text")
             ),
+            // A debounced start: a new run debouncing under its key, or (the arbiter is the unique
+            // partial index of debouncing runs) the one already debouncing there takes its input
+            // and wakes $13 (quiet after now), capped by its window's maximum wait. A run whose
+            // claim is under way leaves the index when that claim commits, and the insert then
+            // goes ahead. `created` tells which (`xmax` is 0 only for a row this statement
+            // inserted). A debouncing run holds no concurrency slot and waits for none (see
+            // `claim`).
+            debounce_run: format!(
+                "INSERT INTO {s}.runs AS t (id, workflow, version, status, suspend_reason, wake_at, input, created_at,
+                     updated_at, last_seq, deadline_at, retention_ms, {FLOW_INSERT_COLUMNS}, priority, fair_key, fair_seq,
+                     debounce_key, debounce_until)
+                 SELECT $1, $2, $3, 'suspended', 'debouncing', $4, $5, $6, $6, 1, $7, $8, {flow_key}, false, NULL,
+                     $9, $10, {fair_seq}, $11, $12
+                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
+                 ON CONFLICT (workflow, debounce_key) WHERE status = 'suspended' AND suspend_reason = 'debouncing'
+                 DO UPDATE SET input = excluded.input, updated_at = excluded.updated_at,
+                     wake_at = least($13, t.debounce_until)
+                 RETURNING {}, t.xmax = 0 AS created",
+                RUN_COLUMNS.split(", ").map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", "),
+                flow_key = flow_key_sql("$5::text"),
+                fair_seq = fair_seq_sql(&s, "$9::int", "$10::text")
+            ),
+            restart_journal: format!("UPDATE {s}.journal SET data = $2 WHERE run_id = $1 AND seq = 1"),
             flow_places: format!(
                 "SELECT id, flow_key, flow_hold, waiting_for FROM {s}.runs WHERE id = ANY($1) AND flow_key IS NOT NULL"
             ),
@@ -698,6 +737,8 @@ fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         priority: row.try_get(30).map_err(backend)?,
         fairness_key: Some(row.try_get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
         fair_seq: row.try_get(32).map_err(backend)?,
+        debounce_key: row.try_get(33).map_err(backend)?,
+        debounce_until: get_ts(34)?,
     })
 }
 
@@ -1068,7 +1109,7 @@ async fn create_batch(
     let mut outcomes = Vec::with_capacity(runs.len());
     for run in runs {
         let outcome = if let Some(fair_seq) = fair_seqs.get(run.id.as_str()) {
-            Ok(CreatedRun { run: placed(RunRecord::pending(run), *fair_seq, &mut places), created: true })
+            Ok(CreatedRun { run: placed(RunRecord::of(run), *fair_seq, &mut places), created: true })
         } else {
             // The id or the idempotency key is taken; the key's owner, if any, is the answer.
             let existing = match &run.idempotency_key {
@@ -1668,6 +1709,54 @@ impl PostgresStore {
         Ok(id)
     }
 
+    /// A debounced start in one transaction: the run debouncing under its key, new or joined
+    /// (`debounce_run`), with its `started` event written or rewritten to the latest input.
+    async fn debounce_inner(&self, run: NewRun) -> Result<CreatedRun, StoreError> {
+        run.check_debounce()?;
+        let record = RunRecord::of(&run);
+        let Some(debounce) = &run.debounce else {
+            return Err(StoreError::InvalidInput("not a debounced start".into()));
+        };
+        let quiet_after = (run.created_at + debounce.quiet).as_millis();
+        let mut client = self.pool.get().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(backend)?;
+        let sql = &self.sql;
+        let statement = tx.prepare_cached(&sql.debounce_run).await.map_err(backend)?;
+        let params: [&(dyn ToSql + Sync); 13] = [
+            &run.id.as_str(),
+            &run.workflow,
+            &(run.version as i32),
+            &record.wake_at.map(Timestamp::as_millis),
+            &run.input.get(),
+            &run.created_at.as_millis(),
+            &run.deadline.map(Timestamp::as_millis),
+            &run.retention_ms(),
+            &run.priority,
+            &run.fairness_key.as_deref().unwrap_or_default(),
+            &debounce.key,
+            &record.debounce_until.map(Timestamp::as_millis),
+            &quiet_after,
+        ];
+        let row = tx.query_one(&statement, &params).await.map_err(|error| {
+            // The arbiter covers the debounce key only: a clash on the id is an error.
+            match error.code() {
+                Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => StoreError::DuplicateRunId(run.id.clone()),
+                _ => backend(error),
+            }
+        })?;
+        let stored = row_to_run(&row)?;
+        let created: bool = row.try_get("created").map_err(backend)?;
+        if created {
+            insert_events(&tx, sql, &run.id, 0, run.created_at, &run.initial_journal()).await?;
+            notify(&tx, sql, "").await?;
+        } else {
+            let statement = tx.prepare_cached(&sql.restart_journal).await.map_err(backend)?;
+            tx.execute(&statement, &[&stored.id.as_str(), &stored.started().to_json()]).await.map_err(backend)?;
+        }
+        tx.commit().await.map_err(backend)?;
+        Ok(CreatedRun { run: stored, created })
+    }
+
     /// Fires a due schedule in one transaction: moves `next_fire_at` on (if it is still `due`: a
     /// concurrent firer's update waits for this one and then matches nothing), then creates its
     /// runs, finding those an earlier firing of the same time created.
@@ -1746,6 +1835,7 @@ impl PostgresStore {
         run: NewRun,
         signal: StartSignal,
     ) -> Result<(CreatedRun, SignalId), StoreError> {
+        run.check_signal_start()?;
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
         let sql = &self.sql;
@@ -1773,7 +1863,7 @@ impl PostgresStore {
             let grouped: &[&str] = if row.try_get(1).map_err(backend)? { &[run.id.as_str()] } else { &[] };
             let mut places = flow_places(&tx, sql, grouped).await?;
             let fair_seq = row.try_get(2).map_err(backend)?;
-            CreatedRun { run: placed(RunRecord::pending(&run), fair_seq, &mut places), created: true }
+            CreatedRun { run: placed(RunRecord::of(&run), fair_seq, &mut places), created: true }
         } else {
             let by_key = match &run.idempotency_key {
                 Some(key) => {
@@ -1842,6 +1932,9 @@ async fn writer_outcome<T>(
 
 impl Store for PostgresStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
+        if run.debounce.is_some() {
+            return Box::pin(self.debounce_inner(run));
+        }
         let (reply, outcome) = oneshot::channel();
         let sent = self.jobs.send(Job::Create(run, reply));
         Box::pin(writer_outcome(sent, outcome))

@@ -1402,6 +1402,93 @@ pub async fn rate_limits_grant_at_most_limit_per_window(store: DynStore) {
     assert!(verdicts.iter().flatten().all(|at| *at == t(6_000)), "{verdicts:?}");
 }
 
+/// A debounced start (`quiet` 1 s, at most 3 s) with `n` as its input, at `at`, under `key`.
+fn debounced(id: &str, key: &str, n: i64, at: i64) -> NewRun {
+    let mut run = NewRun::new(RunId::new(id), "digest", 1, raw(&format!(r#"{{"n":{n}}}"#)), t(at));
+    let quiet = std::time::Duration::from_secs(1);
+    run.debounce = Some(Debounce::new(key, quiet).max_wait(std::time::Duration::from_secs(3)));
+    run
+}
+
+/// Debounced starts with one key collapse into one run while it has not begun: it takes the
+/// latest input (its `started` event too) and begins once the key has been quiet, or at its
+/// first start's maximum wait; concurrent starters all find the one run; once it has begun, the
+/// next start opens a new window; a debouncing run holds no concurrency slot.
+pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
+    let first = store.create_run(debounced("d1", "k", 1, 0)).await.expect("create");
+    assert!(first.created);
+    let run = &first.run;
+    assert_eq!((run.status, run.suspend_reason), (RunStatus::Suspended, Some(SuspendReason::Debouncing)));
+    assert_eq!((run.wake_at, run.held_back_by()), (Some(t(1_000)), Some(WaitingFor::Debounce)));
+    for (i, at) in [(2, 400), (3, 900)] {
+        let joined = store.create_run(debounced(&format!("d{i}"), "k", i, at)).await.expect("join");
+        assert!(!joined.created);
+        assert_eq!((joined.run.id.as_str(), joined.run.wake_at), ("d1", Some(t(at + 1_000))));
+    }
+    assert!(store.get_run(&RunId::new("d2")).await.expect("get").is_none(), "a joining start makes no run");
+    // Another key has its own window; a bad debounce or one with an idempotency key is refused.
+    assert!(store.create_run(debounced("e1", "other", 7, 950)).await.expect("create").created);
+    let mut keyed = debounced("x1", "k", 9, 960);
+    keyed.idempotency_key = Some("once".into());
+    assert!(matches!(store.create_run(keyed).await, Err(StoreError::InvalidInput(_))));
+    let mut bad = debounced("x2", "k", 9, 960);
+    bad.debounce = Some(Debounce::new("k", std::time::Duration::ZERO));
+    assert!(matches!(store.create_run(bad).await, Err(StoreError::InvalidInput(_))));
+    let d1 = store.get_run(&RunId::new("d1")).await.expect("get").expect("exists");
+    assert_eq!((d1.input.get(), d1.wake_at), (r#"{"n":3}"#, Some(t(1_900))), "the refused starts changed nothing");
+    // Not claimable before its window closes.
+    assert!(store.claim(&claim_req("w1", "digest", 1_899)).await.expect("claim").iter().all(|r| r.id.as_str() != "d1"));
+    // The maximum wait caps a steady stream: starts every 900 ms never leave a quiet second.
+    for (i, at, wakes) in [(4, 1_800, 2_800), (5, 2_700, 3_000)] {
+        let joined = store.create_run(debounced(&format!("d{i}"), "k", i, at)).await.expect("join");
+        assert_eq!((joined.run.id.as_str(), joined.run.wake_at), ("d1", Some(t(wakes))), "capped at 0 + 3 s");
+    }
+    let journal = store.read_journal(&RunId::new("d1")).await.expect("journal");
+    assert_eq!(journal.len(), 1);
+    assert!(matches!(&journal[0].event, Event::Started { input, .. } if input.get() == r#"{"n":5}"#));
+    let claimed = store.claim(&claim_req("w1", "digest", 3_000)).await.expect("claim");
+    let mut ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["d1", "e1"], "each window's run begins once");
+    let d1 = claimed.iter().find(|r| r.id.as_str() == "d1").expect("claimed");
+    assert_eq!((d1.status, d1.suspend_reason, d1.input.get()), (RunStatus::Running, None, r#"{"n":5}"#));
+    assert_eq!(d1.held_back_by(), None);
+    // It has begun: the next start opens a new window.
+    let next = store.create_run(debounced("d6", "k", 6, 3_001)).await.expect("create");
+    assert!(next.created && next.run.is_debouncing());
+
+    // Concurrent starters of one key find one run.
+    let starts: Vec<_> = (0..16)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.create_run(debounced(&format!("c{i}"), "burst", i, 5_000 + i)).await })
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    let mut created = 0;
+    for start in starts {
+        let start = start.await.expect("task").expect("create");
+        created += usize::from(start.created);
+        ids.insert(start.run.id.to_string());
+    }
+    assert_eq!((created, ids.len()), (1, 1), "{ids:?}");
+
+    // Under a concurrency rule that keeps suspended runs' slots, a debouncing run holds none; once
+    // its window closes it waits for one, and then keeps it while suspended.
+    store.put_concurrency(&ConcurrencyRule::per_workflow("held", 1).hold_suspended()).await.expect("rule");
+    let mut waiting = debounced("h1", "k", 1, 10_000);
+    waiting.workflow = "held".into();
+    let h1 = store.create_run(waiting).await.expect("create").run;
+    assert_eq!((h1.waiting_for, h1.concurrency.as_ref().map(|c| c.hold_suspended)), (None, Some(false)));
+    let h2 = store.create_run(NewRun::new(RunId::new("h2"), "held", 1, raw("{}"), t(10_001))).await.expect("create");
+    assert_eq!(h2.run.waiting_for, None, "the debouncing run holds no slot");
+    assert_eq!(claim_one(&store, "held", 10_002).await.id.as_str(), "h2");
+    assert!(store.claim(&claim_req("w1", "held", 11_000)).await.expect("claim").is_empty(), "h2 holds the slot");
+    let h1 = store.get_run(&RunId::new("h1")).await.expect("get").expect("exists");
+    assert_eq!((h1.status, h1.waiting_for), (RunStatus::Pending, Some(WaitingFor::Concurrency)));
+    assert_eq!(h1.concurrency.map(|c| c.hold_suspended), Some(true), "its rule applies from now on");
+}
+
 /// Declares one `#[tokio::test]` per conformance check for a backend.
 ///
 /// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
@@ -1428,7 +1515,7 @@ macro_rules! conformance_tests {
                 stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status,
                 continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time,
                 concurrency_limits_admit_in_order, claims_follow_priority_then_fairness,
-                rate_limits_grant_at_most_limit_per_window);
+                rate_limits_grant_at_most_limit_per_window, debounced_starts_collapse_into_one_run);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -139,6 +139,11 @@ fn load_journal(path: &Path) -> Result<Option<Loaded>, StoreError> {
                     journal: Vec::new(),
                     consumed: Vec::new(),
                 });
+                if let Some(first) = pending.first() {
+                    // Events written again from an earlier sequence replace the old ones (a
+                    // debounced start that joined a run rewrites its `started` event).
+                    loaded.journal.retain(|e| e.seq < first.seq);
+                }
                 loaded.journal.append(&mut pending);
                 loaded.consumed.extend(consumed);
                 loaded.run = *run;
@@ -386,8 +391,10 @@ impl JsonlStore {
 
     fn create_now(&self, run: NewRun) -> Result<CreatedRun, StoreError> {
         let _writes = self.writing()?;
+        // A debounced start that joins a debouncing run rewrites that run's `started` event.
+        let debounced = run.debounce.is_some();
         let created = ready(self.inner.memory.create_run(run))?;
-        if created.created {
+        if created.created || debounced {
             let events = self.tail(&created.run.id, 0)?;
             self.commit(&created.run.id, events, None)?;
         }

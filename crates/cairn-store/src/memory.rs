@@ -6,7 +6,7 @@ use crate::{
     WorkflowKey,
 };
 use crate::{ConcurrencyRule, RunConcurrency, TakeRate, WaitingFor};
-use cairn_journal::flow::{claim_rank, fair_seq, holds_slot, rate_forgets_before, rate_verdict};
+use cairn_journal::flow::{claim_rank, debounce_wake, fair_seq, holds_slot, rate_forgets_before, rate_verdict};
 use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -57,6 +57,9 @@ struct Inner {
     waiting: BTreeSet<(String, String, Timestamp, RunId)>,
     /// Rate limits' grants within their windows, by bucket.
     rates: HashMap<String, Vec<i64>>,
+    /// The run debouncing under each (workflow, debounce key); an entry whose run has begun (or
+    /// was cancelled or paused) is stale until the key's next start replaces it.
+    debouncing: HashMap<(String, String), RunId>,
 }
 
 /// Why a run may become claimable.
@@ -128,6 +131,9 @@ impl MemoryStore {
         inner.next_signal = signals.iter().map(|s| s.id.0).fold(inner.next_signal, i64::max);
         inner.journals.insert(run.id.clone(), journal);
         inner.signals.insert(run.id.clone(), signals);
+        if let (true, Some(key)) = (run.is_debouncing(), &run.debounce_key) {
+            inner.debouncing.insert((run.workflow.clone(), key.clone()), run.id.clone());
+        }
         let (id, place) = (run.id.clone(), due_key(&run));
         inner.runs.insert(id.clone(), run);
         inner.move_due(&id, None, place);
@@ -389,19 +395,31 @@ impl Inner {
 
     /// Creates a run, or finds the one with the same `(workflow, idempotency key)`.
     fn create(&mut self, run: NewRun) -> Result<CreatedRun, StoreError> {
+        run.check_debounce()?;
         if let Some(existing) = self.by_key(&run)? {
             return Ok(CreatedRun { run: existing, created: false });
+        }
+        if let Some(joined) = self.join_debounce(&run)? {
+            return Ok(joined);
         }
         if self.runs.contains_key(&run.id) {
             return Err(StoreError::DuplicateRunId(run.id));
         }
-        let mut record = RunRecord::pending(&run);
+        let mut record = RunRecord::of(&run);
         record.fair_seq = self.next_fair_seq(run.priority, run.fairness_key.as_deref().unwrap_or_default());
+        if let Some(debounce) = &run.debounce {
+            self.debouncing.insert((run.workflow.clone(), debounce.key.clone()), run.id.clone());
+        }
         let group = self.rules.get(&run.workflow).map(|rule| {
-            let place = RunConcurrency::of(rule, &run.input);
-            record.waiting_for = Some(WaitingFor::Concurrency);
-            self.waiting.insert((run.workflow.clone(), place.key.clone(), run.created_at, run.id.clone()));
+            let mut place = RunConcurrency::of(rule, &run.input);
             let group = (run.workflow.clone(), place.key.clone());
+            if record.is_debouncing() {
+                // It holds no slot and waits for none until its window closes (see `claim`).
+                place.hold_suspended = false;
+            } else {
+                record.waiting_for = Some(WaitingFor::Concurrency);
+                self.waiting.insert((run.workflow.clone(), place.key.clone(), run.created_at, run.id.clone()));
+            }
             record.concurrency = Some(place);
             group
         });
@@ -422,6 +440,30 @@ impl Inner {
         }
         let record = self.runs.get(&run.id).cloned().ok_or_else(|| StoreError::RunNotFound(run.id.clone()))?;
         Ok(CreatedRun { run: record, created: true })
+    }
+
+    /// Joins a debounced `run` to the run still debouncing under its key, if there is one: that
+    /// run takes `run`'s input (its `started` event too) and wakes `quiet` from now, capped by
+    /// its window's maximum wait.
+    fn join_debounce(&mut self, run: &NewRun) -> Result<Option<CreatedRun>, StoreError> {
+        let Some(debounce) = &run.debounce else { return Ok(None) };
+        let Some(id) = self.debouncing.get(&(run.workflow.clone(), debounce.key.clone())).cloned() else {
+            return Ok(None);
+        };
+        let (now, quiet) = (run.created_at, debounce.quiet);
+        let joined = self.modify(&id, |open| {
+            open.is_debouncing().then(|| {
+                open.input = run.input.clone();
+                open.updated_at = now;
+                open.wake_at = Some(debounce_wake(now, quiet, open.debounce_until));
+                open.clone()
+            })
+        })?;
+        let Some(joined) = joined else { return Ok(None) };
+        if let Some(started) = self.journals.get_mut(&id).and_then(|journal| journal.first_mut()) {
+            started.event = joined.started();
+        }
+        Ok(Some(CreatedRun { run: joined, created: false }))
     }
 
     /// The run holding `run`'s idempotency key, if any.
@@ -540,15 +582,23 @@ impl Store for MemoryStore {
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         let tags: HashSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let mut inner = self.lock();
-        // Woken runs that gave their slot up wait for one again (and may get it at once).
-        let woken: Vec<RunId> = if inner.held.is_empty() {
+        // Woken runs that gave their slot up (or whose debounce window closed) wait for one
+        // (and may get it at once).
+        let woken: Vec<RunId> = if inner.held.is_empty() && inner.rules.is_empty() {
             Vec::new()
         } else {
             let due = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX);
             due.into_iter().map(|(_, id)| id).filter(|id| inner.runs.get(id).is_some_and(requeues)).collect()
         };
         for id in woken {
+            let hold =
+                inner.runs.get(&id).and_then(|run| inner.rules.get(&run.workflow)).is_some_and(|r| r.hold_suspended);
             let _ = inner.modify(&id, |run| {
+                if let (true, Some(place)) = (run.is_debouncing(), run.concurrency.as_mut()) {
+                    // Its window closed: from now on it keeps its slot while suspended as its
+                    // rule says.
+                    place.hold_suspended = hold;
+                }
                 run.status = RunStatus::Pending;
                 run.waiting_for = Some(WaitingFor::Concurrency);
                 run.suspend_reason = None;
@@ -567,6 +617,10 @@ impl Store for MemoryStore {
         ready.truncate(request.limit);
         let mut claimed = Vec::with_capacity(ready.len());
         for (_, id) in ready {
+            if let Some(run) = inner.runs.get(&id).filter(|run| run.is_debouncing()) {
+                let key = (run.workflow.clone(), run.debounce_key.clone().unwrap_or_default());
+                inner.debouncing.remove(&key);
+            }
             let run = inner.modify(&id, |run| {
                 if run.status == RunStatus::Running {
                     // Its lease expired: the worker that held it died or stalled.
@@ -718,6 +772,7 @@ impl Store for MemoryStore {
 
     fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
         let result = (|| {
+            run.check_signal_start()?;
             let mut inner = self.lock();
             let existing = match inner.by_key(&run)? {
                 Some(existing) => Some(existing),

@@ -382,6 +382,15 @@ CREATE INDEX runs_fair ON runs(priority, fair_key, fair_seq) WHERE status = 'pen
 CREATE TABLE IF NOT EXISTS rate_grants (bucket TEXT NOT NULL, at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS rate_grants_bucket ON rate_grants(bucket, at);
 ",
+    // 15: debounce. A debounced run waits `suspended` with reason `debouncing` until its
+    // `wake_at`; a start with its workflow and key while it does joins it (`runs_debouncing`
+    // finds it, and keeps the window one per key). `debounce_until` caps its wake-ups.
+    "
+ALTER TABLE runs ADD COLUMN debounce_key TEXT;
+ALTER TABLE runs ADD COLUMN debounce_until INTEGER;
+CREATE UNIQUE INDEX runs_debouncing ON runs(workflow, debounce_key)
+    WHERE status = 'suspended' AND suspend_reason = 'debouncing';
+",
 ];
 
 /// The triggers that keep concurrency groups' slots as runs are created and change status:
@@ -394,7 +403,7 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
-     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq";
+     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
 
 /// The claim: the first ready runs in claim order (`cairn_journal::flow::claim_rank`), leased.
 /// Each kind of ready run is read from its own index in order and cut at the limit before they
@@ -529,6 +538,8 @@ fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> 
             priority: row.get(30).map_err(backend)?,
             fairness_key: Some(row.get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
             fair_seq: row.get(32).map_err(backend)?,
+            debounce_key: row.get(33).map_err(backend)?,
+            debounce_until: ts(row.get(34).map_err(backend)?),
         })
     })();
     Ok(record)
@@ -1214,11 +1225,22 @@ impl Writer {
     }
 
     fn create(&mut self, run: &NewRun) -> Result<CreatedRun, Failure> {
+        run.check_debounce().map_err(clean)?;
         if let Some(existing) = self.by_key(run)? {
             return Ok(CreatedRun { run: existing, created: false });
         }
+        if let Some(joined) = self.join_debounce(run)? {
+            return Ok(joined);
+        }
         let at = run.created_at.as_millis();
-        let place = self.concurrency_rule(&run.workflow)?.map(|rule| RunConcurrency::of(&rule, &run.input));
+        let mut record = RunRecord::of(run);
+        let debouncing = record.is_debouncing();
+        let place = self.concurrency_rule(&run.workflow)?.map(|rule| RunConcurrency {
+            // A debouncing run holds no slot and waits for none until its window closes (see
+            // `claim`).
+            hold_suspended: rule.hold_suspended && !debouncing,
+            ..RunConcurrency::of(&rule, &run.input)
+        });
         let fair_key = run.fairness_key.as_deref().unwrap_or_default();
         // Read apart from the insert: an INSERT … RETURNING cost W1 about 25 % more than both.
         let fair_seq: i64 = self
@@ -1237,9 +1259,10 @@ impl Writer {
             .prepare_cached(
                 "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
                      deadline_at, retention_ms, restarted_from, parent, continued_from, flow_key, flow_hold, waiting_for,
-                     priority, fair_key, fair_seq)
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-                     CASE WHEN ?13 IS NOT NULL THEN 'concurrency' END, ?15, ?16, ?17)
+                     priority, fair_key, fair_seq, suspend_reason, wake_at, debounce_key, debounce_until)
+                 VALUES (?1, ?2, ?3, ?18, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+                     CASE WHEN ?13 IS NOT NULL AND ?18 = 'pending' THEN 'concurrency' END, ?15, ?16, ?17,
+                     ?19, ?20, ?21, ?22)
                  ON CONFLICT (id) DO NOTHING",
             )?
             .execute(params![
@@ -1260,6 +1283,11 @@ impl Writer {
                 run.priority,
                 fair_key,
                 fair_seq,
+                record.status.as_str(),
+                record.suspend_reason.map(SuspendReason::as_str),
+                record.wake_at.map(Timestamp::as_millis),
+                record.debounce_key,
+                record.debounce_until.map(Timestamp::as_millis),
             ])?;
         if inserted == 0 {
             return Err(clean(StoreError::DuplicateRunId(run.id.clone())));
@@ -1267,7 +1295,6 @@ impl Writer {
         for (i, event) in run.initial_journal().iter().enumerate() {
             self.insert_event(&run.id, i as u64 + 1, run.created_at, event, &event.to_json())?;
         }
-        let mut record = RunRecord::pending(run);
         record.fair_seq = fair_seq;
         if place.is_some() {
             // Admitted at once, or waiting: the insert's trigger decided.
@@ -1279,6 +1306,32 @@ impl Writer {
             record.concurrency = place;
         }
         Ok(CreatedRun { run: record, created: true })
+    }
+
+    /// Joins a debounced `run` to the run still debouncing under its key, if there is one
+    /// (`runs_debouncing`): that run takes `run`'s input (its `started` event too) and wakes
+    /// `quiet` from now, capped by its window's maximum wait.
+    fn join_debounce(&mut self, run: &NewRun) -> Result<Option<CreatedRun>, Failure> {
+        let Some(debounce) = &run.debounce else { return Ok(None) };
+        let quiet_after = (run.created_at + debounce.quiet).as_millis();
+        let joined: Option<String> = self
+            .conn
+            .prepare_cached(
+                "UPDATE runs SET input = ?3, updated_at = ?4, wake_at = min(?5, coalesce(debounce_until, ?5))
+                 WHERE workflow = ?1 AND debounce_key = ?2 AND status = 'suspended' AND suspend_reason = 'debouncing'
+                 RETURNING id",
+            )?
+            .query_row(
+                params![run.workflow, debounce.key, run.input.get(), run.created_at.as_millis(), quiet_after],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(id) = joined else { return Ok(None) };
+        let joined = self.status_of(&RunId::new(id))?;
+        self.conn
+            .prepare_cached("UPDATE journal SET data = ?2 WHERE run_id = ?1 AND seq = 1")?
+            .execute(params![joined.id.as_str(), joined.started().to_json()])?;
+        Ok(Some(CreatedRun { run: joined, created: false }))
     }
 
     /// `workflow`'s concurrency rule, if it has one.
@@ -1303,12 +1356,17 @@ impl Writer {
 
     fn claim(&mut self, request: &ClaimRequest) -> Result<Vec<RunRecord>, Failure> {
         let tags = claim_tags(request).map_err(clean)?;
-        // Woken runs that gave their slot up when they suspended wait for one again (the
-        // update's trigger admits them at once where their group has room).
+        // Woken runs that gave their slot up when they suspended wait for one again, as do
+        // debounced runs whose window closed, which from then on keep their slot while suspended
+        // as their rule says (the update's trigger admits them at once where their group has
+        // room).
         self.conn
             .prepare_cached(
                 "UPDATE runs SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL, wake_at = NULL,
-                     updated_at = ?1
+                     updated_at = ?1,
+                     flow_hold = CASE WHEN suspend_reason = 'debouncing'
+                         THEN coalesce((SELECT hold FROM concurrency_rules r WHERE r.workflow = runs.workflow), 0)
+                         ELSE flow_hold END
                  WHERE status = 'suspended' AND wake_at <= ?1 AND flow_key IS NOT NULL AND flow_hold = 0
                    AND (workflow || '@' || version) IN (SELECT value FROM json_each(?2))",
             )?
@@ -1563,6 +1621,7 @@ impl Writer {
     }
 
     fn start_with_signal(&mut self, run: &NewRun, signal: &StartSignal) -> Result<(CreatedRun, SignalId), Failure> {
+        run.check_signal_start().map_err(clean)?;
         let existing = match self.by_key(run)? {
             Some(existing) => Some(existing),
             None => self.get_run(&run.id)?,

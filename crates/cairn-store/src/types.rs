@@ -1,4 +1,4 @@
-use cairn_journal::flow::WaitingFor;
+use cairn_journal::flow::{WaitingFor, debounce_until, debounce_wake};
 use cairn_journal::{Event, SignalId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -164,6 +164,9 @@ pub enum SuspendReason {
     BackingOff,
     /// Waiting for its turn under a rate limit (to start, or to run a step).
     RateLimited,
+    /// A debounced start that has not begun: later starts with its debounce key replace its
+    /// input and push its wake-up back ([`Debounce`]).
+    Debouncing,
 }
 
 impl SuspendReason {
@@ -174,14 +177,21 @@ impl SuspendReason {
             SuspendReason::Waiting => "waiting",
             SuspendReason::BackingOff => "backing-off",
             SuspendReason::RateLimited => "rate-limited",
+            SuspendReason::Debouncing => "debouncing",
         }
     }
 
     /// Parses a kebab-case name.
     pub fn parse(text: &str) -> Option<SuspendReason> {
-        [SuspendReason::Sleeping, SuspendReason::Waiting, SuspendReason::BackingOff, SuspendReason::RateLimited]
-            .into_iter()
-            .find(|s| s.as_str() == text)
+        [
+            SuspendReason::Sleeping,
+            SuspendReason::Waiting,
+            SuspendReason::BackingOff,
+            SuspendReason::RateLimited,
+            SuspendReason::Debouncing,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
     }
 }
 
@@ -272,6 +282,13 @@ pub struct RunRecord {
     /// ([`cairn_journal::flow::fair_seq`]): workers claim in this order within a priority.
     #[serde(default)]
     pub fair_seq: i64,
+    /// The debounce key it was started with ([`Debounce`]), kept once it has begun.
+    #[serde(default)]
+    pub debounce_key: Option<String>,
+    /// The latest it starts while it debounces: its first start plus that start's maximum wait
+    /// (`None`: no maximum).
+    #[serde(default)]
+    pub debounce_until: Option<Timestamp>,
 }
 
 /// A run's place under its workflow's concurrency rule.
@@ -363,14 +380,16 @@ impl RunRecord {
         self.status == RunStatus::Running && self.lease_expires_at.is_some_and(|e| e > lease_now)
     }
 
-    /// The summary row of a run just created from `run`.
-    pub fn pending(run: &NewRun) -> RunRecord {
+    /// The summary row of a run just created from `run`: pending, or suspended until its
+    /// debounce window closes ([`NewRun::debounce`]).
+    pub fn of(run: &NewRun) -> RunRecord {
+        let debounce_until = run.debounce.as_ref().and_then(|d| debounce_until(run.created_at, d.max_wait));
         RunRecord {
             id: run.id.clone(),
             workflow: run.workflow.clone(),
             version: run.version,
-            status: RunStatus::Pending,
-            suspend_reason: None,
+            status: if run.debounce.is_some() { RunStatus::Suspended } else { RunStatus::Pending },
+            suspend_reason: run.debounce.as_ref().map(|_| SuspendReason::Debouncing),
             input: run.input.clone(),
             output: None,
             error: None,
@@ -378,7 +397,7 @@ impl RunRecord {
             created_at: run.created_at,
             updated_at: run.created_at,
             completed_at: None,
-            wake_at: None,
+            wake_at: run.debounce.as_ref().map(|d| debounce_wake(run.created_at, d.quiet, debounce_until)),
             lease_owner: None,
             lease_expires_at: None,
             epoch: 0,
@@ -398,13 +417,24 @@ impl RunRecord {
             priority: run.priority,
             fairness_key: run.fairness_key.clone(),
             fair_seq: 0,
+            debounce_key: run.debounce.as_ref().map(|d| d.key.clone()),
+            debounce_until,
         }
     }
 
     /// Why a run that has not ended is held back by a flow rule, if it is: waiting for a
-    /// concurrency slot, or suspended until a rate limit lets it go on.
+    /// concurrency slot, suspended until a rate limit lets it go on, or debouncing.
     pub fn held_back_by(&self) -> Option<WaitingFor> {
-        self.waiting_for.or((self.suspend_reason == Some(SuspendReason::RateLimited)).then_some(WaitingFor::Rate))
+        self.waiting_for.or(match self.suspend_reason {
+            Some(SuspendReason::RateLimited) => Some(WaitingFor::Rate),
+            Some(SuspendReason::Debouncing) => Some(WaitingFor::Debounce),
+            _ => None,
+        })
+    }
+
+    /// Whether it is a debounced start that has not begun (later starts with its key join it).
+    pub fn is_debouncing(&self) -> bool {
+        self.status == RunStatus::Suspended && self.suspend_reason == Some(SuspendReason::Debouncing)
     }
 
     /// The run's first journal event, rebuilt from the row (a new run's journal holds nothing
@@ -453,6 +483,53 @@ pub struct NewRun {
     /// Events the journal holds after `started` from the outset (a restart's copy of the
     /// original's journal up to the restart point). Stores write them as given.
     pub prefix: Vec<Event>,
+    /// Debounce it: collapse it into the run of its workflow still debouncing under the same
+    /// key, if there is one (checked by [`NewRun::check_debounce`]).
+    pub debounce: Option<Debounce>,
+}
+
+/// A debounced start: starts of one workflow with the same key inside a window collapse into
+/// one run, which gets the latest start's input. That run is created suspended
+/// ([`SuspendReason::Debouncing`], shown as waiting for [`WaitingFor::Debounce`]) and begins
+/// once the key has been quiet for `quiet` after its latest start, or at its first start plus
+/// `max_wait`, whichever comes first ([`cairn_journal::flow::debounce_wake`]). Every worker
+/// sharing the store sees one window per key: the store collapses starts atomically. Once the
+/// run has begun, the next start opens a new window.
+///
+/// ```
+/// use cairn_store::Debounce;
+/// use std::time::Duration;
+/// let debounce = Debounce::new("order-7", Duration::from_secs(2)).max_wait(Duration::from_secs(60));
+/// assert_eq!(debounce.max_wait, Some(Duration::from_secs(60)));
+/// assert!(Debounce::new("", Duration::from_secs(2)).check().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Debounce {
+    /// Starts with equal keys (of one workflow) collapse: 1 to 200 bytes, no control characters.
+    pub key: String,
+    /// How long the key must be quiet (no further start) before the run begins.
+    pub quiet: Duration,
+    /// The longest the run waits after the first start of its window (`None`: no limit).
+    pub max_wait: Option<Duration>,
+}
+
+impl Debounce {
+    /// Debounce under `key` until it has been quiet for `quiet`.
+    pub fn new(key: impl Into<String>, quiet: Duration) -> Debounce {
+        Debounce { key: key.into(), quiet, max_wait: None }
+    }
+
+    /// Begin no later than `max_wait` after the window's first start.
+    pub fn max_wait(mut self, max_wait: Duration) -> Debounce {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// Checks the key, the quiet time and the maximum wait
+    /// ([`cairn_journal::flow::check_debounce`]).
+    pub fn check(&self) -> Result<(), String> {
+        cairn_journal::flow::check_debounce(&self.key, self.quiet, self.max_wait)
+    }
 }
 
 impl NewRun {
@@ -479,6 +556,35 @@ impl NewRun {
             priority: 0,
             fairness_key: None,
             prefix: Vec::new(),
+            debounce: None,
+        }
+    }
+
+    /// Refuses a debounced run whose [`Debounce`] fails its check, or that also carries what a
+    /// debounced start cannot: an idempotency key (a collapsed start has no run of its own to
+    /// find again), a journal prefix (a restart), a parent or a run it continues.
+    pub fn check_debounce(&self) -> Result<(), StoreError> {
+        let Some(debounce) = &self.debounce else { return Ok(()) };
+        debounce.check().map_err(StoreError::InvalidInput)?;
+        let clash = [
+            (self.idempotency_key.is_some(), "an idempotency key"),
+            (!self.prefix.is_empty() || self.restarted_from.is_some(), "a restart"),
+            (self.parent.is_some(), "a parent run"),
+            (self.continued_from.is_some(), "a continued run"),
+        ];
+        Self::refuse_clash(clash)
+    }
+
+    /// Refuses a debounced run for signal-with-start: a signal needs a run of its own start.
+    pub fn check_signal_start(&self) -> Result<(), StoreError> {
+        Self::refuse_clash([(self.debounce.is_some(), "a signal")])
+    }
+
+    /// The refusal of a debounced start for the first clash that holds.
+    fn refuse_clash<const N: usize>(clash: [(bool, &str); N]) -> Result<(), StoreError> {
+        match clash.into_iter().find(|(clashes, _)| *clashes) {
+            Some((_, what)) => Err(StoreError::InvalidInput(format!("a debounced start cannot have {what}"))),
+            None => Ok(()),
         }
     }
 

@@ -353,3 +353,36 @@ async fn a_reopened_store_recounts_its_concurrency_slots() {
         .unwrap();
     assert_eq!(claim(&store, 12).await, ["c"], "the slot a freed goes to c");
 }
+
+/// A debounced start that joined a run rewrote that run's `started` event: reopened, the run
+/// has the latest input and still debounces, and the next start with its key joins it again.
+#[tokio::test]
+async fn a_joined_debounce_window_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = |n: i64, at: i64| {
+        let mut run = NewRun::new(
+            RunId::new(format!("d{n}")),
+            "digest",
+            1,
+            raw(&format!(r#"{{"n":{n}}}"#)),
+            Timestamp::from_millis(at),
+        );
+        run.debounce = Some(Debounce::new("k", std::time::Duration::from_secs(1)));
+        run
+    };
+    {
+        let store = JsonlStore::open(dir.path()).unwrap();
+        assert!(store.create_run(start(1, 0)).await.unwrap().created);
+        assert!(!store.create_run(start(2, 500)).await.unwrap().created);
+    }
+    let store = JsonlStore::open(dir.path()).unwrap();
+    let id = RunId::new("d1");
+    let run = store.get_run(&id).await.unwrap().unwrap();
+    assert!(run.is_debouncing());
+    assert_eq!((run.input.get(), run.wake_at), (r#"{"n":2}"#, Some(Timestamp::from_millis(1_500))));
+    let journal = store.read_journal(&id).await.unwrap();
+    assert_eq!(journal.len(), 1);
+    assert!(matches!(&journal[0].event, Event::Started { input, .. } if input.get() == r#"{"n":2}"#));
+    let joined = store.create_run(start(3, 900)).await.unwrap();
+    assert_eq!((joined.created, joined.run.id.as_str()), (false, "d1"));
+}

@@ -88,7 +88,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         let store = SqliteStore::open(&path).unwrap();
         write_ended_runs(&store, 0, 3).await;
     }
-    // What schema 5 left on disk: none of 6's to 14's tables, indexes, triggers and columns.
+    // What schema 5 left on disk: none of 6's to 15's tables, indexes, triggers and columns.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
@@ -99,7 +99,9 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
              DROP INDEX runs_ready; DROP INDEX runs_fair; DROP TABLE rate_grants; DROP INDEX runs_waiting; DROP TABLE concurrency_rules; DROP TABLE concurrency_slots;
              ALTER TABLE runs DROP COLUMN flow_key; ALTER TABLE runs DROP COLUMN flow_hold;
              ALTER TABLE runs DROP COLUMN waiting_for; ALTER TABLE runs DROP COLUMN priority;
-             ALTER TABLE runs DROP COLUMN fair_key; ALTER TABLE runs DROP COLUMN fair_seq; PRAGMA user_version = 5;",
+             ALTER TABLE runs DROP COLUMN fair_key; ALTER TABLE runs DROP COLUMN fair_seq;
+             DROP INDEX runs_debouncing; ALTER TABLE runs DROP COLUMN debounce_key;
+             ALTER TABLE runs DROP COLUMN debounce_until; PRAGMA user_version = 5;",
         )
         .unwrap();
     }
@@ -118,12 +120,12 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'index'
              AND name IN ('runs_failed', 'runs_cancelled', 'runs_paused', 'runs_parent', 'runs_ready', 'runs_waiting',
-                          'runs_fair')",
+                          'runs_fair', 'runs_debouncing')",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (14, 7));
+    assert_eq!((version, indexes), (15, 8));
     // The status list goes through its partial index.
     let plan: String = conn
         .query_row(

@@ -4,9 +4,10 @@ use crate::ClientError;
 use crate::clock::{Clock, SystemClock, wall_now};
 use crate::engine::{DEFAULT_MAX_PAYLOAD_BYTES, Local};
 use cairn_journal::{JournalEntry, SignalId, StepPath};
+use cairn_store::Debounce;
 use cairn_store::{
     CancelOutcome, ControlRequest, NewRun, NewSignal, Notice, PauseOutcome, PruneRequest, ResumeRequest, RunFilter,
-    RunId, RunPage, RunRecord, RunStatus, SignalRecord, StartSignal, Store,
+    RunId, RunPage, RunRecord, RunStatus, SignalRecord, StartSignal, Store, StoreError,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -179,6 +180,7 @@ struct StartOptions {
     timeout: Option<Duration>,
     retention: Option<Duration>,
     queue: crate::run::Queue,
+    debounce: Option<Debounce>,
 }
 
 impl StartRun<'_> {
@@ -250,6 +252,28 @@ impl StartRun<'_> {
         self.options.queue.fairness_key = Some(key.into());
         self
     }
+
+    /// Debounce this start: starts of this workflow with the same debounce key collapse into
+    /// one run while it has not begun, and that run gets the latest start's input. It begins
+    /// once the key has been quiet for the debounce's quiet time, or at its maximum wait after
+    /// the window's first start, across every worker and client sharing the store. Until then
+    /// it is `suspended` and lists as waiting for `debounce`. The handle of a start that joined
+    /// a run says `created: false`. A debounced start cannot carry an idempotency key or a
+    /// signal; a bad key, quiet time or maximum wait gets `[CAIRN-E0315]` and nothing is stored.
+    ///
+    /// ```
+    /// # use cairn::prelude::*;
+    /// use cairn::Debounce;
+    /// use std::time::Duration;
+    /// # async fn example(engine: &Engine) -> Result<(), ClientError> {
+    /// let debounce = Debounce::new("order-7", Duration::from_secs(2)).max_wait(Duration::from_secs(30));
+    /// engine.start("reindex", &serde_json::json!({"order": 7, "rev": 12})).debounce(debounce).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn debounce(mut self, debounce: Debounce) -> Self {
+        self.options.debounce = Some(debounce);
+        self
+    }
 }
 
 impl<'a> IntoFuture for StartRun<'a> {
@@ -263,6 +287,7 @@ impl<'a> IntoFuture for StartRun<'a> {
             match self.signal {
                 None => self.client.create(run).await,
                 Some((name, payload)) => {
+                    run.check_signal_start().map_err(debounce_refused)?;
                     let payload = payload?;
                     self.client.check_size(&payload)?;
                     check_signal_name(&name)?;
@@ -286,6 +311,14 @@ async fn ending_of(notices: &mut tokio::sync::broadcast::Receiver<Notice>, id: &
             Ok(Notice::Missed) | Err(RecvError::Lagged(_)) => return,
             Err(RecvError::Closed) => std::future::pending::<()>().await,
         }
+    }
+}
+
+/// A debounced start a store would refuse, as the client's error.
+fn debounce_refused(error: StoreError) -> ClientError {
+    match error {
+        StoreError::InvalidInput(message) => ClientError::InvalidDebounce(message),
+        other => ClientError::Store(other),
     }
 }
 
@@ -479,7 +512,7 @@ impl Client {
         input: Box<RawValue>,
         options: StartOptions,
     ) -> Result<NewRun, ClientError> {
-        let StartOptions { id, idempotency_key, timeout, retention, queue, .. } = options;
+        let StartOptions { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
         if workflow.is_empty() {
             return Err(ClientError::UnknownWorkflow(String::new()));
         }
@@ -496,6 +529,8 @@ impl Client {
         run.deadline = timeout.map(|limit| now + limit);
         run.retention = Some(self.retention_of(workflow, retention));
         queue.apply(&mut run);
+        run.debounce = debounce;
+        run.check_debounce().map_err(debounce_refused)?;
         Ok(run)
     }
 
@@ -520,7 +555,7 @@ impl Client {
     fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
         if created.created {
             crate::telemetry::run_started(&created.run.workflow);
-            if let Some(rule) = created.run.waiting_for {
+            if let Some(rule) = created.run.held_back_by() {
                 crate::telemetry::delayed(&created.run.workflow, rule);
             }
         }

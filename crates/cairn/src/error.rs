@@ -302,6 +302,10 @@ pub enum ClientError {
     /// A fairness key is empty, over 200 bytes or holds a control character.
     #[error("[CAIRN-E0313] invalid fairness key: {0}")]
     InvalidFairnessKey(String),
+    /// A debounced start's key, quiet time or maximum wait is not valid, or it also asked for
+    /// what a debounced start cannot have (an idempotency key, a signal).
+    #[error("[CAIRN-E0315] invalid debounce: {0}")]
+    InvalidDebounce(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),

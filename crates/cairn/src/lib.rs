@@ -60,8 +60,8 @@ mod workers;
 
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 pub use cairn_store::{
-    CancelOutcome, ConcurrencyRule, MemoryStore, PageCursor, PauseOutcome, RunConcurrency, RunFilter, RunId, RunPage,
-    RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount,
+    CancelOutcome, ConcurrencyRule, Debounce, MemoryStore, PageCursor, PauseOutcome, RunConcurrency, RunFilter, RunId,
+    RunPage, RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount,
 };
 #[cfg(feature = "sqlite")]
 pub use cairn_store::{Durability, SqliteOptions, SqliteStore};

@@ -200,7 +200,7 @@ mod tests {
         let live = LiveWorkers::at(vec![worker("a", 200, &[("order", 2)])], Timestamp::from_millis(100));
         let input = serde_json::value::RawValue::from_string("{}".into()).unwrap();
         let new = cairn_store::NewRun::new("r".into(), "order", 1, input, Timestamp::from_millis(0));
-        let mut run = cairn_store::RunRecord::pending(&new);
+        let mut run = cairn_store::RunRecord::of(&new);
         for status in RunStatus::ALL {
             run.status = status;
             assert_eq!(live.why_stranded(&run).is_some(), status.needs_worker(), "{status}");
