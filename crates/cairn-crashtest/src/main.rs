@@ -10,7 +10,9 @@
 //! aborts (no unwinding, no cleanup) at the end of that step's body, every time it runs it.
 //! With `--tick-rate N/MS`, `ticker`'s step `tick` runs at most N times in any MS milliseconds
 //! (a rate limit); with `--ticker-limit N`, at most N `ticker` runs hold a slot at once (a
-//! concurrency limit).
+//! concurrency limit). With `--debounce-starts K/N/QUIET_MS`, once started it makes N rounds of
+//! one debounced `ticker` start per key `key-0`…`key-{K-1}` (input `pid * 1000 + round`, quiet
+//! QUIET_MS), logging each as `start RUN KEY PID MICROS`.
 
 use cairn::prelude::*;
 use cairn::{LoopOptions, RunFilter, RunStatus, SqliteStore, Store};
@@ -183,6 +185,23 @@ fn option(args: &[String], name: &str) -> Option<String> {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
 }
 
+/// `--debounce-starts K/N/QUIET_MS`: N rounds of one debounced `ticker` start per key, each
+/// logged with the run it joined or created.
+async fn debounce_starts(engine: &Engine, worker: &Worker, spec: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let parts: Vec<u64> = spec.split('/').map(str::parse).collect::<Result<_, _>>()?;
+    let [keys, rounds, quiet_ms] = parts[..] else { return Err("--debounce-starts takes K/N/QUIET_MS".into()) };
+    for round in 0..rounds {
+        for key in 0..keys {
+            let key = format!("key-{key}");
+            let debounce = cairn::Debounce::new(&key, Duration::from_millis(quiet_ms));
+            let input = u64::from(std::process::id()) * 1000 + round;
+            let handle = engine.start("ticker", &input).debounce(debounce).await?;
+            worker.log("start", handle.id(), &key).map_err(|e| format!("cannot log: {e:?}"))?;
+        }
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -251,6 +270,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     register!("member", member);
     register!("ticker", ticker);
     let engine = builder.start().await?;
+    if let Some(spec) = option(&args, "--debounce-starts") {
+        debounce_starts(&engine, &worker, &spec).await?;
+    }
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
