@@ -252,7 +252,8 @@ pub struct StartedRun {
     /// The run's summary.
     #[serde(flatten)]
     pub run: RunView,
-    /// `false` when the idempotency key matched an existing run.
+    /// `false` when the idempotency key matched an existing run, or when a debounced start
+    /// joined the run still debouncing under its key.
     pub created: bool,
 }
 

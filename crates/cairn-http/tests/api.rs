@@ -220,6 +220,17 @@ async fn start_get_steps_and_list() {
     assert!(["pending", "running", "suspended"].contains(&still["status"].as_str().unwrap()), "{still}");
     api.engine.client().cancel(&cairn::RunId::new("waits")).await.unwrap();
 
+    // Debounced starts: the second joins the first (200, the same run, the latest input).
+    let debounced = |n: u32| format!(r#"{{"input":{n},"debounce":{{"key":"k","quiet":"1h","maxWait":"2h"}}}}"#);
+    let (status, first) = api.call("POST", "/v1/workflows/approval/runs", Some(&debounced(1))).await;
+    assert_eq!((status, first["created"].as_bool()), (StatusCode::CREATED, Some(true)), "{first}");
+    let (status, second) = api.call("POST", "/v1/workflows/approval/runs", Some(&debounced(2))).await;
+    assert_eq!((status, second["created"].as_bool()), (StatusCode::OK, Some(false)), "{second}");
+    assert_eq!(first["id"], second["id"]);
+    let (_, joined) = api.call("GET", &format!("/v1/runs/{}", first["id"].as_str().unwrap()), None).await;
+    assert_eq!((&joined["waiting_for"], &joined["debounce_key"]), (&json!("debounce"), &json!("k")), "{joined}");
+    api.engine.client().cancel(&cairn::RunId::new(first["id"].as_str().unwrap())).await.unwrap();
+
     // One run by id alone, whatever its workflow.
     let (status, by_id) = api.call("GET", &format!("/v1/runs/{id}"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -237,10 +248,10 @@ async fn start_get_steps_and_list() {
     let (status, dry) = api.call("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s","dryRun":true}"#)).await;
     assert_eq!(status, StatusCode::OK, "{dry}");
     assert_eq!((&dry["deleted"], &dry["dry_run"]), (&json!(0), &json!(true)));
-    assert_eq!(dry["runs"].as_array().unwrap().len(), 3, "{dry}");
-    assert_eq!(api.stored().await.len(), 4);
+    assert_eq!(dry["runs"].as_array().unwrap().len(), 4, "{dry}");
+    assert_eq!(api.stored().await.len(), 5);
     let (status, pruned) = api.call("POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#)).await;
-    assert_eq!((status, &pruned["deleted"]), (StatusCode::OK, &json!(3)), "{pruned}");
+    assert_eq!((status, &pruned["deleted"]), (StatusCode::OK, &json!(4)), "{pruned}");
     let left: Vec<String> = api.stored().await.into_iter().map(|(id, ..)| id).collect();
     assert_eq!(left, ["orphan"]);
 
@@ -482,6 +493,27 @@ async fn bad_requests_are_refused_and_change_nothing() {
             Some(r#"{"input":{"name":"a"},"fairnessKey":""}"#.into()),
             StatusCode::BAD_REQUEST,
             "invalid_fairness_key",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":"a"},"debounce":{"key":"k","quiet":"soon"}}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_debounce",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":"a"},"debounce":{"key":"","quiet":"1s"}}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_debounce",
+        ),
+        (
+            "POST",
+            "/v1/workflows/hello/runs".into(),
+            Some(r#"{"input":{"name":"a"},"idempotencyKey":"i","debounce":{"key":"k","quiet":"1s"}}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_debounce",
         ),
         (
             "POST",

@@ -39,7 +39,8 @@ pub const CLAIM_LAG: &str = "cairn_claim_lag_seconds";
 /// Runs started by schedules' firings on this worker (`schedule`).
 pub const SCHEDULED_RUNS: &str = "cairn_schedule_runs_started_total";
 /// Counter: runs held back by a flow rule (label `rule`: `concurrency` when a new run waits for
-/// a slot, `rate` each time a rate limit suspends a start or a step), by workflow.
+/// a slot, `rate` each time a rate limit suspends a start or a step, `debounce` when a
+/// debounced start opens a window), by workflow.
 pub const RUNS_DELAYED: &str = "cairn_runs_delayed_total";
 
 /// Registers the descriptions of Cairn's metrics with the installed recorder (its `# HELP`
@@ -54,7 +55,7 @@ pub fn describe() {
     describe_counter!(STEP_RETRIES, "Failed step attempts that will be retried.");
     describe_counter!(SIGNALS, "Signals delivered by this process.");
     describe_counter!(SCHEDULED_RUNS, "Runs started by schedules' firings on this worker.");
-    describe_counter!(RUNS_DELAYED, "Runs held back by a concurrency limit or a rate limit, by rule.");
+    describe_counter!(RUNS_DELAYED, "Runs held back by a concurrency limit, a rate limit or a debounce, by rule.");
     describe_counter!(RETENTION_SWEPT, "Ended runs deleted by retention sweeps and prunes.");
     describe_histogram!(CLAIM_LAG, Unit::Seconds, "From a run being ready to its claim by this worker.");
     use cairn_store::metrics_names::{BATCH_SIZE, COMMIT_SECONDS};
