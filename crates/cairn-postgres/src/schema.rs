@@ -321,6 +321,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE {schema}.runs ADD COLUMN debounce_key TEXT COLLATE \"C\", ADD COLUMN debounce_until BIGINT;
     CREATE UNIQUE INDEX runs_debouncing ON {schema}.runs (workflow, debounce_key)
         WHERE status = 'suspended' AND suspend_reason = 'debouncing';",
+    // 17: a run cancelled or paused while it waited for a concurrency slot kept `waiting_for`,
+    // and a later admission gave it a slot nobody would free. Such runs leave the queue, each
+    // group's count is taken again from its runs, and groups with room admit.
+    "UPDATE {schema}.runs SET waiting_for = NULL WHERE waiting_for IS NOT NULL AND status <> 'pending';
+    UPDATE {schema}.concurrency_slots s SET held = (
+        SELECT count(*) FROM {schema}.runs r WHERE r.workflow = s.workflow AND r.flow_key = s.key
+          AND r.waiting_for IS NULL
+          AND (r.status IN ('pending', 'running') OR (r.status = 'suspended' AND r.flow_hold)));
+    SELECT {schema}.flow_admit(g.workflow, g.flow_key)
+    FROM (SELECT DISTINCT workflow, flow_key FROM {schema}.runs WHERE waiting_for IS NOT NULL
+          ORDER BY workflow, flow_key) g;",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

@@ -490,7 +490,7 @@ impl Sql {
             pause_now: format!(
                 "UPDATE {s}.runs SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
                      pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
-                     lease_expires_at = NULL
+                     lease_expires_at = NULL, waiting_for = NULL
                  WHERE id = $1"
             ),
             resume: format!(
@@ -566,7 +566,7 @@ impl Sql {
             cancel_now: format!(
                 "UPDATE {s}.runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
                      status = 'cancelled', suspend_reason = NULL, error = $4, completed_at = $3, wake_at = NULL,
-                     lease_owner = NULL, lease_expires_at = NULL, delete_after = $3 + retention_ms
+                     lease_owner = NULL, lease_expires_at = NULL, delete_after = $3 + retention_ms, waiting_for = NULL
                  WHERE id = $1"
             ),
             put_schedule: format!(

@@ -1402,6 +1402,39 @@ pub async fn rate_limits_grant_at_most_limit_per_window(store: DynStore) {
     assert!(verdicts.iter().flatten().all(|at| *at == t(6_000)), "{verdicts:?}");
 }
 
+/// A run cancelled or paused while it waits for a concurrency slot leaves the queue: it is never
+/// admitted (it would hold a slot nobody frees), and the runs behind it are.
+pub async fn waiting_runs_cancelled_or_paused_leave_the_queue(store: DynStore) {
+    store.put_concurrency(&ConcurrencyRule::per_workflow("one", 1)).await.expect("rule");
+    for (id, at) in [("r1", 1), ("r2", 2), ("r3", 3), ("r4", 4)] {
+        store.create_run(NewRun::new(RunId::new(id), "one", 1, raw("{}"), t(at))).await.expect("create");
+    }
+    let get = |id: &'static str| {
+        let store = Arc::clone(&store);
+        async move { store.get_run(&RunId::new(id)).await.expect("get").expect("exists") }
+    };
+    assert_eq!(get("r2").await.waiting_for, Some(WaitingFor::Concurrency));
+    assert_eq!(store.cancel(control(&RunId::new("r2"), 5)).await.expect("cancel"), CancelOutcome::Cancelled);
+    assert_eq!(store.pause(control(&RunId::new("r3"), 6)).await.expect("pause"), PauseOutcome::Paused);
+    let (r2, r3) = (get("r2").await, get("r3").await);
+    assert_eq!((r2.status, r2.held_back_by()), (RunStatus::Cancelled, None));
+    assert_eq!((r3.status, r3.held_back_by()), (RunStatus::Paused, None));
+    // r1 ends: r4, the only run still waiting, takes the slot.
+    let r1 = claim_one(&store, "one", 10).await;
+    let mut finish = progress(&r1, vec![Event::Completed { output: raw("1") }]);
+    finish.update = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(11) };
+    store.append(finish).await.expect("finish");
+    assert_eq!(get("r4").await.waiting_for, None, "the slot went to r4");
+    assert_eq!(claim_one(&store, "one", 12).await.id.as_str(), "r4");
+    // r3 resumes behind r4, and gets the slot when r4 ends.
+    store.resume(ResumeRequest { run_id: RunId::new("r3"), at: t(13) }).await.expect("resume");
+    assert_eq!(get("r3").await.waiting_for, Some(WaitingFor::Concurrency));
+    let mut finish = progress(&get("r4").await, vec![Event::Completed { output: raw("1") }]);
+    finish.update = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(14) };
+    store.append(finish).await.expect("finish");
+    assert_eq!(claim_one(&store, "one", 15).await.id.as_str(), "r3");
+}
+
 /// A debounced start (`quiet` 1 s, at most 3 s) with `n` as its input, at `at`, under `key`.
 fn debounced(id: &str, key: &str, n: i64, at: i64) -> NewRun {
     let mut run = NewRun::new(RunId::new(id), "digest", 1, raw(&format!(r#"{{"n":{n}}}"#)), t(at));
@@ -1515,7 +1548,8 @@ macro_rules! conformance_tests {
                 stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status,
                 continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time,
                 concurrency_limits_admit_in_order, claims_follow_priority_then_fairness,
-                rate_limits_grant_at_most_limit_per_window, debounced_starts_collapse_into_one_run);
+                rate_limits_grant_at_most_limit_per_window, debounced_starts_collapse_into_one_run,
+                waiting_runs_cancelled_or_paused_leave_the_queue);
         }
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -510,6 +510,8 @@ impl Inner {
 /// Ends a run with `status` at `at`: kept for its retention from then.
 fn end(run: &mut RunRecord, status: RunStatus, at: Timestamp) {
     run.status = status;
+    // A run cancelled while it waited for a slot leaves the queue.
+    run.waiting_for = None;
     run.completed_at = Some(at);
     run.delete_after = run.retention.map(|keep| at + keep);
 }
@@ -744,6 +746,9 @@ impl Store for MemoryStore {
             run.wake_at = None;
             run.lease_owner = None;
             run.lease_expires_at = None;
+            // It leaves the queue of its concurrency group, if it waited there (resuming
+            // queues it again).
+            run.waiting_for = None;
             Ok(PauseOutcome::Paused)
         });
         Box::pin(async move { result? })

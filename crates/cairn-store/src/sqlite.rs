@@ -391,6 +391,17 @@ ALTER TABLE runs ADD COLUMN debounce_until INTEGER;
 CREATE UNIQUE INDEX runs_debouncing ON runs(workflow, debounce_key)
     WHERE status = 'suspended' AND suspend_reason = 'debouncing';
 ",
+    // 16: a run cancelled or paused while it waited for a concurrency slot kept `waiting_for`,
+    // and a later admission gave it a slot nobody would free. Such runs leave the queue, each
+    // group's count is taken again from its runs, and groups with room admit.
+    "
+UPDATE runs SET waiting_for = NULL WHERE waiting_for IS NOT NULL AND status <> 'pending';
+UPDATE concurrency_slots SET held = (
+    SELECT count(*) FROM runs r WHERE r.workflow = concurrency_slots.workflow AND r.flow_key = concurrency_slots.key
+      AND r.waiting_for IS NULL
+      AND (r.status IN ('pending', 'running') OR (r.status = 'suspended' AND r.flow_hold = 1)));
+INSERT INTO flow_admit (workflow, key) SELECT DISTINCT workflow, flow_key FROM runs WHERE waiting_for IS NOT NULL;
+",
 ];
 
 /// The triggers that keep concurrency groups' slots as runs are created and change status:
@@ -1598,7 +1609,7 @@ impl Writer {
         self.conn
             .prepare_cached(
                 "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3, pause_requested = 0,
-                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL
                  WHERE id = ?1",
             )?
             .execute(params![request.run_id.as_str(), request.reason, request.at.as_millis()])?;
@@ -1664,7 +1675,7 @@ impl Writer {
             .prepare_cached(
                 "UPDATE runs SET cancel_requested = 1, epoch = epoch + 1, last_seq = ?2, updated_at = ?3,
                      status = 'cancelled', suspend_reason = NULL, error = ?4, completed_at = ?3, wake_at = NULL,
-                     lease_owner = NULL, lease_expires_at = NULL, delete_after = ?3 + retention_ms
+                     lease_owner = NULL, lease_expires_at = NULL, delete_after = ?3 + retention_ms, waiting_for = NULL
                  WHERE id = ?1",
             )?
             .execute(params![request.run_id.as_str(), seq as i64, request.at.as_millis(), request.reason])?;
