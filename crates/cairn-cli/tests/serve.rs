@@ -95,6 +95,12 @@ fn serve_examples_over_http_then_stop_on_sigterm() {
     await_status(&address, &format!("/v1/workflows/flaky/runs/{flaky}"), "completed", None);
     let (status, pruned) = http(&address, "POST", "/v1/runs/prune", Some(r#"{"olderThan":"0s"}"#));
     assert_eq!((status, &pruned["deleted"]), (200, &json!(5)), "{pruned}");
+    // Two debounced starts make one window, counted once as a delayed run.
+    let debounced = r#"{"input":1,"debounce":{"key":"k","quiet":"1h"}}"#;
+    for expected in [201, 200] {
+        let (status, started) = http(&address, "POST", "/v1/workflows/approval/runs", Some(debounced));
+        assert_eq!(status, expected, "{started}");
+    }
     let metrics = metrics_of(&address);
     for line in [
         // `hello`: started here by the API and by an HTTP event; the CLI started a third.
@@ -108,6 +114,7 @@ fn serve_examples_over_http_then_stop_on_sigterm() {
         "workflow_step_retries_total{workflow=\"flaky\",step=\"charge\"} 1",
         "workflow_signals_total{workflow=\"approval\",event=\"approve\"} 1",
         "workflow_retention_swept_total 5",
+        "cairn_runs_delayed_total{workflow=\"approval\",rule=\"debounce\"} 1",
         "# TYPE cairn_store_commit_seconds histogram",
         "# TYPE cairn_store_commit_batch_size histogram",
         "# TYPE cairn_claim_lag_seconds histogram",

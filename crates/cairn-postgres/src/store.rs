@@ -540,7 +540,7 @@ impl Sql {
                      SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold"
             ),
             delete_rule: format!("DELETE FROM {s}.concurrency_rules WHERE workflow = $1"),
-            // The flow triggers exist once the store has a rule (schema migration 15).
+            // The flow triggers exist once the store has a rule (schema migrations 15 and 18).
             ensure_flow_triggers: format!(
                 "SELECT {s}.ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM {s}.concurrency_rules)"
             ),
