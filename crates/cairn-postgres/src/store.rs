@@ -488,9 +488,12 @@ impl Sql {
             request_cancel: format!("UPDATE {s}.runs SET cancel_requested = true WHERE id = $1"),
             request_pause: format!("UPDATE {s}.runs SET pause_requested = true WHERE id = $1"),
             pause_now: format!(
-                "UPDATE {s}.runs SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
+                "UPDATE {s}.runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
                      pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
-                     lease_expires_at = NULL, waiting_for = NULL
+                     lease_expires_at = NULL, waiting_for = NULL,
+                     flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
+                         THEN coalesce((SELECT c.hold FROM {s}.concurrency_rules c WHERE c.workflow = u.workflow), false)
+                         ELSE u.flow_hold END
                  WHERE id = $1"
             ),
             resume: format!(

@@ -1520,6 +1520,18 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
     let h1 = store.get_run(&RunId::new("h1")).await.expect("get").expect("exists");
     assert_eq!((h1.status, h1.waiting_for), (RunStatus::Pending, Some(WaitingFor::Concurrency)));
     assert_eq!(h1.concurrency.map(|c| c.hold_suspended), Some(true), "its rule applies from now on");
+    // Paused while it debounces, its window closes too: resumed, it waits for a slot and keeps it
+    // while suspended as its rule says.
+    let mut paused = debounced("h3", "other", 1, 11_000);
+    paused.workflow = "held".into();
+    store.create_run(paused).await.expect("create");
+    assert_eq!(store.pause(control(&RunId::new("h3"), 11_001)).await.expect("pause"), PauseOutcome::Paused);
+    let h3 = store.get_run(&RunId::new("h3")).await.expect("get").expect("exists");
+    assert_eq!((h3.status, h3.held_back_by()), (RunStatus::Paused, None));
+    assert_eq!(h3.concurrency.map(|c| c.hold_suspended), Some(true));
+    let mut again = debounced("h4", "other", 2, 11_002);
+    again.workflow = "held".into();
+    assert!(store.create_run(again).await.expect("create").created, "the paused run's window closed");
 }
 
 /// Declares one `#[tokio::test]` per conformance check for a backend.

@@ -57,8 +57,7 @@ struct Inner {
     waiting: BTreeSet<(String, String, Timestamp, RunId)>,
     /// Rate limits' grants within their windows, by bucket.
     rates: HashMap<String, Vec<i64>>,
-    /// The run debouncing under each (workflow, debounce key); an entry whose run has begun (or
-    /// was cancelled or paused) is stale until the key's next start replaces it.
+    /// The run debouncing under each (workflow, debounce key), until its window closes.
     debouncing: HashMap<(String, String), RunId>,
 }
 
@@ -191,10 +190,15 @@ impl Inner {
         let run = self.runs.get_mut(id).ok_or_else(|| StoreError::RunNotFound(id.clone()))?;
         let before = due_key(run);
         let slot_before = slot_state(run);
+        let debounced = run.is_debouncing();
         let out = change(run);
         let after = due_key(run);
         let slot_after = slot_state(run);
         let moved = (slot_before != slot_after).then(|| (group_of(run), run.created_at));
+        if debounced && !run.is_debouncing() {
+            // Its window closed (it began, or was cancelled or paused).
+            self.debouncing.remove(&(run.workflow.clone(), run.debounce_key.clone().unwrap_or_default()));
+        }
         self.move_due(id, before, after);
         if let (Some((group, created_at)), Some((held, waited)), Some((holds, waits))) =
             (moved, slot_before, slot_after)
@@ -254,6 +258,11 @@ impl Inner {
             .filter(|(place, _)| place.0 == Due::Pending && place.1 == Reverse(priority))
             .map(|(place, _)| place.2);
         fair_seq(last, head)
+    }
+
+    /// Whether the concurrency rule of run `id`'s workflow keeps a suspended run's slot.
+    fn rule_hold(&self, id: &RunId) -> bool {
+        self.runs.get(id).and_then(|run| self.rules.get(&run.workflow)).is_some_and(|rule| rule.hold_suspended)
     }
 
     /// Admits the runs waiting for `group`'s slots, oldest first, while it has free ones.
@@ -593,8 +602,7 @@ impl Store for MemoryStore {
             due.into_iter().map(|(_, id)| id).filter(|id| inner.runs.get(id).is_some_and(requeues)).collect()
         };
         for id in woken {
-            let hold =
-                inner.runs.get(&id).and_then(|run| inner.rules.get(&run.workflow)).is_some_and(|r| r.hold_suspended);
+            let hold = inner.rule_hold(&id);
             let _ = inner.modify(&id, |run| {
                 if let (true, Some(place)) = (run.is_debouncing(), run.concurrency.as_mut()) {
                     // Its window closed: from now on it keeps its slot while suspended as its
@@ -619,10 +627,6 @@ impl Store for MemoryStore {
         ready.truncate(request.limit);
         let mut claimed = Vec::with_capacity(ready.len());
         for (_, id) in ready {
-            if let Some(run) = inner.runs.get(&id).filter(|run| run.is_debouncing()) {
-                let key = (run.workflow.clone(), run.debounce_key.clone().unwrap_or_default());
-                inner.debouncing.remove(&key);
-            }
             let run = inner.modify(&id, |run| {
                 if run.status == RunStatus::Running {
                     // Its lease expired: the worker that held it died or stalled.
@@ -725,7 +729,9 @@ impl Store for MemoryStore {
     }
 
     fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome> {
-        let result = self.lock().modify(&request.run_id, |run| {
+        let mut inner = self.lock();
+        let hold = inner.rule_hold(&request.run_id);
+        let result = inner.modify(&request.run_id, |run| {
             if run.status.is_terminal() {
                 return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
             }
@@ -736,7 +742,11 @@ impl Store for MemoryStore {
                 run.pause_requested = true;
                 return Ok(PauseOutcome::Requested);
             }
-            // Nobody executes it: paused now, and any earlier holder is fenced.
+            // Nobody executes it: paused now, and any earlier holder is fenced. A debouncing run's
+            // window closes, and its rule's hold applies from now on.
+            if let (true, Some(place)) = (run.is_debouncing(), run.concurrency.as_mut()) {
+                place.hold_suspended = hold;
+            }
             run.epoch += 1;
             run.status = RunStatus::Paused;
             run.error = Some(request.reason.clone());

@@ -1673,7 +1673,10 @@ impl Writer {
         self.conn
             .prepare_cached(
                 "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3, pause_requested = 0,
-                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL
+                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL,
+                     flow_hold = CASE WHEN suspend_reason = 'debouncing'
+                         THEN coalesce((SELECT hold FROM concurrency_rules r WHERE r.workflow = runs.workflow), 0)
+                         ELSE flow_hold END
                  WHERE id = ?1",
             )?
             .execute(params![request.run_id.as_str(), request.reason, request.at.as_millis()])?;
