@@ -7,6 +7,7 @@ mod common;
 
 use cairn::journal::Event;
 use cairn::prelude::*;
+use cairn::store::CountingStore;
 use cairn::{RunStatus, Store};
 use common::postgres;
 use std::sync::Arc;
@@ -172,171 +173,18 @@ async fn idle_workers_are_woken_by_notify_not_polling() {
     worker.shutdown().await;
 }
 
-/// A store that counts `get_run` calls (the reads a result waiter makes).
-struct CountingReads {
-    inner: cairn_postgres::PostgresStore,
-    reads: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Store for CountingReads {
-    fn create_run(&self, run: cairn::store::NewRun) -> cairn::store::StoreFuture<'_, cairn::store::CreatedRun> {
-        self.inner.create_run(run)
-    }
-    fn get_run<'a>(&'a self, id: &'a RunId) -> cairn::store::StoreFuture<'a, Option<cairn::store::RunRecord>> {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.get_run(id)
-    }
-    fn record_worker<'a>(&'a self, worker: &'a cairn::store::WorkerRecord) -> cairn::store::StoreFuture<'a, ()> {
-        self.inner.record_worker(worker)
-    }
-    fn workers(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::WorkerRecord>> {
-        self.inner.workers()
-    }
-    fn forget_workers<'a>(&'a self, request: &'a cairn::store::ForgetWorkers) -> cairn::store::StoreFuture<'a, u64> {
-        self.inner.forget_workers(request)
-    }
-    fn set_subscriptions<'a>(
-        &'a self,
-        request: &'a cairn::store::SetSubscriptions,
-    ) -> cairn::store::StoreFuture<'a, ()> {
-        self.inner.set_subscriptions(request)
-    }
-    fn subscriptions(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::Subscription>> {
-        self.inner.subscriptions()
-    }
-    fn version_counts(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::VersionCount>> {
-        self.inner.version_counts()
-    }
-    fn workflow_counts(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::WorkflowCount>> {
-        self.inner.workflow_counts()
-    }
-    fn list_runs<'a>(
-        &'a self,
-        filter: &'a cairn::store::RunFilter,
-    ) -> cairn::store::StoreFuture<'a, cairn::store::RunPage> {
-        self.inner.list_runs(filter)
-    }
-    fn read_journal<'a>(&'a self, id: &'a RunId) -> cairn::store::StoreFuture<'a, Vec<cairn::journal::JournalEntry>> {
-        self.inner.read_journal(id)
-    }
-    fn signals<'a>(&'a self, id: &'a RunId) -> cairn::store::StoreFuture<'a, Vec<cairn::store::SignalRecord>> {
-        self.inner.signals(id)
-    }
-    fn claim<'a>(
-        &'a self,
-        request: &'a cairn::store::ClaimRequest,
-    ) -> cairn::store::StoreFuture<'a, Vec<cairn::store::RunRecord>> {
-        self.inner.claim(request)
-    }
-    fn append(&self, append: cairn::store::Append) -> cairn::store::StoreFuture<'_, ()> {
-        self.inner.append(append)
-    }
-    fn heartbeat<'a>(
-        &'a self,
-        request: &'a cairn::store::HeartbeatRequest,
-    ) -> cairn::store::StoreFuture<'a, Vec<cairn::store::LeaseStatus>> {
-        self.inner.heartbeat(request)
-    }
-    fn send_signal(&self, signal: cairn::store::NewSignal) -> cairn::store::StoreFuture<'_, cairn::journal::SignalId> {
-        self.inner.send_signal(signal)
-    }
-    fn cancel(
-        &self,
-        request: cairn::store::ControlRequest,
-    ) -> cairn::store::StoreFuture<'_, cairn::store::CancelOutcome> {
-        self.inner.cancel(request)
-    }
-    fn pause(&self, request: cairn::store::ControlRequest) -> cairn::store::StoreFuture<'_, cairn::PauseOutcome> {
-        self.inner.pause(request)
-    }
-    fn resume(&self, request: cairn::store::ResumeRequest) -> cairn::store::StoreFuture<'_, ()> {
-        self.inner.resume(request)
-    }
-    fn start_with_signal(
-        &self,
-        run: cairn::store::NewRun,
-        signal: cairn::store::StartSignal,
-    ) -> cairn::store::StoreFuture<'_, (cairn::store::CreatedRun, cairn::journal::SignalId)> {
-        self.inner.start_with_signal(run, signal)
-    }
-    fn prune(&self, request: cairn::store::PruneRequest) -> cairn::store::StoreFuture<'_, Vec<cairn::RunId>> {
-        self.inner.prune(request)
-    }
-    fn next_wake_at<'a>(
-        &'a self,
-        workflows: &'a [cairn::store::WorkflowKey],
-    ) -> cairn::store::StoreFuture<'a, Option<cairn::journal::Timestamp>> {
-        self.inner.next_wake_at(workflows)
-    }
-    fn put_schedule<'a>(
-        &'a self,
-        put: &'a cairn::store::PutSchedule,
-    ) -> cairn::store::StoreFuture<'a, cairn::store::ScheduleRecord> {
-        self.inner.put_schedule(put)
-    }
-    fn schedules(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::ScheduleRecord>> {
-        self.inner.schedules()
-    }
-    fn due_schedules<'a>(
-        &'a self,
-        workflows: &'a [String],
-        now: cairn::journal::Timestamp,
-        limit: usize,
-    ) -> cairn::store::StoreFuture<'a, Vec<cairn::store::ScheduleRecord>> {
-        self.inner.due_schedules(workflows, now, limit)
-    }
-    fn fire_schedule(
-        &self,
-        fire: cairn::store::FireSchedule,
-    ) -> cairn::store::StoreFuture<'_, Option<Vec<cairn::store::CreatedRun>>> {
-        self.inner.fire_schedule(fire)
-    }
-    fn pause_schedule<'a>(
-        &'a self,
-        change: &'a cairn::store::PauseSchedule,
-    ) -> cairn::store::StoreFuture<'a, cairn::store::ScheduleRecord> {
-        self.inner.pause_schedule(change)
-    }
-    fn delete_schedule<'a>(&'a self, name: &'a str) -> cairn::store::StoreFuture<'a, bool> {
-        self.inner.delete_schedule(name)
-    }
-    fn put_concurrency<'a>(&'a self, rule: &'a cairn::store::ConcurrencyRule) -> cairn::store::StoreFuture<'a, ()> {
-        self.inner.put_concurrency(rule)
-    }
-    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> cairn::store::StoreFuture<'a, bool> {
-        self.inner.delete_concurrency(workflow)
-    }
-    fn concurrency_rules(&self) -> cairn::store::StoreFuture<'_, Vec<cairn::store::ConcurrencyRule>> {
-        self.inner.concurrency_rules()
-    }
-    fn take_rate<'a>(
-        &'a self,
-        take: &'a cairn::store::TakeRate,
-    ) -> cairn::store::StoreFuture<'a, Option<cairn::Timestamp>> {
-        self.inner.take_rate(take)
-    }
-    fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.inner.wakeups()
-    }
-    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<cairn::store::Notice>> {
-        self.inner.notices()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn result_waiters_hear_of_runs_ending_elsewhere() {
     let Some((store, schema)) = postgres("endings").await else { return };
     let worker = Engine::builder().store(store).register("ping", 1, ping).start().await.unwrap();
     // Other "processes" that execute nothing, one with an engine and one a bare client: their
     // result waiters must be told, not poll.
-    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let waiter = Engine::builder()
-        .store(CountingReads { inner: connect(&schema).await.unwrap(), reads: Arc::clone(&reads) })
-        .start()
-        .await
-        .unwrap();
-    let bare_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let bare = Client::new(CountingReads { inner: connect(&schema).await.unwrap(), reads: Arc::clone(&bare_reads) });
+    let counted = CountingStore::new(connect(&schema).await.unwrap());
+    let reads = counted.calls();
+    let waiter = Engine::builder().store(counted).start().await.unwrap();
+    let counted = CountingStore::new(connect(&schema).await.unwrap());
+    let bare_reads = counted.calls();
+    let bare = Client::new(counted);
     let steer = Client::new(connect(&schema).await.unwrap());
     let run = steer.start("ping", &40u32).await.unwrap();
     wait_status(&steer, run.id(), RunStatus::Suspended).await;
@@ -355,7 +203,7 @@ async fn result_waiters_hear_of_runs_ending_elsewhere() {
     // The first read, the read after the ending was reported, and at most one after the
     // listener (re)connected.
     for (waiter, reads) in [("engine's", reads), ("bare client's", bare_reads)] {
-        let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
+        let reads = reads.of("get_run");
         assert!(reads <= 3, "the {waiter} waiter read the store {reads} times");
     }
     waiter.shutdown().await;

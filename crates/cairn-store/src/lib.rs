@@ -13,12 +13,14 @@
 //!
 //! Every backend passes the conformance suite in the `cairn-store-conformance` crate.
 
+mod counting;
 mod jsonl;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;
 
+pub use counting::{Calls, CountingStore};
 pub use jsonl::JsonlStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]

@@ -395,6 +395,10 @@ async fn claim_loop(local: Arc<Local>) {
         if next_wake.is_some_and(|at| at <= local.clock.now()) && client.fire_due_schedules().await {
             continue;
         }
+        // A wake-up already due while this worker is full waits for a run to end (which wakes
+        // the claimer): sleeping until it would return at once, and the loop would spin on the
+        // store until a slot frees.
+        let next_wake = next_wake.filter(|at| !full_batch || *at > local.clock.now());
         let timer = async {
             match next_wake {
                 Some(at) => local.clock.sleep_until(at).await,

@@ -1,0 +1,120 @@
+//! A store that counts the calls made to another.
+
+use crate::{
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
+    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
+    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
+    Store, StoreFuture, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+};
+use cairn_journal::{JournalEntry, SignalId, Timestamp};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// How many times each [`Store`] method of a [`CountingStore`] was called, by name; clones
+/// share the counts.
+#[derive(Debug, Clone, Default)]
+pub struct Calls(Arc<Mutex<BTreeMap<&'static str, u64>>>);
+
+impl Calls {
+    /// The calls of the method named `method` so far.
+    pub fn of(&self, method: &str) -> u64 {
+        self.lock().get(method).copied().unwrap_or(0)
+    }
+
+    fn add(&self, method: &'static str) {
+        *self.lock().entry(method).or_default() += 1;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, u64>> {
+        // A count is only ever incremented: a poisoned map is still consistent.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A store that passes every call to `inner` and counts it: for tests and diagnostics that check
+/// how often a worker or a client reads the store (a claim loop, a result waiter).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use cairn_store::{CountingStore, MemoryStore, RunId, Store};
+/// let store = CountingStore::new(MemoryStore::new());
+/// let calls = store.calls();
+/// store.get_run(&RunId::new("nope")).await.unwrap();
+/// assert_eq!((calls.of("get_run"), calls.of("claim")), (1, 0));
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct CountingStore<S> {
+    inner: S,
+    calls: Calls,
+}
+
+impl<S: Store> CountingStore<S> {
+    /// Counts the calls made to `inner`.
+    pub fn new(inner: S) -> CountingStore<S> {
+        CountingStore { inner, calls: Calls::default() }
+    }
+
+    /// The counts (shared with this store: they go on counting).
+    pub fn calls(&self) -> Calls {
+        self.calls.clone()
+    }
+}
+
+/// Each method counts itself, then asks the inner store.
+macro_rules! counted {
+    ($( fn $name:ident $(<$a:lifetime>)? (&$($sa:lifetime)? self $(, $arg:ident: $ty:ty)*) -> $out:ty; )*) => {
+        $(
+            fn $name $(<$a>)? (&$($sa)? self $(, $arg: $ty)*) -> $out {
+                self.calls.add(stringify!($name));
+                self.inner.$name($($arg),*)
+            }
+        )*
+    };
+}
+
+impl<S: Store> Store for CountingStore<S> {
+    counted! {
+        fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun>;
+        fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>>;
+        fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage>;
+        fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>>;
+        fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>>;
+        fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>>;
+        fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>>;
+        fn append(&self, append: Append) -> StoreFuture<'_, ()>;
+        fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>>;
+        fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId>;
+        fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome>;
+        fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome>;
+        fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()>;
+        fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)>;
+        fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>>;
+        fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()>;
+        fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>>;
+        fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64>;
+        fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()>;
+        fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>>;
+        fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>>;
+        fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>>;
+        fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>>;
+        fn put_schedule<'a>(&'a self, schedule: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord>;
+        fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>>;
+        fn due_schedules<'a>(&'a self, workflows: &'a [String], now: Timestamp, limit: usize) -> StoreFuture<'a, Vec<ScheduleRecord>>;
+        fn fire_schedule(&self, fire: FireSchedule) -> StoreFuture<'_, Option<Vec<CreatedRun>>>;
+        fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord>;
+        fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool>;
+        fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()>;
+        fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool>;
+        fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>>;
+        fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>>;
+    }
+
+    fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.wakeups()
+    }
+
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        self.inner.notices()
+    }
+}
