@@ -1532,6 +1532,10 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
     let mut again = debounced("h4", "other", 2, 11_002);
     again.workflow = "held".into();
     assert!(store.create_run(again).await.expect("create").created, "the paused run's window closed");
+    let mut joins = debounced("h5", "other", 3, 11_003);
+    joins.workflow = "held".into();
+    let joined = store.create_run(joins).await.expect("join under a rule");
+    assert_eq!((joined.created, joined.run.id.as_str(), joined.run.input.get()), (false, "h4", r#"{"n":3}"#));
 }
 
 /// Declares one `#[tokio::test]` per conformance check for a backend.
