@@ -516,6 +516,14 @@ impl Inner {
     }
 }
 
+/// A debouncing run whose window closes (it wakes, or is paused) keeps its slot while suspended
+/// from then on as its concurrency rule says (`hold`): it held none while it debounced.
+fn close_debounce_window(run: &mut RunRecord, hold: bool) {
+    if let (true, Some(place)) = (run.is_debouncing(), run.concurrency.as_mut()) {
+        place.hold_suspended = hold;
+    }
+}
+
 /// Ends a run with `status` at `at`: kept for its retention from then.
 fn end(run: &mut RunRecord, status: RunStatus, at: Timestamp) {
     run.status = status;
@@ -604,11 +612,7 @@ impl Store for MemoryStore {
         for id in woken {
             let hold = inner.rule_hold(&id);
             let _ = inner.modify(&id, |run| {
-                if let (true, Some(place)) = (run.is_debouncing(), run.concurrency.as_mut()) {
-                    // Its window closed: from now on it keeps its slot while suspended as its
-                    // rule says.
-                    place.hold_suspended = hold;
-                }
+                close_debounce_window(run, hold);
                 run.status = RunStatus::Pending;
                 run.waiting_for = Some(WaitingFor::Concurrency);
                 run.suspend_reason = None;
@@ -742,11 +746,8 @@ impl Store for MemoryStore {
                 run.pause_requested = true;
                 return Ok(PauseOutcome::Requested);
             }
-            // Nobody executes it: paused now, and any earlier holder is fenced. A debouncing run's
-            // window closes, and its rule's hold applies from now on.
-            if let (true, Some(place)) = (run.is_debouncing(), run.concurrency.as_mut()) {
-                place.hold_suspended = hold;
-            }
+            // Nobody executes it: paused now, and any earlier holder is fenced.
+            close_debounce_window(run, hold);
             run.epoch += 1;
             run.status = RunStatus::Paused;
             run.error = Some(request.reason.clone());

@@ -4,10 +4,9 @@ use crate::ClientError;
 use crate::clock::{Clock, SystemClock, wall_now};
 use crate::engine::{DEFAULT_MAX_PAYLOAD_BYTES, Local};
 use cairn_journal::{JournalEntry, SignalId, StepPath};
-use cairn_store::Debounce;
 use cairn_store::{
-    CancelOutcome, ControlRequest, NewRun, NewSignal, Notice, PauseOutcome, PruneRequest, ResumeRequest, RunFilter,
-    RunId, RunPage, RunRecord, RunStatus, SignalRecord, StartSignal, Store, StoreError,
+    CancelOutcome, ControlRequest, Debounce, NewRun, NewSignal, Notice, PauseOutcome, PruneRequest, ResumeRequest,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, SignalRecord, StartSignal, Store, StoreError,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
