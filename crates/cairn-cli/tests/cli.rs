@@ -431,6 +431,21 @@ async fn runs_start_steps_and_workflows() {
     assert_eq!(steps["steps"], serde_json::json!([]), "no step ran before the cancel");
     assert_eq!(steps["journal"].as_array().unwrap().len(), 2, "started, cancelled");
 
+    // Debounced starts: the second joins the first, which waits for its key to be quiet.
+    let debounced =
+        |n: &'static str| ["runs", "start", "digest", n, "--debounce", "k", "--quiet", "1h", "--max-wait", "2h"];
+    let first = String::from_utf8(cairn(&[&debounced("1")[..], &["--db", db]].concat()).stdout).unwrap();
+    let joined = stdout_json(&cairn(&[&debounced("2")[..], &["--db", db, "--json"]].concat()));
+    assert!(first.contains(" started: debouncing under key k;"), "{first}");
+    assert_eq!((&joined["created"], &joined["waiting_for"]), (&false.into(), &"debounce".into()), "{joined}");
+    let again = String::from_utf8(cairn(&[&debounced("3")[..], &["--db", db]].concat()).stdout).unwrap();
+    assert!(
+        again.starts_with(&format!("{} joined: debouncing under key k;", joined["id"].as_str().unwrap())),
+        "{again}"
+    );
+    let listed = String::from_utf8(cairn(&["runs", "list", "--workflow", "digest", "--db", db]).stdout).unwrap();
+    assert!(listed.contains("suspended (waiting_for: debounce)"), "{listed}");
+
     // Bad input: clear errors, non-zero exits, nothing stored.
     let before = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
     for bad in [
@@ -440,6 +455,11 @@ async fn runs_start_steps_and_workflows() {
         vec!["runs", "start", "", "1", "--db", db],
         vec!["runs", "start", "order", "1", "--fairness-key", "", "--db", db],
         vec!["runs", "start", "order", "1", "--priority", "high", "--db", db],
+        vec!["runs", "start", "digest", "1", "--quiet", "1s", "--db", db],
+        vec!["runs", "start", "digest", "1", "--debounce", "k", "--db", db],
+        vec!["runs", "start", "digest", "1", "--debounce", "k", "--quiet", "soon", "--db", db],
+        vec!["runs", "start", "digest", "1", "--debounce", "", "--quiet", "1s", "--db", db],
+        vec!["runs", "start", "digest", "1", "--debounce", "k", "--quiet", "1s", "--idempotency-key", "i", "--db", db],
         vec!["runs", "steps", "nope", "--db", db],
     ] {
         let output = cairn(&bad);

@@ -134,6 +134,12 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
     let all = remote(&["workers", "--all"]);
     assert!(String::from_utf8_lossy(&all.stderr).contains("drop --url"), "{}", String::from_utf8_lossy(&all.stderr));
 
+    // A debounced start through the server: the second joins the first.
+    let debounced = ["runs", "start", "approval", "null", "--debounce", "k", "--quiet", "1h", "--json"];
+    let (first, second) = (json_of(&remote(&debounced)), json_of(&remote(&debounced)));
+    assert_eq!((&first["created"], &second["created"], &second["id"]), (&json!(true), &json!(false), &first["id"]));
+    assert_eq!(second["waiting_for"], json!("debounce"), "{second}");
+
     // Errors: the same message, and nothing changed.
     let before = ok(&local(&["runs", "list", "--json"]));
     let failures: Vec<Vec<&str>> = vec![
@@ -145,6 +151,7 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         vec!["runs", "restart", "a-3", "--from-step", "approve"],
         vec!["events", "publish", "user..signup"],
         vec!["runs", "list", "--input", "name"],
+        vec!["runs", "start", "approval", "null", "--debounce", "", "--quiet", "1s"],
     ];
     for args in &failures {
         let (through_server, on_store) = (remote(args), local(args));
