@@ -396,6 +396,29 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         NULL;
     END $$;
     SELECT {schema}.ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM {schema}.concurrency_rules);",
+    // 19: new runs admitted as they are inserted. A batch of new runs takes its groups' free
+    // slots first (`flow_take`: the slot row locked, none taken while runs wait), so its first
+    // runs of each group are inserted admitted instead of inserted waiting and then updated by
+    // the insert trigger's admission; slots taken for runs the batch did not insert (an id or
+    // idempotency key already taken) go back (`flow_give`).
+    "CREATE FUNCTION {schema}.flow_take(w TEXT, k TEXT, n INTEGER) RETURNS INTEGER LANGUAGE plpgsql AS $$
+    DECLARE free BIGINT;
+    BEGIN
+        INSERT INTO {schema}.concurrency_slots (workflow, key) VALUES (w, k) ON CONFLICT DO NOTHING;
+        SELECT coalesce((SELECT lim FROM {schema}.concurrency_rules WHERE workflow = w), 1000000000) - held INTO free
+            FROM {schema}.concurrency_slots WHERE workflow = w AND key = k FOR UPDATE;
+        IF free <= 0
+            OR EXISTS (SELECT 1 FROM {schema}.runs WHERE workflow = w AND flow_key = k AND waiting_for IS NOT NULL) THEN
+            RETURN 0;
+        END IF;
+        free := least(free, n);
+        UPDATE {schema}.concurrency_slots SET held = held + free WHERE workflow = w AND key = k;
+        RETURN free;
+    END $$;
+    CREATE FUNCTION {schema}.flow_give(w TEXT, k TEXT, n INTEGER) RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE {schema}.concurrency_slots SET held = held - n WHERE workflow = w AND key = k;
+    END $$;",
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

@@ -362,6 +362,11 @@ impl Sql {
             // (MATERIALIZED): looked up per run, each look walked back over the index entries of
             // the runs this statement had inserted before it (invisible to it), and W1 ran at
             // half speed.
+            // A batch's first runs of each limited group take its free slots before they are
+            // inserted (`flow_take`, in group order) and go in admitted; slots taken for runs
+            // not inserted go back (`flow_give`); the rest go in waiting. The last branch only
+            // makes the notification and the give-backs run (a CTE that reads is run only as far
+            // as something reads it, and a cross join with no inserted rows reads nothing).
             create_batch: format!(
                 "WITH i AS (
                      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
@@ -372,23 +377,41 @@ impl Sql {
                  places AS MATERIALIZED (
                      SELECT k.priority, k.fair_key, {fair_seq} AS first
                      FROM (SELECT DISTINCT priority, fair_key FROM i) AS k),
+                 keyed AS MATERIALIZED (
+                     SELECT i.*, {flow_key} AS fkey, coalesce(r.hold, false) AS hold
+                     FROM i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow),
+                 nth AS (
+                     SELECT k.*, row_number() OVER (PARTITION BY k.workflow, k.fkey ORDER BY k.ord) AS nth FROM keyed k),
+                 taken AS MATERIALIZED (
+                     SELECT g.workflow, g.fkey, {s}.flow_take(g.workflow, g.fkey, g.n::int) AS n
+                     FROM (SELECT workflow, fkey, count(*) AS n FROM keyed WHERE fkey IS NOT NULL
+                           GROUP BY workflow, fkey ORDER BY workflow, fkey) AS g),
                  ins AS (
                      INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
                          last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
                          priority, fair_key, fair_seq)
-                     SELECT i.id, i.workflow, i.version, 'pending', i.input, i.key, i.created_at, i.created_at,
-                         i.last_seq, i.deadline_at, i.retention_ms, i.restarted_from, i.parent, i.continued_from,
-                         {flow_values}, i.priority, i.fair_key,
-                         p.first + row_number() OVER (PARTITION BY i.priority, i.fair_key ORDER BY i.ord) - 1
-                     FROM i JOIN places p ON p.priority = i.priority AND p.fair_key = i.fair_key
-                         LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
+                     SELECT k.id, k.workflow, k.version, 'pending', k.input, k.key, k.created_at, k.created_at,
+                         k.last_seq, k.deadline_at, k.retention_ms, k.restarted_from, k.parent, k.continued_from,
+                         k.fkey, k.hold, CASE WHEN k.fkey IS NOT NULL AND k.nth > t.n THEN 'concurrency' END,
+                         k.priority, k.fair_key,
+                         p.first + row_number() OVER (PARTITION BY k.priority, k.fair_key ORDER BY k.ord) - 1
+                     FROM nth k JOIN places p ON p.priority = k.priority AND p.fair_key = k.fair_key
+                         LEFT JOIN taken t ON t.workflow = k.workflow AND t.fkey = k.fkey
                      ON CONFLICT DO NOTHING
-                     RETURNING id, flow_key IS NOT NULL AS grouped, fair_seq),
+                     RETURNING id, workflow, flow_key, flow_key IS NOT NULL AND waiting_for IS NULL AS admitted,
+                         fair_seq),
+                 gave AS (
+                     SELECT {s}.flow_give(t.workflow, t.fkey, (t.n - count(a.id))::int)
+                     FROM taken t LEFT JOIN ins a ON a.workflow = t.workflow AND a.flow_key = t.fkey AND a.admitted
+                     GROUP BY t.workflow, t.fkey, t.n HAVING t.n > count(a.id)),
                  {journal},
                  woke AS (SELECT pg_notify($13, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
-                 SELECT ins.id, ins.grouped, ins.fair_seq FROM ins CROSS JOIN (SELECT count(*) FROM woke) AS notified",
+                 SELECT ins.id, ins.flow_key IS NOT NULL, ins.fair_seq FROM ins
+                 UNION ALL
+                 SELECT NULL, NULL, NULL FROM (SELECT (SELECT count(*) FROM woke) + (SELECT count(*) FROM gave) AS n) AS forced
+                 WHERE forced.n < 0",
                 journal = journal_cte(&s, 7, "ins"),
-                flow_values = flow_values("i.input"),
+                flow_key = flow_key_sql("i.input"),
                 fair_seq = fair_seq_sql(&s, "k.priority", "k.fair_key")
             ),
             trim_loop: format!(

@@ -1435,6 +1435,36 @@ pub async fn waiting_runs_cancelled_or_paused_leave_the_queue(store: DynStore) {
     assert_eq!(claim_one(&store, "one", 15).await.id.as_str(), "r3");
 }
 
+/// A create refused or answered by an existing run (its id or idempotency key taken) takes no
+/// concurrency slot: the group's next run is admitted as if it had never been asked for.
+pub async fn refused_creates_take_no_slot(store: DynStore) {
+    store.put_concurrency(&ConcurrencyRule::per_workflow("solo", 1)).await.expect("rule");
+    let create = |id: &'static str, key: Option<&'static str>, at: i64| {
+        let store = Arc::clone(&store);
+        async move { store.create_run(new_run(id, "solo", key, at)).await }
+    };
+    let first = create("s1", Some("k"), 1).await.expect("create");
+    assert_eq!((first.created, first.run.waiting_for), (true, None));
+    let s1 = claim_one(&store, "solo", 2).await;
+    let mut finish = progress(&s1, vec![Event::Completed { output: raw("1") }]);
+    finish.update = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(3) };
+    store.append(finish).await.expect("finish");
+    // Its key again: the existing run, no slot taken.
+    let again = create("s2", Some("k"), 4).await.expect("create");
+    assert_eq!((again.created, again.run.id.as_str()), (false, "s1"));
+    let s3 = create("s3", None, 5).await.expect("create");
+    assert_eq!(s3.run.waiting_for, None, "the group's one slot was free");
+    // Its id again: refused, no slot taken; the next run waits for s3's slot.
+    assert!(matches!(create("s3", None, 6).await, Err(StoreError::DuplicateRunId(_))));
+    let s4 = create("s4", None, 7).await.expect("create");
+    assert_eq!(s4.run.waiting_for, Some(WaitingFor::Concurrency));
+    let s3 = claim_one(&store, "solo", 8).await;
+    let mut finish = progress(&s3, vec![Event::Completed { output: raw("1") }]);
+    finish.update = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("1")), error: None, at: t(9) };
+    store.append(finish).await.expect("finish");
+    assert_eq!(claim_one(&store, "solo", 10).await.id.as_str(), "s4");
+}
+
 /// A debounced start (`quiet` 1 s, at most 3 s) with `n` as its input, at `at`, under `key`.
 fn debounced(id: &str, key: &str, n: i64, at: i64) -> NewRun {
     let mut run = NewRun::new(RunId::new(id), "digest", 1, raw(&format!(r#"{{"n":{n}}}"#)), t(at));
@@ -1565,7 +1595,7 @@ macro_rules! conformance_tests {
                 continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time,
                 concurrency_limits_admit_in_order, claims_follow_priority_then_fairness,
                 rate_limits_grant_at_most_limit_per_window, debounced_starts_collapse_into_one_run,
-                waiting_runs_cancelled_or_paused_leave_the_queue);
+                waiting_runs_cancelled_or_paused_leave_the_queue, refused_creates_take_no_slot);
         }
     };
     (@each $make:expr; $($name:ident),*) => {
