@@ -472,13 +472,13 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             (Arc::new(store), "postgres", floor)
         }
     };
+    let explain = ClaimPlan { sqlite: sqlite_store, postgres: bench_schema.clone() };
     // The workloads with a runner of their own; W1 and W2 go on below.
     let named = (store_name, durability_name(args.store, durability), floor_us);
     let result = match args.workload {
         Workload::List => Some(list_bench(Arc::clone(&store), runs, (named.0, named.1), args.json).await),
         Workload::Priority => {
-            let explain = ClaimPlan { sqlite: sqlite_store.clone(), postgres: bench_schema.clone() };
-            Some(priority_bench(Arc::clone(&store), explain, runs, (named.0, named.1), args.json).await)
+            Some(priority_bench(Arc::clone(&store), &explain, runs, (named.0, named.1), args.json).await)
         }
         Workload::W6 => Some(long_loop(Arc::clone(&store), steps, named, args.json).await),
         Workload::W5 => Some(fan_out(Arc::clone(&store), runs, (steps, args.concurrency), named, args.json).await),
@@ -572,17 +572,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         if args.limit.is_some() {
             // While runs wait for slots: the plan of a claim.
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
-            let request = cairn::store::ClaimRequest {
-                owner: "bench-plan".into(),
-                workflows: vec![cairn::store::WorkflowKey { name: workflow.into(), version: 1 }],
-                now,
-                lease_now: now,
-                lease_until: now,
-                limit: 128,
-            };
-            claim_plan =
-                ClaimPlan { sqlite: sqlite_store.clone(), postgres: bench_schema.clone() }.explain(&request).await?;
+            claim_plan = explain.explain(&bench_claim(workflow, 128, std::time::Duration::ZERO)).await?;
         }
         for task in tasks {
             run_ms.push(task.await??.as_secs_f64() * 1e3);
@@ -666,9 +656,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     }
     if !claim_plan.is_empty() && text_wanted(args.json) {
         out!("the plan of a claim of 128 while runs waited for slots:");
-        for line in &claim_plan {
-            out!("  {line}");
-        }
+        print_plan(&claim_plan);
     }
     if let Some(statements) = &statements
         && text_wanted(args.json)
@@ -872,6 +860,26 @@ impl ClaimPlan {
     }
 }
 
+/// A claim now by the bench of up to `limit` runs of `workflow` v1, leased for `lease`.
+fn bench_claim(workflow: &str, limit: usize, lease: std::time::Duration) -> cairn::store::ClaimRequest {
+    let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
+    cairn::store::ClaimRequest {
+        owner: "bench".into(),
+        workflows: vec![cairn::store::WorkflowKey { name: workflow.into(), version: 1 }],
+        now,
+        lease_now: now,
+        lease_until: now + lease,
+        limit,
+    }
+}
+
+/// Prints a claim's plan, one indented line per step.
+fn print_plan(plan: &[String]) {
+    for line in plan {
+        out!("  {line}");
+    }
+}
+
 /// The fairness key of the `n`th queued run of the priority workload: half are `tenant-0`'s, the
 /// rest spread over `tenant-1` to `tenant-99`.
 fn bench_tenant(n: u64) -> String {
@@ -881,7 +889,7 @@ fn bench_tenant(n: u64) -> String {
 /// The `priority` workload.
 async fn priority_bench(
     store: Arc<dyn Store>,
-    plan: ClaimPlan,
+    plan: &ClaimPlan,
     runs: usize,
     (store_name, durability): (&str, &str),
     json: bool,
@@ -898,15 +906,7 @@ async fn priority_bench(
         }
     })
     .await?;
-    let now = cairn::Timestamp::from_system_time(std::time::SystemTime::now());
-    let request = cairn::store::ClaimRequest {
-        owner: "bench".into(),
-        workflows: vec![cairn::store::WorkflowKey { name: "queued".into(), version: 1 }],
-        now,
-        lease_now: now,
-        lease_until: now + std::time::Duration::from_secs(3600),
-        limit: CLAIM,
-    };
+    let request = bench_claim("queued", CLAIM, std::time::Duration::from_secs(3600));
     let plan = plan.explain(&request).await?;
     let mut claim_ms = Vec::with_capacity(CLAIMS);
     let mut first = Vec::new();
@@ -948,9 +948,7 @@ async fn priority_bench(
             sorted_ms.last().copied().unwrap_or(0.0),
             keys.len()
         );
-        for line in &plan {
-            out!("  {line}");
-        }
+        print_plan(&plan);
     }
     if json {
         out!("{report}");

@@ -385,11 +385,10 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             let ask = StartAsk { id, idempotency_key, version, priority, fairness_key, debounce };
             let started = target.connect(true).await?.start(&workflow, input, ask).await?;
             let run = &started.run;
-            let debounced = (run.debounce_key.as_deref(), run.wake_at.as_deref());
             if json {
                 out!("{}", json!(started));
-            } else if let (Some(key), Some(wakes), "debounce") =
-                (debounced.0, debounced.1, run.waiting_for.as_deref().unwrap_or_default())
+            } else if let (Some("debounce"), Some(key), Some(wakes)) =
+                (run.waiting_for.as_deref(), run.debounce_key.as_deref(), run.wake_at.as_deref())
             {
                 let how = if started.created { "started" } else { "joined" };
                 out!(

@@ -177,6 +177,22 @@ const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input,
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
      continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
 
+/// [`RUN_COLUMNS`] of the table aliased `alias`.
+fn run_columns_of(alias: &str) -> String {
+    RUN_COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The `SET` of a run (aliased `u`) leaving a debounce window (it wakes or is paused): it held no
+/// slot while it debounced (`flow_hold` false), and from now on keeps one while suspended as its
+/// rule says.
+fn hold_after_debounce(s: &str) -> String {
+    format!(
+        "flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
+             THEN coalesce((SELECT c.hold FROM {s}.concurrency_rules c WHERE c.workflow = u.workflow), false)
+             ELSE u.flow_hold END"
+    )
+}
+
 /// The fairness sequence of a new run of priority `priority` and key `key` (SQL expressions)
 /// ([`cairn_journal::flow::fair_seq`]): one past the last ready run of its key and priority, and
 /// never behind the head of its priority; both read from the front of a partial index. A
@@ -357,16 +373,15 @@ impl Sql {
             by_key: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2"),
             // New runs skip any id or idempotency-key conflict (the caller looks the winner up);
             // only inserted runs get their `started` entry; one notification wakes idle workers
-            // when anything was inserted (the cross join makes the `woke` CTE run).
-            // Each (priority, key) of the batch looks its place up once, before the insert
-            // (MATERIALIZED): looked up per run, each look walked back over the index entries of
-            // the runs this statement had inserted before it (invisible to it), and W1 ran at
-            // half speed.
-            // A batch's first runs of each limited group take its free slots before they are
-            // inserted (`flow_take`, in group order) and go in admitted; slots taken for runs
-            // not inserted go back (`flow_give`); the rest go in waiting. The last branch only
-            // makes the notification and the give-backs run (a CTE that reads is run only as far
-            // as something reads it, and a cross join with no inserted rows reads nothing).
+            // when anything was inserted. Each (priority, key) of the batch looks its place up
+            // once, before the insert (MATERIALIZED): looked up per run, each look walked back
+            // over the index entries of the runs this statement had inserted before it
+            // (invisible to it), and W1 ran at half speed. A batch's first runs of each limited
+            // group take its free slots before they are inserted (`flow_take`, in group order)
+            // and go in admitted; slots taken for runs not inserted go back (`flow_give`); the
+            // rest go in waiting. The last branch only makes the notification and the give-backs
+            // run (a CTE that reads is run only as far as something reads it, and nothing reads
+            // past an empty `ins`).
             create_batch: format!(
                 "WITH i AS (
                      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
@@ -441,9 +456,7 @@ impl Sql {
                 "WITH requeued AS (
                      UPDATE {s}.runs u SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
                          wake_at = NULL, updated_at = $3,
-                         flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
-                             THEN coalesce((SELECT c.hold FROM {s}.concurrency_rules c WHERE c.workflow = u.workflow), false)
-                             ELSE u.flow_hold END
+                         {hold}
                      WHERE id IN (SELECT id FROM {s}.runs
                                   WHERE status = 'suspended' AND wake_at <= $3 AND flow_key IS NOT NULL AND NOT flow_hold
                                     AND (workflow || '@' || version) = ANY($5)
@@ -477,7 +490,8 @@ impl Sql {
                      recoveries = CASE WHEN r.status = 'running' THEN r.recoveries + 1 ELSE r.recoveries END
                  FROM ready WHERE r.id = ready.id
                  RETURNING {}",
-                RUN_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ")
+                run_columns_of("r"),
+                hold = hold_after_debounce(&s)
             ),
             refusal: format!("SELECT epoch, last_seq FROM {s}.runs WHERE id = $1"),
             // After a run suspended to wait: a signal committed while the suspending statement
@@ -513,11 +527,9 @@ impl Sql {
             pause_now: format!(
                 "UPDATE {s}.runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
                      pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
-                     lease_expires_at = NULL, waiting_for = NULL,
-                     flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
-                         THEN coalesce((SELECT c.hold FROM {s}.concurrency_rules c WHERE c.workflow = u.workflow), false)
-                         ELSE u.flow_hold END
-                 WHERE id = $1"
+                     lease_expires_at = NULL, waiting_for = NULL, {}
+                 WHERE id = $1",
+                hold_after_debounce(&s)
             ),
             resume: format!(
                 "UPDATE {s}.runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2,
@@ -552,7 +564,7 @@ impl Sql {
                  DO UPDATE SET input = excluded.input, updated_at = excluded.updated_at,
                      wake_at = least($13, t.debounce_until)
                  RETURNING {}, t.xmax = 0 AS created",
-                RUN_COLUMNS.split(", ").map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", "),
+                run_columns_of("t"),
                 flow_key = flow_key_sql("$5::text"),
                 fair_seq = fair_seq_sql(&s, "$9::int", "$10::text")
             ),

@@ -186,6 +186,16 @@ END;
     };
 }
 
+/// The `SET` of a run leaving a debounce window (it wakes or is paused): it held no slot while
+/// it debounced (`flow_hold` 0), and from now on keeps one while suspended as its rule says.
+macro_rules! hold_after_debounce {
+    () => {
+        "flow_hold = CASE WHEN suspend_reason = 'debouncing'
+             THEN coalesce((SELECT hold FROM concurrency_rules r WHERE r.workflow = runs.workflow), 0)
+             ELSE flow_hold END"
+    };
+}
+
 /// The schema as migrations in order: a database at `PRAGMA user_version` n has the first n
 /// applied. Never edit one that has shipped: add another.
 const MIGRATIONS: &[&str] = &[
@@ -1423,16 +1433,15 @@ impl Writer {
         // as their rule says; their groups admit them at once where they have room.
         let requeued: Vec<(String, String)> = self
             .conn
-            .prepare_cached(
+            .prepare_cached(concat!(
                 "UPDATE runs SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL, wake_at = NULL,
-                     updated_at = ?1,
-                     flow_hold = CASE WHEN suspend_reason = 'debouncing'
-                         THEN coalesce((SELECT hold FROM concurrency_rules r WHERE r.workflow = runs.workflow), 0)
-                         ELSE flow_hold END
+                     updated_at = ?1, ",
+                hold_after_debounce!(),
+                "
                  WHERE status = 'suspended' AND wake_at <= ?1 AND flow_key IS NOT NULL AND flow_hold = 0
                    AND (workflow || '@' || version) IN (SELECT value FROM json_each(?2))
-                 RETURNING workflow, flow_key",
-            )?
+                 RETURNING workflow, flow_key"
+            ))?
             .query_map(params![request.now.as_millis(), tags], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
         for (workflow, key) in requeued.iter().collect::<std::collections::BTreeSet<_>>() {
@@ -1671,14 +1680,13 @@ impl Writer {
             return Ok(PauseOutcome::Requested);
         }
         self.conn
-            .prepare_cached(
+            .prepare_cached(concat!(
                 "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3, pause_requested = 0,
-                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL,
-                     flow_hold = CASE WHEN suspend_reason = 'debouncing'
-                         THEN coalesce((SELECT hold FROM concurrency_rules r WHERE r.workflow = runs.workflow), 0)
-                         ELSE flow_hold END
-                 WHERE id = ?1",
-            )?
+                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, ",
+                hold_after_debounce!(),
+                "
+                 WHERE id = ?1"
+            ))?
             .execute(params![request.run_id.as_str(), request.reason, request.at.as_millis()])?;
         self.release_held(&run)?;
         Ok(PauseOutcome::Paused)

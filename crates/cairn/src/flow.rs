@@ -114,14 +114,31 @@ impl RateLimit {
         Ok(())
     }
 
-    /// The turn a run with `input` asks this limit for at `now`.
-    pub(crate) fn take(&self, input: Option<&serde_json::value::RawValue>, now: crate::Timestamp) -> TakeRate {
+    /// The turns a run with `input` asks this limit for.
+    pub(crate) fn turns_of(&self, input: Option<&serde_json::value::RawValue>) -> RateTurns {
         let key = input.map(|input| cairn_journal::flow::key_in(input, self.key.as_deref())).unwrap_or_default();
-        TakeRate {
+        RateTurns {
+            step: self.step.clone(),
             bucket: cairn_journal::flow::rate_bucket(&self.workflow, self.step.as_deref(), &key),
             limit: self.limit,
             period: self.period,
-            now,
         }
+    }
+}
+
+/// What one run asks one rate limit for: turns in its bucket, for its start (`step` `None`) or
+/// for the steps named `step`.
+#[derive(Debug, Clone)]
+pub(crate) struct RateTurns {
+    pub(crate) step: Option<String>,
+    bucket: String,
+    limit: u32,
+    period: std::time::Duration,
+}
+
+impl RateTurns {
+    /// The turn asked for at `now`.
+    pub(crate) fn at(&self, now: crate::Timestamp) -> TakeRate {
+        TakeRate { bucket: self.bucket.clone(), limit: self.limit, period: self.period, now }
     }
 }

@@ -6,7 +6,7 @@ use crate::{Interrupt, WorkflowError};
 use cairn_journal::{
     CursorError, Event, ReplayCursor, Replayed, RunState, SignalId, StepKind, StepPath, StepRecord, Timestamp,
 };
-use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, StoreError, SuspendReason, TakeRate};
+use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, StoreError, SuspendReason};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -139,7 +139,7 @@ pub(crate) struct RunShared {
     helpers: Mutex<HashMap<(StepPath, &'static str), u64>>,
     /// The turns its workflow's rate limits give it, by the step they limit (`None`: its start),
     /// their buckets keyed by its input.
-    rate_turns: Vec<(Option<String>, TakeRate)>,
+    rate_turns: Vec<crate::flow::RateTurns>,
 }
 
 /// How far a run's body may go on this worker.
@@ -227,9 +227,8 @@ impl RunShared {
         let last_seq = state.last_seq();
         let deadline = state.deadline();
         let stop = CancellationToken::new();
-        let rate_turns = (local.registry.rate_limits(state.workflow()).iter())
-            .map(|limit| (limit.step.clone(), limit.take(state.input(), Timestamp::from_millis(0))))
-            .collect();
+        let rate_turns =
+            local.registry.rate_limits(state.workflow()).iter().map(|limit| limit.turns_of(state.input())).collect();
         Self {
             rate_turns,
             id,
@@ -279,14 +278,14 @@ impl RunShared {
 
     /// Whether a rate limit holds back this run's start.
     pub(crate) fn limits_start(&self) -> bool {
-        self.rate_turns.iter().any(|(step, _)| step.is_none())
+        self.rate_turns.iter().any(|turns| turns.step.is_none())
     }
 
     /// Waits for this run's turn under its workflow's rate limit on starts (`step` `None`) or on
     /// the steps named `step`, suspended while the limit holds it back; when the turn was
     /// granted (now, for what no limit holds back).
     pub(crate) async fn turn(&self, step: Option<&str>) -> Result<Timestamp, WorkflowError> {
-        let Some((_, take)) = self.rate_turns.iter().find(|(limited, _)| limited.as_deref() == step) else {
+        let Some(turns) = self.rate_turns.iter().find(|turns| turns.step.as_deref() == step) else {
             return Ok(self.now());
         };
         if self.mode == Mode::ReplayCheck {
@@ -294,7 +293,7 @@ impl RunShared {
         }
         loop {
             self.check()?;
-            let take = TakeRate { now: self.now(), ..take.clone() };
+            let take = turns.at(self.now());
             match self.local.store.take_rate(&take).await {
                 Ok(None) => return Ok(take.now),
                 Ok(Some(at)) => {
