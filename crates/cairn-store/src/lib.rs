@@ -24,7 +24,7 @@ pub use counting::{Calls, CountingStore};
 pub use jsonl::JsonlStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Durability, SqliteOptions, SqliteStore, sqlite_commit_floor_us};
+pub use sqlite::{Durability, SqliteOptions, SqliteStore, StatementCount, StatementCounts, sqlite_commit_floor_us};
 pub use types::*;
 
 /// The store-health metrics SQL stores report through the `metrics` facade.
