@@ -21,6 +21,11 @@ impl Calls {
         self.lock().get(method).copied().unwrap_or(0)
     }
 
+    /// Every method called so far, with its calls.
+    pub fn all(&self) -> BTreeMap<&'static str, u64> {
+        self.lock().clone()
+    }
+
     fn add(&self, method: &'static str) {
         *self.lock().entry(method).or_default() += 1;
     }

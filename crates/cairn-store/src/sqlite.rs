@@ -80,6 +80,9 @@ pub struct StatementCount {
     /// Times SQLite compiled it again instead of reusing the cached compilation (a schema change,
     /// or a bound value the plan depended on): each costs about as much as preparing it anew.
     pub reprepares: u64,
+    /// Virtual-machine instructions its executions ran (`SQLITE_STMTSTATUS_VM_STEP`), triggers
+    /// included: a measure of the work it did that no clock disturbs.
+    pub vm_steps: u64,
 }
 
 /// The statements a [`SqliteStore`] executed, by SQL text; clones share the counts, which go on
@@ -95,22 +98,35 @@ pub struct StatementCount {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct StatementCounts(Arc<Mutex<HashMap<String, StatementCount>>>);
+pub struct StatementCounts(Arc<Mutex<HashMap<String, Counting>>>);
+
+/// A statement's counts so far, and its instruction counter as its current run began (the
+/// counter is cumulative over a cached statement's life: a run's share is what it gains).
+#[derive(Debug, Default)]
+struct Counting {
+    count: StatementCount,
+    steps_before: u64,
+}
 
 impl StatementCounts {
     /// Every SQL text executed so far, with its counts.
     pub fn snapshot(&self) -> std::collections::BTreeMap<String, StatementCount> {
-        self.lock().iter().map(|(sql, count)| (sql.clone(), *count)).collect()
+        self.lock().iter().map(|(sql, counting)| (sql.clone(), counting.count)).collect()
     }
 
     /// Statements executed so far, all texts together.
     pub fn executions(&self) -> u64 {
-        self.lock().values().map(|c| c.executions).sum()
+        self.lock().values().map(|c| c.count.executions).sum()
+    }
+
+    /// Virtual-machine instructions run so far, all texts together.
+    pub fn vm_steps(&self) -> u64 {
+        self.lock().values().map(|c| c.count.vm_steps).sum()
     }
 
     /// Re-compilations so far, all texts together.
     pub fn reprepares(&self) -> u64 {
-        self.lock().values().map(|c| c.reprepares).sum()
+        self.lock().values().map(|c| c.count.reprepares).sum()
     }
 
     /// Forgets every count (to count one stretch of work).
@@ -118,34 +134,51 @@ impl StatementCounts {
         self.lock().clear();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, StatementCount>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Counting>> {
         // Counts are only ever added to: a poisoned map is still consistent.
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Makes `conn` report each statement it begins to these counts.
+    /// Makes `conn` report each statement it runs to these counts.
     fn watch(&self, conn: &mut Connection) -> Result<(), StoreError> {
-        use rusqlite::trace::{TraceEvent, TraceEventCodes};
         use rusqlite::StatementStatus;
+        use rusqlite::trace::{TraceEvent, TraceEventCodes};
         let counts = self.clone();
         conn.trace_v2(
-            TraceEventCodes::SQLITE_TRACE_STMT,
+            TraceEventCodes::SQLITE_TRACE_STMT | TraceEventCodes::SQLITE_TRACE_PROFILE,
             Some(move |event: TraceEvent<'_>| {
-                if let TraceEvent::Stmt(statement, sql) = event {
-                    // The statement's own count of its re-compilations (a cached statement keeps
-                    // its counter for as long as it stays cached).
-                    let reprepared = statement.get_status(StatementStatus::RePrepare);
-                    let mut counts = counts.lock();
-                    let count = match counts.get_mut(sql) {
-                        Some(count) => count,
-                        None => counts.entry(sql.to_owned()).or_default(),
-                    };
-                    count.executions += 1;
-                    count.reprepares = count.reprepares.max(u64::try_from(reprepared).unwrap_or(0));
+                let counter = |status| u64::try_from(status).unwrap_or(0);
+                match event {
+                    TraceEvent::Stmt(statement, sql) => {
+                        // The statement's own count of its re-compilations (a cached statement
+                        // keeps its counter for as long as it stays cached).
+                        let reprepared = counter(statement.get_status(StatementStatus::RePrepare));
+                        let steps_before = counter(statement.get_status(StatementStatus::VmStep));
+                        counts.add(sql, |counting| {
+                            counting.count.executions += 1;
+                            counting.count.reprepares = counting.count.reprepares.max(reprepared);
+                            counting.steps_before = steps_before;
+                        });
+                    }
+                    TraceEvent::Profile(statement, _) => {
+                        let steps = counter(statement.get_status(StatementStatus::VmStep));
+                        counts.add(&statement.sql(), |counting| {
+                            counting.count.vm_steps += steps.saturating_sub(counting.steps_before);
+                        });
+                    }
+                    _ => {}
                 }
             }),
         )
         .map_err(backend)
+    }
+
+    fn add(&self, sql: &str, change: impl FnOnce(&mut Counting)) {
+        let mut counts = self.lock();
+        match counts.get_mut(sql) {
+            Some(count) => change(count),
+            None => change(counts.entry(sql.to_owned()).or_default()),
+        }
     }
 }
 
@@ -745,8 +778,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let mut conn =
-            Connection::open(&path).map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
+        let mut conn = Connection::open(&path).map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
         configure(&conn, &options, 65_536)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
         if !mode.eq_ignore_ascii_case("wal") {
