@@ -314,7 +314,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     }
     let span = crate::telemetry::run_span(&run);
     let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
-    let body: crate::registry::BodyFuture = if fresh && shared.limits_start() {
+    let body: crate::registry::BodyFuture = if fresh && shared.rate_limited(None) {
         let gate = Arc::clone(&shared);
         Box::pin(async move {
             gate.turn(None).await?;
@@ -335,7 +335,8 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         let child_ended = ended.status.is_terminal() && ended.status != cairn_store::RunStatus::Continued;
         if let Some(parent) = run.parent.as_ref().filter(|_| child_ended) {
             let first = crate::run::first_of_chain(&run.id, run.continued_from.is_some());
-            Client::attached(Arc::clone(local)).child_ended(parent, &first).await;
+            // Boxed: rare, and its future would otherwise size every run's task.
+            Box::pin(Client::attached(Arc::clone(local)).child_ended(parent, &first)).await;
         }
     }
     ended

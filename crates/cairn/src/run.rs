@@ -276,9 +276,9 @@ impl RunShared {
         *next - 1
     }
 
-    /// Whether a rate limit holds back this run's start.
-    pub(crate) fn limits_start(&self) -> bool {
-        self.rate_turns.iter().any(|turns| turns.step.is_none())
+    /// Whether a rate limit holds back this run's start (`step` `None`) or the steps named `step`.
+    pub(crate) fn rate_limited(&self, step: Option<&str>) -> bool {
+        self.rate_turns.iter().any(|turns| turns.step.as_deref() == step)
     }
 
     /// Waits for this run's turn under its workflow's rate limit on starts (`step` `None`) or on

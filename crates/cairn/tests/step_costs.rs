@@ -133,9 +133,9 @@ fn heap_allocations_per_step_on_the_memory_store_stay_under_their_bounds() {
 }
 
 /// Heap allocations per step, one run at a time (W2), on the memory store.
-const W2_ALLOCATIONS: f64 = 23.0;
+const W2_ALLOCATIONS: f64 = 19.0;
 /// Heap allocations per step, 1,000 runs at once (W1), on the memory store.
-const W1_ALLOCATIONS: f64 = 23.0;
+const W1_ALLOCATIONS: f64 = 19.0;
 
 #[test]
 fn store_calls_per_step_stay_under_their_bounds() {
