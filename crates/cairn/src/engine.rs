@@ -12,6 +12,10 @@ use cairn_store::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
+
+/// Hashed with foldhash: each run is looked up by id in these maps several times (SipHash over
+/// its id cost about 250 instructions a lookup).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -80,10 +84,10 @@ pub(crate) struct Local {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) registry: Registry,
     pub(crate) config: Config,
-    active: Mutex<HashMap<RunId, Arc<RunShared>>>,
+    active: Mutex<Map<RunId, Arc<RunShared>>>,
     /// Runs claimed and still loading their journals: `(epoch, last_seq)` to hand their leases
     /// back with if the worker stops first.
-    loading: Mutex<HashMap<RunId, (u64, u64)>>,
+    loading: Mutex<Map<RunId, (u64, u64)>>,
     running: AtomicUsize,
     /// The last claim took as many runs as there was room for: more may be waiting.
     at_capacity: AtomicBool,
@@ -93,7 +97,7 @@ pub(crate) struct Local {
     /// [`Local::notices_reported`]).
     remote_notices: bool,
     claimer: Notify,
-    waiters: Mutex<HashMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
+    waiters: Mutex<Map<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
     /// Fired when the worker starts shutting down: stop claiming, stop runs at step boundaries.
     draining: CancellationToken,
     /// How long the drain lets steps in flight finish (set by the shutdown).
@@ -133,14 +137,14 @@ impl Local {
             registry,
             drain_for: Mutex::new(config.shutdown_grace),
             config,
-            active: Mutex::new(HashMap::new()),
-            loading: Mutex::new(HashMap::new()),
+            active: Mutex::new(Map::default()),
+            loading: Mutex::new(Map::default()),
             running: AtomicUsize::new(0),
             at_capacity: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
             remote_notices,
             claimer: Notify::new(),
-            waiters: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(Map::default()),
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
             worker,

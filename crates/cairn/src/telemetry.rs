@@ -84,9 +84,9 @@ struct WorkflowHandles {
     in_flight: Option<metrics::Gauge>,
     duration: Option<metrics::Histogram>,
     /// By terminal status.
-    completed: HashMap<&'static str, metrics::Counter>,
+    completed: Map<&'static str, metrics::Counter>,
     /// Step durations and retries by step label.
-    steps: HashMap<String, StepHandles>,
+    steps: Map<String, StepHandles>,
 }
 
 #[derive(Default)]
@@ -96,30 +96,32 @@ struct StepHandles {
     retries: Option<metrics::Counter>,
 }
 
-/// Every workflow's handles, shared by the engines of this process (as the recorder is).
-static HANDLES: RwLock<Option<HashMap<String, WorkflowHandles>>> = RwLock::new(None);
+/// Hashed with foldhash: a lookup per step attempt, keyed by workflow and step names from code.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Runs `record` with `workflow`'s handles, registering (with `register`) what it needs that is
-/// not there yet for the installed recorder. The common case takes a read lock and allocates
-/// nothing.
+/// Every workflow's handles, shared by the engines of this process (as the recorder is).
+static HANDLES: RwLock<Option<Map<String, WorkflowHandles>>> = RwLock::new(None);
+
+/// Records with `workflow`'s handles: `record` answers `None` while a handle it needs is missing,
+/// and then `register` adds what it needs for the installed recorder. The common case takes a
+/// read lock, hashes twice and allocates nothing.
 fn with_handles<T>(
     workflow: &str,
-    ready: impl Fn(&WorkflowHandles) -> bool,
+    record: impl Fn(&WorkflowHandles) -> Option<T>,
     register: impl FnOnce(&mut WorkflowHandles),
-    record: impl FnOnce(&WorkflowHandles) -> T,
-) -> T {
+) -> Option<T> {
     let generation = RECORDER_GENERATION.load(Ordering::SeqCst);
     {
         let all = HANDLES.read().unwrap_or_else(PoisonError::into_inner);
         if let Some(handles) = all.as_ref().and_then(|all| all.get(workflow))
             && handles.generation == generation
-            && ready(handles)
+            && let Some(done) = record(handles)
         {
-            return record(handles);
+            return Some(done);
         }
     }
     let mut all = HANDLES.write().unwrap_or_else(PoisonError::into_inner);
-    let handles = all.get_or_insert_with(HashMap::new).entry(workflow.to_owned()).or_default();
+    let handles = all.get_or_insert_with(Map::default).entry(workflow.to_owned()).or_default();
     if handles.generation != generation {
         *handles = WorkflowHandles { generation, ..WorkflowHandles::default() };
     }
@@ -194,11 +196,10 @@ pub(crate) fn delayed(workflow: &str, rule: cairn_store::WaitingFor) {
 pub(crate) fn run_started(workflow: &str) {
     with_handles(
         workflow,
-        |h| h.started.is_some(),
+        |h| h.started.as_ref().map(|c| c.increment(1)),
         |h| {
             h.started.get_or_insert_with(|| metrics::counter!(RUNS_STARTED, "workflow" => workflow.to_owned()));
         },
-        |h| h.started.as_ref().map(|c| c.increment(1)),
     );
 }
 
@@ -209,28 +210,31 @@ pub(crate) fn run_ended(workflow: &str, status: RunStatus, lasted: Duration) {
     let status = status.as_str();
     with_handles(
         workflow,
-        |h| h.duration.is_some() && h.completed.contains_key(status),
+        |h| {
+            let (completed, duration) = (h.completed.get(status)?, h.duration.as_ref()?);
+            completed.increment(1);
+            duration.record(lasted.as_secs_f64());
+            Some(())
+        },
         |h| {
             h.completed.entry(status).or_insert_with(
                 || metrics::counter!(RUNS_COMPLETED, "workflow" => workflow.to_owned(), "status" => status),
             );
             h.duration.get_or_insert_with(|| metrics::histogram!(RUN_DURATION, "workflow" => workflow.to_owned()));
         },
-        |h| {
-            if let Some(completed) = h.completed.get(status) {
-                completed.increment(1);
-            }
-            if let Some(duration) = &h.duration {
-                duration.record(lasted.as_secs_f64());
-            }
-        },
     );
 }
 
 pub(crate) fn step_attempt(workflow: &str, path: &StepPath, lasted: Duration, retried: bool) {
     with_step_label(path, |label| {
-        let ready = |h: &WorkflowHandles| {
-            h.steps.get(label).is_some_and(|s| s.duration.is_some() && (!retried || s.retries.is_some()))
+        let record = |h: &WorkflowHandles| {
+            let step = h.steps.get(label)?;
+            let retries = if retried { Some(step.retries.as_ref()?) } else { None };
+            step.duration.as_ref()?.record(lasted.as_secs_f64());
+            if let Some(retries) = retries {
+                retries.increment(1);
+            }
+            Some(())
         };
         let register = |h: &mut WorkflowHandles| {
             let step = h.steps.entry(label.to_owned()).or_default();
@@ -243,15 +247,7 @@ pub(crate) fn step_attempt(workflow: &str, path: &StepPath, lasted: Duration, re
                 );
             }
         };
-        with_handles(workflow, ready, register, |h| {
-            let Some(step) = h.steps.get(label) else { return };
-            if retried && let Some(retries) = &step.retries {
-                retries.increment(1);
-            }
-            if let Some(duration) = &step.duration {
-                duration.record(lasted.as_secs_f64());
-            }
-        });
+        with_handles(workflow, record, register);
     });
 }
 
@@ -281,12 +277,12 @@ impl InFlight {
     pub(crate) fn new(workflow: &str) -> InFlight {
         let gauge = with_handles(
             workflow,
-            |h| h.in_flight.is_some(),
+            |h| h.in_flight.clone(),
             |h| {
                 h.in_flight.get_or_insert_with(|| metrics::gauge!(RUNS_IN_FLIGHT, "workflow" => workflow.to_owned()));
             },
-            |h| h.in_flight.clone().unwrap_or_else(metrics::Gauge::noop),
-        );
+        )
+        .unwrap_or_else(metrics::Gauge::noop);
         gauge.increment(1.0);
         InFlight(gauge)
     }
