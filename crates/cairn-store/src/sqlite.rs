@@ -98,35 +98,27 @@ pub struct StatementCount {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct StatementCounts(Arc<Mutex<HashMap<String, Counting>>>);
-
-/// A statement's counts so far, and its instruction counter as its current run began (the
-/// counter is cumulative over a cached statement's life: a run's share is what it gains).
-#[derive(Debug, Default)]
-struct Counting {
-    count: StatementCount,
-    steps_before: u64,
-}
+pub struct StatementCounts(Arc<Mutex<HashMap<String, StatementCount>>>);
 
 impl StatementCounts {
     /// Every SQL text executed so far, with its counts.
     pub fn snapshot(&self) -> std::collections::BTreeMap<String, StatementCount> {
-        self.lock().iter().map(|(sql, counting)| (sql.clone(), counting.count)).collect()
+        self.lock().iter().map(|(sql, count)| (sql.clone(), *count)).collect()
     }
 
     /// Statements executed so far, all texts together.
     pub fn executions(&self) -> u64 {
-        self.lock().values().map(|c| c.count.executions).sum()
+        self.lock().values().map(|c| c.executions).sum()
     }
 
     /// Virtual-machine instructions run so far, all texts together.
     pub fn vm_steps(&self) -> u64 {
-        self.lock().values().map(|c| c.count.vm_steps).sum()
+        self.lock().values().map(|c| c.vm_steps).sum()
     }
 
     /// Re-compilations so far, all texts together.
     pub fn reprepares(&self) -> u64 {
-        self.lock().values().map(|c| c.count.reprepares).sum()
+        self.lock().values().map(|c| c.reprepares).sum()
     }
 
     /// Forgets every count (to count one stretch of work).
@@ -134,7 +126,7 @@ impl StatementCounts {
         self.lock().clear();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Counting>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, StatementCount>> {
         // Counts are only ever added to: a poisoned map is still consistent.
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -144,6 +136,10 @@ impl StatementCounts {
         use rusqlite::StatementStatus;
         use rusqlite::trace::{TraceEvent, TraceEventCodes};
         let counts = self.clone();
+        // This connection's statements' instruction counters as their current runs began: a
+        // counter is cumulative over a cached statement's life, so a run's share is what it
+        // gains. Kept per connection: two readers run the same SQL text at once.
+        let mut began: HashMap<String, u64> = HashMap::new();
         conn.trace_v2(
             TraceEventCodes::SQLITE_TRACE_STMT | TraceEventCodes::SQLITE_TRACE_PROFILE,
             Some(move |event: TraceEvent<'_>| {
@@ -153,18 +149,21 @@ impl StatementCounts {
                         // The statement's own count of its re-compilations (a cached statement
                         // keeps its counter for as long as it stays cached).
                         let reprepared = counter(statement.get_status(StatementStatus::RePrepare));
-                        let steps_before = counter(statement.get_status(StatementStatus::VmStep));
-                        counts.add(sql, |counting| {
-                            counting.count.executions += 1;
-                            counting.count.reprepares = counting.count.reprepares.max(reprepared);
-                            counting.steps_before = steps_before;
+                        let steps = counter(statement.get_status(StatementStatus::VmStep));
+                        match began.get_mut(sql) {
+                            Some(before) => *before = steps,
+                            None => drop(began.insert(sql.to_owned(), steps)),
+                        }
+                        counts.add(sql, |count| {
+                            count.executions += 1;
+                            count.reprepares = count.reprepares.max(reprepared);
                         });
                     }
                     TraceEvent::Profile(statement, _) => {
+                        let sql = statement.sql();
                         let steps = counter(statement.get_status(StatementStatus::VmStep));
-                        counts.add(&statement.sql(), |counting| {
-                            counting.count.vm_steps += steps.saturating_sub(counting.steps_before);
-                        });
+                        let before = began.get(sql.as_ref()).copied().unwrap_or(0);
+                        counts.add(&sql, |count| count.vm_steps += steps.saturating_sub(before));
                     }
                     _ => {}
                 }
@@ -173,7 +172,7 @@ impl StatementCounts {
         .map_err(backend)
     }
 
-    fn add(&self, sql: &str, change: impl FnOnce(&mut Counting)) {
+    fn add(&self, sql: &str, change: impl FnOnce(&mut StatementCount)) {
         let mut counts = self.lock();
         match counts.get_mut(sql) {
             Some(count) => change(count),

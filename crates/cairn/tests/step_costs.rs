@@ -242,7 +242,7 @@ const W1_SQLITE_STATEMENTS: f64 = 3.0;
 /// SQLite virtual-machine instructions per step, W2.
 const W2_SQLITE_VM_STEPS: f64 = 205.0;
 /// SQLite virtual-machine instructions per step, W1.
-const W1_SQLITE_VM_STEPS: f64 = 195.0;
+const W1_SQLITE_VM_STEPS: f64 = 175.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journal_bytes_per_step_stay_under_their_bound() {
