@@ -3,6 +3,11 @@
 //! exporter, say) and they appear there; without one they cost nothing. `cairn serve` installs
 //! its own and serves them at `/metrics`.
 //!
+//! Each series is registered once (per workflow, step label and status) and recorded into
+//! through its handle after that, so install the process's global recorder before starting
+//! engines, or call [`describe`] after installing it: that renews the handles. A thread-local
+//! recorder (`metrics::with_local_recorder`) sees only the series first registered under it.
+//!
 //! The same points are [`tracing`] spans: `workflow.run` (one per execution of a run on a worker:
 //! `workflow.name`, `workflow.version`, `run_id`, `status`), `workflow.step` inside it (one per
 //! attempt: `step.name`, `step.kind`, `step.attempt`, `status`) and `workflow.signal` (a wait
