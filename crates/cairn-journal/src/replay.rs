@@ -1,6 +1,5 @@
-use crate::{RunState, StepPath};
+use crate::{FastMap, FastSet, RunState, StepPath};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// What a path in the journal stands for.
@@ -131,20 +130,16 @@ pub enum CursorError {
 #[derive(Debug, Default)]
 pub struct ReplayCursor {
     /// Each journaled path: its kind, its position in its scope, whether the body asked for it.
-    journaled: Map<StepPath, (StepKind, u32, bool)>,
+    journaled: FastMap<StepPath, (StepKind, u32, bool)>,
     /// Each journaled path by scope and position; built from `journaled` when first needed (a
     /// replay that asks only for journaled paths in order never needs it).
-    by_position: Option<Map<(StepPath, u32), StepPath>>,
-    next_ordinal: Map<StepPath, u32>,
+    by_position: Option<FastMap<(StepPath, u32), StepPath>>,
+    next_ordinal: FastMap<StepPath, u32>,
     /// Paths the body asked for that the journal does not hold.
-    requested_new: HashSet<StepPath, foldhash::fast::RandomState>,
+    requested_new: FastSet<StepPath>,
     /// How many of the requested paths the journal holds.
     requested_known: usize,
 }
-
-/// Hashed with foldhash: replay looks up every step several times, and the paths come from
-/// workflow code, not from outside.
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 impl ReplayCursor {
     /// A cursor over what `state` has journaled.
@@ -264,7 +259,7 @@ impl ReplayCursor {
     }
 
     /// Each journaled path by scope and position.
-    fn by_position(&mut self) -> &Map<(StepPath, u32), StepPath> {
+    fn by_position(&mut self) -> &FastMap<(StepPath, u32), StepPath> {
         let journaled = &self.journaled;
         self.by_position.get_or_insert_with(|| {
             journaled.iter().map(|(path, &(_, ordinal, _))| ((path.parent(), ordinal), path.clone())).collect()

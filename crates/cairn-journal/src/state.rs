@@ -1,4 +1,4 @@
-use crate::{Event, JournalEntry, SignalId, StepKind, StepPath, Timestamp};
+use crate::{Event, FastMap, JournalEntry, SignalId, StepKind, StepPath, Timestamp};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -202,9 +202,8 @@ pub struct RunState {
     input: Option<Box<RawValue>>,
     deadline: Option<Timestamp>,
     phase: RunPhase,
-    /// Hashed with foldhash: replay looks every step up here, and the paths come from workflow
-    /// code, not from outside.
-    steps: HashMap<StepPath, StepRecord, foldhash::fast::RandomState>,
+    /// Replay looks every step up here (the paths come from workflow code, not from outside).
+    steps: FastMap<StepPath, StepRecord>,
     consumed_signals: HashSet<SignalId>,
     patches: HashMap<String, bool>,
     /// Each durable value's latest value.

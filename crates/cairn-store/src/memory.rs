@@ -7,13 +7,9 @@ use crate::{
 };
 use crate::{ConcurrencyRule, RunConcurrency, TakeRate, WaitingFor};
 use cairn_journal::flow::{claim_rank, debounce_wake, fair_seq, holds_slot, rate_forgets_before, rate_verdict};
-use cairn_journal::{Event, JournalEntry, SignalId, StepPath, Timestamp, Trim};
+use cairn_journal::{Event, FastMap, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-
-/// Hashed with foldhash: every append looks a run up by id a few times, and SipHash over a
-/// 36-character id cost about 250 instructions a lookup (callgrind, W1).
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 /// A store in process memory: fast, shared by clones of one value, gone when the process exits.
@@ -37,10 +33,10 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Inner {
-    runs: Map<RunId, RunRecord>,
-    journals: Map<RunId, Vec<JournalEntry>>,
-    signals: Map<RunId, Vec<SignalRecord>>,
-    idempotency: Map<(String, String), RunId>,
+    runs: FastMap<RunId, RunRecord>,
+    journals: FastMap<RunId, Vec<JournalEntry>>,
+    signals: FastMap<RunId, Vec<SignalRecord>>,
+    idempotency: FastMap<(String, String), RunId>,
     next_signal: i64,
     /// Runs that are or will become claimable, by bucket and rank: the index claims and timers
     /// scan.
@@ -56,13 +52,13 @@ struct Inner {
     /// Concurrency rules by workflow.
     rules: BTreeMap<String, ConcurrencyRule>,
     /// Slots held per concurrency group (workflow, key).
-    held: Map<(String, String), u32>,
+    held: FastMap<(String, String), u32>,
     /// Runs waiting for a slot: group, then creation order.
     waiting: BTreeSet<(String, String, Timestamp, RunId)>,
     /// Rate limits' grants within their windows, by bucket.
-    rates: Map<String, Vec<i64>>,
+    rates: FastMap<String, Vec<i64>>,
     /// The run debouncing under each (workflow, debounce key), until its window closes.
-    debouncing: Map<(String, String), RunId>,
+    debouncing: FastMap<(String, String), RunId>,
 }
 
 /// Why a run may become claimable.

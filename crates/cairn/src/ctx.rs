@@ -765,19 +765,14 @@ where
     let mut attempt = 1;
     if let Some((next, retry_at)) = retry {
         attempt = next;
-        // Parks and rate-limit turns are boxed: their futures are large and rare, and held
-        // inline they would size every step's future for them.
-        Box::pin(shared.park(Some(retry_at), SuspendReason::BackingOff, None)).await?;
+        shared.park(Some(retry_at), SuspendReason::BackingOff, None).await?;
     }
     let mut body = body.ok_or_else(|| WorkflowError::failed("step body missing"))?;
     loop {
         shared.check()?;
         // Each attempt waits for its turn under a rate limit on its name, before it counts as
         // work in flight (so the run can suspend while it waits); it starts when granted.
-        let started_at = match shared.rate_limited(Some(path.name())) {
-            true => Box::pin(shared.turn(Some(path.name()))).await?,
-            false => shared.now(),
-        };
+        let started_at = shared.turn(Some(path.name())).await?;
         let in_flight = shared.start_work();
         let deadline = timeout.map(|t| started_at + t);
         // Ends when dropped: after the attempt's result is journaled.
@@ -835,7 +830,7 @@ where
                         });
                     }
                     Some(at) => {
-                        Box::pin(shared.park(Some(at), SuspendReason::BackingOff, None)).await?;
+                        shared.park(Some(at), SuspendReason::BackingOff, None).await?;
                         attempt += 1;
                     }
                 }

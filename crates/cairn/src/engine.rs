@@ -5,17 +5,12 @@ use crate::clock::{Clock, SystemClock, wall_now};
 use crate::registry::Registry;
 use crate::run::{Mode, PAUSED_BY_REQUEST, RunShared, drive};
 use crate::{Client, Ctx, EngineError, Interrupt, WorkflowError};
-use cairn_journal::{JournalEntry, RetryPolicy};
+use cairn_journal::{FastMap, JournalEntry, RetryPolicy};
 use cairn_store::{
     Append, ClaimRequest, ForgetWorkers, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store, WorkerRecord,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::HashMap;
-
-/// Hashed with foldhash: each run is looked up by id in these maps several times (SipHash over
-/// its id cost about 250 instructions a lookup).
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -84,10 +79,10 @@ pub(crate) struct Local {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) registry: Registry,
     pub(crate) config: Config,
-    active: Mutex<Map<RunId, Arc<RunShared>>>,
+    active: Mutex<FastMap<RunId, Arc<RunShared>>>,
     /// Runs claimed and still loading their journals: `(epoch, last_seq)` to hand their leases
     /// back with if the worker stops first.
-    loading: Mutex<Map<RunId, (u64, u64)>>,
+    loading: Mutex<FastMap<RunId, (u64, u64)>>,
     running: AtomicUsize,
     /// The last claim took as many runs as there was room for: more may be waiting.
     at_capacity: AtomicBool,
@@ -97,7 +92,7 @@ pub(crate) struct Local {
     /// [`Local::notices_reported`]).
     remote_notices: bool,
     claimer: Notify,
-    waiters: Mutex<Map<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
+    waiters: Mutex<FastMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
     /// Fired when the worker starts shutting down: stop claiming, stop runs at step boundaries.
     draining: CancellationToken,
     /// How long the drain lets steps in flight finish (set by the shutdown).
@@ -137,14 +132,14 @@ impl Local {
             registry,
             drain_for: Mutex::new(config.shutdown_grace),
             config,
-            active: Mutex::new(Map::default()),
-            loading: Mutex::new(Map::default()),
+            active: Mutex::new(FastMap::default()),
+            loading: Mutex::new(FastMap::default()),
             running: AtomicUsize::new(0),
             at_capacity: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
             remote_notices,
             claimer: Notify::new(),
-            waiters: Mutex::new(Map::default()),
+            waiters: Mutex::new(FastMap::default()),
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
             worker,
@@ -318,7 +313,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     }
     let span = crate::telemetry::run_span(&run);
     let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
-    let body: crate::registry::BodyFuture = if fresh && shared.rate_limited(None) {
+    let body: crate::registry::BodyFuture = if fresh && shared.limits_start() {
         let gate = Arc::clone(&shared);
         Box::pin(async move {
             gate.turn(None).await?;

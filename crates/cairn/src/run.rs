@@ -276,9 +276,9 @@ impl RunShared {
         *next - 1
     }
 
-    /// Whether a rate limit holds back this run's start (`step` `None`) or the steps named `step`.
-    pub(crate) fn rate_limited(&self, step: Option<&str>) -> bool {
-        self.rate_turns.iter().any(|turns| turns.step.as_deref() == step)
+    /// Whether a rate limit holds back this run's start.
+    pub(crate) fn limits_start(&self) -> bool {
+        self.rate_turns.iter().any(|turns| turns.step.is_none())
     }
 
     /// Waits for this run's turn under its workflow's rate limit on starts (`step` `None`) or on
@@ -291,6 +291,12 @@ impl RunShared {
         if self.mode == Mode::ReplayCheck {
             return Ok(self.now());
         }
+        // Boxed, as a park is: rare, and held inline its future would size every step's.
+        Box::pin(self.wait_for_turn(turns)).await
+    }
+
+    /// Takes turns from the store until one is granted, parked while the limit holds the run back.
+    async fn wait_for_turn(&self, turns: &crate::flow::RateTurns) -> Result<Timestamp, WorkflowError> {
         loop {
             self.check()?;
             let take = turns.at(self.now());
@@ -616,11 +622,23 @@ impl RunShared {
         &self,
         wake_at: Option<Timestamp>,
         reason: SuspendReason,
-        mut signals: Option<watch::Receiver<u64>>,
+        signals: Option<watch::Receiver<u64>>,
     ) -> Result<(), WorkflowError> {
         if wake_at.is_some_and(|w| w <= self.now()) {
             return self.check();
         }
+        // Boxed: a park's future (a timer, a cancellation, a signal watch at once) is large, and
+        // held inline it would size every step's future for a retry that rarely comes.
+        Box::pin(self.parked(wake_at, reason, signals)).await
+    }
+
+    /// [`park`](Self::park) once the wake-up is not already due.
+    async fn parked(
+        &self,
+        wake_at: Option<Timestamp>,
+        reason: SuspendReason,
+        mut signals: Option<watch::Receiver<u64>>,
+    ) -> Result<(), WorkflowError> {
         let waits_for_signal = signals.is_some();
         let key = {
             let mut exec = self.lock();

@@ -17,12 +17,11 @@
 //! Runs and steps are labelled by workflow; steps also by their path with loop indices left out
 //! (`expedition/analyze`, not `expedition[2]/analyze[5]`), so labels stay few.
 
-use cairn_journal::StepPath;
+use cairn_journal::{FastMap, StepPath};
 use cairn_store::RunStatus;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{LazyLock, PoisonError, RwLock};
 use std::time::Duration;
 
 /// Runs started by this process (`workflow`).
@@ -89,9 +88,9 @@ struct WorkflowHandles {
     in_flight: Option<metrics::Gauge>,
     duration: Option<metrics::Histogram>,
     /// By terminal status.
-    completed: Map<&'static str, metrics::Counter>,
+    completed: FastMap<&'static str, metrics::Counter>,
     /// Step durations and retries by step label.
-    steps: Map<String, StepHandles>,
+    steps: FastMap<String, StepHandles>,
 }
 
 #[derive(Default)]
@@ -101,11 +100,8 @@ struct StepHandles {
     retries: Option<metrics::Counter>,
 }
 
-/// Hashed with foldhash: a lookup per step attempt, keyed by workflow and step names from code.
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
 /// Every workflow's handles, shared by the engines of this process (as the recorder is).
-static HANDLES: RwLock<Option<Map<String, WorkflowHandles>>> = RwLock::new(None);
+static HANDLES: LazyLock<RwLock<FastMap<String, WorkflowHandles>>> = LazyLock::new(RwLock::default);
 
 /// Records with `workflow`'s handles: `record` answers `None` while a handle it needs is missing,
 /// and then `register` adds what it needs for the installed recorder. The common case takes a
@@ -118,7 +114,7 @@ fn with_handles<T>(
     let generation = RECORDER_GENERATION.load(Ordering::SeqCst);
     {
         let all = HANDLES.read().unwrap_or_else(PoisonError::into_inner);
-        if let Some(handles) = all.as_ref().and_then(|all| all.get(workflow))
+        if let Some(handles) = all.get(workflow)
             && handles.generation == generation
             && let Some(done) = record(handles)
         {
@@ -126,7 +122,7 @@ fn with_handles<T>(
         }
     }
     let mut all = HANDLES.write().unwrap_or_else(PoisonError::into_inner);
-    let handles = all.get_or_insert_with(Map::default).entry(workflow.to_owned()).or_default();
+    let handles = all.entry(workflow.to_owned()).or_default();
     if handles.generation != generation {
         *handles = WorkflowHandles { generation, ..WorkflowHandles::default() };
     }

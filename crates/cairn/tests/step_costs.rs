@@ -1,6 +1,7 @@
 //! What one step costs, counted rather than timed: heap allocations (a counting global
 //! allocator), store calls (`CountingStore`), SQL statements and the SQLite virtual machine's
-//! instructions (`SqliteOptions::count_statements`), and bytes journaled. Timings on a shared
+//! instructions (`SqliteOptions::count_statements`), PostgreSQL statements (`pg_stat_statements`),
+//! and bytes journaled. Timings on a shared
 //! machine drift by 2x, so a small regression hides in their noise; these counts do not drift.
 //!
 //! Each is asserted as an upper bound a little above its value when the bound was set, for the two
@@ -82,8 +83,8 @@ async fn noop(ctx: Ctx, steps: usize) -> Result<usize, WorkflowError> {
     Ok(total)
 }
 
-async fn engine(store: impl Store) -> Engine {
-    Engine::builder().store(store).sweep_every(None).register("noop", 1, noop).start().await.unwrap()
+async fn engine(store: Arc<dyn Store>) -> Engine {
+    Engine::builder().shared_store(store).sweep_every(None).register("noop", 1, noop).start().await.unwrap()
 }
 
 /// W2's shape: `runs` runs, one at a time.
@@ -120,7 +121,7 @@ fn per_step(count: u64, runs: usize) -> f64 {
 #[test]
 fn heap_allocations_per_step_on_the_memory_store_stay_under_their_bounds() {
     let runtime = runtime();
-    let engine = runtime.block_on(engine(MemoryStore::new()));
+    let engine = runtime.block_on(engine(Arc::new(MemoryStore::new())));
     // Warm up: the first runs fill maps and caches that later runs reuse.
     runtime.block_on(one_at_a_time(&engine, 20));
     let ((), w2) = allocations_of(|| runtime.block_on(one_at_a_time(&engine, 200)));
@@ -143,16 +144,15 @@ fn store_calls_per_step_stay_under_their_bounds() {
     runtime.block_on(async {
         let counting = CountingStore::new(MemoryStore::new());
         let calls = counting.calls();
-        let engine = engine(counting).await;
+        let engine = engine(Arc::new(counting)).await;
         one_at_a_time(&engine, 5).await;
         let before = snapshot(&calls);
         one_at_a_time(&engine, 100).await;
-        let w2 = since(&calls, &before);
+        let w2 = since(snapshot(&calls), &before);
         let before = snapshot(&calls);
         all_at_once(&engine, 1000).await;
-        let w1 = since(&calls, &before);
+        let w1 = since(snapshot(&calls), &before);
         engine.shutdown().await;
-        let total = |calls: &BTreeMap<String, u64>| calls.values().sum::<u64>();
         println!("store calls, W2 (100 runs): {w2:?}\nstore calls, W1 (1,000 runs): {w1:?}");
         // Each step is one append; each run adds its create, claim, final append, result read.
         assert_eq!(w2.get("append").copied().unwrap_or(0), 100 * (STEPS as u64 + 1), "W2 appends: {w2:?}");
@@ -173,8 +173,14 @@ fn snapshot(calls: &Calls) -> BTreeMap<String, u64> {
     calls.all().into_iter().map(|(method, n)| (method.to_owned(), n)).collect()
 }
 
-fn since(calls: &Calls, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    snapshot(calls)
+/// Every count of `counts` together.
+fn total(counts: &BTreeMap<String, u64>) -> u64 {
+    counts.values().sum()
+}
+
+/// What each count in `after` gained since `before`, leaving out those that did not.
+fn since(after: BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
         .into_iter()
         .map(|(method, n)| {
             let earlier = before.get(&method).copied().unwrap_or(0);
@@ -203,7 +209,7 @@ fn print_statements(shape: &str, statements: &BTreeMap<String, StatementCount>) 
 async fn sqlite_statements_per_step_stay_under_their_bounds_and_none_is_compiled_again() {
     let (store, _dir) = counted_sqlite();
     let counts = store.statements().unwrap();
-    let engine = engine(store).await;
+    let engine = engine(Arc::new(store)).await;
     one_at_a_time(&engine, 5).await;
     counts.reset();
     one_at_a_time(&engine, 100).await;
@@ -247,13 +253,7 @@ const W1_SQLITE_VM_STEPS: f64 = 175.0;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journal_bytes_per_step_stay_under_their_bound() {
     let store = Arc::new(MemoryStore::new());
-    let engine = Engine::builder()
-        .shared_store(store.clone())
-        .sweep_every(None)
-        .register("noop", 1, noop)
-        .start()
-        .await
-        .unwrap();
+    let engine = engine(store.clone()).await;
     let mut ids = Vec::new();
     for _ in 0..20 {
         let run = engine.start("noop", &STEPS).await.unwrap();
@@ -272,3 +272,61 @@ async fn journal_bytes_per_step_stay_under_their_bound() {
 
 /// Bytes of journaled JSON per step, the run's `started` and `completed` events shared out.
 const JOURNAL_BYTES: f64 = 110.0;
+
+/// The calls of each statement naming `store`'s schema so far; `None` without
+/// `pg_stat_statements`. Transaction control and `pg_notify` are left out: every test on the server
+/// shares them.
+async fn schema_statements(store: &cairn_postgres::PostgresStore) -> Option<BTreeMap<String, u64>> {
+    let quoted = format!("\"{}\"", store.schema());
+    let all = store.statement_calls().await.unwrap()?;
+    Some(
+        all.into_iter()
+            .filter(|(query, _)| query.contains(&quoted))
+            .map(|(query, calls)| (query, u64::try_from(calls).unwrap_or(0)))
+            .collect(),
+    )
+}
+
+fn print_postgres_statements(shape: &str, statements: &BTreeMap<String, u64>) {
+    println!("{shape}: calls, statement");
+    for (query, calls) in statements {
+        let query: String = query.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(110).collect();
+        println!("  {calls:>6}  {query}");
+    }
+}
+
+/// Without `pg_stat_statements` loaded this says so loudly and passes; with
+/// `CAIRN_REQUIRE_POSTGRES=1` it fails (`.ci/run` loads it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_statements_per_step_stay_under_their_bounds() {
+    let Some((store, _schema)) = cairn_postgres::testing::test_store("costs").await else { return };
+    if schema_statements(&store).await.is_none() {
+        let url = std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_default();
+        assert!(
+            std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+            "CAIRN_REQUIRE_POSTGRES=1 but pg_stat_statements is not loaded on {url} (shared_preload_libraries)"
+        );
+        eprintln!("\n!!! SKIPPED: PostgreSQL statements per step (pg_stat_statements is not loaded).\n");
+        return;
+    }
+    let engine = engine(Arc::new(store.clone())).await;
+    one_at_a_time(&engine, 3).await;
+    let before = schema_statements(&store).await.unwrap();
+    one_at_a_time(&engine, 50).await;
+    let w2 = since(schema_statements(&store).await.unwrap(), &before);
+    let before = schema_statements(&store).await.unwrap();
+    all_at_once(&engine, 500).await;
+    let w1 = since(schema_statements(&store).await.unwrap(), &before);
+    engine.shutdown().await;
+    print_postgres_statements("W2 (50 runs)", &w2);
+    print_postgres_statements("W1 (500 runs)", &w1);
+    let (w2, w1) = (per_step(total(&w2), 50), per_step(total(&w1), 500));
+    println!("PostgreSQL statements per step on the schema: W2 {w2:.3}, W1 {w1:.3}");
+    assert!(w2 <= W2_POSTGRES_STATEMENTS, "W2: {w2:.3} statements per step, bound {W2_POSTGRES_STATEMENTS}");
+    assert!(w1 <= W1_POSTGRES_STATEMENTS, "W1: {w1:.3} statements per step, bound {W1_POSTGRES_STATEMENTS}");
+}
+
+/// PostgreSQL statements per step naming the schema, one run at a time (W2): each step is one.
+const W2_POSTGRES_STATEMENTS: f64 = 1.8;
+/// PostgreSQL statements per step naming the schema, 500 runs at once (W1): rounds carry many.
+const W1_POSTGRES_STATEMENTS: f64 = 0.25;
