@@ -33,7 +33,8 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Inner {
-    runs: FastMap<RunId, RunRecord>,
+    /// Boxed: the table grows by copying, and a run's record is large.
+    runs: FastMap<RunId, Box<RunRecord>>,
     journals: FastMap<RunId, Vec<JournalEntry>>,
     signals: FastMap<RunId, Vec<SignalRecord>>,
     idempotency: FastMap<(String, String), RunId>,
@@ -134,7 +135,7 @@ impl MemoryStore {
             inner.debouncing.insert((run.workflow.clone(), key.clone()), run.id.clone());
         }
         let (id, place) = (run.id.clone(), due_key(&run));
-        inner.runs.insert(id.clone(), run);
+        inner.runs.insert(id.clone(), Box::new(run));
         inner.move_due(&id, None, place);
     }
 
@@ -184,6 +185,11 @@ impl MemoryStore {
 }
 
 impl Inner {
+    /// A copy of run `id`'s record.
+    fn run(&self, id: &RunId) -> Option<RunRecord> {
+        self.runs.get(id).map(|run| RunRecord::clone(run))
+    }
+
     /// Changes a run through `change`, keeping in step the `due` index
     /// and its concurrency group's slots and queue (admitting waiting runs as slots free up).
     fn modify<T>(&mut self, id: &RunId, change: impl FnOnce(&mut RunRecord) -> T) -> Result<T, StoreError> {
@@ -442,12 +448,12 @@ impl Inner {
             self.idempotency.insert((run.workflow, key), run.id.clone());
         }
         let place = due_key(&record);
-        self.runs.insert(run.id.clone(), record);
+        self.runs.insert(run.id.clone(), Box::new(record));
         self.move_due(&run.id, None, place);
         if let Some(group) = group {
             self.admit(&group);
         }
-        let record = self.runs.get(&run.id).cloned().ok_or_else(|| StoreError::RunNotFound(run.id.clone()))?;
+        let record = self.run(&run.id).ok_or_else(|| StoreError::RunNotFound(run.id.clone()))?;
         Ok(CreatedRun { run: record, created: true })
     }
 
@@ -480,9 +486,7 @@ impl Inner {
         let Some(key) = &run.idempotency_key else { return Ok(None) };
         let Some(existing) = self.idempotency.get(&(run.workflow.clone(), key.clone())) else { return Ok(None) };
         let existing = self
-            .runs
-            .get(existing)
-            .cloned()
+            .run(existing)
             .ok_or_else(|| StoreError::Corrupt(format!("idempotency key {key:?} points at a missing run")))?;
         Ok(Some(existing))
     }
@@ -575,13 +579,14 @@ impl Store for MemoryStore {
     }
 
     fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
-        let result = self.lock().runs.get(id).cloned();
+        let result = self.lock().run(id);
         Box::pin(async move { Ok(result) })
     }
 
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
         let inner = self.lock();
-        let mut runs: Vec<RunRecord> = inner.runs.values().filter(|r| filter.matches(r)).cloned().collect();
+        let mut runs: Vec<RunRecord> =
+            inner.runs.values().filter(|r| filter.matches(r)).map(|r| RunRecord::clone(r)).collect();
         drop(inner);
         runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
         let page = RunPage::cut(runs, filter.page_size());
@@ -607,7 +612,7 @@ impl Store for MemoryStore {
             Vec::new()
         } else {
             let due = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX);
-            due.into_iter().map(|(_, id)| id).filter(|id| inner.runs.get(id).is_some_and(requeues)).collect()
+            due.into_iter().map(|(_, id)| id).filter(|id| inner.runs.get(id).is_some_and(|run| requeues(run))).collect()
         };
         for id in woken {
             let hold = inner.rule_hold(&id);
@@ -792,7 +797,7 @@ impl Store for MemoryStore {
             let mut inner = self.lock();
             let existing = match inner.by_key(&run)? {
                 Some(existing) => Some(existing),
-                None => inner.runs.get(&run.id).cloned(),
+                None => inner.run(&run.id),
             };
             let sent_at = run.created_at;
             let created = match existing {
@@ -1025,7 +1030,7 @@ impl Inner {
         for run in fire.runs {
             created.push(match self.runs.get(&run.id) {
                 // Started by an earlier firing of the same time (its id says so).
-                Some(existing) => CreatedRun { run: existing.clone(), created: false },
+                Some(existing) => CreatedRun { run: RunRecord::clone(existing), created: false },
                 None => self.create(run)?,
             });
         }

@@ -772,7 +772,7 @@ where
         shared.check()?;
         // Each attempt waits for its turn under a rate limit on its name, before it counts as
         // work in flight (so the run can suspend while it waits); it starts when granted.
-        let started_at = shared.turn(Some(path.name())).await?;
+        let started_at = shared.turn(Some(&path)).await?;
         let in_flight = shared.start_work();
         let deadline = timeout.map(|t| started_at + t);
         // Ends when dropped: after the attempt's result is journaled.

@@ -231,6 +231,9 @@ fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
     local.running.fetch_add(1, Ordering::SeqCst);
     lock(&local.loading).insert(run.id.clone(), (run.epoch, run.last_seq));
     let local = Arc::clone(local);
+    // Boxed: the record is needed only until the run is loaded, and held inline it would size
+    // the task of every run in flight for its whole life.
+    let run = Box::new(run);
     tasks.spawn(async move {
         let id = run.id.clone();
         let ended = start_run(&local, run).await;
@@ -258,8 +261,16 @@ async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq: u64, updat
     }
 }
 
-/// Loads a claimed run and drives its body; how it ended, if it ended here.
-async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
+/// A claimed run, loaded: its live state, its body ready to drive, and its span.
+struct Loaded {
+    shared: Arc<RunShared>,
+    body: crate::registry::BodyFuture,
+    span: tracing::Span,
+}
+
+/// Loads a claimed run (its journal, its state, its body); or how it ended without executing
+/// (`Err`), when it is parked or handed back first.
+async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Option<Ended>> {
     let max = local.config.max_recoveries;
     if run.pause_requested || run.recoveries > max.saturating_add(1) {
         // Paused while its worker went away, or a poison run whose last replay crashed its worker
@@ -270,7 +281,7 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
             Interrupt::Poisoned { path: None, recoveries: run.recoveries }.to_string()
         };
         settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error: error.clone() }).await;
-        return Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) });
+        return Err(Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) }));
     }
     let journal = if run.last_seq <= 1 {
         Ok(vec![JournalEntry::new(1, run.created_at, run.started())])
@@ -281,20 +292,20 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         Ok(journal) => journal,
         Err(error) => {
             tracing::warn!("run {}: cannot read its journal: {error}", run.id);
-            return None;
+            return Err(None);
         }
     };
     if local.draining.is_cancelled() {
         settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Release).await;
-        return None;
+        return Err(None);
     }
-    let registered = local.registry.get(&run.workflow, run.version).cloned()?;
+    let registered = local.registry.get(&run.workflow, run.version).cloned().ok_or(None)?;
     let state = match cairn_journal::RunState::fold_owned(journal) {
         Ok(state) => state,
         Err(error) => {
             let error = format!("[CAIRN-E0106] the journal does not fold: {error}");
             settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error }).await;
-            return None;
+            return Err(None);
         }
     };
     let mode = if run.recoveries > max { Mode::Poisoned(run.recoveries) } else { Mode::Live };
@@ -312,7 +323,8 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
         shared.interrupt(Interrupt::ShuttingDown);
     }
     let span = crate::telemetry::run_span(&run);
-    let body = (registered.body)(Ctx::new(Arc::clone(&shared)), run.input);
+    let RunRecord { input, .. } = *run;
+    let body = (registered.body)(Ctx::new(Arc::clone(&shared)), input);
     let body: crate::registry::BodyFuture = if fresh && shared.limits_start() {
         let gate = Arc::clone(&shared);
         Box::pin(async move {
@@ -322,18 +334,28 @@ async fn start_run(local: &Arc<Local>, run: RunRecord) -> Option<Ended> {
     } else {
         body
     };
-    let in_flight = crate::telemetry::InFlight::new(&run.workflow);
-    let ended = drive(shared, body).instrument(span.clone()).await;
+    Ok(Loaded { shared, body, span })
+}
+
+/// Loads a claimed run and drives its body; how it ended, if it ended here.
+async fn start_run(local: &Arc<Local>, run: Box<RunRecord>) -> Option<Ended> {
+    let created_at = run.created_at;
+    let Loaded { shared, body, span } = match load_run(local, run).await {
+        Ok(loaded) => loaded,
+        Err(ended) => return ended,
+    };
+    let in_flight = crate::telemetry::InFlight::new(&shared.workflow);
+    let ended = drive(Arc::clone(&shared), body).instrument(span.clone()).await;
     span.record("status", ended.as_ref().map_or("suspended", |ended| ended.status.as_str()));
     drop(in_flight);
     if let Some(ended) = &ended {
-        let lasted = run.created_at.until(local.clock.now());
-        crate::telemetry::run_ended(&run.workflow, ended.status, lasted);
+        let lasted = created_at.until(local.clock.now());
+        crate::telemetry::run_ended(&shared.workflow, ended.status, lasted);
         // A child that continued as new goes on as its successor, which tells the parent when
         // it ends, naming the chain's first run (the child the parent waits for).
         let child_ended = ended.status.is_terminal() && ended.status != cairn_store::RunStatus::Continued;
-        if let Some(parent) = run.parent.as_ref().filter(|_| child_ended) {
-            let first = crate::run::first_of_chain(&run.id, run.continued_from.is_some());
+        if let Some(parent) = shared.lineage.parent.as_ref().filter(|_| child_ended) {
+            let first = crate::run::first_of_chain(&shared.id, shared.lineage.continues);
             // Boxed: rare, and its future would otherwise size every run's task.
             Box::pin(Client::attached(Arc::clone(local)).child_ended(parent, &first)).await;
         }

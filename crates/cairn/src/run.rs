@@ -284,8 +284,10 @@ impl RunShared {
     /// Waits for this run's turn under its workflow's rate limit on starts (`step` `None`) or on
     /// the steps named `step`, suspended while the limit holds it back; when the turn was
     /// granted (now, for what no limit holds back).
-    pub(crate) async fn turn(&self, step: Option<&str>) -> Result<Timestamp, WorkflowError> {
-        let Some(turns) = self.rate_turns.iter().find(|turns| turns.step.as_deref() == step) else {
+    pub(crate) async fn turn(&self, step: Option<&StepPath>) -> Result<Timestamp, WorkflowError> {
+        // Named by the step's last segment; only looked for when the workflow has rate limits.
+        let name = || step.map(StepPath::name);
+        let Some(turns) = self.rate_turns.iter().find(|turns| turns.step.as_deref() == name()) else {
             return Ok(self.now());
         };
         if self.mode == Mode::ReplayCheck {
