@@ -7,9 +7,9 @@ use crate::{
 };
 use crate::{ConcurrencyRule, RunConcurrency, TakeRate, WaitingFor};
 use cairn_journal::flow::{claim_rank, debounce_wake, fair_seq, holds_slot, rate_forgets_before, rate_verdict};
-use cairn_journal::{Event, FastMap, JournalEntry, SignalId, StepPath, Timestamp, Trim};
+use cairn_journal::{Event, FastMap, FastSet, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
 /// A store in process memory: fast, shared by clones of one value, gone when the process exits.
@@ -309,7 +309,7 @@ impl Inner {
         &self,
         due: Due,
         by: Option<Timestamp>,
-        tags: &HashSet<(&str, u32)>,
+        tags: &FastSet<(&str, u32)>,
         limit: usize,
     ) -> Vec<(Timestamp, RunId)> {
         let start = first_place(due, if due == Due::Pending { i32::MAX } else { 0 });
@@ -604,7 +604,7 @@ impl Store for MemoryStore {
     }
 
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
-        let tags: HashSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
+        let tags: FastSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let mut inner = self.lock();
         // Woken runs that gave their slot up (or whose debounce window closed) wait for one
         // (and may get it at once).
@@ -628,11 +628,12 @@ impl Store for MemoryStore {
         let mut ready = inner.due_runs(Due::Pending, None, &tags, request.limit);
         ready.extend(inner.due_runs(Due::Timer, Some(request.now), &tags, request.limit));
         ready.extend(inner.due_runs(Due::Lease, Some(request.lease_now), &tags, request.limit));
-        let rank = |(at, id): &(Timestamp, RunId)| {
+        let rank = |at: Timestamp, id: &RunId| {
             let run = inner.runs.get(id);
             claim_rank(run.map_or(0, |r| r.priority), run.map_or(0, |r| r.fair_seq), at.as_millis())
         };
-        ready.sort_by_cached_key(|due| (rank(due), due.1.clone()));
+        let mut ready: Vec<_> = ready.into_iter().map(|(at, id)| (rank(at, &id), id)).collect();
+        ready.sort_unstable();
         ready.truncate(request.limit);
         let mut claimed = Vec::with_capacity(ready.len());
         for (_, id) in ready {
@@ -894,10 +895,10 @@ impl Store for MemoryStore {
     }
 
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
-        let tags: HashSet<(&str, u32)> = workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
+        let tags: FastSet<(&str, u32)> = workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let inner = self.lock();
         let timer = inner.due_runs(Due::Timer, None, &tags, 1).first().map(|(at, _)| *at);
-        let names: HashSet<&str> = workflows.iter().map(|k| k.name.as_str()).collect();
+        let names: FastSet<&str> = workflows.iter().map(|k| k.name.as_str()).collect();
         let firing = (inner.schedules.values())
             .filter(|s| !s.paused && names.contains(s.workflow.as_str()))
             .filter_map(|s| s.next_fire_at)

@@ -95,7 +95,8 @@ fn decode<T: DeserializeOwned>(path: &StepPath, raw: &str) -> Result<T, Workflow
 
 impl Ctx {
     pub(crate) fn new(shared: Arc<RunShared>) -> Self {
-        let cancel = shared.stop.child_token();
+        // The run's own token: only branches' tokens (its children) are ever fired on their own.
+        let cancel = shared.stop.clone();
         Self { shared, scope: StepPath::root(), cancel, batched: false }
     }
 
@@ -772,7 +773,7 @@ where
         shared.check()?;
         // Each attempt waits for its turn under a rate limit on its name, before it counts as
         // work in flight (so the run can suspend while it waits); it starts when granted.
-        let started_at = shared.turn(Some(&path)).await?;
+        let started_at = if shared.rate_limited() { shared.turn(Some(&path)).await? } else { shared.now() };
         let in_flight = shared.start_work();
         let deadline = timeout.map(|t| started_at + t);
         // Ends when dropped: after the attempt's result is journaled.
@@ -791,11 +792,12 @@ where
         match attempt_result {
             Ok(value) => {
                 let output = shared.encode(path.as_str(), &value)?;
-                crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(shared.now()), false);
+                let finished = shared.now();
+                crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(finished), false);
                 span.record("status", "completed");
-                let started_at = Some(started_at);
-                let completed = vec![Event::StepCompleted { path, ordinal, attempt, output, started_at }];
-                shared.append_as(completed, None, ctx.batched).instrument(span).await?;
+                let completed =
+                    vec![Event::StepCompleted { path, ordinal, attempt, output, started_at: Some(started_at) }];
+                shared.append_at(completed, None, finished, ctx.batched).instrument(span).await?;
                 drop(in_flight);
                 return Ok(value);
             }

@@ -276,6 +276,11 @@ impl RunShared {
         *next - 1
     }
 
+    /// Whether the run's workflow has rate limits at all (else [`turn`](Self::turn) is now).
+    pub(crate) fn rate_limited(&self) -> bool {
+        !self.rate_turns.is_empty()
+    }
+
     /// Whether a rate limit holds back this run's start.
     pub(crate) fn limits_start(&self) -> bool {
         self.rate_turns.iter().any(|turns| turns.step.is_none())
@@ -553,15 +558,16 @@ impl RunShared {
     /// Appends events while the run goes on (also while it stops at a step boundary: a step
     /// that finished is committed). Any store failure interrupts the run.
     pub(crate) async fn append(&self, events: Vec<Event>, consume: Option<SignalId>) -> Result<(), WorkflowError> {
-        self.append_as(events, consume, false).await
+        self.append_at(events, consume, self.now(), false).await
     }
 
-    /// [`append`](Self::append), `batched` when other appends of the run go out at about the
-    /// same time (see [`Append::batched`]).
-    pub(crate) async fn append_as(
+    /// [`append`](Self::append) journaled at `at` (a time the caller read anyway), `batched`
+    /// when other appends of the run go out at about the same time (see [`Append::batched`]).
+    pub(crate) async fn append_at(
         &self,
         events: Vec<Event>,
         consume: Option<SignalId>,
+        at: Timestamp,
         batched: bool,
     ) -> Result<(), WorkflowError> {
         let stopping = self.lock().interrupt.as_ref().is_some_and(|why| !why.lets_steps_finish());
@@ -571,7 +577,7 @@ impl RunShared {
         if self.mode == Mode::ReplayCheck {
             return Ok(());
         }
-        self.append_raw(events, RunUpdate::Progress, consume, batched).await.map_err(|error| {
+        self.append_raw(events, RunUpdate::Progress, consume, (at, batched)).await.map_err(|error| {
             self.interrupt(match error {
                 StoreError::Fenced { .. } => Interrupt::LeaseLost,
                 other => Interrupt::Store(other),
@@ -586,7 +592,7 @@ impl RunShared {
         events: Vec<Event>,
         update: RunUpdate,
         consume: Option<SignalId>,
-        batched: bool,
+        (at, batched): (Timestamp, bool),
     ) -> Result<(), StoreError> {
         // The append is submitted while the lock is held, so appends to this run reach the store in
         // the order their sequence numbers were assigned.
@@ -603,7 +609,7 @@ impl RunShared {
                 epoch: self.epoch,
                 after_seq,
                 events,
-                at: self.local.clock.now(),
+                at,
                 update,
                 consume_signal: consume,
                 batched,
@@ -614,7 +620,7 @@ impl RunShared {
 
     /// Hands the lease back without ending the run (engine shutdown).
     pub(crate) async fn release(&self) -> Result<(), StoreError> {
-        self.append_raw(Vec::new(), RunUpdate::Release, None, false).await
+        self.append_raw(Vec::new(), RunUpdate::Release, None, (self.now(), false)).await
     }
 
     /// Waits until `wake_at` (or forever), letting the driver suspend the run meanwhile. A wait
@@ -846,7 +852,7 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFut
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
     // later one.
     let suspends = matches!(update, RunUpdate::Suspend { .. });
-    match shared.append_raw(events, update, None, false).await {
+    match shared.append_raw(events, update, None, (shared.now(), false)).await {
         Ok(()) => {
             if suspends {
                 shared.local.wake_claimer();
