@@ -228,14 +228,20 @@ pub(crate) fn run_ended(workflow: &str, status: RunStatus, lasted: Duration) {
 
 pub(crate) fn step_attempt(workflow: &str, path: &StepPath, lasted: Duration, retried: bool) {
     with_step_label(path, |label| {
+        let generation = RECORDER_GENERATION.load(Ordering::SeqCst);
+        let seconds = lasted.as_secs_f64();
+        if !retried && LAST_STEP.with_borrow(|last| last.record(generation, workflow, label, seconds)) {
+            return;
+        }
         let record = |h: &WorkflowHandles| {
             let step = h.steps.get(label)?;
             let retries = if retried { Some(step.retries.as_ref()?) } else { None };
-            step.duration.as_ref()?.record(lasted.as_secs_f64());
+            let duration = step.duration.as_ref()?;
+            duration.record(seconds);
             if let Some(retries) = retries {
                 retries.increment(1);
             }
-            Some(())
+            Some(duration.clone())
         };
         let register = |h: &mut WorkflowHandles| {
             let step = h.steps.entry(label.to_owned()).or_default();
@@ -248,8 +254,45 @@ pub(crate) fn step_attempt(workflow: &str, path: &StepPath, lasted: Duration, re
                 );
             }
         };
-        with_handles(workflow, record, register);
+        if let Some(duration) = with_handles(workflow, record, register) {
+            LAST_STEP.with_borrow_mut(|last| last.remember(generation, workflow, label, duration));
+        }
     });
+}
+
+thread_local! {
+    /// The step-duration handle this thread recorded into last: a run's steps (and its
+    /// neighbours') mostly repeat the same labels, so most attempts skip the shared lookup.
+    static LAST_STEP: RefCell<LastStep> = const { RefCell::new(LastStep { handle: None, workflow: String::new(), label: String::new() }) };
+}
+
+/// See [`LAST_STEP`].
+struct LastStep {
+    /// With the recorder generation it was registered under.
+    handle: Option<(u64, metrics::Histogram)>,
+    workflow: String,
+    label: String,
+}
+
+impl LastStep {
+    /// Records into the remembered handle if it is `workflow`'s and `label`'s; whether it was.
+    fn record(&self, generation: u64, workflow: &str, label: &str, seconds: f64) -> bool {
+        match &self.handle {
+            Some((at, handle)) if *at == generation && self.label == label && self.workflow == workflow => {
+                handle.record(seconds);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn remember(&mut self, generation: u64, workflow: &str, label: &str, handle: metrics::Histogram) {
+        self.workflow.clear();
+        self.workflow.push_str(workflow);
+        self.label.clear();
+        self.label.push_str(label);
+        self.handle = Some((generation, handle));
+    }
 }
 
 pub(crate) fn signal(workflow: &str, event: &str) {
