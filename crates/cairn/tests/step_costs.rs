@@ -109,9 +109,11 @@ async fn all_at_once(engine: &Engine, runs: usize) {
 }
 
 /// A current-thread runtime: the engine, the memory store and the runs all work on the test's
-/// thread, so its allocations are all counted and no other test's are.
+/// thread, so its allocations are all counted and no other test's are. Its clock is paused (it
+/// moves on only while every task waits), so no timer fires because this machine was slow: a
+/// result waiter's poll would read the store again, and the counts would vary from run to run.
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap()
 }
 
 fn per_step(count: u64, runs: usize) -> f64 {
