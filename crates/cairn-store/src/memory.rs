@@ -339,8 +339,11 @@ impl Inner {
         {
             return Err(StoreError::DuplicateRunId(successor.id.clone()));
         }
-        let no_signals = Vec::new();
-        let signals = self.signals.get(&append.run_id).unwrap_or(&no_signals);
+        // The run's signals matter only to an append that consumes one or suspends after some.
+        let signals = match (&append.consume_signal, &append.update) {
+            (None, update) if !matches!(update, RunUpdate::Suspend { signals_after: Some(_), .. }) => &[][..],
+            _ => self.signals.get(&append.run_id).map_or(&[][..], Vec::as_slice),
+        };
         if let Some(id) = append.consume_signal
             && !signals.iter().any(|s| s.id == id && s.consumed_seq.is_none())
         {
@@ -372,6 +375,13 @@ impl Inner {
             journal.retain(|entry| !trim.deletes(&path, entry));
         }
         let (at, update) = (append.at, append.update);
+        if matches!(update, RunUpdate::Progress) {
+            // A step's progress moves the run in no index (`modify` would find nothing to do).
+            if let Some(run) = self.runs.get_mut(&append.run_id) {
+                (run.last_seq, run.updated_at, run.recoveries) = (new_last, at, 0);
+            }
+            return Ok(());
+        }
         let successor = match &update {
             RunUpdate::Continue { successor, .. } => Some(successor.as_ref().clone()),
             _ => None,

@@ -129,7 +129,8 @@ pub(crate) struct RunShared {
     /// Wakes the driver to look again at interrupts and suspensions.
     changed: Notify,
     /// Bumped when a signal may have arrived: delivered in this process, or reported by the store.
-    signals_changed: watch::Sender<u64>,
+    /// Made by the run's first wait for a signal: most runs never wait for one.
+    signals_changed: std::sync::OnceLock<watch::Sender<u64>>,
     mode: Mode,
     /// When the run times out (from its `started` event).
     deadline: Option<Timestamp>,
@@ -240,7 +241,7 @@ impl RunShared {
             halt: stop.child_token(),
             stop,
             changed: Notify::new(),
-            signals_changed: watch::Sender::new(0),
+            signals_changed: std::sync::OnceLock::new(),
             mode,
             deadline,
             helpers: Mutex::new(HashMap::new()),
@@ -688,7 +689,7 @@ impl RunShared {
 
     /// A receiver that sees every later change of the run's signals (see [`RunShared::park`]).
     pub(crate) fn watch_signals(&self) -> watch::Receiver<u64> {
-        self.signals_changed.subscribe()
+        self.signals_changed.get_or_init(|| watch::Sender::new(0)).subscribe()
     }
 
     /// Loads the run's unconsumed signals once; `true` if this call read them from the store.
@@ -749,7 +750,11 @@ impl RunShared {
 
     /// Wakes the run's waits to look for their signals again (in the store, if not in memory).
     pub(crate) fn signal_may_have_arrived(&self) {
-        self.signals_changed.send_modify(|n| *n = n.wrapping_add(1));
+        // No sender yet: no wait has looked for a signal, and the first will look after this one
+        // is in memory or in the store.
+        if let Some(changed) = self.signals_changed.get() {
+            changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     /// Whether the run should suspend now: nothing executing, something parked, and either a
