@@ -340,9 +340,11 @@ impl Inner {
             return Err(StoreError::DuplicateRunId(successor.id.clone()));
         }
         // The run's signals matter only to an append that consumes one or suspends after some.
-        let signals = match (&append.consume_signal, &append.update) {
-            (None, update) if !matches!(update, RunUpdate::Suspend { signals_after: Some(_), .. }) => &[][..],
-            _ => self.signals.get(&append.run_id).map_or(&[][..], Vec::as_slice),
+        let needs_signals = append.consume_signal.is_some()
+            || matches!(append.update, RunUpdate::Suspend { signals_after: Some(_), .. });
+        let signals = match needs_signals {
+            true => self.signals.get(&append.run_id).map_or(&[][..], Vec::as_slice),
+            false => &[],
         };
         if let Some(id) = append.consume_signal
             && !signals.iter().any(|s| s.id == id && s.consumed_seq.is_none())

@@ -291,9 +291,9 @@ impl RunShared {
     /// the steps named `step`, suspended while the limit holds it back; when the turn was
     /// granted (now, for what no limit holds back).
     pub(crate) async fn turn(&self, step: Option<&StepPath>) -> Result<Timestamp, WorkflowError> {
-        // Named by the step's last segment; only looked for when the workflow has rate limits.
-        let name = || step.map(StepPath::name);
-        let Some(turns) = self.rate_turns.iter().find(|turns| turns.step.as_deref() == name()) else {
+        // A step's limit is named by its last segment.
+        let name = step.map(StepPath::name);
+        let Some(turns) = self.rate_turns.iter().find(|turns| turns.step.as_deref() == name) else {
             return Ok(self.now());
         };
         if self.mode == Mode::ReplayCheck {
@@ -578,7 +578,7 @@ impl RunShared {
         if self.mode == Mode::ReplayCheck {
             return Ok(());
         }
-        self.append_raw(events, RunUpdate::Progress, consume, (at, batched)).await.map_err(|error| {
+        self.append_raw(events, RunUpdate::Progress, consume, at, batched).await.map_err(|error| {
             self.interrupt(match error {
                 StoreError::Fenced { .. } => Interrupt::LeaseLost,
                 other => Interrupt::Store(other),
@@ -593,7 +593,8 @@ impl RunShared {
         events: Vec<Event>,
         update: RunUpdate,
         consume: Option<SignalId>,
-        (at, batched): (Timestamp, bool),
+        at: Timestamp,
+        batched: bool,
     ) -> Result<(), StoreError> {
         // The append is submitted while the lock is held, so appends to this run reach the store in
         // the order their sequence numbers were assigned.
@@ -621,7 +622,7 @@ impl RunShared {
 
     /// Hands the lease back without ending the run (engine shutdown).
     pub(crate) async fn release(&self) -> Result<(), StoreError> {
-        self.append_raw(Vec::new(), RunUpdate::Release, None, (self.now(), false)).await
+        self.append_raw(Vec::new(), RunUpdate::Release, None, self.now(), false).await
     }
 
     /// Waits until `wake_at` (or forever), letting the driver suspend the run meanwhile. A wait
@@ -857,7 +858,7 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: crate::registry::BodyFut
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
     // later one.
     let suspends = matches!(update, RunUpdate::Suspend { .. });
-    match shared.append_raw(events, update, None, (shared.now(), false)).await {
+    match shared.append_raw(events, update, None, shared.now(), false).await {
         Ok(()) => {
             if suspends {
                 shared.local.wake_claimer();

@@ -147,13 +147,7 @@ fn store_calls_per_step_stay_under_their_bounds() {
         let counting = CountingStore::new(MemoryStore::new());
         let calls = counting.calls();
         let engine = engine(Arc::new(counting)).await;
-        one_at_a_time(&engine, 5).await;
-        let before = snapshot(&calls);
-        one_at_a_time(&engine, 100).await;
-        let w2 = since(snapshot(&calls), &before);
-        let before = snapshot(&calls);
-        all_at_once(&engine, 1000).await;
-        let w1 = since(snapshot(&calls), &before);
+        let (w2, w1) = gains(&engine, (100, 1000), async || snapshot(&calls)).await;
         engine.shutdown().await;
         println!("store calls, W2 (100 runs): {w2:?}\nstore calls, W1 (1,000 runs): {w1:?}");
         // Each step is one append; each run adds its create, claim, final append, result read.
@@ -178,6 +172,22 @@ fn snapshot(calls: &Calls) -> BTreeMap<String, u64> {
 /// Every count of `counts` together.
 fn total(counts: &BTreeMap<String, u64>) -> u64 {
     counts.values().sum()
+}
+
+/// What `count` gains over W2's shape (`runs.0` runs, after a few to warm up) and then over W1's
+/// (`runs.1` runs at once).
+async fn gains(
+    engine: &Engine,
+    (w2_runs, w1_runs): (usize, usize),
+    count: impl AsyncFn() -> BTreeMap<String, u64>,
+) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    one_at_a_time(engine, 5).await;
+    let before = count().await;
+    one_at_a_time(engine, w2_runs).await;
+    let w2 = since(count().await, &before);
+    let before = count().await;
+    all_at_once(engine, w1_runs).await;
+    (w2, since(count().await, &before))
 }
 
 /// What each count in `after` gained since `before`, leaving out those that did not.
@@ -312,13 +322,7 @@ async fn postgres_statements_per_step_stay_under_their_bounds() {
         return;
     }
     let engine = engine(Arc::new(store.clone())).await;
-    one_at_a_time(&engine, 3).await;
-    let before = schema_statements(&store).await.unwrap();
-    one_at_a_time(&engine, 50).await;
-    let w2 = since(schema_statements(&store).await.unwrap(), &before);
-    let before = schema_statements(&store).await.unwrap();
-    all_at_once(&engine, 500).await;
-    let w1 = since(schema_statements(&store).await.unwrap(), &before);
+    let (w2, w1) = gains(&engine, (50, 500), async || schema_statements(&store).await.unwrap()).await;
     engine.shutdown().await;
     print_postgres_statements("W2 (50 runs)", &w2);
     print_postgres_statements("W1 (500 runs)", &w1);
