@@ -314,6 +314,17 @@ macro_rules! hold_after_debounce {
     };
 }
 
+/// The condition of the partial index `runs_open` (migration 18). SQLite reads a partial index
+/// for a query whose condition implies the index's: `status = 'running'` implies this one (an
+/// equality implies an `OR` that holds it), an `IN` list does not, so a query with one names
+/// this condition as well. Equalities, not `IN`: SQLite tests an `IN` list of more than two
+/// values in an index's condition by building a temporary table each time a row is written.
+macro_rules! open_runs {
+    () => {
+        "(status = 'pending' OR status = 'running' OR status = 'suspended' OR status = 'paused')"
+    };
+}
+
 /// The schema as migrations in order: a database at `PRAGMA user_version` n has the first n
 /// applied. Never edit one that has shipped: add another.
 const MIGRATIONS: &[&str] = &[
@@ -541,6 +552,25 @@ INSERT INTO flow_admit (workflow, key) SELECT DISTINCT workflow, flow_key FROM r
 DROP TRIGGER IF EXISTS runs_flow_insert;
 DROP TRIGGER IF EXISTS runs_flow_update;
 ",
+    // 18: the status indexes hold unended runs only. `runs_wake` and `runs_lease` were keyed by
+    // status over every run, so each run paid four index writes as it was claimed and four more
+    // as it ended, and ended runs (most of a store) filled both. Now a suspended run is in
+    // `runs_timer` by its wake time, a running one in `runs_leased` by its lease's end, and every
+    // unended one in `runs_open` by status, workflow and creation (the status lists, newest
+    // first, and with the version the counts read): a run that ends leaves them. The claim and
+    // the wake-ups name the first two (`INDEXED BY`: `runs_open` would serve them too, and
+    // SQLite cannot tell it is the worse choice).
+    concat!(
+        "
+DROP INDEX IF EXISTS runs_wake;
+DROP INDEX IF EXISTS runs_lease;
+CREATE INDEX runs_timer ON runs(wake_at) WHERE status = 'suspended';
+CREATE INDEX runs_leased ON runs(lease_expires_at) WHERE status = 'running';
+CREATE INDEX runs_open ON runs(status, workflow, created_at, id, version) WHERE ",
+        open_runs!(),
+        ";
+"
+    ),
 ];
 
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -568,12 +598,13 @@ static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
                          ORDER BY priority DESC, fair_seq, created_at LIMIT ?6)
                      UNION ALL
                      SELECT * FROM (
-                         SELECT id, priority, fair_seq, wake_at AS due FROM runs WHERE status = 'suspended' AND wake_at <= ?3
+                         SELECT id, priority, fair_seq, wake_at AS due FROM runs INDEXED BY runs_timer
+                         WHERE status = 'suspended' AND wake_at <= ?3
                            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
                          ORDER BY wake_at LIMIT ?6)
                      UNION ALL
                      SELECT * FROM (
-                         SELECT id, priority, fair_seq, lease_expires_at AS due FROM runs
+                         SELECT id, priority, fair_seq, lease_expires_at AS due FROM runs INDEXED BY runs_leased
                          WHERE status = 'running' AND lease_expires_at <= ?4
                            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
                          ORDER BY lease_expires_at LIMIT ?6))
@@ -1579,7 +1610,8 @@ impl Writer {
         let requeued: Vec<(String, String)> = self
             .conn
             .prepare_cached(concat!(
-                "UPDATE runs SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL, wake_at = NULL,
+                "UPDATE runs INDEXED BY runs_timer
+                 SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL, wake_at = NULL,
                      updated_at = ?1, ",
                 hold_after_debounce!(),
                 "
@@ -1973,7 +2005,8 @@ impl Store for SqliteStore {
                 conditions.push("workflow = ?");
                 values.push(text(workflow));
             }
-            // A literal (one of a fixed set), so a partial index on that status can serve it.
+            // A literal (one of a fixed set), so a partial index on that status can serve it
+            // (`runs_open` for pending, running and suspended).
             let status = filter.status.map(|status| format!("status = '{}'", status.as_str()));
             if let Some(status) = &status {
                 conditions.push(status);
@@ -1999,10 +2032,11 @@ impl Store for SqliteStore {
                 values.push(text(parent.as_str()));
             }
             if let Some(tags) = filter.stranded_tags() {
-                conditions.push(
-                    "status IN ('pending', 'running', 'suspended')
-                     AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))",
-                );
+                conditions.push(concat!(
+                    "status IN ('pending', 'running', 'suspended') AND ",
+                    open_runs!(),
+                    " AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))"
+                ));
                 values.push(serde_json::Value::from(tags).to_string().into());
             }
             if let Some(needle) = filter.input_json() {
@@ -2181,10 +2215,12 @@ impl Store for SqliteStore {
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
         self.read(|conn| {
             let mut stmt = conn
-                .prepare_cached(
-                    "SELECT workflow, version, count(*) FROM runs WHERE status IN ('pending', 'running', 'suspended')
-                     GROUP BY workflow, version ORDER BY workflow, version",
-                )
+                .prepare_cached(concat!(
+                    "SELECT workflow, version, count(*) FROM runs
+                         WHERE status IN ('pending', 'running', 'suspended') AND ",
+                    open_runs!(),
+                    " GROUP BY workflow, version ORDER BY workflow, version"
+                ))
                 .map_err(backend)?;
             let rows = stmt
                 .query_map([], |r| {
@@ -2200,16 +2236,17 @@ impl Store for SqliteStore {
 
     fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
         self.read(|conn| {
-            // Unended runs are counted where they are (the status indexes hold them); ended ones
-            // come from their counters.
+            // Unended runs are counted where they are (`runs_open` holds them); ended ones come
+            // from their counters.
             let mut stmt = conn
-                .prepare_cached(
+                .prepare_cached(concat!(
                     "SELECT workflow, status, runs FROM ended_counts WHERE runs > 0
                      UNION ALL
-                     SELECT workflow, status, count(*) FROM runs
-                     WHERE status IN ('pending', 'running', 'suspended', 'paused') GROUP BY workflow, status
-                     ORDER BY 1, 2",
-                )
+                     SELECT workflow, status, count(*) FROM runs WHERE ",
+                    open_runs!(),
+                    " GROUP BY workflow, status
+                     ORDER BY 1, 2"
+                ))
                 .map_err(backend)?;
             let rows = stmt
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))
@@ -2237,7 +2274,7 @@ impl Store for SqliteStore {
             // The schedules' minimum goes through their partial index (few rows: the unpaused).
             conn.prepare_cached(
                 "SELECT min(at) FROM (
-                     SELECT min(wake_at) AS at FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+                     SELECT min(wake_at) AS at FROM runs INDEXED BY runs_timer WHERE status = 'suspended' AND wake_at IS NOT NULL
                        AND (workflow || '@' || version) IN (SELECT value FROM json_each(?1))
                      UNION ALL
                      SELECT min(next_fire_at) FROM schedules WHERE paused = 0 AND next_fire_at IS NOT NULL

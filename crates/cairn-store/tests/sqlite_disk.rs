@@ -78,8 +78,9 @@ async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
 }
 
 /// A file written before migrations 6 (subscriptions), 7 (status indexes), 8 (parents), 9
-/// (continuations), 10 (schedules), 11 (concurrency limits), 12 (their triggers only with a rule) and 13
-/// (priority with fairness) and 14 (rate limits) opens, is brought up to date in place, and keeps its runs.
+/// (continuations), 10 (schedules), 11 (concurrency limits), 12 (their triggers only with a rule), 13
+/// (priority with fairness), 14 (rate limits), 15 (debounce) and 18 (status indexes over unended
+/// runs only) opens, is brought up to date in place, and keeps its runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,7 +89,8 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         let store = SqliteStore::open(&path).unwrap();
         write_ended_runs(&store, 0, 3).await;
     }
-    // What schema 5 left on disk: none of 6's to 17's tables, indexes, triggers and columns.
+    // What schema 5 left on disk: none of 6's to 18's tables, indexes, triggers and columns, and
+    // the status indexes over every run that 18 replaced.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
@@ -101,7 +103,10 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
              ALTER TABLE runs DROP COLUMN waiting_for; ALTER TABLE runs DROP COLUMN priority;
              ALTER TABLE runs DROP COLUMN fair_key; ALTER TABLE runs DROP COLUMN fair_seq;
              DROP INDEX runs_debouncing; ALTER TABLE runs DROP COLUMN debounce_key;
-             ALTER TABLE runs DROP COLUMN debounce_until; PRAGMA user_version = 5;",
+             ALTER TABLE runs DROP COLUMN debounce_until;
+             DROP INDEX runs_timer; DROP INDEX runs_leased; DROP INDEX runs_open;
+             CREATE INDEX runs_wake ON runs(status, wake_at); CREATE INDEX runs_lease ON runs(status, lease_expires_at);
+             PRAGMA user_version = 5;",
         )
         .unwrap();
     }
@@ -120,12 +125,19 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'index'
              AND name IN ('runs_failed', 'runs_cancelled', 'runs_paused', 'runs_parent', 'runs_ready', 'runs_waiting',
-                          'runs_fair', 'runs_debouncing')",
+                          'runs_fair', 'runs_debouncing', 'runs_timer', 'runs_leased', 'runs_open')",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (17, 8));
+    let gone: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('runs_wake', 'runs_lease')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!((version, indexes, gone), (18, 11, 0));
     // The status list goes through its partial index.
     let plan: String = conn
         .query_row(
@@ -136,4 +148,73 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         )
         .unwrap();
     assert!(plan.contains("runs_cancelled"), "{plan}");
+}
+
+/// The statements that read runs by an unended status find them in the partial indexes that
+/// hold only unended runs (migration 18), never by scanning every run: the counts and the lists
+/// of pending, running and suspended runs read `runs_open`, the claim and the next wake-up
+/// `runs_timer` and `runs_leased`. Checked on the plans of the very statements the store ran
+/// (its statement counts keep their text), with a store full of ended runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unended_status_queries_read_their_partial_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plans.db");
+    let options = SqliteOptions { count_statements: true, ..SqliteOptions::default() };
+    let store = SqliteStore::open_with(&path, options).unwrap();
+    write_ended_runs(&store, 0, 20).await;
+    let key = WorkflowKey { name: "order".into(), version: 1 };
+    let counts = store.statements().unwrap();
+    counts.reset();
+    store.version_counts().await.unwrap();
+    store.workflow_counts().await.unwrap();
+    store.next_wake_at(std::slice::from_ref(&key)).await.unwrap();
+    for status in [RunStatus::Pending, RunStatus::Running, RunStatus::Suspended] {
+        for workflow in [None, Some("order".to_owned())] {
+            store.list_runs(&RunFilter { workflow, status: Some(status), ..RunFilter::default() }).await.unwrap();
+        }
+    }
+    let at = Timestamp::from_millis(5);
+    let claim = ClaimRequest {
+        owner: "w".into(),
+        workflows: vec![key],
+        now: at,
+        lease_now: at,
+        lease_until: Timestamp::from_millis(10),
+        limit: 8,
+    };
+    assert!(store.claim(&claim).await.unwrap().is_empty(), "every run has ended");
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan = |sql: &str| -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let nulls = std::iter::repeat_n(rusqlite::types::Null, stmt.parameter_count());
+        let rows = stmt.query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3)).unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    };
+    let mut checked = 0;
+    for sql in counts.snapshot().keys().filter(|sql| sql.contains("FROM runs")) {
+        let plan = plan(sql);
+        let wanted: &[&str] = if sql.contains("count(*)") || sql.contains("ORDER BY created_at DESC") {
+            &["runs_open"]
+        } else if sql.contains("min(wake_at)") {
+            &["runs_timer"]
+        } else if sql.starts_with("UPDATE runs SET status = 'running'") {
+            &["runs_ready", "runs_timer", "runs_leased"]
+        } else {
+            continue;
+        };
+        for index in wanted {
+            assert!(
+                plan.contains(&format!("USING INDEX {index}")) || plan.contains(&format!("COVERING INDEX {index}")),
+                "{sql}\nreads {index}: {plan}"
+            );
+        }
+        assert!(
+            !plan.contains("SCAN runs") || plan.contains("SCAN runs USING INDEX runs_ready"),
+            "{sql}\nscans: {plan}"
+        );
+        checked += 1;
+    }
+    // Two counts, the next wake-up, six lists and the claim.
+    assert_eq!(checked, 10, "{:#?}", counts.snapshot().keys().collect::<Vec<_>>());
 }
