@@ -1,6 +1,5 @@
 //! The `cairn` binary against a real SQLite file: the JSON contract of `runs list`, signal, cancel,
 //! error exits, and the demo running to completion.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn::{Client, RunId, SqliteStore};
 use serde_json::Value;

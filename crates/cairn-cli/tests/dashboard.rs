@@ -7,11 +7,8 @@
 //! Needs `chromium` and `chromedriver` on `PATH` (Debian: `apt-get install chromium
 //! chromium-driver`; or `CAIRN_CHROMIUM` and `CAIRN_CHROMEDRIVER`). Without them it is skipped
 //! with a loud message, unless `CAIRN_REQUIRE_BROWSER=1`, under which it fails.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
-use common::{Server, await_status, http_with};
+use crate::common::{Server, await_status, http_with};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -2,11 +2,8 @@
 //! (with `OTEL_EXPORTER_OTLP_ENDPOINT`), across a restart of the server in the middle of a run:
 //! names, attributes, parent/child links, and one trace per run in both processes.
 #![cfg(feature = "otlp")]
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
-use common::{Server, await_status, http};
+use crate::common::{Server, await_status, http};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -2,11 +2,8 @@
 //! `workflows` and `events publish` print exactly what they print on the server's store itself
 //! (`--db`, the same SQLite file), text and `--json`; changes made through the server show in
 //! the store; errors are the same.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
-use common::{Server, await_status, http_with};
+use crate::common::{Server, await_status, http_with};
 use serde_json::{Value, json};
 use std::process::{Command, Output};
 

@@ -1,11 +1,8 @@
 //! `cairn serve --examples` as a real process: `hello` through start → result and `approval`
 //! through start → signal → completion over HTTP, events published over HTTP and with `cairn
 //! events publish` on the same store, `/metrics` counting all of it; SIGTERM stops it cleanly.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
-use common::{Server, await_status, http};
+use crate::common::{Server, await_status, http};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -2,12 +2,9 @@
 //! workflow, another only the child, so every parent runs in the first and every child in the
 //! second (the execution log says which process ran each step). Every parent gets its child's
 //! output; cancelling a parent cancels the child it waits for, in the other process.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::{Client, RunFilter, RunId, RunStatus};
-use common::*;
 use std::time::Duration;
 
 const RUNS: u64 = 6;
@@ -25,6 +22,7 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parents_and_children_run_in_different_processes_and_a_cancel_reaches_the_child() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("children").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

@@ -3,18 +3,16 @@
 //! SIGKILL at random moments and restarted. Every run must complete with the right output, every
 //! branch step, item and race winner must be journaled once, and a step body may have run twice
 //! only where a kill landed while it was in flight.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::{Client, SqliteStore};
-use common::*;
 
 const RUNS: u64 = 40;
 const KILLS: usize = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn branches_items_and_races_survive_repeated_kill_9() {
+    let _alone = crate::common::alone().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");
     let db_arg = db.to_str().unwrap();

@@ -4,12 +4,9 @@
 //! the process that committed it (again only where a process was killed with it in flight), and
 //! the execution log written by the step bodies never shows more than 3 bodies running at any
 //! instant (a killed process's body counts as running until the kill).
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::{Client, ConcurrencyRule};
-use common::*;
 use std::collections::HashMap;
 
 const RUNS: u64 = 60;
@@ -17,6 +14,7 @@ const LIMIT: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_more_than_three_inside_their_step_across_three_workers() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("concurrency").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

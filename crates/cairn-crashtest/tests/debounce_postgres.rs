@@ -4,14 +4,11 @@
 //! window). Each key gets exactly one run; every start of a key names that run; the run got the
 //! last start's input (it is its output and its journaled input); and the execution log written
 //! by the step bodies shows each run's step began once, after the key had been quiet.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::journal::Event;
 use cairn::store::Store;
 use cairn::{Client, Debounce, RunFilter, RunId, RunStatus};
-use common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -28,6 +25,7 @@ fn lines(log: &std::path::Path, what: &str) -> Vec<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_two_starts_per_key_from_four_processes_make_one_run_each_with_the_last_input() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("debounce").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

@@ -4,12 +4,9 @@
 //! that every run of `b` and every high-priority run began before `a`'s 100th run did, though
 //! they were queued after all of `a`'s; every run completed with its step committed once, and
 //! no step body ran twice.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::Client;
-use common::*;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -19,6 +16,7 @@ const HIGH_RUNS: u64 = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_tenant_and_high_priorities_go_first_across_three_workers() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("fairness").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

@@ -2,13 +2,10 @@
 //! lets them finish and commit, hands every lease back and exits; a second worker picks the runs
 //! up at once, long before the first worker's leases would have expired; no committed step runs
 //! again.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::journal::Event;
 use cairn::{Client, RunFilter, RunStatus, SqliteStore, Store};
-use common::*;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -16,6 +13,7 @@ const RUNS: u64 = 30;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_steps_in_flight_and_hands_leases_back() {
+    let _alone = crate::common::alone().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("graceful.db");
     let db_arg = db.to_str().unwrap();

@@ -2,12 +2,9 @@
 //! signal) on an SQLite file is killed with SIGKILL at random moments and restarted, again and
 //! again. Every run must complete with the right output, every step must have exactly one
 //! completion, and a step body may have run twice only where a kill landed while it was in flight.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::{Client, SqliteStore};
-use common::*;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -16,6 +13,7 @@ const KILLS: usize = 12;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_survive_repeated_kill_9() {
+    let _alone = crate::common::alone().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");
     let db_arg = db.to_str().unwrap();

@@ -4,13 +4,10 @@
 //! iteration's step may have run again only where a kill landed while that iteration was the
 //! one in flight (a restart resumes from the last checkpoint, never from further back); and the
 //! journals stay trimmed.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::journal::RunState;
 use cairn::{Client, RunFilter, RunStatus, SqliteStore, Store};
-use common::*;
 use std::collections::HashMap;
 
 const RUNS: u64 = 20;
@@ -19,6 +16,7 @@ const KILLS: usize = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loops_resume_from_their_last_checkpoint_after_repeated_kill_9() {
+    let _alone = crate::common::alone().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");
     let db_arg = db.to_str().unwrap();

@@ -3,12 +3,9 @@
 //! completes once with the right output, no step has two completions, the killed worker's runs are
 //! reclaimed after its lease expires, and the execution log shows no step body running in two
 //! processes at the same time.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::Client;
-use common::*;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,6 +15,7 @@ const KILLS: usize = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_one_killed_repeatedly() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("multiprocess").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

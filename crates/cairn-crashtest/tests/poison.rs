@@ -2,12 +2,9 @@
 //! (no unwinding, no cleanup) is retried by restarted workers until it has crashed them more than
 //! the limit allows in a row, then parked with an error naming the step; the other runs in the
 //! same store complete meanwhile.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::{Client, RunId, RunStatus, SqliteStore};
-use common::*;
 use std::time::Duration;
 
 /// With the poison run, fewer than the worker's 10 run slots: all are claimed together.
@@ -15,6 +12,7 @@ const RUNS: u64 = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_crashes_its_workers_is_parked_as_poison() {
+    let _alone = crate::common::alone().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("poison.db");
     let db_arg = db.to_str().unwrap();

@@ -4,14 +4,11 @@
 //! each body ran once in the process that committed it (again only where a process was killed
 //! with it in flight) and began after its turn was granted; and the turns the committed steps
 //! were granted (their journaled `started_at`) never number more than 4 in any second.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::Client;
 use cairn::journal::Event;
 use cairn::store::Store;
-use common::*;
 use std::collections::HashMap;
 
 const RUNS: u64 = 40;
@@ -20,6 +17,7 @@ const PERIOD_MS: i64 = 1_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_runs_at_most_four_times_a_second_across_three_workers() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("rate").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

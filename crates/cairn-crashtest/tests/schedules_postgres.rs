@@ -5,13 +5,10 @@
 //! and the execution log written by the step bodies shows each body ran once in the process that
 //! committed it, again only where a process was killed with it in flight, and never in two
 //! processes at the same time.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::*;
 use cairn::journal::Event;
 use cairn::{Client, RunFilter, RunStatus, Schedule, Store, Timestamp, schedule_run_id};
-use common::*;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -32,6 +29,7 @@ async fn all_runs(client: &Client) -> Vec<cairn::RunRecord> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_firing_lost_or_doubled_while_workers_are_killed() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("schedules").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

@@ -2,13 +2,10 @@
 //! PostgreSQL (two stores on one schema): a wait never gives up while a matching signal it has
 //! not seen is stored, a wait held in memory is woken without suspending, and signal-with-start
 //! from concurrent callers makes one run holding every signal.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::postgres;
 use cairn::prelude::*;
 use cairn::{RunStatus, SqliteStore, Store};
-use common::postgres;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +20,7 @@ fn sqlite_pair() -> (Pair, tempfile::TempDir) {
     ((worker, other), dir)
 }
 
-async fn postgres_pair(tag: &str) -> Option<(Pair, common::Schema)> {
+async fn postgres_pair(tag: &str) -> Option<(Pair, crate::common::Schema)> {
     let (store, schema) = postgres(tag).await?;
     let options = cairn_postgres::PostgresOptions::new(&schema.url).schema(&schema.name);
     let other = cairn_postgres::PostgresStore::connect(options).await.unwrap();
@@ -139,6 +136,7 @@ macro_rules! on_both {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
+                    let _alone = crate::common::alone().await;
                     let (pair, _dir) = super::sqlite_pair();
                     super::$name(pair).await;
                 }
@@ -148,6 +146,7 @@ macro_rules! on_both {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
+                    let _alone = crate::common::alone().await;
                     let Some((pair, _schema)) = super::postgres_pair("signals").await else { return };
                     super::$name(pair).await;
                 }

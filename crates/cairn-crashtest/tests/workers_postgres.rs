@@ -1,15 +1,12 @@
 //! Workers sharing one PostgreSQL database: a worker whose lease was taken over is fenced and
 //! stops; a worker only touches the workflows (and versions) it registered; a client with no
 //! workflows starts, signals and cancels runs that workers execute.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::postgres;
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::store::CountingStore;
 use cairn::{RunStatus, Store};
-use common::postgres;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +35,7 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
 
 #[test]
 fn a_stalled_worker_loses_its_lease_and_cannot_append() {
+    let _alone = crate::common::alone_blocking();
     let main = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let Some((store, schema)) = main.block_on(postgres("fencing")) else { return };
     let store: Arc<dyn Store> = Arc::new(store);
@@ -107,6 +105,7 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
+    let _alone = crate::common::alone().await;
     let Some((store, _schema)) = postgres("registered").await else { return };
     let store: Arc<dyn Store> = Arc::new(store);
     // A client with no workflows starts runs of workflows and versions no process here has yet.
@@ -152,6 +151,7 @@ async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_workers_are_woken_by_notify_not_polling() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("notify").await else { return };
     // The worker would poll only once an hour: new runs and signals must reach it by NOTIFY.
     let worker = Engine::builder()
@@ -175,6 +175,7 @@ async fn idle_workers_are_woken_by_notify_not_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn result_waiters_hear_of_runs_ending_elsewhere() {
+    let _alone = crate::common::alone().await;
     let Some((store, schema)) = postgres("endings").await else { return };
     let worker = Engine::builder().store(store).register("ping", 1, ping).start().await.unwrap();
     // Other "processes" that execute nothing, one with an engine and one a bare client: their

@@ -1,5 +1,4 @@
 //! Property tests over random valid and invalid journals.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn_journal::{
     Event, JournalEntry, ReplayCursor, RunPhase, RunState, SignalId, StepKind, StepPath, StepStatus, Timestamp,

@@ -1,6 +1,5 @@
 //! Journals written by released formats must keep folding, and today's encoder must write them
 //! byte for byte the same: the on-disk format never breaks silently.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn_journal::{Event, JournalEntry, RunPhase, RunState, StepPath, StepStatus, Timestamp};
 

@@ -4,7 +4,6 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`); every test works in a schema of its own, dropped
 //! afterwards. Without a reachable server the tests are skipped with a loud message, unless
 //! `CAIRN_REQUIRE_POSTGRES=1`, under which they fail.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn_postgres::testing::{TestSchema, test_store};
 use cairn_store::Store;

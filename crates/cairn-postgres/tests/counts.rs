@@ -1,6 +1,5 @@
 //! Counts by workflow and status stay exact while the ended-status deltas are folded by two
 //! stores at once (two workers' maintenance tasks on one schema) as runs end.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn_journal::Timestamp;
 use cairn_postgres::{PostgresOptions, PostgresStore, testing::test_store};

@@ -1,6 +1,5 @@
 //! The JSONL store survives restarts and torn writes: what was committed is read back exactly,
 //! a torn or uncommitted tail is dropped (never misread), and the store goes on from there.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn_journal::{Event, RunState, StepPath, Timestamp};
 use cairn_store::*;

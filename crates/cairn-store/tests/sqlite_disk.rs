@@ -1,6 +1,5 @@
 //! SQLite disk use stays bounded: the WAL file gives its space back once writes stop, and the
 //! database file reuses the space that pruning freed instead of growing with every batch of runs.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn_journal::Timestamp;
 use cairn_store::*;

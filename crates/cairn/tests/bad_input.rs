@@ -1,12 +1,9 @@
 //! Bad input gets a typed error and stores nothing that could corrupt a run.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::sqlite;
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{DEFAULT_MAX_PAYLOAD_BYTES, RunFilter, RunStatus};
-use common::sqlite;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]

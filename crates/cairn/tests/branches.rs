@@ -1,20 +1,17 @@
 //! `ctx.join` of named branches: each in its own scope (same step names in two branches are no
 //! conflict), outputs in order, failures collected by branch name, resumed after a restart
 //! without running completed work again.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use cairn::RunStatus;
 use cairn::prelude::*;
-use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::time::Duration;
 
 /// Calls of each step body: a/one, a/two, b/one, b/two.
 type Calls = [Counter; 4];
 
 /// Two branches with the same step names; `a` sleeps an hour between its steps.
-fn two_branches(calls: Calls) -> impl Fn(Ctx, ()) -> common::Body<Vec<u32>> + Send + Sync + 'static {
+fn two_branches(calls: Calls) -> impl Fn(Ctx, ()) -> crate::common::Body<Vec<u32>> + Send + Sync + 'static {
     move |ctx: Ctx, ()| {
         let [a1, a2, b1, b2] = calls.clone();
         Box::pin(async move {

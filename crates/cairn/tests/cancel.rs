@@ -1,12 +1,9 @@
 //! Cancellation is durable: of a sleeping run, and of a run inside a long step.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{CancelOutcome, RunStatus};
-use common::{Counter, clock, sqlite, wait_for_status};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

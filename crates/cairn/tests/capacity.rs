@@ -1,13 +1,10 @@
 //! A worker at capacity while a sleeping run's wake-up comes due waits for a slot to free: it
 //! does not ask the store again and again for a wake-up it cannot act on.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::RunStatus;
 use cairn::prelude::*;
 use cairn::store::CountingStore;
-use common::{Counter, clock, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::time::Duration;
 

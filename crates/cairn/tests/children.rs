@@ -1,20 +1,17 @@
 //! Child workflows: a parent starts a child (deterministic id, `parent` link), waits for it while
 //! suspended, gets its output or its failure; cancelling the parent cancels the children it
 //! waits for, not detached ones; a restart in the middle runs nothing twice.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{RunStatus, SqliteStore};
-use common::{Counter, clock, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Calls of: the parent's `prepare`, the child's `before`, the child's `after`.
 type Calls = Arc<[Counter; 3]>;
 
-fn parent(calls: Calls) -> impl Fn(Ctx, u64) -> common::Body<String> + Send + Sync {
+fn parent(calls: Calls) -> impl Fn(Ctx, u64) -> crate::common::Body<String> + Send + Sync {
     move |ctx: Ctx, n: u64| {
         let calls = Arc::clone(&calls);
         Box::pin(async move {
@@ -27,7 +24,7 @@ fn parent(calls: Calls) -> impl Fn(Ctx, u64) -> common::Body<String> + Send + Sy
 
 /// Doubles its input after a 30-second sleep (shorter than the parent's first look again, so
 /// the parent must be woken by the child's end); fails for 13.
-fn double(calls: Calls) -> impl Fn(Ctx, u64) -> common::Body<u64> + Send + Sync {
+fn double(calls: Calls) -> impl Fn(Ctx, u64) -> crate::common::Body<u64> + Send + Sync {
     move |ctx: Ctx, n: u64| {
         let calls = Arc::clone(&calls);
         Box::pin(async move {

@@ -1,12 +1,9 @@
 //! Steps awaited concurrently replay correctly whatever order they finished in; idempotent
 //! starts under concurrent callers make one run.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{RunStatus, Store};
-use common::{Counter, clock, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::time::Duration;
 

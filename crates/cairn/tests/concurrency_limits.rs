@@ -2,13 +2,10 @@
 //! are inside their step at any instant, the others wait (`waiting_for: concurrency`) and start
 //! in order as slots free up; a sleeping run gives its slot up (virtual time) and waits for one
 //! again when it wakes.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Body, Counter, clock, reopen, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{ConcurrencyRule, RunFilter, RunStatus, WaitingFor};
-use common::{Body, Counter, clock, reopen, sqlite, wait_for_status};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

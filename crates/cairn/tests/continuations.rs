@@ -1,12 +1,9 @@
 //! Explicit continuations: named steps hand over to each other through a scratchpad; completed
 //! steps are not run again after a restart; bad definitions are refused before anything runs.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, engine_of, reopen, sqlite};
 use cairn::prelude::*;
 use cairn::{Continuations, EngineError, Transition};
-use common::{Counter, clock, engine_of, reopen, sqlite};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

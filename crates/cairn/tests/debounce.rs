@@ -1,13 +1,10 @@
 //! Debounce on SQLite, in virtual time: starts with one debounce key inside a window collapse
 //! into one run that gets the latest input and begins once the key has been quiet (or at its
 //! maximum wait); bad debounces are refused and store nothing.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{clock, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{Debounce, ManualClock, RunFilter, RunStatus, SuspendReason, WaitingFor};
-use common::{clock, sqlite, wait_for_status};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -1,12 +1,9 @@
 //! `ctx.each`: every item in its own scope `name[i]`, at most `concurrency` in flight, results
 //! and errors in input order, and items done before a restart not run again.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use cairn::RunStatus;
 use cairn::prelude::*;
-use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -17,7 +14,7 @@ const ITEMS: usize = 6;
 type Calls = (Arc<[Counter; ITEMS]>, Counter);
 
 /// Each item runs `work` (item 4 fails for good); item 3 then sleeps an hour and runs `more`.
-fn items(calls: Calls) -> impl Fn(Ctx, Vec<u32>) -> common::Body<Vec<Result<u32, String>>> + Send + Sync {
+fn items(calls: Calls) -> impl Fn(Ctx, Vec<u32>) -> crate::common::Body<Vec<Result<u32, String>>> + Send + Sync {
     move |ctx: Ctx, input: Vec<u32>| {
         let calls = calls.clone();
         Box::pin(async move {
@@ -82,7 +79,7 @@ async fn exactly_concurrency_items_are_in_flight() {
     // Every step waits until CONCURRENCY of them run at once: fewer slots would never finish.
     let barrier = Arc::new(tokio::sync::Barrier::new(CONCURRENCY));
     let (in_flight2, most2) = (Arc::clone(&in_flight), Arc::clone(&most));
-    let body = move |ctx: Ctx, n: usize| -> common::Body<usize> {
+    let body = move |ctx: Ctx, n: usize| -> crate::common::Body<usize> {
         let (in_flight, most, barrier) = (Arc::clone(&in_flight2), Arc::clone(&most2), Arc::clone(&barrier));
         Box::pin(async move {
             let results = ctx

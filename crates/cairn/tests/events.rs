@@ -1,8 +1,5 @@
 //! Events that start workflows: topic subscriptions declared at registration, `Client::publish`
 //! idempotent per event id, from the engine's own client and from a detached one.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
-
-mod common;
 
 use cairn::prelude::*;
 use cairn::{Client, EngineBuilder, EngineError, Published, RunFilter, RunStatus, SqliteStore};
@@ -43,7 +40,7 @@ async fn run_count(client: &Client) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_publish_starts_one_run_per_subscribed_workflow_once_per_event_id() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let engine = builder(store).start().await.unwrap();
     let user = json!({"name": "Ada"});
 
@@ -83,7 +80,7 @@ async fn one_publish_starts_one_run_per_subscribed_workflow_once_per_event_id() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_publishes_start_nothing() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let engine = builder(store).start().await.unwrap();
     for topic in ["", "user.*", "user..signup", "user signup"] {
         let error = engine.publish(topic, &json!({"name": "Ada"})).await.unwrap_err();
@@ -104,11 +101,11 @@ async fn bad_publishes_start_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_are_checked_when_the_engine_starts() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let error =
         Engine::builder().store(store).register("welcome", 1, welcome).subscribe("welcome", "user.**").start().await;
     assert!(matches!(error, Err(EngineError::InvalidTopic(_))), "{error:?}");
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let error =
         Engine::builder().store(store).register("welcome", 1, welcome).subscribe("nobody", "user.*").start().await;
     assert!(matches!(&error, Err(EngineError::NotRegistered { name, .. }) if name == "nobody"), "{error:?}");
@@ -116,7 +113,7 @@ async fn subscriptions_are_checked_when_the_engine_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detached_clients_publish_to_what_the_last_deploy_declared() {
-    let (store, dir) = common::sqlite();
+    let (store, dir) = crate::common::sqlite();
     let engine = builder(store).start().await.unwrap();
     engine.shutdown().await;
 
@@ -149,7 +146,7 @@ async fn detached_clients_publish_to_what_the_last_deploy_declared() {
     assert_eq!(run.result::<String>().await.unwrap(), "hi Di");
     // The runs published while no worker ran are executed by this one.
     for run in &client.list(&RunFilter::default()).await.unwrap().runs {
-        common::wait_for_status(&engine, &run.id, RunStatus::Completed).await;
+        crate::common::wait_for_status(&engine, &run.id, RunStatus::Completed).await;
     }
     engine.shutdown().await;
 }

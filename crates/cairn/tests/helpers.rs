@@ -1,13 +1,10 @@
 //! Deterministic helpers: `ctx.now()`, `ctx.random()` and `ctx.uuid()` are journaled on first
 //! use, so a run resumed by another engine (after a restart, with its clock moved on) sees the
 //! values it saw before.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::wait_for_status;
 use cairn::prelude::*;
 use cairn::{Clock as _, RunStatus, SqliteStore, Timestamp, Uuid};
-use common::wait_for_status;
 use std::time::Duration;
 
 type Seen = (Timestamp, Timestamp, u64, u64, Uuid, Timestamp);
@@ -26,8 +23,8 @@ async fn stamps(ctx: Ctx, (): ()) -> Result<Seen, WorkflowError> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helpers_keep_their_values_across_a_restart() {
-    let (store, dir) = common::sqlite();
-    let clock = common::clock();
+    let (store, dir) = crate::common::sqlite();
+    let clock = crate::common::clock();
     let start = clock.now();
     let engine =
         Engine::builder().store(store).clock(clock.clone()).register("stamps", 1, stamps).start().await.unwrap();
@@ -66,7 +63,7 @@ async fn a_replay_of_the_journal_returns_the_same_values() {
     async fn draw(ctx: Ctx, (): ()) -> Result<(Timestamp, u64, Uuid), WorkflowError> {
         Ok((ctx.now().await?, ctx.random().await?, ctx.uuid().await?))
     }
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let engine = Engine::builder().store(store).register("draw", 1, draw).start().await.unwrap();
     let run = engine.start("draw", &()).await.unwrap();
     let drawn: (Timestamp, u64, Uuid) = run.result().await.unwrap();

@@ -1,12 +1,9 @@
 //! A changed step order between two engine lifetimes parks the run with a precise error and
 //! leaves the journal as it was.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{clock, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{RunStatus, Store};
-use common::{clock, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,14 +1,11 @@
 //! A panic in user code never leaves a run `running`: in a step body it is a failed attempt (the
 //! retry policy applies), in the workflow body it parks the run with its journal untouched, and
 //! fixed code plus `resume` continues it.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, sqlite};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{RunStatus, Store};
-use common::{Counter, sqlite};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,13 +1,10 @@
 //! Pause and resume: a paused run is not claimed; a running one stops at its next step boundary;
 //! `resume` releases runs paused by request and runs parked by an error once fixed code runs.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{PauseOutcome, RunStatus, Store};
-use common::{Counter, clock, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::time::Duration;
 

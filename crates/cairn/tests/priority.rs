@@ -1,13 +1,10 @@
 //! Priority with fairness on SQLite, in virtual time, with one worker taking one run at a time:
 //! queued runs of a higher priority start first, and within a priority the fairness keys take
 //! turns, so ten runs of one tenant are not stuck behind a thousand of another.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::clock;
 use cairn::prelude::*;
 use cairn::{Durability, SqliteOptions, SqliteStore, Store};
-use common::clock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,7 +29,7 @@ impl Began {
     }
 }
 
-fn work(began: Began) -> impl Fn(Ctx, String) -> common::Body<()> + Send + Sync + 'static {
+fn work(began: Began) -> impl Fn(Ctx, String) -> crate::common::Body<()> + Send + Sync + 'static {
     move |ctx, id| {
         let began = began.clone();
         Box::pin(async move {
@@ -115,7 +112,7 @@ async fn higher_priorities_start_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_fairness_key_starts_nothing() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let client = Client::new(store);
     for key in ["", "tab\there"] {
         let refused = client.start("work", &"x").id("x").fairness_key(key).await.unwrap_err();
@@ -131,7 +128,7 @@ async fn a_bad_fairness_key_starts_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn children_and_successors_inherit_priority_and_key() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let parent = |ctx: Ctx, round: u32| async move {
         if round == 0 {
             return ctx.continue_as_new(&1u32);

@@ -1,13 +1,10 @@
 //! `ctx.race` of named branches: the first to finish wins, the losers' tokens fire, and the
 //! journaled winner is the winner on every replay, whatever the timings are then.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use cairn::RunStatus;
 use cairn::journal::Event;
 use cairn::prelude::*;
-use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,7 +14,7 @@ type Calls = [Counter; 4];
 
 /// `b` (listed first) runs `first`, then `second`, which hangs until `open` is set; `a` naps ten
 /// minutes, then runs `work`. After the race the run sleeps a day.
-fn pick(calls: Calls, open: Arc<AtomicBool>) -> impl Fn(Ctx, ()) -> common::Body<(String, u32)> + Send + Sync {
+fn pick(calls: Calls, open: Arc<AtomicBool>) -> impl Fn(Ctx, ()) -> crate::common::Body<(String, u32)> + Send + Sync {
     move |ctx: Ctx, ()| {
         let [b1, b2, a, fired] = calls.clone();
         let open = Arc::clone(&open);

@@ -1,13 +1,10 @@
 //! Rate limits on SQLite, in virtual time: at most `limit` starts (per key), or executions of a
 //! named step, in any window of the period; the rest wait suspended (`waiting_for: rate`) and go
 //! on as the window moves, none dropped.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{clock, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{Clock, ManualClock, RateLimit, RunFilter, RunStatus, SuspendReason, Timestamp, WaitingFor};
-use common::{clock, sqlite, wait_for_status};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,7 +55,7 @@ async fn held_back(client: &Client, workflow: &str) -> usize {
     runs.iter().filter(|r| r.held_back_by() == Some(WaitingFor::Rate)).count()
 }
 
-fn sync(began: Began, clock: ManualClock) -> impl Fn(Ctx, serde_json::Value) -> common::Body<()> + Send + Sync {
+fn sync(began: Began, clock: ManualClock) -> impl Fn(Ctx, serde_json::Value) -> crate::common::Body<()> + Send + Sync {
     move |ctx, input| {
         let (began, clock) = (began.clone(), clock.clone());
         Box::pin(async move {

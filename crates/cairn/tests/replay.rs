@@ -1,12 +1,9 @@
 //! A completed step's body is never called again when a run resumes on a new engine.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{RunStatus, Store};
-use common::{Counter, clock, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::time::Duration;
 

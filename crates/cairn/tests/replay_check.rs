@@ -1,14 +1,11 @@
 //! `cairn::testing::replay`: new code checked against journals of real runs, without executing
 //! anything.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Body, Counter, wait_for_status};
 use cairn::RunStatus;
 use cairn::journal::{NonDeterminism, StepPath};
 use cairn::prelude::*;
 use cairn::testing::{ReplayEnd, ReplayError, replay};
-use common::{Body, Counter, wait_for_status};
 use std::time::Duration;
 
 fn counted(calls: &Counter, swapped: bool) -> impl Fn(Ctx, u8) -> Body<u8> + Send + Sync + 'static {
@@ -35,7 +32,7 @@ fn counted(calls: &Counter, swapped: bool) -> impl Fn(Ctx, u8) -> Body<u8> + Sen
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_code_is_checked_against_a_real_journal_without_executing_steps() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let live = Counter::default();
     let engine = Engine::builder().store(store).register("flow", 1, counted(&live, false)).start().await.unwrap();
     let run = engine.start("flow", &1u8).await.unwrap();
@@ -76,7 +73,7 @@ async fn a_finished_journal_replays_to_the_end_or_names_the_step_never_reached()
         ctx.removed("b")?;
         Ok(a)
     }
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let engine = Engine::builder().store(store).register("two", 1, two).start().await.unwrap();
     let run = engine.start("two", &()).await.unwrap();
     assert_eq!(run.result::<u8>().await.unwrap(), 3);

@@ -1,12 +1,9 @@
 //! Restarting an ended run from a step: the journal before the step is kept and not executed
 //! again; the new run is linked to the original both ways.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Body, Counter, wait_for_status};
 use cairn::prelude::*;
 use cairn::{RunFilter, RunStatus};
-use common::{Body, Counter, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -45,7 +42,7 @@ async fn restarts_of(engine: &Engine, id: &RunId) -> Vec<RunId> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_run_restarts_from_its_failed_step() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let calls = [Counter::default(), Counter::default(), Counter::default()];
     let broken = Arc::new(AtomicBool::new(true));
     let engine =
@@ -85,7 +82,7 @@ async fn restarts_that_cannot_be_made_create_nothing() {
         let _: Option<u8> = ctx.wait_for_event("go", EventFilter::any(), Duration::from_secs(3600)).await?;
         Ok(())
     }
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let engine = Engine::builder().store(store).register("waits", 1, waits).start().await.unwrap();
     let run = engine.start("waits", &()).await.unwrap().id().clone();
     wait_for_status(&engine, &run, RunStatus::Suspended).await;

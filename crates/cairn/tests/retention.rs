@@ -1,13 +1,10 @@
 //! Retention in virtual time: ended runs are deleted once their retention passes (per workflow,
 //! per run, clamped by the engine's maximum); runs that have not ended are kept whatever their
 //! age.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{clock, wait_for_status};
 use cairn::prelude::*;
 use cairn::{DEFAULT_RETENTION, RunStatus};
-use common::{clock, wait_for_status};
 use std::time::Duration;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -21,7 +18,7 @@ async fn ended_runs_are_deleted_after_their_retention() {
         let _: Option<u8> = ctx.wait_for_event("never", EventFilter::any(), 1000 * HOUR).await?;
         Ok(())
     }
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let clock = clock();
     let engine = Engine::builder()
         .store(store)

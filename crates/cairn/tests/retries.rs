@@ -1,12 +1,9 @@
 //! Retries with backoff in virtual time; attempts and deadlines survive an engine restart.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{RunStatus, Store, SuspendReason};
-use common::{Counter, clock, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::time::Duration;
 

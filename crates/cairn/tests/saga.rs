@@ -1,12 +1,9 @@
 //! `ctx.saga`: compensations registered as steps complete run in reverse when the body fails,
 //! each a journaled step, so a restart in the middle of compensating undoes nothing twice.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use cairn::RunStatus;
 use cairn::prelude::*;
-use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,7 +12,7 @@ use std::time::Duration;
 type Calls = Arc<[Counter; 5]>;
 
 /// `a` and `b` register compensations, `c` fails; `undo-a` hangs until `open` is set.
-fn booking(calls: Calls, open: Arc<AtomicBool>) -> impl Fn(Ctx, ()) -> common::Body<String> + Send + Sync {
+fn booking(calls: Calls, open: Arc<AtomicBool>) -> impl Fn(Ctx, ()) -> crate::common::Body<String> + Send + Sync {
     move |ctx: Ctx, ()| {
         let (calls, open) = (Arc::clone(&calls), Arc::clone(&open));
         Box::pin(async move {

@@ -1,12 +1,9 @@
 //! Schedules in virtual time: firings start runs once each, missed ones by the catch-up policy,
 //! pause/resume/trigger/delete, and two workers never fire one time twice.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Body, Counter, reopen, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{CatchUp, ManualClock, RunStatus, Schedule, SqliteStore, Timestamp, schedule_run_id};
-use common::{Body, Counter, reopen, sqlite, wait_for_status};
 use std::time::Duration;
 
 const MINUTE: i64 = 60_000;

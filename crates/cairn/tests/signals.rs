@@ -1,11 +1,8 @@
 //! Signals are buffered: sent before the wait, during it, or after its timeout.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{clock, sqlite, wait_for_status};
 use cairn::prelude::*;
 use cairn::{RunStatus, SuspendReason};
-use common::{clock, sqlite, wait_for_status};
 use serde_json::json;
 use std::time::Duration;
 

@@ -1,13 +1,10 @@
 //! Workers record themselves in the store; runs whose version no live worker serves are
 //! stranded, listed with the reason, and go on when a worker that serves them starts.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::wait_for_status;
 use cairn::prelude::*;
 use cairn::store::{WorkerRecord, WorkflowKey};
 use cairn::{RunFilter, RunStatus, Store, Timestamp};
-use common::wait_for_status;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +23,7 @@ fn stranded_ids(page: &cairn::StrandedPage) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_of_a_version_no_live_worker_serves_are_stranded_until_it_returns() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let store: Arc<dyn Store> = Arc::new(store);
 
     // Version 1 starts three runs that wait for a signal, then its worker stops.
@@ -99,7 +96,7 @@ async fn runs_of_a_version_no_live_worker_serves_are_stranded_until_it_returns()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_stops_beating_is_no_longer_live() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let client = Client::new(store);
     let now = Timestamp::from_system_time(std::time::SystemTime::now());
     let record = |id: &str, live_until: Timestamp| WorkerRecord {

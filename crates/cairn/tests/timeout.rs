@@ -1,14 +1,11 @@
 //! Run deadlines (`start(..).timeout(d)`): journaled, so they hold across engine restarts; at the
 //! deadline the run fails, steps in flight see their cancellation tokens fire and late results
 //! are discarded.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Body, Counter, clock, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{Clock, ManualClock, RunStatus, SqliteStore};
-use common::{Body, Counter, clock, wait_for_status};
 use std::path::Path;
 use std::time::Duration;
 
@@ -72,7 +69,7 @@ async fn a_deadline_holds_across_an_engine_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_in_flight_at_the_deadline_is_cancelled_and_its_result_discarded() {
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let clock = clock();
     let (entered, saw_cancel) = (Counter::default(), Counter::default());
     let workflow = {

@@ -1,18 +1,15 @@
 //! `ctx.var`: every set journaled once, the latest value readable from outside while the run
 //! sleeps, and the same values seen again after a restart.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use cairn::RunStatus;
 use cairn::journal::Event;
 use cairn::prelude::*;
-use common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use std::time::Duration;
 
 /// Three steps, each followed by `done = i + 1` and a `log` of the outputs so far; a nap after
 /// the second. Returns what the values hold at the end.
-fn progress(calls: Counter) -> impl Fn(Ctx, ()) -> common::Body<(u32, Vec<u32>)> + Send + Sync {
+fn progress(calls: Counter) -> impl Fn(Ctx, ()) -> crate::common::Body<(u32, Vec<u32>)> + Send + Sync {
     move |ctx: Ctx, ()| {
         let calls = calls.clone();
         Box::pin(async move {

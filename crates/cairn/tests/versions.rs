@@ -1,13 +1,10 @@
 //! Versions side by side, patch markers and removed steps: changing a workflow's code while runs
 //! started by the old code are still in flight.
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod common;
-
+use crate::common::{Body, Counter, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{RunStatus, SqliteStore};
-use common::{Body, Counter, wait_for_status};
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,7 +19,7 @@ async fn versions_run_side_by_side_on_their_own_code() {
         let shout = ctx.step("shout", || async { Ok::<_, StepError>(name.to_uppercase()) }).await?;
         ctx.step("greet", || async { Ok::<_, StepError>(format!("HELLO {shout}")) }).await
     }
-    let (store, _dir) = common::sqlite();
+    let (store, _dir) = crate::common::sqlite();
     let engine =
         Engine::builder().store(store).register("greet", 1, v1).register("greet", 2, v2).start().await.unwrap();
     let newest = engine.start("greet", "ann").await.unwrap();

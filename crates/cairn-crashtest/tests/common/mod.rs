@@ -346,3 +346,16 @@ pub use cairn_postgres::testing::TestSchema as Schema;
 pub async fn postgres(tag: &str) -> Option<(cairn_postgres::PostgresStore, Schema)> {
     cairn_postgres::testing::test_store(tag).await
 }
+
+/// One crash test at a time in this binary: held for a test's whole length.
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits until no other crash test runs; the test runs alone while it holds the guard.
+pub async fn alone() -> tokio::sync::MutexGuard<'static, ()> {
+    ALONE.lock().await
+}
+
+/// [`alone`] for a test that is not async (call it before building a runtime).
+pub fn alone_blocking() -> tokio::sync::MutexGuard<'static, ()> {
+    ALONE.blocking_lock()
+}

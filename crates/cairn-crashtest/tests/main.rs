@@ -1,0 +1,24 @@
+//! The crash tests, one module per scenario, linked into one test binary. Each kills and restarts
+//! real `crash-worker` processes; they run one at a time (`common::alone`), as they did when each
+//! was a binary of its own, so no test's worker processes compete with another's for the CPU.
+//!
+//! A new test file here must be declared below: Cargo builds only `main.rs` from this directory
+//! (`autotests = false`), and `cairn`'s `every_test_file_is_declared` fails when a file is not.
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+mod children_postgres;
+mod compose_kill9;
+mod concurrency_postgres;
+mod debounce_postgres;
+mod fairness_postgres;
+mod graceful;
+mod kill9;
+mod loop_kill9;
+mod multiprocess_postgres;
+mod poison;
+mod rate_postgres;
+mod schedules_postgres;
+mod signals_across;
+mod workers_postgres;
