@@ -221,44 +221,71 @@ const JOURNAL_RANGE: &str =
 
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
+/// What [`Store::start_with_signal`] gives: the run, and its signal's id.
+type StartedWithSignal = (CreatedRun, SignalId);
+
+/// A job for the writer thread. Each carries the [`Answer`] of its own result type, so a caller
+/// is answered with exactly the type it waits for.
 enum Command {
-    Create(NewRun, Reply<CreatedRun>),
-    Claim(ClaimRequest, Reply<Vec<RunRecord>>),
+    /// Boxed, as are the other commands whose result is a whole record: the hot ones (appends)
+    /// stay small on the writer's channel.
+    Create(Box<(NewRun, Answer<CreatedRun>)>),
+    Claim(ClaimRequest, Answer<Vec<RunRecord>>),
     /// The append and its events already encoded as JSON (by the caller's thread, not the writer's).
-    Append(Append, Vec<String>, Reply<()>),
-    Heartbeat(HeartbeatRequest, Reply<Vec<LeaseStatus>>),
-    Signal(NewSignal, Reply<SignalId>),
-    Cancel(ControlRequest, Reply<CancelOutcome>),
-    Pause(ControlRequest, Reply<PauseOutcome>),
-    Resume(ResumeRequest, Reply<()>),
-    StartWithSignal(NewRun, StartSignal, Reply<(CreatedRun, SignalId)>),
-    Prune(PruneRequest, Reply<Vec<RunId>>),
-    RecordWorker(WorkerRecord, Reply<()>),
-    ForgetWorkers(ForgetWorkers, Reply<u64>),
-    SetSubscriptions(SetSubscriptions, Reply<()>),
-    PutSchedule(PutSchedule, Reply<ScheduleRecord>),
-    FireSchedule(FireSchedule, Reply<Option<Vec<CreatedRun>>>),
-    PauseSchedule(PauseSchedule, Reply<ScheduleRecord>),
-    DeleteSchedule(String, Reply<u64>),
-    PutConcurrency(ConcurrencyRule, Reply<()>),
-    DeleteConcurrency(String, Reply<u64>),
-    TakeRate(TakeRate, Reply<Option<Timestamp>>),
+    Append(Append, Vec<String>, Answer<()>),
+    Heartbeat(HeartbeatRequest, Answer<Vec<LeaseStatus>>),
+    Signal(NewSignal, Answer<SignalId>),
+    Cancel(ControlRequest, Answer<CancelOutcome>),
+    Pause(ControlRequest, Answer<PauseOutcome>),
+    Resume(ResumeRequest, Answer<()>),
+    StartWithSignal(Box<(NewRun, StartSignal, Answer<StartedWithSignal>)>),
+    Prune(PruneRequest, Answer<Vec<RunId>>),
+    RecordWorker(WorkerRecord, Answer<()>),
+    ForgetWorkers(ForgetWorkers, Answer<u64>),
+    SetSubscriptions(SetSubscriptions, Answer<()>),
+    PutSchedule(Box<(PutSchedule, Answer<ScheduleRecord>)>),
+    FireSchedule(FireSchedule, Answer<Option<Vec<CreatedRun>>>),
+    PauseSchedule(Box<(PauseSchedule, Answer<ScheduleRecord>)>),
+    DeleteSchedule(String, Answer<u64>),
+    PutConcurrency(ConcurrencyRule, Answer<()>),
+    DeleteConcurrency(String, Answer<u64>),
+    TakeRate(TakeRate, Answer<Option<Timestamp>>),
 }
 
-enum Output {
-    Created(Box<CreatedRun>),
-    Claimed(Vec<RunRecord>),
-    Unit,
-    Leases(Vec<LeaseStatus>),
-    Signal(SignalId),
-    Cancel(CancelOutcome),
-    Pause(PauseOutcome),
-    Started(Box<(CreatedRun, SignalId)>),
-    Pruned(Vec<RunId>),
-    Count(u64),
-    Schedule(Box<ScheduleRecord>),
-    Fired(Option<Vec<CreatedRun>>),
-    Rate(Option<Timestamp>),
+/// A command's caller and what the command's application gave it. The writer keeps the result
+/// until the command's transaction has committed: a batch that is rolled back and retried one
+/// command at a time answers each caller once, with what its own retry gave.
+struct Answer<T> {
+    reply: Reply<T>,
+    result: Option<Result<T, StoreError>>,
+}
+
+impl<T> Answer<T> {
+    fn new(reply: Reply<T>) -> Self {
+        Answer { reply, result: None }
+    }
+
+    /// Keeps what an application gave. A failure that may have written part of its change is
+    /// not kept but returned: its whole transaction rolls back.
+    fn keep(&mut self, applied: Result<T, Failure>) -> Result<(), Failure> {
+        match applied {
+            Ok(value) => self.result = Some(Ok(value)),
+            Err(Failure { error, dirty: false }) => self.result = Some(Err(error)),
+            Err(dirty) => return Err(dirty),
+        }
+        Ok(())
+    }
+
+    /// Answers the caller: with `failed` when the command's transaction did not commit, else
+    /// with what its application kept. A caller that stopped waiting is not answered.
+    fn send(self, failed: Option<StoreError>) {
+        let value = match (failed, self.result) {
+            (Some(error), _) => Err(error),
+            (None, Some(result)) => result,
+            (None, None) => Err(StoreError::Backend("the SQLite writer committed a command it did not apply".into())),
+        };
+        let _ = self.reply.send(value);
+    }
 }
 
 /// A command's failure; `dirty` when it may have written part of its change before failing.
@@ -954,7 +981,7 @@ impl SqliteStore {
 
     fn send<T: Send + 'static>(
         &self,
-        make: impl FnOnce(Reply<T>) -> Command,
+        make: impl FnOnce(Answer<T>) -> Command,
     ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
         self.send_as(make, true)
     }
@@ -962,11 +989,11 @@ impl SqliteStore {
     /// [`send`](Self::send), committing inline when the writer is idle only if `inline` allows.
     fn send_as<T: Send + 'static>(
         &self,
-        make: impl FnOnce(Reply<T>) -> Command,
+        make: impl FnOnce(Answer<T>) -> Command,
         inline: bool,
     ) -> impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static {
         let (reply, answer) = oneshot::channel();
-        let command = make(reply);
+        let command = make(Answer::new(reply));
         let queued = if inline { self.writer.try_inline(command) } else { Some(command) };
         let sent = match queued {
             None => Ok(()),
@@ -1117,39 +1144,25 @@ impl Writer {
     /// change, or the commit failed, the batch is rolled back and every command retried alone.
     fn execute(&mut self, batch: &mut Vec<Command>) {
         match self.transaction(batch) {
-            Ok(outputs) => {
-                for (command, output) in batch.drain(..).zip(outputs) {
-                    reply(command, output);
-                }
-            }
+            Ok(()) => batch.drain(..).for_each(|command| command.answer(None)),
             Err(_) => {
-                for command in batch.drain(..) {
-                    let output = match self.transaction(std::slice::from_ref(&command)) {
-                        Ok(mut outputs) => {
-                            outputs.pop().unwrap_or_else(|| Err(StoreError::Backend("no output".into())))
-                        }
-                        Err(error) => Err(error),
-                    };
-                    reply(command, output);
+                for mut command in batch.drain(..) {
+                    let failed = self.transaction(std::slice::from_mut(&mut command)).err();
+                    command.answer(failed);
                 }
             }
         }
     }
 
-    /// One transaction over `commands`; `Err` means it was rolled back.
-    fn transaction(&mut self, commands: &[Command]) -> Result<Vec<Result<Output, StoreError>>, StoreError> {
+    /// One transaction over `commands`, each keeping its result; `Err` means it was rolled back.
+    fn transaction(&mut self, commands: &mut [Command]) -> Result<(), StoreError> {
         self.ended.clear();
         let began = std::time::Instant::now();
         self.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
-        let mut outputs = Vec::with_capacity(commands.len());
-        for command in commands {
-            match self.apply(command) {
-                Ok(output) => outputs.push(Ok(output)),
-                Err(Failure { error, dirty: false }) => outputs.push(Err(error)),
-                Err(Failure { error, dirty: true }) => {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                    return Err(error);
-                }
+        for command in commands.iter_mut() {
+            if let Err(Failure { error, .. }) = self.apply(command) {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return Err(error);
             }
         }
         if let Err(e) = self.write_ended_counts().and_then(|()| self.conn.execute_batch("COMMIT")) {
@@ -1157,7 +1170,7 @@ impl Writer {
             return Err(backend(e));
         }
         crate::metrics_names::committed(commands.len(), began.elapsed());
-        Ok(outputs)
+        Ok(())
     }
 
     /// Records that a run of `workflow` entered (`delta` 1) or left (-1) the ended `status`.
@@ -1179,49 +1192,65 @@ impl Writer {
         Ok(())
     }
 
-    fn apply(&mut self, command: &Command) -> Result<Output, Failure> {
+    /// Applies `command` in the open transaction; it keeps its result for its caller. `Err` is a
+    /// failure that may have written part of its change: the transaction must roll back.
+    fn apply(&mut self, command: &mut Command) -> Result<(), Failure> {
         match command {
-            Command::Create(run, _) => self.create(run).map(|c| Output::Created(Box::new(c))),
-            Command::Claim(request, _) => self.claim(request).map(Output::Claimed),
-            Command::Append(append, encoded, _) => self.append(append, encoded).map(|()| Output::Unit),
-            Command::Heartbeat(request, _) => self.heartbeat(request).map(Output::Leases),
-            Command::Signal(signal, _) => self.signal(signal).map(Output::Signal),
-            Command::Cancel(request, _) => self.cancel(request).map(Output::Cancel),
-            Command::Pause(request, _) => self.pause(request).map(Output::Pause),
-            Command::Resume(request, _) => self.resume(request).map(|()| Output::Unit),
-            Command::StartWithSignal(run, signal, _) => {
-                self.start_with_signal(run, signal).map(|started| Output::Started(Box::new(started)))
+            Command::Create(job) => {
+                let (run, a) = &mut **job;
+                a.keep(self.create(run))
             }
-            Command::Prune(request, _) => self.prune(request).map(Output::Pruned),
-            Command::RecordWorker(worker, _) => self.record_worker(worker).map(|()| Output::Unit),
-            Command::ForgetWorkers(request, _) => self.forget_workers(request).map(Output::Count),
-            Command::SetSubscriptions(request, _) => self.set_subscriptions(request).map(|()| Output::Unit),
-            Command::PutSchedule(put, _) => self.put_schedule(put).map(|s| Output::Schedule(Box::new(s))),
-            Command::FireSchedule(fire, _) => self.fire_schedule(fire).map(Output::Fired),
-            Command::PauseSchedule(change, _) => self.pause_schedule(change).map(|s| Output::Schedule(Box::new(s))),
-            Command::DeleteSchedule(name, _) => Ok(Output::Count(
-                self.conn.prepare_cached("DELETE FROM schedules WHERE name = ?1")?.execute([name])? as u64,
-            )),
-            Command::PutConcurrency(rule, _) => {
-                rule.check().map_err(|e| clean(StoreError::InvalidInput(e)))?;
-                self.conn
-                    .prepare_cached(
-                        "INSERT INTO concurrency_rules (workflow, key, lim, hold) VALUES (?1, ?2, ?3, ?4)
-                         ON CONFLICT (workflow) DO UPDATE SET key = excluded.key, lim = excluded.lim, hold = excluded.hold",
-                    )?
-                    .execute(params![rule.workflow, rule.key, rule.limit, rule.hold_suspended])?;
-                self.admit_workflow(&rule.workflow).map(|()| Output::Unit)
+            Command::Claim(request, a) => a.keep(self.claim(request)),
+            Command::Append(append, encoded, a) => a.keep(self.append(append, encoded)),
+            Command::Heartbeat(request, a) => a.keep(self.heartbeat(request)),
+            Command::Signal(signal, a) => a.keep(self.signal(signal)),
+            Command::Cancel(request, a) => a.keep(self.cancel(request)),
+            Command::Pause(request, a) => a.keep(self.pause(request)),
+            Command::Resume(request, a) => a.keep(self.resume(request)),
+            Command::StartWithSignal(job) => {
+                let (run, signal, a) = &mut **job;
+                a.keep(self.start_with_signal(run, signal))
             }
-            Command::TakeRate(take, _) => self.take_rate(take).map(Output::Rate),
-            Command::DeleteConcurrency(workflow, _) => {
-                let deleted = self
-                    .conn
-                    .prepare_cached("DELETE FROM concurrency_rules WHERE workflow = ?1")?
-                    .execute([workflow])?;
-                self.admit_workflow(workflow)?;
-                Ok(Output::Count(deleted as u64))
+            Command::Prune(request, a) => a.keep(self.prune(request)),
+            Command::RecordWorker(worker, a) => a.keep(self.record_worker(worker)),
+            Command::ForgetWorkers(request, a) => a.keep(self.forget_workers(request)),
+            Command::SetSubscriptions(request, a) => a.keep(self.set_subscriptions(request)),
+            Command::PutSchedule(job) => {
+                let (put, a) = &mut **job;
+                a.keep(self.put_schedule(put))
             }
+            Command::FireSchedule(fire, a) => a.keep(self.fire_schedule(fire)),
+            Command::PauseSchedule(job) => {
+                let (change, a) = &mut **job;
+                a.keep(self.pause_schedule(change))
+            }
+            Command::DeleteSchedule(name, a) => a.keep(self.delete_schedule(name)),
+            Command::PutConcurrency(rule, a) => a.keep(self.put_concurrency(rule)),
+            Command::DeleteConcurrency(workflow, a) => a.keep(self.delete_concurrency(workflow)),
+            Command::TakeRate(take, a) => a.keep(self.take_rate(take)),
         }
+    }
+
+    fn delete_schedule(&mut self, name: &str) -> Result<u64, Failure> {
+        Ok(self.conn.prepare_cached("DELETE FROM schedules WHERE name = ?1")?.execute([name])? as u64)
+    }
+
+    fn put_concurrency(&mut self, rule: &ConcurrencyRule) -> Result<(), Failure> {
+        rule.check().map_err(|e| clean(StoreError::InvalidInput(e)))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO concurrency_rules (workflow, key, lim, hold) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (workflow) DO UPDATE SET key = excluded.key, lim = excluded.lim, hold = excluded.hold",
+            )?
+            .execute(params![rule.workflow, rule.key, rule.limit, rule.hold_suspended])?;
+        self.admit_workflow(&rule.workflow)
+    }
+
+    fn delete_concurrency(&mut self, workflow: &str) -> Result<u64, Failure> {
+        let deleted =
+            self.conn.prepare_cached("DELETE FROM concurrency_rules WHERE workflow = ?1")?.execute([workflow])?;
+        self.admit_workflow(workflow)?;
+        Ok(deleted as u64)
     }
 
     /// A turn under a rate limit (see [`Store::take_rate`]): the bucket's grants that no asker
@@ -1943,37 +1972,32 @@ impl Writer {
     }
 }
 
-fn reply(command: Command, output: Result<Output, StoreError>) {
-    fn send<T>(reply: Reply<T>, output: Result<Output, StoreError>, pick: impl FnOnce(Output) -> Option<T>) {
-        let value = output.and_then(|o| pick(o).ok_or_else(|| StoreError::Backend("mismatched writer output".into())));
-        // The caller may have stopped waiting; nothing to do then.
-        let _ = reply.send(value);
-    }
-    match command {
-        Command::Create(_, r) => send(r, output, |o| if let Output::Created(v) = o { Some(*v) } else { None }),
-        Command::Claim(_, r) => send(r, output, |o| if let Output::Claimed(v) = o { Some(v) } else { None }),
-        Command::Append(_, _, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
-        Command::Heartbeat(_, r) => send(r, output, |o| if let Output::Leases(v) = o { Some(v) } else { None }),
-        Command::Signal(_, r) => send(r, output, |o| if let Output::Signal(v) = o { Some(v) } else { None }),
-        Command::Cancel(_, r) => send(r, output, |o| if let Output::Cancel(v) = o { Some(v) } else { None }),
-        Command::Pause(_, r) => send(r, output, |o| if let Output::Pause(v) = o { Some(v) } else { None }),
-        Command::Resume(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
-        Command::StartWithSignal(_, _, r) => {
-            send(r, output, |o| if let Output::Started(v) = o { Some(*v) } else { None })
+impl Command {
+    /// Answers its caller: with `failed` when its transaction did not commit, else with what its
+    /// application kept.
+    fn answer(self, failed: Option<StoreError>) {
+        match self {
+            Command::Create(job) => job.1.send(failed),
+            Command::Claim(_, a) => a.send(failed),
+            Command::Append(_, _, a) => a.send(failed),
+            Command::Heartbeat(_, a) => a.send(failed),
+            Command::Signal(_, a) => a.send(failed),
+            Command::Cancel(_, a) => a.send(failed),
+            Command::Pause(_, a) => a.send(failed),
+            Command::Resume(_, a) => a.send(failed),
+            Command::StartWithSignal(job) => job.2.send(failed),
+            Command::Prune(_, a) => a.send(failed),
+            Command::RecordWorker(_, a) => a.send(failed),
+            Command::ForgetWorkers(_, a) => a.send(failed),
+            Command::SetSubscriptions(_, a) => a.send(failed),
+            Command::PutSchedule(job) => job.1.send(failed),
+            Command::FireSchedule(_, a) => a.send(failed),
+            Command::PauseSchedule(job) => job.1.send(failed),
+            Command::DeleteSchedule(_, a) => a.send(failed),
+            Command::PutConcurrency(_, a) => a.send(failed),
+            Command::DeleteConcurrency(_, a) => a.send(failed),
+            Command::TakeRate(_, a) => a.send(failed),
         }
-        Command::Prune(_, r) => send(r, output, |o| if let Output::Pruned(v) = o { Some(v) } else { None }),
-        Command::RecordWorker(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
-        Command::ForgetWorkers(_, r) => send(r, output, |o| if let Output::Count(v) = o { Some(v) } else { None }),
-        Command::SetSubscriptions(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
-        Command::PutSchedule(_, r) | Command::PauseSchedule(_, r) => {
-            send(r, output, |o| if let Output::Schedule(s) = o { Some(*s) } else { None })
-        }
-        Command::FireSchedule(_, r) => send(r, output, |o| if let Output::Fired(f) = o { Some(f) } else { None }),
-        Command::DeleteSchedule(_, r) | Command::DeleteConcurrency(_, r) => {
-            send(r, output, |o| if let Output::Count(n) = o { Some(n) } else { None })
-        }
-        Command::PutConcurrency(_, r) => send(r, output, |o| if let Output::Unit = o { Some(()) } else { None }),
-        Command::TakeRate(_, r) => send(r, output, |o| if let Output::Rate(v) = o { Some(v) } else { None }),
     }
 }
 
@@ -1984,7 +2008,7 @@ fn read_run(conn: &Connection, id: &RunId) -> Result<Option<RunRecord>, StoreErr
 
 impl Store for SqliteStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
-        Box::pin(self.send(|r| Command::Create(run, r)))
+        Box::pin(self.send(|r| Command::Create(Box::new((run, r)))))
     }
 
     fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
@@ -2145,7 +2169,7 @@ impl Store for SqliteStore {
     }
 
     fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
-        Box::pin(self.send(|r| Command::StartWithSignal(run, signal, r)))
+        Box::pin(self.send(|r| Command::StartWithSignal(Box::new((run, signal, r)))))
     }
 
     fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
@@ -2289,7 +2313,7 @@ impl Store for SqliteStore {
 
     fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
         let put = put.clone();
-        Box::pin(self.send(|r| Command::PutSchedule(put, r)))
+        Box::pin(self.send(|r| Command::PutSchedule(Box::new((put, r)))))
     }
 
     fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>> {
@@ -2327,7 +2351,7 @@ impl Store for SqliteStore {
 
     fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord> {
         let change = change.clone();
-        Box::pin(self.send(|r| Command::PauseSchedule(change, r)))
+        Box::pin(self.send(|r| Command::PauseSchedule(Box::new((change, r)))))
     }
 
     fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
