@@ -1,0 +1,160 @@
+//! The writer's housekeeping: pruning, workers, subscriptions and schedules.
+
+use super::*;
+
+impl Writer {
+    pub(super) fn delete_schedule(&mut self, name: &str) -> Result<u64, Failure> {
+        Ok(self.conn.prepare_cached("DELETE FROM schedules WHERE name = ?1")?.execute([name])? as u64)
+    }
+
+    pub(super) fn prune(&mut self, request: &PruneRequest) -> Result<Vec<RunId>, Failure> {
+        let doomed: Vec<(String, String, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT id, workflow, status FROM runs
+                 WHERE delete_after <= ?1 AND status IN ('completed', 'failed', 'cancelled', 'continued')
+                 UNION
+                 SELECT id, workflow, status FROM runs WHERE ?2 IS NOT NULL AND completed_at < ?2
+                   AND status IN ('completed', 'failed', 'cancelled', 'continued')
+                 ORDER BY id LIMIT ?3",
+            )?
+            .query_map(
+                params![request.now.as_millis(), request.ended_before.map(Timestamp::as_millis), request.limit as i64],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        if !request.dry_run {
+            for (id, workflow, status) in &doomed {
+                if let Some(status) = RunStatus::parse(status) {
+                    self.count_ended(workflow.clone(), status, -1);
+                }
+                for sql in [
+                    "DELETE FROM journal WHERE run_id = ?1",
+                    "DELETE FROM signals WHERE run_id = ?1",
+                    "DELETE FROM runs WHERE id = ?1",
+                ] {
+                    self.conn.prepare_cached(sql)?.execute([id])?;
+                }
+            }
+        }
+        Ok(doomed.into_iter().map(|(id, _, _)| RunId::new(id)).collect())
+    }
+
+    pub(super) fn record_worker(&mut self, worker: &WorkerRecord) -> Result<(), Failure> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO workers (id, host, pid, started_at, last_seen, live_until, serves)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                     started_at = excluded.started_at, last_seen = excluded.last_seen,
+                     live_until = excluded.live_until, serves = excluded.serves",
+            )?
+            .execute(params![
+                worker.id,
+                worker.host,
+                worker.pid,
+                worker.started_at.as_millis(),
+                worker.last_seen.as_millis(),
+                worker.live_until.as_millis(),
+                worker.serves_json()
+            ])?;
+        Ok(())
+    }
+
+    pub(super) fn forget_workers(&mut self, request: &ForgetWorkers) -> Result<u64, Failure> {
+        let ids = serde_json::to_string(&request.ids).map_err(|e| clean(StoreError::InvalidInput(e.to_string())))?;
+        let forgotten = self
+            .conn
+            .prepare_cached("DELETE FROM workers WHERE id IN (SELECT value FROM json_each(?1)) OR live_until < ?2")?
+            .execute(params![ids, request.dead_before.map(Timestamp::as_millis)])?;
+        Ok(forgotten as u64)
+    }
+
+    pub(super) fn set_subscriptions(&mut self, request: &SetSubscriptions) -> Result<(), Failure> {
+        for workflow in &request.workflows {
+            self.conn.prepare_cached("DELETE FROM subscriptions WHERE workflow = ?1")?.execute([workflow])?;
+        }
+        for subscription in &request.subscriptions {
+            self.conn
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO subscriptions (workflow, pattern, version) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![subscription.workflow, subscription.pattern, subscription.version])?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn schedule(&self, name: &str) -> Result<Option<ScheduleRecord>, Failure> {
+        let mut stmt =
+            self.conn.prepare_cached(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name = ?1"))?;
+        let found = stmt.query_row([name], row_to_schedule).optional()?;
+        found.transpose().map_err(clean)
+    }
+
+    pub(super) fn put_schedule(&mut self, put: &PutSchedule) -> Result<ScheduleRecord, Failure> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO schedules (name, workflow, spec, input, next_fire_at, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                 ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, input = excluded.input,
+                     next_fire_at = CASE WHEN spec = excluded.spec THEN next_fire_at ELSE excluded.next_fire_at END,
+                     spec = excluded.spec, updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                put.name,
+                put.workflow,
+                put.spec,
+                put.input.get(),
+                put.next_fire_at.map(Timestamp::as_millis),
+                put.now.as_millis()
+            ])?;
+        self.schedule(&put.name)?.ok_or_else(|| clean(StoreError::ScheduleNotFound(put.name.clone())))
+    }
+
+    pub(super) fn fire_schedule(&mut self, fire: &FireSchedule) -> Result<Option<Vec<CreatedRun>>, Failure> {
+        let moved = self
+            .conn
+            .prepare_cached(
+                "UPDATE schedules SET next_fire_at = ?3, last_fired_at = coalesce(?4, last_fired_at), updated_at = ?5
+                 WHERE name = ?1 AND paused = 0 AND next_fire_at = ?2",
+            )?
+            .execute(params![
+                fire.name,
+                fire.due.as_millis(),
+                fire.next_fire_at.map(Timestamp::as_millis),
+                fire.last_fired_at.map(Timestamp::as_millis),
+                fire.now.as_millis()
+            ])?;
+        if moved == 0 {
+            return Ok(None);
+        }
+        let mut created = Vec::with_capacity(fire.runs.len());
+        for run in &fire.runs {
+            created.push(match self.create(run) {
+                // Started by an earlier firing of the same time (its id says so).
+                Err(Failure { error: StoreError::DuplicateRunId(id), .. }) => {
+                    let existing = self.status_of(&id).map_err(|f| Failure { dirty: true, ..f })?;
+                    CreatedRun { run: existing, created: false }
+                }
+                other => other.map_err(|failure| Failure { dirty: true, ..failure })?,
+            });
+        }
+        Ok(Some(created))
+    }
+
+    pub(super) fn pause_schedule(&mut self, change: &PauseSchedule) -> Result<ScheduleRecord, Failure> {
+        self.conn
+            .prepare_cached(
+                "UPDATE schedules SET paused = ?2, updated_at = ?4,
+                     next_fire_at = CASE WHEN ?2 = 0 THEN ?3 ELSE next_fire_at END
+                 WHERE name = ?1 AND paused <> ?2",
+            )?
+            .execute(params![
+                change.name,
+                change.paused,
+                change.next_fire_at.map(Timestamp::as_millis),
+                change.now.as_millis()
+            ])?;
+        self.schedule(&change.name)?.ok_or_else(|| clean(StoreError::ScheduleNotFound(change.name.clone())))
+    }
+}
