@@ -1,0 +1,446 @@
+//! `Store` for `PostgresStore`: what the engine and clients call.
+
+use super::*;
+
+impl Store for PostgresStore {
+    fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
+        if run.debounce.is_some() {
+            return Box::pin(self.debounce_inner(run));
+        }
+        let (reply, outcome) = oneshot::channel();
+        let sent = self.jobs.send(Job::Create(run, reply));
+        Box::pin(writer_outcome(sent, outcome))
+    }
+
+    fn get_run<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Option<RunRecord>> {
+        Box::pin(async move { Ok(self.query_runs(&self.sql.get_run, &[&id.as_str()]).await?.pop()) })
+    }
+
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage> {
+        Box::pin(async move {
+            let size = filter.page_size();
+            let status = filter.status.map(RunStatus::as_str);
+            let cursor = filter.cursor.as_ref().map(|c| (c.created_at.as_millis(), c.id.as_str()));
+            let (after, before) =
+                (filter.created_after.map(Timestamp::as_millis), filter.created_before.map(Timestamp::as_millis));
+            let restarted_from = filter.restarted_from.as_ref().map(RunId::as_str);
+            let parent = filter.parent.as_ref().map(RunId::as_str);
+            let (stranded, input) = (filter.stranded_tags(), filter.input_json());
+            let limit = (size + 1) as i64;
+            let mut conditions: Vec<String> = Vec::new();
+            let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+            // A condition over the next parameter number(s), and the parameters' values.
+            macro_rules! add {
+                ($condition:expr, $($value:expr),+) => {{
+                    conditions.push($condition(params.len() + 1));
+                    $(params.push($value);)+
+                }};
+            }
+            if let Some(workflow) = &filter.workflow {
+                add!(|n| format!("workflow = ${n}"), workflow);
+            }
+            // A literal (one of a fixed set), so a partial index on that status can serve it.
+            if let Some(status) = &status {
+                conditions.push(format!("status = '{status}'"));
+            }
+            if let Some(after) = &after {
+                add!(|n| format!("created_at >= ${n}"), after);
+            }
+            if let Some(before) = &before {
+                add!(|n| format!("created_at < ${n}"), before);
+            }
+            if let Some((at, id)) = &cursor {
+                add!(|n| format!("(created_at, id) < (${n}, ${}::text)", n + 1), at, id);
+            }
+            if let Some(parent) = &parent {
+                add!(|n| format!("parent = ${n}"), parent);
+            }
+            if let Some(original) = &restarted_from {
+                add!(|n| format!("restarted_from = ${n}"), original);
+            }
+            if let Some(tags) = &stranded {
+                let condition = |n: usize| {
+                    format!(
+                        "status IN ('pending', 'running', 'suspended') AND NOT (workflow || '@' || version) = ANY(${n})"
+                    )
+                };
+                add!(condition, tags);
+            }
+            if let Some(needle) = &input {
+                add!(|n| format!("input::jsonb @> (${n}::text)::jsonb"), needle);
+            }
+            let conditions =
+                if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
+            params.push(&limit);
+            let text =
+                format!("{}{conditions} ORDER BY created_at DESC, id DESC LIMIT ${}", self.sql.list, params.len());
+            let runs = self.query_runs(&text, &params).await?;
+            Ok(RunPage::cut(runs, size))
+        })
+    }
+
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        Box::pin(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, u64::MAX)))
+    }
+
+    fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let range = |bounds| journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), bounds);
+        Box::pin(async move {
+            let Some([first, second]) = cairn_store::journal_halves(last_seq) else {
+                return range((1, last_seq)).await;
+            };
+            // A long journal is read in halves on two connections at once, the second half
+            // received and decoded on another task.
+            let second = tokio::spawn(range(second));
+            let mut entries = range(first).await?;
+            let second = second.await.map_err(|e| StoreError::Backend(format!("reading a journal: {e}")))??;
+            entries.extend(second);
+            Ok(entries)
+        })
+    }
+
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.signals).await.map_err(backend)?;
+            let rows = client.query(&statement, &[&id.as_str()]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(SignalRecord {
+                        id: SignalId(row.try_get(0).map_err(backend)?),
+                        name: row.try_get(1).map_err(backend)?,
+                        payload: raw(row.try_get(2).map_err(backend)?)?,
+                        sent_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+                        consumed_seq: row.try_get::<_, Option<i64>>(4).map_err(backend)?.map(|s| s as u64),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
+        Box::pin(async move {
+            let values = ClaimValues::of(request);
+            self.query_runs(&self.sql.claim, &values.params(request)).await
+        })
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        if let RunUpdate::Continue { successor, at } = append.update {
+            let update = RunUpdate::Finish { status: RunStatus::Continued, output: None, error: None, at };
+            return Box::pin(self.continue_inner(Append { update, ..append }, *successor));
+        }
+        let (reply, outcome) = oneshot::channel();
+        // Submitted now, not when first polled: appends to one run reach the writer in call order.
+        let sent = self.jobs.send(Job::Append(append, reply));
+        Box::pin(writer_outcome(sent, outcome))
+    }
+
+    fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let until = request.lease_until.as_millis();
+            let ids: Vec<&str> = request.runs.iter().map(|(id, _)| id.as_str()).collect();
+            let epochs: Vec<i64> = request.runs.iter().map(|(_, epoch)| *epoch as i64).collect();
+            let batch = client.prepare_cached(&self.sql.heartbeat_batch).await.map_err(backend)?;
+            let rows = client.query(&batch, &[&until, &ids, &epochs, &request.owner]).await.map_err(backend)?;
+            let mut answered = std::collections::HashMap::with_capacity(rows.len());
+            for row in &rows {
+                let id: String = row.try_get(0).map_err(backend)?;
+                let flags = (
+                    row.try_get(1).map_err(backend)?,
+                    row.try_get(2).map_err(backend)?,
+                    row.try_get(3).map_err(backend)?,
+                );
+                answered.insert(id, flags);
+            }
+            let mut out = Vec::with_capacity(request.runs.len());
+            for (run_id, epoch) in &request.runs {
+                let (held, cancel_requested, pause_requested) = match answered.get(run_id.as_str()) {
+                    Some(answer) => *answer,
+                    None => self.heartbeat_one(&client, run_id, *epoch, request).await?,
+                };
+                out.push(LeaseStatus { run_id: run_id.clone(), held, cancel_requested, pause_requested });
+            }
+            Ok(out)
+        })
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        Box::pin(self.signal_inner(signal))
+    }
+
+    fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
+        Box::pin(self.cancel_inner(request))
+    }
+
+    fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome> {
+        Box::pin(self.pause_inner(request))
+    }
+
+    fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()> {
+        Box::pin(self.resume_inner(request))
+    }
+
+    fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
+        Box::pin(self.start_with_signal_inner(run, signal))
+    }
+
+    fn wakeups(&self) -> Option<watch::Receiver<u64>> {
+        self.listen();
+        Some(self.wakeups.sender.subscribe())
+    }
+
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        self.listen();
+        Some(self.wakeups.notices.subscribe())
+    }
+
+    fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let text = if request.dry_run { &self.sql.prune_candidates } else { &self.sql.prune };
+            let statement = client.prepare_cached(text).await.map_err(backend)?;
+            let params: [&(dyn ToSql + Sync); 3] = [
+                &request.now.as_millis(),
+                &request.ended_before.map(Timestamp::as_millis),
+                &i64::try_from(request.limit).unwrap_or(i64::MAX),
+            ];
+            let rows = client.query(&statement, &params).await.map_err(backend)?;
+            rows.iter().map(|row| row.try_get::<_, String>(0).map(RunId::new).map_err(backend)).collect()
+        })
+    }
+
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.record_worker).await.map_err(backend)?;
+            let serves = tags(&worker.serves);
+            let params: [&(dyn ToSql + Sync); 7] = [
+                &worker.id,
+                &worker.host,
+                &i32::try_from(worker.pid).unwrap_or(i32::MAX),
+                &worker.started_at.as_millis(),
+                &worker.last_seen.as_millis(),
+                &worker.live_until.as_millis(),
+                &serves,
+            ];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.workers).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    let serves = WorkerRecord::serves_from_tags(&row.try_get::<_, Vec<String>>(6).map_err(backend)?)?;
+                    Ok(WorkerRecord {
+                        id: row.try_get(0).map_err(backend)?,
+                        host: row.try_get(1).map_err(backend)?,
+                        pid: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
+                        started_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+                        last_seen: Timestamp::from_millis(row.try_get(4).map_err(backend)?),
+                        live_until: Timestamp::from_millis(row.try_get(5).map_err(backend)?),
+                        serves,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.forget_workers).await.map_err(backend)?;
+            let params: [&(dyn ToSql + Sync); 2] = [&request.ids, &request.dead_before.map(Timestamp::as_millis)];
+            client.execute(&statement, &params).await.map_err(backend)
+        })
+    }
+
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.set_subscriptions).await.map_err(backend)?;
+            let workflows: Vec<&str> = request.subscriptions.iter().map(|s| s.workflow.as_str()).collect();
+            let patterns: Vec<&str> = request.subscriptions.iter().map(|s| s.pattern.as_str()).collect();
+            let versions: Vec<i32> =
+                request.subscriptions.iter().map(|s| i32::try_from(s.version).unwrap_or(i32::MAX)).collect();
+            let params: [&(dyn ToSql + Sync); 4] = [&request.workflows, &workflows, &patterns, &versions];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.subscriptions).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(Subscription {
+                        workflow: row.try_get(0).map_err(backend)?,
+                        pattern: row.try_get(1).map_err(backend)?,
+                        version: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
+        Box::pin(async move {
+            // The background task (`maintain`) keeps the deltas to add few.
+            let mut client = self.pool.get().await.map_err(backend)?;
+            let rows = status_counts(&mut client, &self.sql).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    let status: String = row.try_get(1).map_err(backend)?;
+                    Ok(WorkflowCount {
+                        workflow: row.try_get(0).map_err(backend)?,
+                        status: RunStatus::parse_stored(&status)?,
+                        runs: row.try_get::<_, i64>(2).map_err(backend)?.max(0) as u64,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.version_counts).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(VersionCount {
+                        key: WorkflowKey {
+                            name: row.try_get(0).map_err(backend)?,
+                            version: row.try_get::<_, i32>(1).map_err(backend)?.max(0) as u32,
+                        },
+                        runs: row.try_get::<_, i64>(2).map_err(backend)?.max(0) as u64,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.next_wake).await.map_err(backend)?;
+            let names: Vec<&str> = workflows.iter().map(|k| k.name.as_str()).collect();
+            let row = client.query_one(&statement, &[&tags(workflows), &names]).await.map_err(backend)?;
+            Ok(row.try_get::<_, Option<i64>>(0).map_err(backend)?.map(Timestamp::from_millis))
+        })
+    }
+
+    fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.put_schedule).await.map_err(backend)?;
+            let next = put.next_fire_at.map(Timestamp::as_millis);
+            let params: [&(dyn ToSql + Sync); 6] =
+                [&put.name, &put.workflow, &put.spec, &put.input.get(), &next, &put.now.as_millis()];
+            row_to_schedule(&client.query_one(&statement, &params).await.map_err(backend)?)
+        })
+    }
+
+    fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.schedules).await.map_err(backend)?;
+            client.query(&statement, &[]).await.map_err(backend)?.iter().map(row_to_schedule).collect()
+        })
+    }
+
+    fn due_schedules<'a>(
+        &'a self,
+        workflows: &'a [String],
+        now: Timestamp,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<ScheduleRecord>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.due_schedules).await.map_err(backend)?;
+            let params: [&(dyn ToSql + Sync); 3] = [&now.as_millis(), &workflows, &(limit as i64)];
+            client.query(&statement, &params).await.map_err(backend)?.iter().map(row_to_schedule).collect()
+        })
+    }
+
+    fn fire_schedule(&self, fire: FireSchedule) -> StoreFuture<'_, Option<Vec<CreatedRun>>> {
+        Box::pin(self.fire_inner(fire))
+    }
+
+    fn pause_schedule<'a>(&'a self, change: &'a PauseSchedule) -> StoreFuture<'a, ScheduleRecord> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.pause_schedule).await.map_err(backend)?;
+            let next = change.next_fire_at.map(Timestamp::as_millis);
+            let params: [&(dyn ToSql + Sync); 4] = [&change.name, &change.paused, &next, &change.now.as_millis()];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.get_schedule).await.map_err(backend)?;
+            let row = client.query_opt(&statement, &[&change.name]).await.map_err(backend)?;
+            row.as_ref()
+                .map(row_to_schedule)
+                .transpose()?
+                .ok_or_else(|| StoreError::ScheduleNotFound(change.name.clone()))
+        })
+    }
+
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.delete_schedule).await.map_err(backend)?;
+            Ok(client.execute(&statement, &[&name]).await.map_err(backend)? > 0)
+        })
+    }
+
+    fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            rule.check().map_err(StoreError::InvalidInput)?;
+            let path =
+                rule.key.as_deref().map(pointer_tokens).transpose().map_err(|e| StoreError::InvalidInput(e.0))?;
+            let limit = i32::try_from(rule.limit).unwrap_or(i32::MAX);
+            let params: [&(dyn ToSql + Sync); 5] = [&rule.workflow, &rule.key, &path, &limit, &rule.hold_suspended];
+            self.change_rule(&self.sql.put_rule, &params, &rule.workflow).await.map(|_| ())
+        })
+    }
+
+    fn delete_concurrency<'a>(&'a self, workflow: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { Ok(self.change_rule(&self.sql.delete_rule, &[&workflow], workflow).await? > 0) })
+    }
+
+    fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.take_rate).await.map_err(backend)?;
+            let limit = i32::try_from(take.limit).unwrap_or(i32::MAX);
+            let params: [&(dyn ToSql + Sync); 4] = [&take.bucket, &limit, &take.period_ms(), &take.now.as_millis()];
+            let row = client.query_one(&statement, &params).await.map_err(backend)?;
+            Ok(row.try_get::<_, Option<i64>>(0).map_err(backend)?.map(Timestamp::from_millis))
+        })
+    }
+
+    fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.rules).await.map_err(backend)?;
+            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(ConcurrencyRule {
+                        workflow: row.try_get(0).map_err(backend)?,
+                        key: row.try_get(1).map_err(backend)?,
+                        limit: u32::try_from(row.try_get::<_, i32>(2).map_err(backend)?).unwrap_or(0),
+                        hold_suspended: row.try_get(3).map_err(backend)?,
+                    })
+                })
+                .collect()
+        })
+    }
+}

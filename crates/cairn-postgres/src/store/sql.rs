@@ -1,0 +1,562 @@
+//! The statements, built once per store for its schema (`Sql`), and the SQL fragments they share.
+
+use super::*;
+
+/// The flow columns a new run is inserted with, from its workflow's rule `r` (joined, maybe
+/// absent): its key (the input's value at the rule's path as text, `''` without a path or value),
+/// whether it keeps its slot while suspended, and that it enters waiting for a slot.
+pub(super) const FLOW_INSERT_COLUMNS: &str = "flow_key, flow_hold, waiting_for";
+
+pub(super) fn flow_values(input: &str) -> String {
+    format!(
+        "{},
+         coalesce(r.hold, false),
+         CASE WHEN r.workflow IS NOT NULL THEN 'concurrency' END",
+        flow_key_sql(input)
+    )
+}
+
+/// The concurrency key of a new run with `input` under its workflow's rule `r` (see
+/// [`FLOW_INSERT_COLUMNS`]).
+pub(super) fn flow_key_sql(input: &str) -> String {
+    format!(
+        "CASE WHEN r.workflow IS NULL THEN NULL WHEN r.path IS NULL THEN ''
+              ELSE coalesce({input}::jsonb #>> r.path, '') END"
+    )
+}
+
+pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
+     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
+     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
+     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
+
+/// [`RUN_COLUMNS`] of the table aliased `alias`.
+pub(super) fn run_columns_of(alias: &str) -> String {
+    RUN_COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The `SET` of a run (aliased `u`) leaving a debounce window (it wakes or is paused): it held no
+/// slot while it debounced (`flow_hold` false), and from now on keeps one while suspended as its
+/// rule says.
+pub(super) fn hold_after_debounce(s: &str) -> String {
+    format!(
+        "flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
+             THEN coalesce((SELECT c.hold FROM {s}.concurrency_rules c WHERE c.workflow = u.workflow), false)
+             ELSE u.flow_hold END"
+    )
+}
+
+/// The fairness sequence of a new run of priority `priority` and key `key` (SQL expressions)
+/// ([`cairn_journal::flow::fair_seq`]): one past the last ready run of its key and priority, and
+/// never behind the head of its priority; both read from the front of a partial index. A
+/// statement that inserts several runs of one key adds their rank among them.
+pub(super) fn fair_seq_sql(s: &str, priority: &str, key: &str) -> String {
+    format!(
+        "greatest(
+             coalesce((SELECT f.fair_seq + 1 FROM {s}.runs f
+                       WHERE f.status = 'pending' AND f.waiting_for IS NULL AND f.priority = {priority}
+                         AND f.fair_key = {key}
+                       ORDER BY f.fair_seq DESC LIMIT 1), 0),
+             coalesce((SELECT f.fair_seq FROM {s}.runs f
+                       WHERE f.status = 'pending' AND f.waiting_for IS NULL AND f.priority = {priority}
+                       ORDER BY f.priority DESC, f.fair_seq LIMIT 1), 0))"
+    )
+}
+
+/// Every statement, with the schema name filled in once.
+pub(super) struct Sql {
+    pub(super) schema: String,
+    pub(super) get_run: String,
+    pub(super) by_key: String,
+    pub(super) create_batch: String,
+    pub(super) flow_places: String,
+    pub(super) put_rule: String,
+    pub(super) delete_rule: String,
+    pub(super) admit_workflow: String,
+    pub(super) ensure_flow_triggers: String,
+    pub(super) rules: String,
+    pub(super) take_rate: String,
+    pub(super) insert_events: String,
+    /// Deletes what a loop checkpoint trims: $1 run, ($2, $3] the range, $4 the iterations'
+    /// path prefix, $5 the loop's path (its earlier checkpoints), and the values' sets.
+    pub(super) trim_loop: String,
+    pub(super) list: String,
+    pub(super) journal: String,
+    pub(super) signals: String,
+    pub(super) claim: String,
+    pub(super) refusal: String,
+    pub(super) recheck_signals: String,
+    pub(super) heartbeat: String,
+    pub(super) heartbeat_batch: String,
+    pub(super) flags: String,
+    pub(super) request_cancel: String,
+    pub(super) request_pause: String,
+    pub(super) pause_now: String,
+    pub(super) resume: String,
+    pub(super) insert_run: String,
+    pub(super) debounce_run: String,
+    pub(super) restart_journal: String,
+    pub(super) lock_by_key: String,
+    pub(super) insert_signal: String,
+    pub(super) wake_waiting: String,
+    pub(super) lock_run: String,
+    pub(super) continued_as: String,
+    pub(super) move_signals: String,
+    pub(super) cancel_now: String,
+    pub(super) next_wake: String,
+    pub(super) put_schedule: String,
+    pub(super) get_schedule: String,
+    pub(super) schedules: String,
+    pub(super) due_schedules: String,
+    pub(super) fire_schedule: String,
+    pub(super) pause_schedule: String,
+    pub(super) delete_schedule: String,
+    pub(super) notify: String,
+    pub(super) append_batch: String,
+    pub(super) progress: String,
+    pub(super) suspend: String,
+    pub(super) finish: String,
+    pub(super) release: String,
+    pub(super) park: String,
+    pub(super) prune_candidates: String,
+    pub(super) prune: String,
+    pub(super) record_worker: String,
+    pub(super) workers: String,
+    pub(super) forget_workers: String,
+    pub(super) set_subscriptions: String,
+    pub(super) subscriptions: String,
+    pub(super) version_counts: String,
+    pub(super) fold_ended_counts: String,
+    pub(super) vacuum_deltas: String,
+    pub(super) workflow_counts: String,
+}
+
+impl Sql {
+    pub(super) fn new(schema: &str) -> Sql {
+        let s = format!("\"{schema}\"");
+        // One statement per append, so a step commits in one round trip: the run-row update checks
+        // the lease epoch, the journal's end and (when the append consumes a signal) that the
+        // signal is still free; the signal and journal writes happen only if it matched.
+        let append = |set: &str| {
+            format!(
+                "WITH upd AS (
+                     UPDATE {s}.runs SET last_seq = $1, updated_at = $2, recoveries = 0{set}
+                     WHERE id = $3 AND epoch = $4 AND last_seq = $5
+                       AND ($6::bigint IS NULL OR EXISTS (
+                           SELECT 1 FROM {s}.signals g WHERE g.id = $6 AND g.run_id = $3 AND g.consumed_seq IS NULL))
+                     RETURNING id),
+                 sig AS (
+                     UPDATE {s}.signals SET consumed_seq = $7
+                     WHERE id = $6 AND run_id = $3 AND EXISTS (SELECT 1 FROM upd) RETURNING id),
+                 ins AS (
+                     INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                     SELECT $3, e.seq, $2, e.kind, e.path, e.data
+                     FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[]) AS e(seq, kind, path, data)
+                     WHERE EXISTS (SELECT 1 FROM upd) RETURNING 1)
+                 SELECT count(*) FROM upd"
+            )
+        };
+        // Ended runs past their retention (or ended before $2), through the two partial indexes.
+        let candidates = format!(
+            "(SELECT id FROM {s}.runs WHERE delete_after <= $1 AND status IN ('completed', 'failed', 'cancelled', 'continued')
+              UNION
+              SELECT id FROM {s}.runs WHERE $2::bigint IS NOT NULL AND completed_at < $2
+                AND status IN ('completed', 'failed', 'cancelled', 'continued'))"
+        );
+        Sql {
+            // Rows another sweeper (or anything else) holds are skipped, so sweepers never wait for
+            // each other or for claims, and each run is deleted once.
+            prune: format!(
+                "WITH doomed AS (
+                     SELECT id FROM {s}.runs WHERE id IN {candidates} ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
+                 j AS (DELETE FROM {s}.journal WHERE run_id IN (SELECT id FROM doomed)),
+                 g AS (DELETE FROM {s}.signals WHERE run_id IN (SELECT id FROM doomed))
+                 DELETE FROM {s}.runs WHERE id IN (SELECT id FROM doomed) RETURNING id"
+            ),
+            prune_candidates: format!("SELECT id FROM {candidates} AS c ORDER BY id LIMIT $3"),
+            record_worker: format!(
+                "INSERT INTO {s}.workers (id, host, pid, started_at, last_seen, live_until, serves)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                     started_at = excluded.started_at, last_seen = excluded.last_seen,
+                     live_until = excluded.live_until, serves = excluded.serves"
+            ),
+            workers: format!(
+                "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM {s}.workers ORDER BY id"
+            ),
+            forget_workers: format!("DELETE FROM {s}.workers WHERE id = ANY($1) OR live_until < $2"),
+            // One statement: the subscriptions of workflows $1 not among the new ones ($2, $3, $4)
+            // go, the new ones are added or updated; a reader sees the old set or the new one.
+            set_subscriptions: format!(
+                "WITH wanted AS (SELECT * FROM unnest($2::text[], $3::text[], $4::int[]) AS w(workflow, pattern, version)),
+                 gone AS (
+                     DELETE FROM {s}.subscriptions o WHERE o.workflow = ANY($1)
+                       AND NOT EXISTS (SELECT 1 FROM wanted w WHERE w.workflow = o.workflow AND w.pattern = o.pattern))
+                 INSERT INTO {s}.subscriptions (workflow, pattern, version) SELECT workflow, pattern, version FROM wanted
+                 ON CONFLICT (workflow, pattern) DO UPDATE SET version = excluded.version"
+            ),
+            subscriptions: format!(
+                "SELECT workflow, pattern, version FROM {s}.subscriptions ORDER BY workflow, pattern"
+            ),
+            version_counts: format!(
+                "SELECT workflow, version, count(*) FROM {s}.runs WHERE status IN ('pending', 'running', 'suspended')
+                 GROUP BY workflow, version ORDER BY workflow, version"
+            ),
+            // Concurrent folds never count a delta twice: a row one has deleted is skipped by the
+            // other; counters are upserted in key order, so two folds never deadlock.
+            vacuum_deltas: format!("VACUUM {s}.ended_deltas"),
+            fold_ended_counts: format!(
+                "WITH moved AS (DELETE FROM {s}.ended_deltas RETURNING workflow, status, runs)
+                 INSERT INTO {s}.ended_counts AS c (workflow, status, runs)
+                 SELECT workflow, status, sum(runs) FROM moved GROUP BY workflow, status ORDER BY workflow, status
+                 ON CONFLICT (workflow, status) DO UPDATE SET runs = c.runs + excluded.runs"
+            ),
+            workflow_counts: format!(
+                "SELECT workflow, status, sum(runs)::BIGINT FROM (
+                     SELECT workflow, status, runs FROM {s}.ended_counts
+                     UNION ALL SELECT workflow, status, runs FROM {s}.ended_deltas
+                     UNION ALL SELECT workflow, 'pending', count(*) FROM {s}.runs WHERE status = 'pending' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'running', count(*) FROM {s}.runs WHERE status = 'running' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'suspended', count(*) FROM {s}.runs WHERE status = 'suspended' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'paused', count(*) FROM {s}.runs WHERE status = 'paused' GROUP BY workflow
+                 ) counts GROUP BY workflow, status HAVING sum(runs) > 0 ORDER BY workflow, status COLLATE \"C\""
+            ),
+            schema: schema.to_owned(),
+            get_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1"),
+            by_key: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2"),
+            // New runs skip any id or idempotency-key conflict (the caller looks the winner up);
+            // only inserted runs get their `started` entry; one notification wakes idle workers
+            // when anything was inserted. Each (priority, key) of the batch looks its place up
+            // once, before the insert (MATERIALIZED): looked up per run, each look walked back
+            // over the index entries of the runs this statement had inserted before it
+            // (invisible to it), and W1 ran at half speed. A batch's first runs of each limited
+            // group take its free slots before they are inserted (`flow_take`, in group order)
+            // and go in admitted; slots taken for runs not inserted go back (`flow_give`); the
+            // rest go in waiting. The last branch only makes the notification and the give-backs
+            // run (a CTE that reads is run only as far as something reads it, and nothing reads
+            // past an empty `ins`).
+            create_batch: format!(
+                "WITH i AS (
+                     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::bigint[],
+                                          $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::text[],
+                                          $19::text[], $20::int[], $21::text[]) WITH ORDINALITY
+                         AS i(id, workflow, version, input, key, created_at, last_seq, deadline_at, retention_ms,
+                              restarted_from, parent, continued_from, priority, fair_key, ord)),
+                 places AS MATERIALIZED (
+                     SELECT k.priority, k.fair_key, {fair_seq} AS first
+                     FROM (SELECT DISTINCT priority, fair_key FROM i) AS k),
+                 keyed AS MATERIALIZED (
+                     SELECT i.*, {flow_key} AS fkey, coalesce(r.hold, false) AS hold
+                     FROM i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow),
+                 nth AS (
+                     SELECT k.*, row_number() OVER (PARTITION BY k.workflow, k.fkey ORDER BY k.ord) AS nth FROM keyed k),
+                 taken AS MATERIALIZED (
+                     SELECT g.workflow, g.fkey, {s}.flow_take(g.workflow, g.fkey, g.n::int) AS n
+                     FROM (SELECT workflow, fkey, count(*) AS n FROM keyed WHERE fkey IS NOT NULL
+                           GROUP BY workflow, fkey ORDER BY workflow, fkey) AS g),
+                 ins AS (
+                     INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
+                         last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
+                         priority, fair_key, fair_seq)
+                     SELECT k.id, k.workflow, k.version, 'pending', k.input, k.key, k.created_at, k.created_at,
+                         k.last_seq, k.deadline_at, k.retention_ms, k.restarted_from, k.parent, k.continued_from,
+                         k.fkey, k.hold, CASE WHEN k.fkey IS NOT NULL AND k.nth > t.n THEN 'concurrency' END,
+                         k.priority, k.fair_key,
+                         p.first + row_number() OVER (PARTITION BY k.priority, k.fair_key ORDER BY k.ord) - 1
+                     FROM nth k JOIN places p ON p.priority = k.priority AND p.fair_key = k.fair_key
+                         LEFT JOIN taken t ON t.workflow = k.workflow AND t.fkey = k.fkey
+                     ON CONFLICT DO NOTHING
+                     RETURNING id, workflow, flow_key, flow_key IS NOT NULL AND waiting_for IS NULL AS admitted,
+                         fair_seq),
+                 gave AS (
+                     SELECT {s}.flow_give(t.workflow, t.fkey, (t.n - count(a.id))::int)
+                     FROM taken t LEFT JOIN ins a ON a.workflow = t.workflow AND a.flow_key = t.fkey AND a.admitted
+                     GROUP BY t.workflow, t.fkey, t.n HAVING t.n > count(a.id)),
+                 {journal},
+                 woke AS (SELECT pg_notify($13, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
+                 SELECT ins.id, ins.flow_key IS NOT NULL, ins.fair_seq FROM ins
+                 UNION ALL
+                 SELECT NULL, NULL, NULL FROM (SELECT (SELECT count(*) FROM woke) + (SELECT count(*) FROM gave) AS n) AS forced
+                 WHERE forced.n < 0",
+                journal = journal_cte(&s, 7, "ins"),
+                flow_key = flow_key_sql("i.input"),
+                fair_seq = fair_seq_sql(&s, "k.priority", "k.fair_key")
+            ),
+            trim_loop: format!(
+                "DELETE FROM {s}.journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
+                     AND (left(path, length($4)) = $4 OR (kind = 'loop_checkpoint' AND path = $5)
+                          OR kind = 'var_set')"
+            ),
+            insert_events: format!(
+                "INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                 SELECT $1, seq, $2, kind, path, data
+                 FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) AS e(seq, kind, path, data)"
+            ),
+            // Conditions are added per list (see `list_runs`), so the planner sees only those a
+            // filter has and can use the index that serves them.
+            list: format!("SELECT {RUN_COLUMNS} FROM {s}.runs"),
+            journal: format!(
+                "SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq"
+            ),
+            signals: format!(
+                "SELECT id, name, payload, sent_at, consumed_seq FROM {s}.signals WHERE run_id = $1 ORDER BY id"
+            ),
+            // Woken runs that gave their slot up when they suspended wait for one again, as do
+            // debounced runs whose window closed, which from then on keep their slot while
+            // suspended as their rule says (the update's trigger admits them where their group
+            // has room; a later claim takes them).
+            claim: format!(
+                "WITH requeued AS (
+                     UPDATE {s}.runs u SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
+                         wake_at = NULL, updated_at = $3,
+                         {hold}
+                     WHERE id IN (SELECT id FROM {s}.runs
+                                  WHERE status = 'suspended' AND wake_at <= $3 AND flow_key IS NOT NULL AND NOT flow_hold
+                                    AND (workflow || '@' || version) = ANY($5)
+                                  FOR UPDATE SKIP LOCKED)
+                     RETURNING 1),
+                 pending AS (
+                     SELECT id, priority, fair_seq, created_at AS due FROM {s}.runs
+                     WHERE status = 'pending' AND waiting_for IS NULL AND (workflow || '@' || version) = ANY($5)
+                     ORDER BY priority DESC, fair_seq, created_at
+                     LIMIT $6
+                     FOR UPDATE SKIP LOCKED),
+                 woken AS (
+                     SELECT id, priority, fair_seq, wake_at AS due FROM {s}.runs
+                     WHERE status = 'suspended' AND wake_at <= $3 AND (flow_key IS NULL OR flow_hold)
+                       AND (workflow || '@' || version) = ANY($5)
+                     ORDER BY wake_at
+                     LIMIT $6
+                     FOR UPDATE SKIP LOCKED),
+                 lapsed AS (
+                     SELECT id, priority, fair_seq, lease_expires_at AS due FROM {s}.runs
+                     WHERE status = 'running' AND lease_expires_at <= $4 AND (workflow || '@' || version) = ANY($5)
+                     ORDER BY lease_expires_at
+                     LIMIT $6
+                     FOR UPDATE SKIP LOCKED),
+                 ready AS (
+                     SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM woken UNION ALL SELECT * FROM lapsed) c
+                     ORDER BY priority DESC, fair_seq, due
+                     LIMIT $6)
+                 UPDATE {s}.runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
+                     lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3,
+                     recoveries = CASE WHEN r.status = 'running' THEN r.recoveries + 1 ELSE r.recoveries END
+                 FROM ready WHERE r.id = ready.id
+                 RETURNING {}",
+                run_columns_of("r"),
+                hold = hold_after_debounce(&s)
+            ),
+            refusal: format!("SELECT epoch, last_seq FROM {s}.runs WHERE id = $1"),
+            // After a run suspended to wait: a signal committed while the suspending statement
+            // waited for the run's row (its snapshot predates the signal) wakes it now.
+            recheck_signals: format!(
+                "UPDATE {s}.runs SET wake_at = $2
+                 WHERE id = $1 AND epoch = $3 AND status = 'suspended' AND (wake_at IS NULL OR wake_at > $2)
+                   AND EXISTS (SELECT 1 FROM {s}.signals g
+                               WHERE g.run_id = $1 AND g.consumed_seq IS NULL AND g.id > $4)"
+            ),
+            heartbeat: format!(
+                "UPDATE {s}.runs SET lease_expires_at = $1
+                 WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
+                 RETURNING cancel_requested, pause_requested"
+            ),
+            // Every lease of one worker in one statement, without waiting: rows another
+            // transaction holds (an append round under way) are skipped and beaten one by one
+            // afterwards, so this never waits while holding other rows (no deadlock with rounds).
+            heartbeat_batch: format!(
+                "WITH free AS (SELECT id FROM {s}.runs WHERE id = ANY($2) FOR UPDATE SKIP LOCKED),
+                 beat AS (
+                     UPDATE {s}.runs r SET lease_expires_at = $1
+                     FROM unnest($2::text[], $3::bigint[]) AS h(id, epoch)
+                     WHERE r.id = h.id AND r.id IN (SELECT id FROM free) AND r.epoch = h.epoch
+                       AND r.lease_owner = $4 AND r.status = 'running'
+                     RETURNING r.id)
+                 SELECT r.id, r.id IN (SELECT id FROM beat), r.cancel_requested, r.pause_requested
+                 FROM {s}.runs r WHERE r.id IN (SELECT id FROM free)"
+            ),
+            flags: format!("SELECT cancel_requested, pause_requested FROM {s}.runs WHERE id = $1"),
+            request_cancel: format!("UPDATE {s}.runs SET cancel_requested = true WHERE id = $1"),
+            request_pause: format!("UPDATE {s}.runs SET pause_requested = true WHERE id = $1"),
+            pause_now: format!(
+                "UPDATE {s}.runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
+                     pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
+                     lease_expires_at = NULL, waiting_for = NULL, {}
+                 WHERE id = $1",
+                hold_after_debounce(&s)
+            ),
+            resume: format!(
+                "UPDATE {s}.runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2,
+                     waiting_for = CASE WHEN flow_key IS NOT NULL THEN 'concurrency' END
+                 WHERE id = $1"
+            ),
+            insert_run: format!(
+                "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
+                     last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
+                     priority, fair_key, fair_seq)
+                 SELECT $1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, {flow_values}, $13, $14, {fair_seq}
+                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
+                 ON CONFLICT DO NOTHING RETURNING id, flow_key IS NOT NULL, fair_seq",
+                flow_values = flow_values("$4::text"),
+                fair_seq = fair_seq_sql(&s, "$13::int", "$14::text")
+            ),
+            // A debounced start: a new run debouncing under its key, or (the arbiter is the unique
+            // partial index of debouncing runs) the one already debouncing there takes its input
+            // and wakes $13 (quiet after now), capped by its window's maximum wait. A run whose
+            // claim is under way leaves the index when that claim commits, and the insert then
+            // goes ahead. `created` tells which (`xmax` is 0 only for a row this statement
+            // inserted). A debouncing run holds no concurrency slot and waits for none (see
+            // `claim`).
+            debounce_run: format!(
+                "INSERT INTO {s}.runs AS t (id, workflow, version, status, suspend_reason, wake_at, input, created_at,
+                     updated_at, last_seq, deadline_at, retention_ms, {FLOW_INSERT_COLUMNS}, priority, fair_key, fair_seq,
+                     debounce_key, debounce_until)
+                 SELECT $1, $2, $3, 'suspended', 'debouncing', $4, $5, $6, $6, 1, $7, $8, {flow_key}, false, NULL,
+                     $9, $10, {fair_seq}, $11, $12
+                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
+                 ON CONFLICT (workflow, debounce_key) WHERE status = 'suspended' AND suspend_reason = 'debouncing'
+                 DO UPDATE SET input = excluded.input, updated_at = excluded.updated_at,
+                     wake_at = least($13, t.debounce_until)
+                 RETURNING {}, t.xmax = 0 AS created",
+                run_columns_of("t"),
+                flow_key = flow_key_sql("$5::text"),
+                fair_seq = fair_seq_sql(&s, "$9::int", "$10::text")
+            ),
+            restart_journal: format!("UPDATE {s}.journal SET data = $2 WHERE run_id = $1 AND seq = 1"),
+            flow_places: format!(
+                "SELECT id, flow_key, flow_hold, waiting_for FROM {s}.runs WHERE id = ANY($1) AND flow_key IS NOT NULL"
+            ),
+            put_rule: format!(
+                "INSERT INTO {s}.concurrency_rules (workflow, key, path, lim, hold) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (workflow) DO UPDATE
+                     SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold"
+            ),
+            delete_rule: format!("DELETE FROM {s}.concurrency_rules WHERE workflow = $1"),
+            // The flow triggers exist once the store has a rule (schema migrations 15 and 18).
+            ensure_flow_triggers: format!(
+                "SELECT {s}.ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM {s}.concurrency_rules)"
+            ),
+            admit_workflow: format!(
+                "SELECT {s}.flow_admit(workflow, flow_key)
+                 FROM (SELECT DISTINCT workflow, flow_key FROM {s}.runs WHERE workflow = $1 AND waiting_for IS NOT NULL) g"
+            ),
+            rules: format!("SELECT workflow, key, lim, hold FROM {s}.concurrency_rules ORDER BY workflow"),
+            take_rate: format!("SELECT {s}.take_rate($1, $2, $3, $4)"),
+            lock_by_key: format!(
+                "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
+            ),
+            insert_signal: format!(
+                "INSERT INTO {s}.signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id"
+            ),
+            wake_waiting: format!(
+                "UPDATE {s}.runs SET wake_at = least(coalesce(wake_at, $2), $2)
+                 WHERE id = $1 AND status = 'suspended' AND suspend_reason = 'waiting'"
+            ),
+            lock_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1 FOR UPDATE"),
+            continued_as: format!("UPDATE {s}.runs SET continued_as = $2 WHERE id = $1"),
+            move_signals: format!("UPDATE {s}.signals SET run_id = $1 WHERE run_id = $2 AND consumed_seq IS NULL"),
+            cancel_now: format!(
+                "UPDATE {s}.runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
+                     status = 'cancelled', suspend_reason = NULL, error = $4, completed_at = $3, wake_at = NULL,
+                     lease_owner = NULL, lease_expires_at = NULL, delete_after = $3 + retention_ms, waiting_for = NULL
+                 WHERE id = $1"
+            ),
+            put_schedule: format!(
+                "INSERT INTO {s}.schedules AS o (name, workflow, spec, input, next_fire_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                 ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, input = excluded.input,
+                     next_fire_at = CASE WHEN o.spec = excluded.spec THEN o.next_fire_at ELSE excluded.next_fire_at END,
+                     spec = excluded.spec, updated_at = excluded.updated_at
+                 RETURNING {SCHEDULE_COLUMNS}"
+            ),
+            get_schedule: format!("SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules WHERE name = $1"),
+            schedules: format!("SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules ORDER BY name"),
+            due_schedules: format!(
+                "SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules
+                 WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= $1 AND workflow = ANY($2)
+                 ORDER BY next_fire_at LIMIT $3"
+            ),
+            fire_schedule: format!(
+                "UPDATE {s}.schedules SET next_fire_at = $3, last_fired_at = coalesce($4, last_fired_at), updated_at = $5
+                 WHERE name = $1 AND NOT paused AND next_fire_at = $2"
+            ),
+            pause_schedule: format!(
+                "UPDATE {s}.schedules SET paused = $2, updated_at = $4,
+                     next_fire_at = CASE WHEN $2 THEN next_fire_at ELSE $3 END
+                 WHERE name = $1 AND paused <> $2"
+            ),
+            delete_schedule: format!("DELETE FROM {s}.schedules WHERE name = $1"),
+            // The schedules' minimum goes through their partial index (few rows: the unpaused).
+            next_wake: format!(
+                "SELECT min(at) FROM (
+                     SELECT min(wake_at) AS at FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+                       AND (workflow || '@' || version) = ANY($1)
+                     UNION ALL
+                     SELECT min(next_fire_at) FROM {s}.schedules WHERE NOT paused AND next_fire_at IS NOT NULL
+                       AND workflow = ANY($2)) AS due"
+            ),
+            // The channel is the schema's name: one channel per Cairn installation.
+            notify: "SELECT pg_notify($1, $2)".to_owned(),
+            append_batch: format!(
+                "WITH input AS (
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
+                                          $12::bool[], $13::text[], $14::text[], $15::text[], $16::bigint[])
+                         AS i(id, epoch, after_seq, new_last, at, finish, status, output, error, completed_at)),
+                 upd AS (
+                     UPDATE {s}.runs r SET last_seq = i.new_last, updated_at = i.at, recoveries = 0,
+                         status = CASE WHEN i.finish THEN i.status ELSE r.status END,
+                         suspend_reason = CASE WHEN i.finish THEN NULL ELSE r.suspend_reason END,
+                         output = CASE WHEN i.finish THEN i.output ELSE r.output END,
+                         error = CASE WHEN i.finish THEN i.error ELSE r.error END,
+                         completed_at = CASE WHEN i.finish THEN i.completed_at ELSE r.completed_at END,
+                         delete_after = CASE WHEN i.finish THEN i.completed_at + r.retention_ms ELSE r.delete_after END,
+                         wake_at = CASE WHEN i.finish THEN NULL ELSE r.wake_at END,
+                         lease_owner = CASE WHEN i.finish THEN NULL ELSE r.lease_owner END,
+                         lease_expires_at = CASE WHEN i.finish THEN NULL ELSE r.lease_expires_at END
+                     FROM input i
+                     WHERE r.id = i.id AND r.epoch = i.epoch AND r.last_seq = i.after_seq
+                     RETURNING r.id),
+                 {journal}
+                 SELECT id FROM upd",
+                journal = journal_cte(&s, 6, "upd")
+            ),
+            progress: append(""),
+            suspend: append(&format!(
+                ", status = 'suspended', suspend_reason = $12, lease_owner = NULL, lease_expires_at = NULL,
+                 wake_at = CASE WHEN cancel_requested OR pause_requested OR ($13::bigint IS NOT NULL AND EXISTS (
+                         SELECT 1 FROM {s}.signals g WHERE g.run_id = {s}.runs.id AND g.consumed_seq IS NULL AND g.id > $13))
+                     THEN $14 ELSE $15::bigint END"
+            )),
+            finish: append(
+                ", status = $12, suspend_reason = NULL, output = $13, error = $14, completed_at = $15, wake_at = NULL,
+                 lease_owner = NULL, lease_expires_at = NULL, delete_after = $15 + retention_ms",
+            ),
+            release: append(
+                ", status = 'pending', suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL",
+            ),
+            park: append(
+                ", status = 'paused', suspend_reason = NULL, error = $12, wake_at = NULL, lease_owner = NULL,
+                 lease_expires_at = NULL, pause_requested = false",
+            ),
+        }
+    }
+}
+
+/// A CTE inserting the journal rows of [`JournalColumns`] bound as parameters `$first…$first+5`,
+/// only for runs whose id the CTE `gate` returned.
+pub(super) fn journal_cte(s: &str, first: usize, gate: &str) -> String {
+    let p = |i: usize| first + i;
+    format!(
+        "journal_rows AS (
+             INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+             SELECT e.run_id, e.seq, e.at, e.kind, e.path, e.data
+             FROM unnest(${}::text[], ${}::bigint[], ${}::bigint[], ${}::text[], ${}::text[], ${}::text[])
+                 AS e(run_id, seq, at, kind, path, data)
+             WHERE e.run_id IN (SELECT id FROM {gate}))",
+        p(0),
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5)
+    )
+}
