@@ -1,0 +1,134 @@
+//! Steering runs: cancel, park, release, pause and resume, and the recovery count of runs reclaimed.
+
+use super::*;
+
+/// Cancelling an idle run ends it at once; a held run is flagged for its worker.
+pub async fn cancel_idle_and_held_runs(store: DynStore) {
+    store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
+    let outcome = store
+        .cancel(ControlRequest { run_id: RunId::new("idle"), reason: "user".into(), at: t(5), lease_now: t(5) })
+        .await
+        .expect("cancel");
+    assert_eq!(outcome, CancelOutcome::Cancelled);
+    let row = store.get_run(&RunId::new("idle")).await.expect("get").expect("exists");
+    assert_eq!(row.status, RunStatus::Cancelled);
+    let journal = store.read_journal(&row.id).await.expect("journal");
+    assert!(matches!(&journal.last().expect("entry").event, Event::Cancelled { reason } if reason == "user"));
+    RunState::fold(&journal).expect("folds");
+
+    store.create_run(new_run("held", "order", None, 2)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let outcome = store
+        .cancel(ControlRequest { run_id: run.id.clone(), reason: "user".into(), at: t(11), lease_now: t(11) })
+        .await
+        .expect("cancel");
+    assert_eq!(outcome, CancelOutcome::Requested);
+    let lease = beat(&store, &run).await;
+    assert_eq!(
+        lease,
+        vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: true, pause_requested: false }]
+    );
+    // If the holder suspends instead of finishing, the run wakes at once so it can be cancelled.
+    suspend_sleeping(&store, &run, 99_999, 12).await;
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
+}
+
+/// A parked run is paused with its error and is not claimed again.
+pub async fn parked_runs_stay_parked(store: DynStore) {
+    store.create_run(new_run("p", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut park = progress(&run, vec![]);
+    park.update = RunUpdate::Park { error: "[CAIRN-E0101] drift".into() };
+    store.append(park).await.expect("park");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.error.as_deref()), (RunStatus::Paused, Some("[CAIRN-E0101] drift")));
+    assert!(store.claim(&claim_req("w1", "order", 99_999)).await.expect("claim").is_empty());
+}
+
+/// A released run is ready again for any worker at once, and its old epoch is fenced.
+pub async fn released_runs_are_ready_at_once(store: DynStore) {
+    store.create_run(new_run("rel", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut release = progress(&run, vec![step("a", 0)]);
+    release.update = RunUpdate::Release;
+    store.append(release).await.expect("release");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.lease_owner.as_deref(), row.last_seq), (RunStatus::Pending, None, 2));
+    let again = claim_one(&store, "order", 11).await;
+    assert_eq!(again.epoch, run.epoch + 1);
+    let err = store.append(progress(&row, vec![])).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+}
+
+/// An idle run pauses at once and is not claimed until resumed; pausing again changes nothing;
+/// resuming makes it ready at once. Bad requests are refused and change nothing.
+pub async fn pause_and_resume_idle_runs(store: DynStore) {
+    store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
+    let id = RunId::new("idle");
+    assert_eq!(store.pause(control(&id, 5)).await.expect("pause"), PauseOutcome::Paused);
+    let row = store.get_run(&id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.error.as_deref(), row.epoch), (RunStatus::Paused, Some("operator"), 1));
+    assert!(store.claim(&claim_req("w1", "order", 99_999)).await.expect("claim").is_empty(), "paused: not claimed");
+    assert_eq!(store.pause(control(&id, 6)).await.expect("pause again"), PauseOutcome::Paused);
+    assert_eq!(store.get_run(&id).await.expect("get").expect("exists").epoch, 1, "nothing changed");
+    store.resume(ResumeRequest { run_id: id.clone(), at: t(7) }).await.expect("resume");
+    let row = store.get_run(&id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.error.as_deref(), row.updated_at), (RunStatus::Pending, None, t(7)));
+    let err = store.resume(ResumeRequest { run_id: id.clone(), at: t(8) }).await.unwrap_err();
+    assert_eq!(err, StoreError::NotPaused { run_id: id.clone(), status: RunStatus::Pending });
+    let missing = RunId::new("missing");
+    assert_eq!(store.pause(control(&missing, 9)).await.unwrap_err(), StoreError::RunNotFound(missing.clone()));
+    assert_eq!(
+        store.resume(ResumeRequest { run_id: missing.clone(), at: t(9) }).await.unwrap_err(),
+        StoreError::RunNotFound(missing)
+    );
+    assert_eq!(claim_one(&store, "order", 10).await.id, id);
+    store.cancel(control(&id, 10)).await.expect("cancel request");
+    store.create_run(new_run("done", "order", None, 2)).await.expect("create");
+    store.cancel(control(&RunId::new("done"), 11)).await.expect("cancel");
+    let err = store.pause(control(&RunId::new("done"), 12)).await.unwrap_err();
+    assert!(matches!(err, StoreError::RunFinished { status: RunStatus::Cancelled, .. }), "{err:?}");
+    assert_eq!(store.get_run(&RunId::new("done")).await.expect("get").expect("exists").status, RunStatus::Cancelled);
+}
+
+/// A held run is flagged and its worker hears of it by heartbeat; suspending while flagged wakes
+/// it at once (so a worker parks it), and parking clears the flag.
+pub async fn pause_held_runs_by_flag(store: DynStore) {
+    store.create_run(new_run("held", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    assert_eq!(store.pause(control(&run.id, 11)).await.expect("pause"), PauseOutcome::Requested);
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.pause_requested), (RunStatus::Running, true));
+    let lease = beat(&store, &run).await;
+    assert_eq!(
+        lease,
+        vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: false, pause_requested: true }]
+    );
+    suspend_sleeping(&store, &run, 99_999, 12).await;
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
+    let again = claim_one(&store, "order", 13).await;
+    assert!(again.pause_requested, "the claimer learns of the pause");
+    let mut park = progress(&again, vec![]);
+    park.update = RunUpdate::Park { error: "paused".into() };
+    store.append(park).await.expect("park");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.pause_requested), (RunStatus::Paused, false));
+}
+
+/// A claim of a run whose lease expired counts a recovery; any append resets the count; a
+/// released or suspended run's claim does not count.
+pub async fn reclaims_count_recoveries_until_progress(store: DynStore) {
+    store.create_run(new_run("crashy", "order", None, 1)).await.expect("create");
+    let first = claim_one(&store, "order", 10).await;
+    assert_eq!(first.recoveries, 0);
+    // The lease (until 1_010) expires twice without anything committed.
+    let second = claim_one(&store, "order", 2_000).await;
+    let third = claim_one(&store, "order", 4_000).await;
+    assert_eq!((second.recoveries, third.recoveries), (1, 2));
+    store.append(progress(&third, vec![step("a", 0)])).await.expect("progress");
+    assert_eq!(store.get_run(&third.id).await.expect("get").expect("exists").recoveries, 0);
+    let mut release = progress(&store.get_run(&third.id).await.expect("get").expect("exists"), vec![]);
+    release.update = RunUpdate::Release;
+    store.append(release).await.expect("release");
+    assert_eq!(claim_one(&store, "order", 4_001).await.recoveries, 0, "a released run was not recovered");
+}

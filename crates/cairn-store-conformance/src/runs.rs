@@ -1,0 +1,314 @@
+//! Runs: creating them, claiming them, appending to their journals and reading them back.
+
+use super::*;
+
+/// A new run is pending, with its `started` event as journal entry 1.
+pub async fn create_and_read_back(store: DynStore) {
+    let created = store.create_run(new_run("r1", "order", None, 10)).await.expect("create");
+    assert!(created.created);
+    let run = store.get_run(&RunId::new("r1")).await.expect("get").expect("exists");
+    assert_eq!((run.status, run.last_seq, run.epoch), (RunStatus::Pending, 1, 0));
+    assert_eq!(run.input.get(), r#"{"n":1}"#);
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.len(), 1);
+    assert!(matches!(&journal[0].event, Event::Started { workflow, version: 1, .. } if workflow == "order"));
+    assert!(store.get_run(&RunId::new("missing")).await.expect("get").is_none());
+}
+
+/// The same `(workflow, key)` returns the first run with `created: false`.
+pub async fn idempotent_create(store: DynStore) {
+    let first = store.create_run(new_run("a", "order", Some("k"), 1)).await.expect("create");
+    let second = store.create_run(new_run("b", "order", Some("k"), 2)).await.expect("create again");
+    assert!(first.created && !second.created);
+    assert_eq!(second.run.id, RunId::new("a"));
+    assert!(store.get_run(&RunId::new("b")).await.expect("get").is_none());
+    let other = store.create_run(new_run("c", "refund", Some("k"), 3)).await.expect("other workflow");
+    assert!(other.created, "keys are scoped to their workflow");
+}
+
+/// Eight concurrent creators with one key make exactly one run.
+pub async fn concurrent_idempotent_create(store: DynStore) {
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            store.create_run(new_run(&format!("run-{i}"), "order", Some("once"), i)).await
+        }));
+    }
+    let mut created = 0;
+    let mut ids = std::collections::HashSet::new();
+    for task in tasks {
+        let result = task.await.expect("task").expect("create");
+        created += usize::from(result.created);
+        ids.insert(result.run.id);
+    }
+    assert_eq!((created, ids.len()), (1, 1));
+    let page = store.list_runs(&RunFilter::default()).await.expect("list");
+    assert_eq!(page.runs.len(), 1);
+}
+
+/// Many creates at once (which a backend may commit together) each get their own answer: new
+/// ids are created, a repeated id is refused, a repeated key returns the one run that won.
+pub async fn concurrent_mixed_creates(store: DynStore) {
+    let mut tasks = Vec::new();
+    let mut spawn = |id: String, key: Option<&'static str>, at: i64| {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move { (id.clone(), store.create_run(new_run(&id, "order", key, at)).await) }));
+    };
+    for i in 0..10 {
+        spawn(format!("new-{i}"), None, i);
+    }
+    for i in 0..3 {
+        spawn("twice".into(), None, 20 + i);
+    }
+    for i in 0..5 {
+        spawn(format!("keyed-{i}"), Some("k"), 30 + i);
+    }
+    let (mut fresh, mut refused, mut keyed_created, mut keyed_ids) = (0, 0, 0, std::collections::HashSet::new());
+    for task in tasks {
+        let (id, result) = task.await.expect("task");
+        match result {
+            Ok(created) if id.starts_with("keyed-") => {
+                keyed_created += usize::from(created.created);
+                keyed_ids.insert(created.run.id);
+            }
+            Ok(created) => {
+                assert!(created.created, "{id} is new");
+                assert_eq!(created.run.id.as_str(), id);
+                fresh += 1;
+            }
+            Err(error) => {
+                assert_eq!(error, StoreError::DuplicateRunId(RunId::new("twice")));
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((fresh, refused), (11, 2));
+    assert_eq!((keyed_created, keyed_ids.len()), (1, 1));
+    let page = store.list_runs(&RunFilter::default()).await.expect("list");
+    assert_eq!(page.runs.len(), 12);
+    for run in &page.runs {
+        assert_eq!(store.read_journal(&run.id).await.expect("journal").len(), 1, "{} has one started entry", run.id);
+    }
+}
+
+/// A taken id is refused and the existing run is untouched.
+pub async fn duplicate_id_is_refused(store: DynStore) {
+    store.create_run(new_run("dup", "order", None, 1)).await.expect("create");
+    let mut other = new_run("dup", "refund", None, 2);
+    other.input = raw("[1]");
+    assert_eq!(store.create_run(other).await.unwrap_err(), StoreError::DuplicateRunId(RunId::new("dup")));
+    let run = store.get_run(&RunId::new("dup")).await.expect("get").expect("exists");
+    assert_eq!((run.workflow.as_str(), run.input.get()), ("order", r#"{"n":1}"#));
+    assert_eq!(store.read_journal(&run.id).await.expect("journal").len(), 1);
+}
+
+/// Claims lease ready runs of the named workflow versions only, bumping the epoch.
+pub async fn claim_respects_workflows_and_versions(store: DynStore) {
+    store.create_run(new_run("o", "order", None, 1)).await.expect("create");
+    store.create_run(new_run("r", "refund", None, 2)).await.expect("create");
+    let mut v2 = new_run("o2", "order", None, 3);
+    v2.version = 2;
+    store.create_run(v2).await.expect("create");
+    let claimed = store.claim(&claim_req("w1", "order", 10)).await.expect("claim");
+    assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec!["o"]);
+    assert_eq!((claimed[0].status, claimed[0].epoch), (RunStatus::Running, 1));
+    assert_eq!(claimed[0].lease_owner.as_deref(), Some("w1"));
+    assert!(store.claim(&claim_req("w2", "order", 10)).await.expect("claim").is_empty(), "leased runs are not ready");
+    for id in ["r", "o2"] {
+        let run = store.get_run(&RunId::new(id)).await.expect("get").expect("exists");
+        assert_eq!(run.status, RunStatus::Pending);
+    }
+}
+
+/// A worker whose lease expired and was reclaimed cannot append; nothing it sent is stored.
+pub async fn stale_epoch_is_fenced(store: DynStore) {
+    store.create_run(new_run("f", "order", None, 1)).await.expect("create");
+    let first = claim_one(&store, "order", 10).await;
+    // The lease runs to 1_010; at 2_000 another worker reclaims it.
+    let mut request = claim_req("w2", "order", 2_000);
+    request.lease_until = t(3_000);
+    let second = store.claim(&request).await.expect("reclaim");
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].epoch, first.epoch + 1);
+    let err = store.append(progress(&first, vec![step("a", 0)])).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { held: 1, current: 2, .. }), "{err:?}");
+    assert_eq!(store.read_journal(&first.id).await.expect("journal").len(), 1);
+    store.append(progress(&second[0], vec![step("a", 0)])).await.expect("new holder appends");
+    let lease = store
+        .heartbeat(&HeartbeatRequest {
+            owner: "w1".into(),
+            runs: vec![(first.id.clone(), first.epoch)],
+            lease_until: t(9),
+        })
+        .await
+        .expect("heartbeat");
+    assert!(!lease[0].held);
+}
+
+/// Appends must continue the journal where it ends; events are numbered densely.
+pub async fn append_checks_sequence(store: DynStore) {
+    store.create_run(new_run("s", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    store.append(progress(&run, vec![step("a", 0), step("b", 1)])).await.expect("append");
+    let err = store.append(progress(&run, vec![step("c", 2)])).await.unwrap_err();
+    assert!(matches!(err, StoreError::SequenceConflict { expected: 1, actual: 3, .. }), "{err:?}");
+    let mut next = progress(&run, vec![step("c", 2)]);
+    next.after_seq = 3;
+    store.append(next).await.expect("append after 3");
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    RunState::fold(&journal).expect("journal folds");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 4);
+}
+
+/// Appends of one run sent together (a run's concurrent items, `batched`), the last finishing the
+/// run, all land in order, whatever the backend merges; one sent after them with a stale
+/// sequence number is refused and changes nothing.
+pub async fn appends_sent_together_land_in_order(store: DynStore) {
+    store.create_run(new_run("fan", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let mut sent = Vec::new();
+    for i in 0..40u32 {
+        let mut append = progress(&run, vec![step(&format!("item[{i}]/work"), 0)]);
+        append.after_seq = run.last_seq + u64::from(i);
+        append.batched = true;
+        if i == 39 {
+            let output = raw("40");
+            append.events.push(Event::Completed { output: output.clone() });
+            append.update =
+                RunUpdate::Finish { status: RunStatus::Completed, output: Some(output), error: None, at: t(6) };
+        }
+        sent.push(store.append(append));
+    }
+    for outcome in futures::future::join_all(sent).await {
+        outcome.expect("append");
+    }
+    let mut stale = progress(&run, vec![step("late", 0)]);
+    stale.after_seq = 41;
+    assert!(store.append(stale).await.is_err(), "an append to an ended run");
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=42).collect::<Vec<_>>());
+    let state = RunState::fold(&journal).expect("journal folds");
+    assert_eq!(state.steps().count(), 40);
+    let ended = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((ended.status, ended.last_seq), (RunStatus::Completed, 42));
+}
+
+/// A loop checkpoint's trim deletes, within its range, the loop's iterations, its earlier
+/// checkpoints and the durable values' sets, and nothing else (another loop's checkpoint, a step
+/// beside the loop, a set after the range); the journal read back folds with the gaps.
+pub async fn loop_checkpoints_trim_their_history(store: DynStore) {
+    store.create_run(new_run("looping", "order", None, 1)).await.expect("create");
+    let run = claim_one(&store, "order", 10).await;
+    let checkpoint = |path: &str, next: u64, trim: Option<cairn_journal::Trim>| Event::LoopCheckpoint {
+        path: StepPath::parse(path).expect("valid path"),
+        next,
+        state: raw(&next.to_string()),
+        trim,
+        vars: Default::default(),
+    };
+    let set = |value: &str| Event::VarSet { name: "n".into(), value: raw(value) };
+    let batches = vec![
+        vec![step("tick[0]/work", 0)],                                // 2
+        vec![checkpoint("tock", 4, None), step("ticker[0]/work", 0)], // 3, 4
+        vec![checkpoint("tick", 1, None), set("1")],                  // 5, 6
+        vec![step("tick[1]/work", 0), step("side", 0)],               // 7, 8
+        vec![set("2"), checkpoint("tick", 2, Some(cairn_journal::Trim { since: 1, after: 1, through: 6 }))], // 9, 10
+    ];
+    let mut after_seq = run.last_seq;
+    for events in batches {
+        let mut append = progress(&run, events);
+        append.after_seq = after_seq;
+        after_seq += append.events.len() as u64;
+        store.append(append).await.expect("append");
+    }
+    let journal = store.read_journal(&run.id).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 3, 4, 7, 8, 9, 10]);
+    let state = RunState::fold(&journal).expect("a trimmed journal folds");
+    let record = state.loop_record(&StepPath::parse("tick").expect("path")).expect("the loop's checkpoint");
+    assert_eq!((record.next, record.seq), (2, 10));
+    assert!(state.loop_record(&StepPath::parse("tock").expect("path")).is_some(), "another loop's checkpoint stays");
+    assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").last_seq, 10);
+}
+
+/// A journal of 5,001 entries reads back whole and in order, and a second run's entries do not
+/// mix in (backends may read long journals in parts).
+pub async fn long_journals_read_back_whole(store: DynStore) {
+    for id in ["long", "other"] {
+        store.create_run(new_run(id, "order", None, 1)).await.expect("create");
+    }
+    let mut claimed = store.claim(&claim_req("w1", "order", 10)).await.expect("claim");
+    claimed.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    for (run, steps) in claimed.iter().zip([5_000u32, 3]) {
+        let mut after_seq = run.last_seq;
+        for chunk in (0..steps).collect::<Vec<_>>().chunks(500) {
+            let events = chunk.iter().map(|&i| step(&format!("{}[{i}]", run.id.as_str()), i)).collect::<Vec<_>>();
+            let mut append = progress(run, events);
+            append.after_seq = after_seq;
+            after_seq += chunk.len() as u64;
+            store.append(append).await.expect("append");
+        }
+    }
+    let long = RunId::new("long");
+    let journal = store.read_journal(&long).await.expect("journal");
+    assert_eq!(journal.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=5_001).collect::<Vec<_>>());
+    let state = RunState::fold(&journal).expect("journal folds");
+    assert_eq!(state.steps().count(), 5_000);
+    assert!(state.steps().all(|(path, _)| path.as_str().starts_with("long[")), "another run's entries mixed in");
+    // Read through a known last entry: the whole journal, or the prefix asked for.
+    let through = store.read_journal_through(&long, 5_001).await.expect("journal");
+    assert_eq!(through.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=5_001).collect::<Vec<_>>());
+    assert_eq!(RunState::fold(&through).expect("folds").steps().count(), 5_000);
+    let prefix = store.read_journal_through(&long, 2_500).await.expect("journal");
+    assert_eq!(prefix.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=2_500).collect::<Vec<_>>());
+    let other = RunId::new("other");
+    assert_eq!(store.read_journal(&other).await.expect("journal").len(), 4);
+    assert_eq!(store.read_journal_through(&other, 4).await.expect("journal").len(), 4);
+    assert!(store.read_journal(&RunId::new("absent")).await.expect("journal").is_empty());
+    assert!(store.read_journal_through(&RunId::new("absent"), 3_000).await.expect("journal").is_empty());
+}
+
+/// A run created with a deadline, a retention, a restart link and a journal prefix keeps them all;
+/// its journal continues after the prefix; restarts are listed by the run they restart.
+pub async fn new_runs_keep_their_options(store: DynStore) {
+    store.create_run(new_run("orig", "order", None, 1)).await.expect("create");
+    let mut run = new_run("again", "order", None, 2);
+    run.deadline = Some(t(5_000));
+    run.retention = Some(std::time::Duration::from_millis(100));
+    run.restarted_from = Some(RunId::new("orig"));
+    run.parent = Some(RunId::new("orig"));
+    run.prefix = vec![step("a", 0)];
+    let created = store.create_run(run).await.expect("create").run;
+    let row = store.get_run(&created.id).await.expect("get").expect("exists");
+    for row in [&created, &row] {
+        assert_eq!((row.deadline, row.last_seq), (Some(t(5_000)), 2));
+        assert_eq!(row.retention, Some(std::time::Duration::from_millis(100)));
+        assert_eq!(row.restarted_from, Some(RunId::new("orig")));
+        assert_eq!(row.parent, Some(RunId::new("orig")));
+    }
+    let children = RunFilter { parent: Some(RunId::new("orig")), ..RunFilter::default() };
+    let listed = store.list_runs(&children).await.expect("list").runs;
+    assert_eq!(listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["again"]);
+    let none = RunFilter { parent: Some(RunId::new("again")), ..RunFilter::default() };
+    assert!(store.list_runs(&none).await.expect("list").runs.is_empty());
+    let journal = store.read_journal(&row.id).await.expect("journal");
+    assert!(matches!(journal[0].event, Event::Started { deadline: Some(d), .. } if d == t(5_000)));
+    let state = RunState::fold(&journal).expect("folds");
+    assert!(state.step(&StepPath::parse("a").expect("path")).is_some());
+    let claimed = store.claim(&claim_req("w1", "order", 10)).await.expect("claim");
+    let claimed = claimed.into_iter().find(|r| r.id == row.id).expect("claimed");
+    assert_eq!(claimed.last_seq, 2);
+    store.append(progress(&claimed, vec![step("b", 1)])).await.expect("append after the prefix");
+    let filter = RunFilter { restarted_from: Some(RunId::new("orig")), ..RunFilter::default() };
+    let restarts: Vec<_> = store.list_runs(&filter).await.expect("list").runs.into_iter().map(|r| r.id).collect();
+    assert_eq!(restarts, [RunId::new("again")]);
+    // Signal-with-start keeps them too.
+    let mut run = new_run("signalled", "order", None, 3);
+    run.deadline = Some(t(9));
+    run.retention = Some(std::time::Duration::from_millis(7));
+    let signal = StartSignal { name: "go".into(), payload: raw("1") };
+    store.start_with_signal(run, signal).await.expect("start with signal");
+    let row = store.get_run(&RunId::new("signalled")).await.expect("get").expect("exists");
+    assert_eq!((row.deadline, row.retention), (Some(t(9)), Some(std::time::Duration::from_millis(7))));
+}
