@@ -1,0 +1,132 @@
+//! Reading runs back in pages and counts.
+
+use super::*;
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Only this workflow.
+    pub workflow: Option<String>,
+    /// Only this status.
+    pub status: Option<RunStatus>,
+    /// Created at or after.
+    pub created_after: Option<Timestamp>,
+    /// Created before.
+    pub created_before: Option<Timestamp>,
+    /// Only restarts of this run.
+    pub restarted_from: Option<RunId>,
+    /// Only children of this run.
+    pub parent: Option<RunId>,
+    /// Only stranded runs, given the workflow versions live workers serve: runs that
+    /// [need a worker](RunStatus::needs_worker) whose `(workflow, version)` is not in this list.
+    pub stranded: Option<Vec<WorkflowKey>>,
+    /// Only runs whose input contains this JSON, as PostgreSQL's `@>` (see
+    /// [`cairn_journal::json_contains`]): `{"customer": 42}` keeps runs whose input has
+    /// `"customer": 42` among its fields.
+    pub input_contains: Option<serde_json::Value>,
+    /// Page size (default 100, at most 1000).
+    pub limit: Option<usize>,
+    /// Continue after this cursor (from [`RunPage::next_cursor`]).
+    pub cursor: Option<PageCursor>,
+}
+
+impl RunFilter {
+    /// The page size in force.
+    pub fn page_size(&self) -> usize {
+        self.limit.unwrap_or(100).clamp(1, 1000)
+    }
+
+    /// The [`stranded`](RunFilter::stranded) list as `name@version` tags, the form SQL stores
+    /// match on.
+    pub fn stranded_tags(&self) -> Option<Vec<String>> {
+        self.stranded.as_ref().map(|keys| keys.iter().map(WorkflowKey::tag).collect())
+    }
+
+    /// Whether `run` passes the filter (the cursor included).
+    pub fn matches(&self, run: &RunRecord) -> bool {
+        self.workflow.as_ref().is_none_or(|w| &run.workflow == w)
+            && self.status.is_none_or(|s| run.status == s)
+            && self.created_after.is_none_or(|t| run.created_at >= t)
+            && self.created_before.is_none_or(|t| run.created_at < t)
+            && self.restarted_from.as_ref().is_none_or(|r| run.restarted_from.as_ref() == Some(r))
+            && self.parent.as_ref().is_none_or(|p| run.parent.as_ref() == Some(p))
+            && self.stranded.as_ref().is_none_or(|served| {
+                run.status.needs_worker() && !served.iter().any(|k| k.name == run.workflow && k.version == run.version)
+            })
+            && self.cursor.as_ref().is_none_or(|c| (run.created_at, &run.id) < (c.created_at, &c.id))
+            && self.input_contains.as_ref().is_none_or(|needle| {
+                serde_json::from_str(run.input.get()).is_ok_and(|input| cairn_journal::json_contains(&input, needle))
+            })
+    }
+
+    /// [`input_contains`](RunFilter::input_contains) as JSON text, the form SQL stores take.
+    pub fn input_json(&self) -> Option<String> {
+        self.input_contains.as_ref().map(serde_json::Value::to_string)
+    }
+}
+
+/// How many runs of one workflow version [need a worker](RunStatus::needs_worker).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionCount {
+    /// The workflow version.
+    pub key: WorkflowKey,
+    /// How many of its runs are pending, running or suspended.
+    pub runs: u64,
+}
+
+/// How many runs of one workflow have one status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowCount {
+    /// The workflow.
+    pub workflow: String,
+    /// The status.
+    pub status: RunStatus,
+    /// How many of its runs have it (never 0 in [`Store::workflow_counts`](crate::Store::workflow_counts)).
+    pub runs: u64,
+}
+
+/// Where a page ended: the `(created_at, id)` of its last run (pages run newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageCursor {
+    /// Creation time of the last run listed.
+    pub created_at: Timestamp,
+    /// Its id.
+    pub id: RunId,
+}
+
+impl PageCursor {
+    /// The opaque text form, for APIs and the CLI.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.created_at.as_millis(), self.id)
+    }
+
+    /// Parses [`PageCursor::encode`]'s text.
+    pub fn decode(text: &str) -> Result<PageCursor, StoreError> {
+        let bad = || StoreError::InvalidInput(format!("invalid page cursor {text:?}"));
+        let (millis, id) = text.split_once(':').ok_or_else(bad)?;
+        let millis = millis.parse::<i64>().map_err(|_| bad())?;
+        Ok(PageCursor { created_at: Timestamp::from_millis(millis), id: RunId::new(id) })
+    }
+}
+
+/// One page of runs.
+#[derive(Debug, Clone)]
+pub struct RunPage {
+    /// The runs, newest first.
+    pub runs: Vec<RunRecord>,
+    /// Where the next page starts, if there may be one.
+    pub next_cursor: Option<PageCursor>,
+}
+
+impl RunPage {
+    /// A page from `runs` fetched with one more than `size` (newest first): the extra run, if
+    /// any, only tells that another page follows.
+    pub fn cut(mut runs: Vec<RunRecord>, size: usize) -> RunPage {
+        let next_cursor = (runs.len() > size && size > 0).then(|| {
+            let last = &runs[size - 1];
+            PageCursor { created_at: last.created_at, id: last.id.clone() }
+        });
+        runs.truncate(size);
+        RunPage { runs, next_cursor }
+    }
+}

@@ -1,0 +1,550 @@
+//! Runs as stores keep them: ids, statuses, the run record, and what a new run is created from.
+
+use super::*;
+
+/// A run's identity: caller-given or generated, unique in a store forever.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// Wraps an id; see [`RunId::validate`] for what is accepted from callers.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Checks a caller-given id: 1 to 200 bytes, no control characters, no `/`.
+    pub fn validate(id: &str) -> Result<RunId, StoreError> {
+        if id.is_empty() || id.len() > 200 || id.chars().any(|c| c.is_control() || c == '/') {
+            return Err(StoreError::InvalidInput(format!(
+                "run id {id:?} must be 1 to 200 bytes without control characters or `/`"
+            )));
+        }
+        Ok(RunId(id.to_owned()))
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for RunId {
+    fn from(value: &str) -> Self {
+        RunId(value.to_owned())
+    }
+}
+
+/// A workflow name with one version: what a worker can execute.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkflowKey {
+    /// Registered name.
+    pub name: String,
+    /// Version.
+    pub version: u32,
+}
+
+impl WorkflowKey {
+    /// `name@version`, the form stores match on.
+    pub fn tag(&self) -> String {
+        format!("{}@{}", self.name, self.version)
+    }
+
+    /// Reads a [`tag`](WorkflowKey::tag) back (the version follows the last `@`).
+    pub fn parse_tag(tag: &str) -> Option<WorkflowKey> {
+        let (name, version) = tag.rsplit_once('@')?;
+        Some(WorkflowKey { name: name.to_owned(), version: version.parse().ok()? })
+    }
+}
+
+/// Where a run stands. The names are the lowercase names of the design brief.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Created, not yet claimed by a worker.
+    Pending,
+    /// A worker holds it.
+    Running,
+    /// Waiting for time or a signal; no worker holds it.
+    Suspended,
+    /// Finished with an output.
+    Completed,
+    /// Finished with an error.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+    /// Parked until an operator acts (e.g. after a non-determinism error).
+    Paused,
+    /// Ended by handing over to a fresh run of the same workflow (`continued_as`).
+    Continued,
+}
+
+impl RunStatus {
+    /// All statuses.
+    pub const ALL: [RunStatus; 8] = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Suspended,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+        RunStatus::Paused,
+        RunStatus::Continued,
+    ];
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Suspended => "suspended",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Paused => "paused",
+            RunStatus::Continued => "continued",
+        }
+    }
+
+    /// Parses a lowercase name.
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Parses a name a person or a client gave: an unknown one is an error that lists the
+    /// known ones.
+    pub fn parse_given(text: &str) -> Result<RunStatus, String> {
+        RunStatus::parse(text).ok_or_else(|| {
+            let known: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            format!("unknown status {text:?}; expected one of {}", known.join(", "))
+        })
+    }
+
+    /// Parses a name read back from a store: an unknown one means the store is corrupt.
+    pub fn parse_stored(text: &str) -> Result<RunStatus, StoreError> {
+        RunStatus::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown status {text}")))
+    }
+
+    /// Whether the run has ended for good.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled | RunStatus::Continued)
+    }
+
+    /// Whether a run in this status needs a worker that serves its version to go on: pending,
+    /// running or suspended (not ended, and not paused, which waits for an operator instead).
+    pub fn needs_worker(self) -> bool {
+        matches!(self, RunStatus::Pending | RunStatus::Running | RunStatus::Suspended)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a suspended run is suspended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SuspendReason {
+    /// In a durable sleep.
+    Sleeping,
+    /// Waiting for a signal.
+    Waiting,
+    /// Waiting to retry a failed step.
+    BackingOff,
+    /// Waiting for its turn under a rate limit (to start, or to run a step).
+    RateLimited,
+    /// A debounced start that has not begun: later starts with its debounce key replace its
+    /// input and push its wake-up back ([`Debounce`]).
+    Debouncing,
+}
+
+impl SuspendReason {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuspendReason::Sleeping => "sleeping",
+            SuspendReason::Waiting => "waiting",
+            SuspendReason::BackingOff => "backing-off",
+            SuspendReason::RateLimited => "rate-limited",
+            SuspendReason::Debouncing => "debouncing",
+        }
+    }
+
+    /// Parses a kebab-case name.
+    pub fn parse(text: &str) -> Option<SuspendReason> {
+        [
+            SuspendReason::Sleeping,
+            SuspendReason::Waiting,
+            SuspendReason::BackingOff,
+            SuspendReason::RateLimited,
+            SuspendReason::Debouncing,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+}
+
+/// A run's summary row: everything listing needs, kept in step with the journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Identity.
+    pub id: RunId,
+    /// Workflow name.
+    pub workflow: String,
+    /// Pinned workflow version.
+    pub version: u32,
+    /// Status.
+    pub status: RunStatus,
+    /// Why it is suspended, when it is.
+    pub suspend_reason: Option<SuspendReason>,
+    /// Input JSON.
+    pub input: Box<RawValue>,
+    /// Output JSON once completed.
+    pub output: Option<Box<RawValue>>,
+    /// Error once failed, or why it is paused.
+    pub error: Option<String>,
+    /// The caller's idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Last change.
+    pub updated_at: Timestamp,
+    /// When it ended.
+    pub completed_at: Option<Timestamp>,
+    /// When a suspended run becomes ready again.
+    pub wake_at: Option<Timestamp>,
+    /// Lease holder.
+    pub lease_owner: Option<String>,
+    /// Lease expiry.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Fencing epoch: bumped by every claim.
+    pub epoch: u64,
+    /// The journal's last sequence number.
+    pub last_seq: u64,
+    /// A cancellation waits for the lease holder.
+    pub cancel_requested: bool,
+    /// A pause waits for the lease holder (it parks the run at its next step boundary).
+    #[serde(default)]
+    pub pause_requested: bool,
+    /// How many times in a row the run was reclaimed from an expired lease (its worker died or
+    /// stalled) without committing anything since: the engine parks it as poison past a limit.
+    #[serde(default)]
+    pub recoveries: u32,
+    /// When the run fails with a timeout if it has not ended (journaled in its `started` event).
+    #[serde(default)]
+    pub deadline: Option<Timestamp>,
+    /// How long the run is kept once it has ended (`None`: forever, unless a sweeper's maximum
+    /// applies).
+    #[serde(default)]
+    pub retention: Option<Duration>,
+    /// When a sweeper may delete the ended run: its end plus its retention.
+    #[serde(default)]
+    pub delete_after: Option<Timestamp>,
+    /// The run this one restarts (it began with a prefix of that run's journal).
+    #[serde(default)]
+    pub restarted_from: Option<RunId>,
+    /// The run that started this one as its child (`ctx.child` in the `cairn` crate).
+    #[serde(default)]
+    pub parent: Option<RunId>,
+    /// The run this one continues (`ctx.continue_as_new` in the `cairn` crate): that run ended
+    /// with status `continued` and started this one.
+    #[serde(default)]
+    pub continued_from: Option<RunId>,
+    /// The run this one continued as (set when it ended with status `continued`).
+    #[serde(default)]
+    pub continued_as: Option<RunId>,
+    /// Its place under its workflow's [concurrency rule](ConcurrencyRule), fixed when it was
+    /// created (`None`: its workflow had none then, and it is never limited).
+    #[serde(default)]
+    pub concurrency: Option<RunConcurrency>,
+    /// Why a pending run may not be claimed yet (`None`: it may).
+    #[serde(default)]
+    pub waiting_for: Option<WaitingFor>,
+    /// Its priority, set at start: workers claim ready runs of higher priority first.
+    #[serde(default)]
+    pub priority: i32,
+    /// The key it is served fairly by among the ready runs of its priority (`None`: it shares
+    /// the key of every run without one).
+    #[serde(default)]
+    pub fairness_key: Option<String>,
+    /// Its place among the ready runs of its priority, assigned by the store when it is created
+    /// ([`cairn_journal::flow::fair_seq`]): workers claim in this order within a priority.
+    #[serde(default)]
+    pub fair_seq: i64,
+    /// The debounce key it was started with ([`Debounce`]), kept once it has begun.
+    #[serde(default)]
+    pub debounce_key: Option<String>,
+    /// The latest it starts while it debounces: its first start plus that start's maximum wait
+    /// (`None`: no maximum).
+    #[serde(default)]
+    pub debounce_until: Option<Timestamp>,
+}
+
+impl RunRecord {
+    /// Whether a worker holds the run under a lease still running at `lease_now` (a request to
+    /// cancel or pause it must then wait for that worker).
+    pub fn is_held_at(&self, lease_now: Timestamp) -> bool {
+        self.status == RunStatus::Running && self.lease_expires_at.is_some_and(|e| e > lease_now)
+    }
+
+    /// The summary row of a run just created from `run`: pending, or suspended until its
+    /// debounce window closes ([`NewRun::debounce`]).
+    pub fn of(run: &NewRun) -> RunRecord {
+        let debounce_until = run.debounce.as_ref().and_then(|d| debounce_until(run.created_at, d.max_wait));
+        RunRecord {
+            id: run.id.clone(),
+            workflow: run.workflow.clone(),
+            version: run.version,
+            status: if run.debounce.is_some() { RunStatus::Suspended } else { RunStatus::Pending },
+            suspend_reason: run.debounce.as_ref().map(|_| SuspendReason::Debouncing),
+            input: run.input.clone(),
+            output: None,
+            error: None,
+            idempotency_key: run.idempotency_key.clone(),
+            created_at: run.created_at,
+            updated_at: run.created_at,
+            completed_at: None,
+            wake_at: run.debounce.as_ref().map(|d| debounce_wake(run.created_at, d.quiet, debounce_until)),
+            lease_owner: None,
+            lease_expires_at: None,
+            epoch: 0,
+            last_seq: run.last_seq(),
+            cancel_requested: false,
+            pause_requested: false,
+            recoveries: 0,
+            deadline: run.deadline,
+            retention: run.retention,
+            delete_after: None,
+            restarted_from: run.restarted_from.clone(),
+            parent: run.parent.clone(),
+            continued_from: run.continued_from.clone(),
+            continued_as: None,
+            concurrency: None,
+            waiting_for: None,
+            priority: run.priority,
+            fairness_key: run.fairness_key.clone(),
+            fair_seq: 0,
+            debounce_key: run.debounce.as_ref().map(|d| d.key.clone()),
+            debounce_until,
+        }
+    }
+
+    /// Why a run that has not ended is held back by a flow rule, if it is: waiting for a
+    /// concurrency slot, suspended until a rate limit lets it go on, or debouncing.
+    pub fn held_back_by(&self) -> Option<WaitingFor> {
+        self.waiting_for.or(match self.suspend_reason {
+            Some(SuspendReason::RateLimited) => Some(WaitingFor::Rate),
+            Some(SuspendReason::Debouncing) => Some(WaitingFor::Debounce),
+            _ => None,
+        })
+    }
+
+    /// Whether it is a debounced start that has not begun (later starts with its key join it).
+    pub fn is_debouncing(&self) -> bool {
+        self.status == RunStatus::Suspended && self.suspend_reason == Some(SuspendReason::Debouncing)
+    }
+
+    /// The run's first journal event, rebuilt from the row (a new run's journal holds nothing
+    /// else, so a worker need not read it).
+    pub fn started(&self) -> Event {
+        started_event(&self.workflow, self.version, &self.input, self.deadline)
+    }
+}
+
+/// A run's `started` event.
+pub(super) fn started_event(workflow: &str, version: u32, input: &RawValue, deadline: Option<Timestamp>) -> Event {
+    Event::Started { workflow: workflow.to_owned(), version, input: input.to_owned(), deadline }
+}
+
+/// A run to create.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    /// Its id.
+    pub id: RunId,
+    /// Workflow name.
+    pub workflow: String,
+    /// Version to pin.
+    pub version: u32,
+    /// Input JSON.
+    pub input: Box<RawValue>,
+    /// Same key and workflow → the existing run.
+    pub idempotency_key: Option<String>,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// When the run fails with a timeout if it has not ended.
+    pub deadline: Option<Timestamp>,
+    /// How long the run is kept once it has ended (`None`: forever).
+    pub retention: Option<Duration>,
+    /// The run this one restarts.
+    pub restarted_from: Option<RunId>,
+    /// The run that starts this one as its child.
+    pub parent: Option<RunId>,
+    /// The run this one continues (it is created by that run's [`RunUpdate::Continue`]).
+    pub continued_from: Option<RunId>,
+    /// Workers claim ready runs of higher priority first (default 0).
+    pub priority: i32,
+    /// Within a priority, ready runs are served fairly between keys (start-time fair queuing),
+    /// so a key with a long backlog cannot starve one with a few runs; runs without a key share
+    /// one. Checked by [`cairn_journal::flow::check_fairness_key`].
+    pub fairness_key: Option<String>,
+    /// Events the journal holds after `started` from the outset (a restart's copy of the
+    /// original's journal up to the restart point). Stores write them as given.
+    pub prefix: Vec<Event>,
+    /// Debounce it: collapse it into the run of its workflow still debouncing under the same
+    /// key, if there is one (checked by [`NewRun::check_debounce`]).
+    pub debounce: Option<Debounce>,
+}
+
+/// A debounced start: starts of one workflow with the same key inside a window collapse into
+/// one run, which gets the latest start's input. That run is created suspended
+/// ([`SuspendReason::Debouncing`], shown as waiting for [`WaitingFor::Debounce`]) and begins
+/// once the key has been quiet for `quiet` after its latest start, or at its first start plus
+/// `max_wait`, whichever comes first ([`cairn_journal::flow::debounce_wake`]). Every worker
+/// sharing the store sees one window per key: the store collapses starts atomically. Once the
+/// run has begun, the next start opens a new window.
+///
+/// ```
+/// use cairn_store::Debounce;
+/// use std::time::Duration;
+/// let debounce = Debounce::new("order-7", Duration::from_secs(2)).max_wait(Duration::from_secs(60));
+/// assert_eq!(debounce.max_wait, Some(Duration::from_secs(60)));
+/// assert!(Debounce::new("", Duration::from_secs(2)).check().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Debounce {
+    /// Starts with equal keys (of one workflow) collapse: 1 to 200 bytes, no control characters.
+    pub key: String,
+    /// How long the key must be quiet (no further start) before the run begins.
+    pub quiet: Duration,
+    /// The longest the run waits after the first start of its window (`None`: no limit).
+    pub max_wait: Option<Duration>,
+}
+
+impl Debounce {
+    /// Debounce under `key` until it has been quiet for `quiet`.
+    pub fn new(key: impl Into<String>, quiet: Duration) -> Debounce {
+        Debounce { key: key.into(), quiet, max_wait: None }
+    }
+
+    /// Begin no later than `max_wait` after the window's first start.
+    pub fn max_wait(mut self, max_wait: Duration) -> Debounce {
+        self.max_wait = Some(max_wait);
+        self
+    }
+
+    /// Checks the key, the quiet time and the maximum wait
+    /// ([`cairn_journal::flow::check_debounce`]).
+    pub fn check(&self) -> Result<(), String> {
+        cairn_journal::flow::check_debounce(&self.key, self.quiet, self.max_wait)
+    }
+}
+
+impl NewRun {
+    /// A run with no deadline, no retention, no restart link and no journal prefix.
+    pub fn new(
+        id: RunId,
+        workflow: impl Into<String>,
+        version: u32,
+        input: Box<RawValue>,
+        created_at: Timestamp,
+    ) -> Self {
+        NewRun {
+            id,
+            workflow: workflow.into(),
+            version,
+            input,
+            idempotency_key: None,
+            created_at,
+            deadline: None,
+            retention: None,
+            restarted_from: None,
+            parent: None,
+            continued_from: None,
+            priority: 0,
+            fairness_key: None,
+            prefix: Vec::new(),
+            debounce: None,
+        }
+    }
+
+    /// Refuses a debounced run whose [`Debounce`] fails its check, or that also carries what a
+    /// debounced start cannot: an idempotency key (a collapsed start has no run of its own to
+    /// find again), a journal prefix (a restart), a parent or a run it continues.
+    pub fn check_debounce(&self) -> Result<(), StoreError> {
+        let Some(debounce) = &self.debounce else { return Ok(()) };
+        debounce.check().map_err(StoreError::InvalidInput)?;
+        let clash = [
+            (self.idempotency_key.is_some(), "an idempotency key"),
+            (!self.prefix.is_empty() || self.restarted_from.is_some(), "a restart"),
+            (self.parent.is_some(), "a parent run"),
+            (self.continued_from.is_some(), "a continued run"),
+        ];
+        Self::refuse_clash(clash)
+    }
+
+    /// Refuses a debounced run for signal-with-start: a signal needs a run of its own start.
+    pub fn check_signal_start(&self) -> Result<(), StoreError> {
+        Self::refuse_clash([(self.debounce.is_some(), "a signal")])
+    }
+
+    /// The refusal of a debounced start for the first clash that holds.
+    pub(super) fn refuse_clash<const N: usize>(clash: [(bool, &str); N]) -> Result<(), StoreError> {
+        match clash.into_iter().find(|(clashes, _)| *clashes) {
+            Some((_, what)) => Err(StoreError::InvalidInput(format!("a debounced start cannot have {what}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The run's first journal event.
+    pub fn started(&self) -> Event {
+        started_event(&self.workflow, self.version, &self.input, self.deadline)
+    }
+
+    /// The retention as stored: whole milliseconds.
+    pub fn retention_ms(&self) -> Option<i64> {
+        self.retention.map(|keep| i64::try_from(keep.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// The run's whole initial journal: `started`, then the prefix.
+    pub fn initial_journal(&self) -> Vec<Event> {
+        let mut events = Vec::with_capacity(1 + self.prefix.len());
+        events.push(self.started());
+        events.extend(self.prefix.iter().cloned());
+        events
+    }
+
+    /// The last sequence number of the initial journal.
+    pub fn last_seq(&self) -> u64 {
+        1 + self.prefix.len() as u64
+    }
+
+    /// For signal-with-start: `existing`, the run that holds this run's id or idempotency key,
+    /// as the run to signal (`created: false`). Refused if it belongs to another workflow (the id
+    /// is taken) or has ended.
+    pub fn existing_to_signal(&self, existing: RunRecord) -> Result<CreatedRun, StoreError> {
+        if existing.workflow != self.workflow {
+            return Err(StoreError::DuplicateRunId(self.id.clone()));
+        }
+        if existing.status.is_terminal() {
+            return Err(StoreError::RunFinished { run_id: existing.id, status: existing.status });
+        }
+        Ok(CreatedRun { run: existing, created: false })
+    }
+}
+
+/// The result of [`Store::create_run`](crate::Store::create_run).
+#[derive(Debug, Clone)]
+pub struct CreatedRun {
+    /// The run, new or existing.
+    pub run: RunRecord,
+    /// `false` when the idempotency key matched an existing run.
+    pub created: bool,
+}

@@ -1,0 +1,102 @@
+//! Workers and the event subscriptions of the workflows they serve.
+
+use super::*;
+
+/// A worker as it records itself in the store, refreshed with its heartbeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRecord {
+    /// Its lease identity.
+    pub id: String,
+    /// The host it runs on.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// Its last heartbeat.
+    pub last_seen: Timestamp,
+    /// Until when it counts as live without another heartbeat (its last heartbeat plus its lease).
+    pub live_until: Timestamp,
+    /// The workflow versions it executes, sorted.
+    pub serves: Vec<WorkflowKey>,
+}
+
+impl WorkerRecord {
+    /// Whether it counts as live at `now` (wall-clock time, as leases).
+    pub fn is_live_at(&self, now: Timestamp) -> bool {
+        self.live_until > now
+    }
+
+    /// [`serves`](WorkerRecord::serves) as a JSON array of `name@version` tags, as SQL stores keep it.
+    pub fn serves_json(&self) -> String {
+        serde_json::Value::from(self.serves.iter().map(WorkflowKey::tag).collect::<Vec<_>>()).to_string()
+    }
+
+    /// Reads [`serves_json`](WorkerRecord::serves_json) back.
+    pub fn parse_serves(text: &str) -> Result<Vec<WorkflowKey>, StoreError> {
+        let tags: Vec<String> = serde_json::from_str(text)
+            .map_err(|_| StoreError::Corrupt(format!("a worker's workflow list is unreadable: {text}")))?;
+        WorkerRecord::serves_from_tags(&tags)
+    }
+
+    /// The workflow versions a worker serves, from their `name@version` tags as stores keep them.
+    pub fn serves_from_tags(tags: &[String]) -> Result<Vec<WorkflowKey>, StoreError> {
+        tags.iter()
+            .map(|tag| {
+                WorkflowKey::parse_tag(tag)
+                    .ok_or_else(|| StoreError::Corrupt(format!("a worker serves an unreadable {tag:?}")))
+            })
+            .collect()
+    }
+}
+
+/// Which worker records [`Store::forget_workers`](crate::Store::forget_workers) deletes.
+#[derive(Debug, Clone, Default)]
+pub struct ForgetWorkers {
+    /// These workers (one that shut down).
+    pub ids: Vec<String>,
+    /// Also every worker not live since this time.
+    pub dead_before: Option<Timestamp>,
+}
+
+impl ForgetWorkers {
+    /// Whether `worker` is to be forgotten.
+    pub fn selects(&self, worker: &WorkerRecord) -> bool {
+        self.ids.contains(&worker.id) || self.dead_before.is_some_and(|t| worker.live_until < t)
+    }
+}
+
+/// A workflow's subscription to the events of every topic `pattern` matches (see
+/// [`cairn_journal::topic`]): each event published to such a topic starts one run of it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Subscription {
+    /// The subscribed workflow.
+    pub workflow: String,
+    /// The topic pattern, e.g. `user.*`.
+    pub pattern: String,
+    /// The version of the workflow an event starts (the newest its declaring worker registered).
+    pub version: u32,
+}
+
+/// What [`Store::set_subscriptions`](crate::Store::set_subscriptions) writes: the subscriptions
+/// of `workflows` become exactly `subscriptions` (an engine declares those of every workflow it
+/// registers, so a subscription dropped from the code is dropped from the store).
+#[derive(Debug, Clone, Default)]
+pub struct SetSubscriptions {
+    /// The workflows whose subscriptions are replaced.
+    pub workflows: Vec<String>,
+    /// Their subscriptions; each names one of `workflows`.
+    pub subscriptions: Vec<Subscription>,
+}
+
+impl SetSubscriptions {
+    /// Whether `stored` (every subscription a store holds) already has exactly these for
+    /// `workflows`, so that setting them would change nothing.
+    pub fn is_held_by(&self, stored: &[Subscription]) -> bool {
+        let mut held: Vec<&Subscription> = stored.iter().filter(|s| self.workflows.contains(&s.workflow)).collect();
+        let mut wanted: Vec<&Subscription> = self.subscriptions.iter().collect();
+        held.sort();
+        wanted.sort();
+        held == wanted
+    }
+}
