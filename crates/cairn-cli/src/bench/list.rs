@@ -1,0 +1,124 @@
+//! `cairn bench list`: lists and counts over a store filled with finished runs.
+
+use super::*;
+
+/// One step; fails (for good) when its input is a multiple of 100.
+pub(super) async fn one_step(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
+    ctx.step("only", || async move {
+        if n.is_multiple_of(100) { Err(StepError::terminal(format!("{n} is a multiple of 100"))) } else { Ok(n) }
+    })
+    .await
+}
+
+/// Runs `one(n)` for every `n` below `runs`, each in a task of its own (so the store's writer
+/// commits them in batches), 5,000 at a time, shown as `what`; how many seconds it took.
+pub(super) async fn fill<F, Fut>(what: &str, runs: usize, one: F) -> Result<f64>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<(), ClientError>> + Send + 'static,
+{
+    let mut progress = crate::progress::Progress::new(what, "runs", Some(runs as u64));
+    let filled = Instant::now();
+    for first in (0..runs as u64).step_by(5000) {
+        let chunk = first..(first + 5000).min(runs as u64);
+        let tasks: Vec<_> = chunk.clone().map(|n| tokio::spawn(one(n))).collect();
+        for task in tasks {
+            task.await??;
+        }
+        progress.add(chunk.end - chunk.start);
+    }
+    progress.finish();
+    Ok(filled.elapsed().as_secs_f64())
+}
+
+/// The `list` workload.
+pub(super) async fn list_bench(
+    store: Arc<dyn Store>,
+    runs: usize,
+    (store_name, durability): (&str, &str),
+    json: bool,
+) -> Result<()> {
+    use cairn_http::views::{RunPage, Workflows};
+    let engine = Engine::builder()
+        .shared_store(store)
+        .sweep_every(None)
+        .max_active_runs(5000)
+        .register("orders", 1, one_step)
+        .start()
+        .await?;
+    let client = engine.client();
+    let fill_seconds = fill("list: filling", runs, |n| {
+        let client = client.clone();
+        async move {
+            let handle = client.start("orders", &n).await?;
+            let _ = handle.result::<u64>().await;
+            Ok(())
+        }
+    })
+    .await?;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let app = cairn_http::router(engine.client(), cairn_http::ApiConfig::default());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let remote = crate::remote::Remote::new(&url, None)?;
+    let timed = |samples: &mut Vec<f64>, began: Instant| samples.push(began.elapsed().as_secs_f64() * 1e3);
+    let (mut counts_ms, mut first_ms, mut deep_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut failed = 0;
+    for _ in 0..50 {
+        let began = Instant::now();
+        let workflows: Workflows = remote.call("GET", "/v1/workflows", None).await?;
+        timed(&mut counts_ms, began);
+        failed = workflows.workflows.iter().map(|w| w.runs.get("failed").copied().unwrap_or(0)).sum::<u64>();
+    }
+    for _ in 0..5 {
+        let mut cursor: Option<String> = None;
+        for page in 0..=100 {
+            let path = match &cursor {
+                Some(cursor) => format!("/v1/workflows/orders/runs?status=failed&limit=100&cursor={cursor}"),
+                None => "/v1/workflows/orders/runs?status=failed&limit=100".to_owned(),
+            };
+            let began = Instant::now();
+            let answer: RunPage = remote.call("GET", &path, None).await?;
+            timed(if page == 0 { &mut first_ms } else { &mut deep_ms }, began);
+            cursor = answer.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+    }
+    server.abort();
+    engine.shutdown().await;
+    let (counts, first, deep) = (sorted(counts_ms), sorted(first_ms), sorted(deep_ms));
+    let report = serde_json::json!({
+        "workload": "list",
+        "store": store_name,
+        "durability": durability,
+        "runs": runs,
+        "failed_runs": failed,
+        "fill_seconds": fill_seconds,
+        "workflows_ms_p50": percentile(&counts, 50.0),
+        "workflows_ms_p99": percentile(&counts, 99.0),
+        "first_page_ms_p50": percentile(&first, 50.0),
+        "first_page_ms_p99": percentile(&first, 99.0),
+        "deep_pages": deep.len(),
+        "deep_page_ms_p50": percentile(&deep, 50.0),
+        "deep_page_ms_p99": percentile(&deep, 99.0),
+    });
+    if text_wanted(json) {
+        out!(
+            "list on {store_name} ({durability}): {runs} runs ({failed} failed) filled in {fill_seconds:.1} s; GET /v1/workflows p50 {:.2} ms p99 {:.2} ms; failed runs, first page p50 {:.2} ms p99 {:.2} ms; pages 1-100 by cursor p50 {:.2} ms p99 {:.2} ms ({} pages)",
+            percentile(&counts, 50.0),
+            percentile(&counts, 99.0),
+            percentile(&first, 50.0),
+            percentile(&first, 99.0),
+            percentile(&deep, 50.0),
+            percentile(&deep, 99.0),
+            deep.len(),
+        );
+    }
+    if json {
+        out!("{report}");
+    }
+    Ok(())
+}
