@@ -1,7 +1,8 @@
 //! The conformance suite against the in-memory and SQLite stores.
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use cairn_store::{MemoryStore, SqliteOptions, SqliteStore, Store};
+use cairn_sqlite::{SqliteOptions, SqliteStore};
+use cairn_store::{MemoryStore, Store};
 use std::sync::Arc;
 
 cairn_store_conformance::conformance_tests!(memory, || async { (Arc::new(MemoryStore::new()) as Arc<dyn Store>, ()) });

@@ -6,8 +6,8 @@
 //! number, committed together. Backends group appends from many runs into one transaction.
 //!
 //! * [`MemoryStore`]: everything in process memory, for tests and benchmarks.
-//! * [`SqliteStore`] (feature `sqlite`, on by default): one file, WAL, one writer thread that
-//!   group-commits.
+//! * `SqliteStore`, in the `cairn-sqlite` crate (re-exported by `cairn`): one file, WAL, one
+//!   writer thread that group-commits.
 //! * [`JsonlStore`]: one append-only JSON-lines file per run under a data directory; no native
 //!   dependency, human-readable, single-writer.
 //!
@@ -16,15 +16,11 @@
 mod counting;
 mod jsonl;
 mod memory;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 mod types;
 
 pub use counting::{Calls, CountingStore};
 pub use jsonl::JsonlStore;
 pub use memory::MemoryStore;
-#[cfg(feature = "sqlite")]
-pub use sqlite::{Durability, SqliteOptions, SqliteStore, StatementCount, StatementCounts, sqlite_commit_floor_us};
 pub use types::*;
 
 /// The store-health metrics SQL stores report through the `metrics` facade.

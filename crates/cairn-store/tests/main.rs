@@ -1,5 +1,4 @@
-//! The stores' on-disk integration tests (JSONL recovery, SQLite disk use and migrations), linked
-//! into one test binary.
+//! The JSONL store's recovery tests, linked into one test binary.
 //!
 //! A new test file here must be declared below: Cargo builds only the test targets its manifest
 //! names (`autotests = false`), and `cairn`'s `every_test_file_is_declared` fails when a file is
@@ -7,4 +6,3 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod jsonl_recovery;
-mod sqlite_disk;

@@ -59,12 +59,12 @@ mod var;
 mod workers;
 
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
+#[cfg(feature = "sqlite")]
+pub use cairn_sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use cairn_store::{
     CancelOutcome, ConcurrencyRule, Debounce, MemoryStore, PageCursor, PauseOutcome, RunConcurrency, RunFilter, RunId,
     RunPage, RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount,
 };
-#[cfg(feature = "sqlite")]
-pub use cairn_store::{Durability, SqliteOptions, SqliteStore};
 pub use child::Child;
 pub use client::{Client, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
@@ -87,8 +87,10 @@ pub mod journal {
     pub use cairn_journal::*;
 }
 
-/// The store layer, for tools and backends.
+/// The store layer, for tools and backends (with the SQLite store's own items, feature `sqlite`).
 pub mod store {
+    #[cfg(feature = "sqlite")]
+    pub use cairn_sqlite::*;
     pub use cairn_store::*;
 }
 

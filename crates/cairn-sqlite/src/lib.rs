@@ -1,4 +1,5 @@
-//! The embedded SQLite backend: one file, WAL, one writer thread that group-commits.
+//! Cairn's embedded SQLite store: one file, WAL, one writer thread that group-commits. The
+//! `cairn` crate re-exports [`SqliteStore`] and its options (feature `sqlite`, on by default).
 //!
 //! Here: the options, the store handle, its connections and threads (the writer, the readers,
 //! the checkpoints). The rest, by concern:
@@ -9,15 +10,15 @@
 //!   slots and rate limits; pruning, workers, subscriptions and schedules);
 //! * `store`: `Store` for `SqliteStore`.
 
-use crate::{
+use cairn_journal::flow::{holds_slot, rate_forgets_before, rate_verdict};
+use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
+use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor, PauseOutcome, PauseSchedule, PruneRequest,
     PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
     ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
     SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use cairn_journal::flow::{holds_slot, rate_forgets_before, rate_verdict};
-use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -111,7 +112,7 @@ pub struct StatementCount {
 /// counting.
 ///
 /// ```
-/// use cairn_store::{SqliteOptions, SqliteStore};
+/// use cairn_sqlite::{SqliteOptions, SqliteStore};
 /// let dir = tempfile::tempdir()?;
 /// let options = SqliteOptions { count_statements: true, ..SqliteOptions::default() };
 /// let store = SqliteStore::open_with(dir.path().join("cairn.db"), options)?;
@@ -211,7 +212,7 @@ impl StatementCounts {
 /// same file (a worker and the `cairn` CLI, say); SQLite's file lock serializes their writes.
 ///
 /// ```no_run
-/// use cairn_store::{SqliteStore, SqliteOptions, Durability};
+/// use cairn_sqlite::{Durability, SqliteOptions, SqliteStore};
 /// let store = SqliteStore::open("cairn.db")?;
 /// let fast = SqliteStore::open_with("fast.db", SqliteOptions { durability: Durability::Normal, ..Default::default() })?;
 /// # Ok::<(), cairn_store::StoreError>(())

@@ -2,6 +2,7 @@
 //! database file reuses the space that pruning freed instead of growing with every batch of runs.
 
 use cairn_journal::Timestamp;
+use cairn_sqlite::*;
 use cairn_store::*;
 use serde_json::value::RawValue;
 use std::path::Path;

@@ -185,7 +185,7 @@ impl Writer {
             let _ = self.conn.execute_batch("ROLLBACK");
             return Err(backend(e));
         }
-        crate::metrics_names::committed(commands.len(), began.elapsed());
+        cairn_store::metrics_names::committed(commands.len(), began.elapsed());
         Ok(())
     }
 

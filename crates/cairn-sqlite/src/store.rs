@@ -83,7 +83,7 @@ impl Store for SqliteStore {
     fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
         let seq = |seq: u64| i64::try_from(seq).unwrap_or(i64::MAX);
         let capacity = usize::try_from(last_seq).unwrap_or(0).min(1 << 20);
-        let Some([(_, middle), (_, last)]) = crate::journal_halves(last_seq) else {
+        let Some([(_, middle), (_, last)]) = cairn_store::journal_halves(last_seq) else {
             return self.read_journal_range(id, (1, seq(last_seq)), capacity);
         };
         // A long journal is read in halves on both reader threads at once; both jobs are queued
