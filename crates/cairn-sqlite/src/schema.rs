@@ -44,6 +44,14 @@ macro_rules! open_runs {
     };
 }
 
+/// Runs that need a worker to go on (`RunStatus::needs_worker`: pending, running, suspended), as
+/// a condition that reads them from `runs_open` (see `open_runs!`).
+macro_rules! needs_worker {
+    () => {
+        concat!("status IN ('pending', 'running', 'suspended') AND ", open_runs!())
+    };
+}
+
 /// The schema as migrations in order: a database at `PRAGMA user_version` n has the first n
 /// applied. Never edit one that has shipped: add another.
 pub(super) const MIGRATIONS: &[&str] = &[

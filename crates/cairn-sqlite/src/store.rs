@@ -53,8 +53,7 @@ impl Store for SqliteStore {
             }
             if let Some(tags) = filter.stranded_tags() {
                 conditions.push(concat!(
-                    "status IN ('pending', 'running', 'suspended') AND ",
-                    open_runs!(),
+                    needs_worker!(),
                     " AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))"
                 ));
                 values.push(serde_json::Value::from(tags).to_string().into());
@@ -236,9 +235,8 @@ impl Store for SqliteStore {
         self.read(|conn| {
             let mut stmt = conn
                 .prepare_cached(concat!(
-                    "SELECT workflow, version, count(*) FROM runs
-                         WHERE status IN ('pending', 'running', 'suspended') AND ",
-                    open_runs!(),
+                    "SELECT workflow, version, count(*) FROM runs WHERE ",
+                    needs_worker!(),
                     " GROUP BY workflow, version ORDER BY workflow, version"
                 ))
                 .map_err(backend)?;

@@ -342,10 +342,7 @@ impl Inner {
         // The run's signals matter only to an append that consumes one or suspends after some.
         let needs_signals = append.consume_signal.is_some()
             || matches!(append.update, RunUpdate::Suspend { signals_after: Some(_), .. });
-        let signals = match needs_signals {
-            true => self.signals.get(&append.run_id).map_or(&[][..], Vec::as_slice),
-            false => &[],
-        };
+        let signals = if needs_signals { self.signals.get(&append.run_id).map_or(&[][..], Vec::as_slice) } else { &[] };
         if let Some(id) = append.consume_signal
             && !signals.iter().any(|s| s.id == id && s.consumed_seq.is_none())
         {
@@ -377,10 +374,11 @@ impl Inner {
             journal.retain(|entry| !trim.deletes(&path, entry));
         }
         let (at, update) = (append.at, append.update);
+        let progressed = |run: &mut RunRecord| (run.last_seq, run.updated_at, run.recoveries) = (new_last, at, 0);
         if matches!(update, RunUpdate::Progress) {
             // A step's progress moves the run in no index (`modify` would find nothing to do).
             if let Some(run) = self.runs.get_mut(&append.run_id) {
-                (run.last_seq, run.updated_at, run.recoveries) = (new_last, at, 0);
+                progressed(run);
             }
             return Ok(());
         }
@@ -389,9 +387,7 @@ impl Inner {
             _ => None,
         };
         self.modify(&append.run_id, |run| {
-            run.last_seq = new_last;
-            run.updated_at = at;
-            run.recoveries = 0;
+            progressed(run);
             apply_update(run, update, wake_now);
         })?;
         if let Some(successor) = successor {
