@@ -15,6 +15,7 @@
 
 mod counting;
 mod jsonl;
+pub mod lifecycle;
 mod memory;
 mod types;
 

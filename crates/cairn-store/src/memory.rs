@@ -1,12 +1,12 @@
+use crate::lifecycle::{self, slot_state};
 use crate::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
     LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter,
     RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
-    Store, StoreError, StoreFuture, Subscription, SuspendReason, VersionCount, WorkerRecord, WorkflowCount,
-    WorkflowKey,
+    Store, StoreError, StoreFuture, Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use crate::{ConcurrencyRule, RunConcurrency, TakeRate, WaitingFor};
-use cairn_journal::flow::{claim_rank, debounce_wake, fair_seq, holds_slot, rate_forgets_before, rate_verdict};
+use crate::{ConcurrencyRule, TakeRate, WaitingFor};
+use cairn_journal::flow::{claim_rank, fair_seq, rate_forgets_before, rate_verdict};
 use cairn_journal::{Event, FastMap, FastSet, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -98,22 +98,9 @@ fn first_place(due: Due, priority: i32) -> (DuePlace, RunId) {
     ((due, Reverse(priority), i64::MIN, Timestamp::from_millis(i64::MIN)), RunId::new(""))
 }
 
-/// Where a run of a concurrency group stands: (holds a slot, waits for one); `None` for a run in
-/// no group.
-fn slot_state(run: &RunRecord) -> Option<(bool, bool)> {
-    let place = run.concurrency.as_ref()?;
-    let waiting = run.waiting_for.is_some();
-    Some((holds_slot(run.status.as_str(), waiting, place.hold_suspended), waiting))
-}
-
 /// A grouped run's concurrency group: its workflow and key.
 fn group_of(run: &RunRecord) -> (String, String) {
     (run.workflow.clone(), run.concurrency.as_ref().map(|c| c.key.clone()).unwrap_or_default())
-}
-
-/// Whether a suspended run due to wake goes back to wait for a slot instead (it gave its slot up).
-fn requeues(run: &RunRecord) -> bool {
-    run.status == RunStatus::Suspended && run.concurrency.as_ref().is_some_and(|c| !c.hold_suspended)
 }
 
 impl MemoryStore {
@@ -157,7 +144,7 @@ impl MemoryStore {
                     inner.fair.remove(&fair_entry(run, id));
                 }
                 inner.waiting.insert((group.0.clone(), group.1.clone(), run.created_at, id.clone()));
-            } else if slot_state(run).is_some_and(|(holds, _)| holds) {
+            } else if lifecycle::holds_a_slot(run) {
                 *inner.held.entry(group.clone()).or_default() += 1;
             }
             groups.insert(group);
@@ -287,7 +274,7 @@ impl Inner {
             self.waiting.remove(&next);
             if let Some(run) = self.runs.get_mut(&next.3) {
                 let before = due_key(run);
-                run.waiting_for = None;
+                lifecycle::admit(run);
                 let after = due_key(run);
                 self.move_due(&next.3, before, after);
             }
@@ -374,11 +361,10 @@ impl Inner {
             journal.retain(|entry| !trim.deletes(&path, entry));
         }
         let (at, update) = (append.at, append.update);
-        let progressed = |run: &mut RunRecord| (run.last_seq, run.updated_at, run.recoveries) = (new_last, at, 0);
         if matches!(update, RunUpdate::Progress) {
             // A step's progress moves the run in no index (`modify` would find nothing to do).
             if let Some(run) = self.runs.get_mut(&append.run_id) {
-                progressed(run);
+                lifecycle::progress(run, new_last, at);
             }
             return Ok(());
         }
@@ -387,8 +373,8 @@ impl Inner {
             _ => None,
         };
         self.modify(&append.run_id, |run| {
-            progressed(run);
-            apply_update(run, update, wake_now);
+            lifecycle::progress(run, new_last, at);
+            lifecycle::apply(run, update, wake_now);
         })?;
         if let Some(successor) = successor {
             self.hand_over(&append.run_id, successor)?;
@@ -428,24 +414,15 @@ impl Inner {
         if self.runs.contains_key(&run.id) {
             return Err(StoreError::DuplicateRunId(run.id));
         }
-        let mut record = RunRecord::of(&run);
-        record.fair_seq = self.next_fair_seq(run.priority, run.fairness_key.as_deref().unwrap_or_default());
+        let fair_seq = self.next_fair_seq(run.priority, run.fairness_key.as_deref().unwrap_or_default());
+        let record = lifecycle::create(&run, self.rules.get(&run.workflow), fair_seq);
         if let Some(debounce) = &run.debounce {
             self.debouncing.insert((run.workflow.clone(), debounce.key.clone()), run.id.clone());
         }
-        let group = self.rules.get(&run.workflow).map(|rule| {
-            let mut place = RunConcurrency::of(rule, &run.input);
-            let group = (run.workflow.clone(), place.key.clone());
-            if record.is_debouncing() {
-                // It holds no slot and waits for none until its window closes (see `claim`).
-                place.hold_suspended = false;
-            } else {
-                record.waiting_for = Some(WaitingFor::Concurrency);
-                self.waiting.insert((run.workflow.clone(), place.key.clone(), run.created_at, run.id.clone()));
-            }
-            record.concurrency = Some(place);
-            group
-        });
+        let group = record.concurrency.as_ref().map(|place| (run.workflow.clone(), place.key.clone()));
+        if let (Some(group), true) = (&group, record.waiting_for.is_some()) {
+            self.waiting.insert((group.0.clone(), group.1.clone(), run.created_at, run.id.clone()));
+        }
         // Room for a typical run's journal, so appends rarely reallocate under the lock.
         let mut journal = Vec::with_capacity(16 + run.prefix.len());
         for (i, event) in run.initial_journal().into_iter().enumerate() {
@@ -473,14 +450,8 @@ impl Inner {
         let Some(id) = self.debouncing.get(&(run.workflow.clone(), debounce.key.clone())).cloned() else {
             return Ok(None);
         };
-        let (now, quiet) = (run.created_at, debounce.quiet);
         let joined = self.modify(&id, |open| {
-            open.is_debouncing().then(|| {
-                open.input = run.input.clone();
-                open.updated_at = now;
-                open.wake_at = Some(debounce_wake(now, quiet, open.debounce_until));
-                open.clone()
-            })
+            lifecycle::join_debounce(open, &run.input, run.created_at, debounce.quiet).then(|| open.clone())
         })?;
         let Some(joined) = joined else { return Ok(None) };
         if let Some(started) = self.journals.get_mut(&id).and_then(|journal| journal.first_mut()) {
@@ -503,18 +474,7 @@ impl Inner {
     fn signal(&mut self, mut signal: NewSignal) -> Result<SignalId, StoreError> {
         signal.run_id = self.newest(&signal.run_id);
         let sent_at = signal.sent_at;
-        let refused = self.modify(&signal.run_id, |run| {
-            if run.status.is_terminal() {
-                return Some(run.status);
-            }
-            if run.status == RunStatus::Suspended && run.suspend_reason == Some(SuspendReason::Waiting) {
-                run.wake_at = Some(run.wake_at.map_or(sent_at, |w| w.min(sent_at)));
-            }
-            None
-        })?;
-        if let Some(status) = refused {
-            return Err(StoreError::RunFinished { run_id: signal.run_id, status });
-        }
+        self.modify(&signal.run_id, |run| lifecycle::signal(run, sent_at))??;
         self.next_signal += 1;
         let id = SignalId(self.next_signal);
         self.signals.entry(signal.run_id).or_default().push(SignalRecord {
@@ -525,58 +485,6 @@ impl Inner {
             consumed_seq: None,
         });
         Ok(id)
-    }
-}
-
-/// A debouncing run whose window closes (it wakes, or is paused) keeps its slot while suspended
-/// from then on as its concurrency rule says (`hold`): it held none while it debounced.
-fn close_debounce_window(run: &mut RunRecord, hold: bool) {
-    if let (true, Some(place)) = (run.is_debouncing(), run.concurrency.as_mut()) {
-        place.hold_suspended = hold;
-    }
-}
-
-/// Ends a run with `status` at `at`: kept for its retention from then.
-fn end(run: &mut RunRecord, status: RunStatus, at: Timestamp) {
-    run.status = status;
-    // A run cancelled while it waited for a slot leaves the queue.
-    run.waiting_for = None;
-    run.completed_at = Some(at);
-    run.delete_after = run.retention.map(|keep| at + keep);
-}
-
-/// Applies a row update; shared by the memory store's append path.
-fn apply_update(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
-    if matches!(update, RunUpdate::Progress) {
-        return;
-    }
-    // Every other update ends the appender's hold on the run.
-    run.lease_owner = None;
-    run.lease_expires_at = None;
-    run.suspend_reason = None;
-    run.wake_at = None;
-    match update {
-        RunUpdate::Progress => {}
-        RunUpdate::Suspend { reason, wake_at, now, .. } => {
-            run.status = RunStatus::Suspended;
-            run.suspend_reason = Some(reason);
-            let flagged = run.cancel_requested || run.pause_requested;
-            run.wake_at = if wake_now || flagged { Some(now) } else { wake_at };
-        }
-        RunUpdate::Finish { status, output, error, at } => {
-            (run.output, run.error) = (output, error);
-            end(run, status, at);
-        }
-        RunUpdate::Continue { successor, at } => {
-            run.continued_as = Some(successor.id);
-            end(run, RunStatus::Continued, at);
-        }
-        RunUpdate::Release => run.status = RunStatus::Pending,
-        RunUpdate::Park { error } => {
-            run.status = RunStatus::Paused;
-            run.error = Some(error);
-            run.pause_requested = false;
-        }
     }
 }
 
@@ -620,18 +528,14 @@ impl Store for MemoryStore {
             Vec::new()
         } else {
             let due = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX);
-            due.into_iter().map(|(_, id)| id).filter(|id| inner.runs.get(id).is_some_and(|run| requeues(run))).collect()
+            due.into_iter()
+                .map(|(_, id)| id)
+                .filter(|id| inner.runs.get(id).is_some_and(|run| lifecycle::requeues(run)))
+                .collect()
         };
         for id in woken {
             let hold = inner.rule_hold(&id);
-            let _ = inner.modify(&id, |run| {
-                close_debounce_window(run, hold);
-                run.status = RunStatus::Pending;
-                run.waiting_for = Some(WaitingFor::Concurrency);
-                run.suspend_reason = None;
-                run.wake_at = None;
-                run.updated_at = request.now;
-            });
+            let _ = inner.modify(&id, |run| lifecycle::requeue(run, hold, request.now));
         }
         let mut ready = inner.due_runs(Due::Pending, None, &tags, request.limit);
         ready.extend(inner.due_runs(Due::Timer, Some(request.now), &tags, request.limit));
@@ -646,17 +550,7 @@ impl Store for MemoryStore {
         let mut claimed = Vec::with_capacity(ready.len());
         for (_, id) in ready {
             let run = inner.modify(&id, |run| {
-                if run.status == RunStatus::Running {
-                    // Its lease expired: the worker that held it died or stalled.
-                    run.recoveries += 1;
-                }
-                run.status = RunStatus::Running;
-                run.suspend_reason = None;
-                run.wake_at = None;
-                run.lease_owner = Some(request.owner.clone());
-                run.lease_expires_at = Some(request.lease_until);
-                run.epoch += 1;
-                run.updated_at = request.now;
+                lifecycle::claim(run, &request.owner, request.lease_until, request.now);
                 run.clone()
             });
             claimed.extend(run.ok());
@@ -675,20 +569,8 @@ impl Store for MemoryStore {
             .runs
             .iter()
             .map(|(id, epoch)| {
-                let status = inner.modify(id, |run| {
-                    let held = run.epoch == *epoch
-                        && run.status == RunStatus::Running
-                        && run.lease_owner.as_deref() == Some(&request.owner);
-                    if held {
-                        run.lease_expires_at = Some(request.lease_until);
-                    }
-                    LeaseStatus {
-                        run_id: id.clone(),
-                        held,
-                        cancel_requested: run.cancel_requested,
-                        pause_requested: run.pause_requested,
-                    }
-                });
+                let status =
+                    inner.modify(id, |run| lifecycle::heartbeat(run, &request.owner, *epoch, request.lease_until));
                 status.unwrap_or(LeaseStatus {
                     run_id: id.clone(),
                     held: false,
@@ -708,22 +590,11 @@ impl Store for MemoryStore {
     fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
         let result = (|| {
             let mut inner = self.lock();
-            let lease_now = request.lease_now;
-            let (status, live, epoch, last_seq) = inner.modify(&request.run_id, |run| {
-                let live = run.is_held_at(lease_now);
-                if !run.status.is_terminal() {
-                    run.cancel_requested = true;
-                    if !live {
-                        run.epoch += 1;
-                    }
-                }
-                (run.status, live, run.epoch, run.last_seq)
-            })?;
-            if status.is_terminal() {
-                return Err(StoreError::RunFinished { run_id: request.run_id, status });
-            }
-            if live {
-                return Ok(CancelOutcome::Requested);
+            let (outcome, epoch, last_seq) = inner.modify(&request.run_id, |run| {
+                lifecycle::cancel(run, request.lease_now).map(|outcome| (outcome, run.epoch, run.last_seq))
+            })??;
+            if outcome == CancelOutcome::Requested {
+                return Ok(outcome);
             }
             let append = Append {
                 run_id: request.run_id.clone(),
@@ -749,54 +620,13 @@ impl Store for MemoryStore {
     fn pause(&self, request: ControlRequest) -> StoreFuture<'_, PauseOutcome> {
         let mut inner = self.lock();
         let hold = inner.rule_hold(&request.run_id);
-        let result = inner.modify(&request.run_id, |run| {
-            if run.status.is_terminal() {
-                return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
-            }
-            if run.status == RunStatus::Paused {
-                return Ok(PauseOutcome::Paused);
-            }
-            if run.is_held_at(request.lease_now) {
-                run.pause_requested = true;
-                return Ok(PauseOutcome::Requested);
-            }
-            // Nobody executes it: paused now, and any earlier holder is fenced.
-            close_debounce_window(run, hold);
-            run.epoch += 1;
-            run.status = RunStatus::Paused;
-            run.error = Some(request.reason.clone());
-            run.updated_at = request.at;
-            run.pause_requested = false;
-            run.suspend_reason = None;
-            run.wake_at = None;
-            run.lease_owner = None;
-            run.lease_expires_at = None;
-            // It leaves the queue of its concurrency group, if it waited there (resuming
-            // queues it again).
-            run.waiting_for = None;
-            Ok(PauseOutcome::Paused)
-        });
+        let result = inner
+            .modify(&request.run_id, |run| lifecycle::pause(run, &request.reason, request.at, request.lease_now, hold));
         Box::pin(async move { result? })
     }
 
     fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()> {
-        let result = self.lock().modify(&request.run_id, |run| {
-            if run.status.is_terminal() {
-                return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
-            }
-            if run.status != RunStatus::Paused {
-                return Err(StoreError::NotPaused { run_id: run.id.clone(), status: run.status });
-            }
-            run.status = RunStatus::Pending;
-            if run.concurrency.is_some() {
-                // It gave its slot up when it was paused: it waits for one again.
-                run.waiting_for = Some(WaitingFor::Concurrency);
-            }
-            run.error = None;
-            run.recoveries = 0;
-            run.updated_at = request.at;
-            Ok(())
-        });
+        let result = self.lock().modify(&request.run_id, |run| lifecycle::resume(run, request.at));
         Box::pin(async move { result? })
     }
 
