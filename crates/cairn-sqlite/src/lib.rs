@@ -440,7 +440,7 @@ impl SqliteStore {
             let tags = claim_tags(&request)?;
             let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", *CLAIM)).map_err(backend)?;
             let rows = stmt
-                .query_map(claim_params(&request, &tags), |row| {
+                .query_map(claim_params(&request, &tags, request.limit), |row| {
                     Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(3)?))
                 })
                 .map_err(backend)?

@@ -22,20 +22,20 @@ pub(super) static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(
                          SELECT id, priority, fair_seq, created_at AS due FROM runs INDEXED BY runs_ready
                          WHERE status = 'pending' AND waiting_for IS NULL
                            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
-                         ORDER BY priority DESC, fair_seq, created_at LIMIT ?6)
+                         ORDER BY priority DESC, fair_seq, created_at, id LIMIT ?6)
                      UNION ALL
                      SELECT * FROM (
                          SELECT id, priority, fair_seq, wake_at AS due FROM runs INDEXED BY runs_timer
-                         WHERE status = 'suspended' AND wake_at <= ?3
+                         WHERE status = 'suspended' AND wake_at <= ?3 AND (flow_key IS NULL OR flow_hold = 1)
                            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
-                         ORDER BY wake_at LIMIT ?6)
+                         ORDER BY wake_at, id LIMIT ?6)
                      UNION ALL
                      SELECT * FROM (
                          SELECT id, priority, fair_seq, lease_expires_at AS due FROM runs INDEXED BY runs_leased
                          WHERE status = 'running' AND lease_expires_at <= ?4
                            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
-                         ORDER BY lease_expires_at LIMIT ?6))
-                 ORDER BY priority DESC, fair_seq, due LIMIT ?6)
+                         ORDER BY lease_expires_at, id LIMIT ?6))
+                 ORDER BY priority DESC, fair_seq, due, id LIMIT ?6)
              RETURNING {RUN_COLUMNS}"
     )
 });
@@ -46,15 +46,20 @@ pub(super) fn claim_tags(request: &ClaimRequest) -> Result<String, StoreError> {
     serde_json::to_string(&tags).map_err(|e| StoreError::InvalidInput(e.to_string()))
 }
 
-/// The parameters of [`CLAIM`] for `request`, with its `tags` from [`claim_tags`].
-pub(super) fn claim_params<'a>(request: &'a ClaimRequest, tags: &'a str) -> (&'a str, i64, i64, i64, &'a str, i64) {
+/// The parameters of [`CLAIM`] for `request`, with its `tags` from [`claim_tags`], taking at
+/// most `limit` runs.
+pub(super) fn claim_params<'a>(
+    request: &'a ClaimRequest,
+    tags: &'a str,
+    limit: usize,
+) -> (&'a str, i64, i64, i64, &'a str, i64) {
     (
         &request.owner,
         request.lease_until.as_millis(),
         request.now.as_millis(),
         request.lease_now.as_millis(),
         tags,
-        request.limit as i64,
+        limit as i64,
     )
 }
 

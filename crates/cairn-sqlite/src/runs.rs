@@ -152,9 +152,11 @@ impl Writer {
 
     pub(super) fn claim(&mut self, request: &ClaimRequest) -> Result<Vec<RunRecord>, Failure> {
         let tags = claim_tags(request).map_err(clean)?;
-        // Woken runs that gave their slot up when they suspended wait for one again, as do
+        let mut claimed = self.claim_due(request, &tags, request.limit)?;
+        // Then woken runs that gave their slot up when they suspended wait for one again, as do
         // debounced runs whose window closed, which from then on keep their slot while suspended
-        // as their rule says; their groups admit them at once where they have room.
+        // as their rule says; their groups admit them at once where they have room, and those
+        // are claimed while the claim has room (`Model::claim` in the conformance suite).
         let requeued: Vec<(String, String)> = self
             .conn
             .prepare_cached(concat!(
@@ -172,8 +174,18 @@ impl Writer {
         for (workflow, key) in requeued.iter().collect::<std::collections::BTreeSet<_>>() {
             self.admit(workflow, key)?;
         }
+        if !requeued.is_empty() && claimed.len() < request.limit {
+            let more = self.claim_due(request, &tags, request.limit - claimed.len())?;
+            claimed.extend(more);
+        }
+        Ok(claimed)
+    }
+
+    /// One pass of a claim ([`CLAIM`]), taking at most `limit` runs.
+    fn claim_due(&mut self, request: &ClaimRequest, tags: &str, limit: usize) -> Result<Vec<RunRecord>, Failure> {
         let mut stmt = self.conn.prepare_cached(&CLAIM)?;
-        query_rows(&mut stmt, claim_params(request, &tags), row_to_run).map_err(|error| Failure { error, dirty: true })
+        query_rows(&mut stmt, claim_params(request, tags, limit), row_to_run)
+            .map_err(|error| Failure { error, dirty: true })
     }
 
     pub(super) fn append(&mut self, append: &Append, encoded: &[String]) -> Result<(), Failure> {

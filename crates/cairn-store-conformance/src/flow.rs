@@ -375,6 +375,12 @@ macro_rules! conformance_tests {
                 concurrency_limits_admit_in_order, claims_follow_priority_then_fairness,
                 rate_limits_grant_at_most_limit_per_window, debounced_starts_collapse_into_one_run,
                 waiting_runs_cancelled_or_paused_leave_the_queue, refused_creates_take_no_slot);
+
+            /// Random operation sequences against the model ([`check_against_model`]).
+            #[test]
+            fn matches_the_model() {
+                $crate::check_against_model(64, 40, || $make());
+            }
         }
     };
     (@each $make:expr; $($name:ident),*) => {

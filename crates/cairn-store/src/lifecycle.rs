@@ -216,11 +216,18 @@ pub fn signal(run: &mut RunRecord, sent_at: Timestamp) -> Result<(), StoreError>
     Ok(())
 }
 
-/// A cancel of `run` at `lease_now`. A run a live worker holds is flagged, and that worker ends
-/// it ([`CancelOutcome::Requested`]). Any other is flagged and fenced (its epoch moves on), and
-/// the store ends it now with the `cancelled` event, as an append at the new epoch
-/// ([`CancelOutcome::Cancelled`]). Refused for a run that has ended.
-pub fn cancel(run: &mut RunRecord, lease_now: Timestamp) -> Result<CancelOutcome, StoreError> {
+/// A cancel of `run` at `at` for `reason`. A run a live worker holds at `lease_now` is flagged,
+/// and that worker ends it ([`CancelOutcome::Requested`]). Any other ends now
+/// ([`CancelOutcome::Cancelled`]): flagged, fenced (its epoch moves on), out of any queue, with
+/// one more journal entry (the store writes the `cancelled` event at the new `last_seq`). Its
+/// recoveries stay as they were: a cancel is not the run's progress. Refused for a run that
+/// has ended.
+pub fn cancel(
+    run: &mut RunRecord,
+    reason: &str,
+    at: Timestamp,
+    lease_now: Timestamp,
+) -> Result<CancelOutcome, StoreError> {
     if run.status.is_terminal() {
         return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
     }
@@ -229,6 +236,14 @@ pub fn cancel(run: &mut RunRecord, lease_now: Timestamp) -> Result<CancelOutcome
         return Ok(CancelOutcome::Requested);
     }
     run.epoch += 1;
+    run.last_seq += 1;
+    run.updated_at = at;
+    run.error = Some(reason.to_owned());
+    run.suspend_reason = None;
+    run.wake_at = None;
+    run.lease_owner = None;
+    run.lease_expires_at = None;
+    end(run, RunStatus::Cancelled, at);
     Ok(CancelOutcome::Cancelled)
 }
 

@@ -60,6 +60,8 @@ struct Inner {
     rates: FastMap<String, Vec<i64>>,
     /// The run debouncing under each (workflow, debounce key), until its window closes.
     debouncing: FastMap<(String, String), RunId>,
+    /// Whether any run was placed under a concurrency rule (its rule may be gone since).
+    grouped: bool,
 }
 
 /// Why a run may become claimable.
@@ -122,6 +124,7 @@ impl MemoryStore {
             inner.debouncing.insert((run.workflow.clone(), key.clone()), run.id.clone());
         }
         let (id, place) = (run.id.clone(), due_key(&run));
+        inner.grouped |= run.concurrency.is_some();
         inner.runs.insert(id.clone(), Box::new(run));
         inner.move_due(&id, None, place);
     }
@@ -291,6 +294,33 @@ impl Inner {
         }
     }
 
+    /// Claims up to `limit` due runs of `tags` for `request`: the ready pending runs in claim
+    /// order, and the `limit` earliest of the woken runs (but those that must wait for a slot
+    /// again) and of the lapsed leases, the first `limit` of all those in claim order
+    /// ([`claim_rank`], equal ranks by id).
+    fn claim_due(&mut self, request: &ClaimRequest, tags: &FastSet<(&str, u32)>, limit: usize) -> Vec<RunRecord> {
+        let all = |_: &RunRecord| true;
+        let mut ready = self.due_runs(Due::Pending, None, tags, limit, &all);
+        ready.extend(self.due_runs(Due::Timer, Some(request.now), tags, limit, &|r| !lifecycle::requeues(r)));
+        ready.extend(self.due_runs(Due::Lease, Some(request.lease_now), tags, limit, &all));
+        let rank = |at: Timestamp, id: &RunId| {
+            let run = self.runs.get(id);
+            claim_rank(run.map_or(0, |r| r.priority), run.map_or(0, |r| r.fair_seq), at.as_millis())
+        };
+        let mut ready: Vec<_> = ready.into_iter().map(|(at, id)| (rank(at, &id), id)).collect();
+        ready.sort_unstable();
+        ready.truncate(limit);
+        let mut claimed = Vec::with_capacity(ready.len());
+        for (_, id) in ready {
+            let run = self.modify(&id, |run| {
+                lifecycle::claim(run, &request.owner, request.lease_until, request.now);
+                run.clone()
+            });
+            claimed.extend(run.ok());
+        }
+        claimed
+    }
+
     /// Up to `limit` runs of `tags` in one `due` bucket that are due by `by`, earliest first.
     fn due_runs(
         &self,
@@ -298,12 +328,15 @@ impl Inner {
         by: Option<Timestamp>,
         tags: &FastSet<(&str, u32)>,
         limit: usize,
+        keep: &dyn Fn(&RunRecord) -> bool,
     ) -> Vec<(Timestamp, RunId)> {
         let start = first_place(due, if due == Due::Pending { i32::MAX } else { 0 });
         self.due
             .range(start..)
             .take_while(|(place, _)| place.0 == due && by.is_none_or(|by| place.3 <= by))
-            .filter(|(_, id)| self.runs.get(id).is_some_and(|r| tags.contains(&(r.workflow.as_str(), r.version))))
+            .filter(|(_, id)| {
+                self.runs.get(id).is_some_and(|r| tags.contains(&(r.workflow.as_str(), r.version)) && keep(r))
+            })
             .take(limit)
             .map(|(place, id)| (place.3, id.clone()))
             .collect()
@@ -420,6 +453,7 @@ impl Inner {
             self.debouncing.insert((run.workflow.clone(), debounce.key.clone()), run.id.clone());
         }
         let group = record.concurrency.as_ref().map(|place| (run.workflow.clone(), place.key.clone()));
+        self.grouped |= group.is_some();
         if let (Some(group), true) = (&group, record.waiting_for.is_some()) {
             self.waiting.insert((group.0.clone(), group.1.clone(), run.created_at, run.id.clone()));
         }
@@ -522,38 +556,20 @@ impl Store for MemoryStore {
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         let tags: FastSet<(&str, u32)> = request.workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let mut inner = self.lock();
-        // Woken runs that gave their slot up (or whose debounce window closed) wait for one
-        // (and may get it at once).
-        let woken: Vec<RunId> = if inner.held.is_empty() && inner.rules.is_empty() {
-            Vec::new()
-        } else {
-            let due = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX);
-            due.into_iter()
-                .map(|(_, id)| id)
-                .filter(|id| inner.runs.get(id).is_some_and(|run| lifecycle::requeues(run)))
-                .collect()
-        };
-        for id in woken {
-            let hold = inner.rule_hold(&id);
-            let _ = inner.modify(&id, |run| lifecycle::requeue(run, hold, request.now));
-        }
-        let mut ready = inner.due_runs(Due::Pending, None, &tags, request.limit);
-        ready.extend(inner.due_runs(Due::Timer, Some(request.now), &tags, request.limit));
-        ready.extend(inner.due_runs(Due::Lease, Some(request.lease_now), &tags, request.limit));
-        let rank = |at: Timestamp, id: &RunId| {
-            let run = inner.runs.get(id);
-            claim_rank(run.map_or(0, |r| r.priority), run.map_or(0, |r| r.fair_seq), at.as_millis())
-        };
-        let mut ready: Vec<_> = ready.into_iter().map(|(at, id)| (rank(at, &id), id)).collect();
-        ready.sort_unstable();
-        ready.truncate(request.limit);
-        let mut claimed = Vec::with_capacity(ready.len());
-        for (_, id) in ready {
-            let run = inner.modify(&id, |run| {
-                lifecycle::claim(run, &request.owner, request.lease_until, request.now);
-                run.clone()
-            });
-            claimed.extend(run.ok());
+        let mut claimed = inner.claim_due(request, &tags, request.limit);
+        // Then woken runs that gave their slot up (or whose debounce window closed) wait for one
+        // again, and those their groups admit at once are claimed while the claim has room. Only
+        // a run placed under a rule can: none, no scan.
+        if inner.grouped {
+            let woken = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX, &lifecycle::requeues);
+            for (_, id) in &woken {
+                let hold = inner.rule_hold(id);
+                let _ = inner.modify(id, |run| lifecycle::requeue(run, hold, request.now));
+            }
+            if !woken.is_empty() && claimed.len() < request.limit {
+                let more = inner.claim_due(request, &tags, request.limit - claimed.len());
+                claimed.extend(more);
+            }
         }
         Box::pin(async move { Ok(claimed) })
     }
@@ -590,29 +606,19 @@ impl Store for MemoryStore {
     fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
         let result = (|| {
             let mut inner = self.lock();
-            let (outcome, epoch, last_seq) = inner.modify(&request.run_id, |run| {
-                lifecycle::cancel(run, request.lease_now).map(|outcome| (outcome, run.epoch, run.last_seq))
+            let (outcome, last_seq) = inner.modify(&request.run_id, |run| {
+                let outcome = lifecycle::cancel(run, &request.reason, request.at, request.lease_now)?;
+                Ok::<_, StoreError>((outcome, run.last_seq))
             })??;
-            if outcome == CancelOutcome::Requested {
-                return Ok(outcome);
+            if outcome == CancelOutcome::Cancelled {
+                let cancelled = Event::Cancelled { reason: request.reason };
+                inner
+                    .journals
+                    .entry(request.run_id)
+                    .or_default()
+                    .push(JournalEntry::new(last_seq, request.at, cancelled));
             }
-            let append = Append {
-                run_id: request.run_id.clone(),
-                epoch,
-                after_seq: last_seq,
-                events: vec![Event::Cancelled { reason: request.reason.clone() }],
-                at: request.at,
-                update: RunUpdate::Finish {
-                    status: RunStatus::Cancelled,
-                    output: None,
-                    error: Some(request.reason),
-                    at: request.at,
-                },
-                consume_signal: None,
-                batched: false,
-            };
-            inner.append(append)?;
-            Ok(CancelOutcome::Cancelled)
+            Ok(outcome)
         })();
         Box::pin(async move { result })
     }
@@ -735,7 +741,7 @@ impl Store for MemoryStore {
     fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
         let tags: FastSet<(&str, u32)> = workflows.iter().map(|k| (k.name.as_str(), k.version)).collect();
         let inner = self.lock();
-        let timer = inner.due_runs(Due::Timer, None, &tags, 1).first().map(|(at, _)| *at);
+        let timer = inner.due_runs(Due::Timer, None, &tags, 1, &|_| true).first().map(|(at, _)| *at);
         let names: FastSet<&str> = workflows.iter().map(|k| k.name.as_str()).collect();
         let firing = (inner.schedules.values())
             .filter(|s| !s.paused && names.contains(s.workflow.as_str()))

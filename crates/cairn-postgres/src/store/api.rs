@@ -120,8 +120,14 @@ impl Store for PostgresStore {
 
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         Box::pin(async move {
-            let values = ClaimValues::of(request);
-            self.query_runs(&self.sql.claim, &values.params(request)).await
+            let mut values = ClaimValues::of(request);
+            let (mut claimed, requeued) = self.claim_pass(&values, request).await?;
+            // Runs the pass requeued and their groups admitted are claimed while there is room.
+            if requeued > 0 && claimed.len() < request.limit {
+                values.limit = (request.limit - claimed.len()) as i64;
+                claimed.extend(self.claim_pass(&values, request).await?.0);
+            }
+            Ok(claimed)
         })
     }
 

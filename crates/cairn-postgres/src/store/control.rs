@@ -324,6 +324,30 @@ impl PostgresStore {
         }
     }
 
+    /// One pass of a claim (`Sql::claim`): the runs it claimed, and how many woken runs it
+    /// queued for a concurrency slot again.
+    pub(super) async fn claim_pass(
+        &self,
+        values: &ClaimValues,
+        request: &ClaimRequest,
+    ) -> Result<(Vec<RunRecord>, i64), StoreError> {
+        let client = self.pool.get().await.map_err(backend)?;
+        let statement = client.prepare_cached(&self.sql.claim).await.map_err(backend)?;
+        let rows = client.query(&statement, &values.params(request)).await.map_err(backend)?;
+        let requeued = match rows.first() {
+            Some(row) => row.try_get::<_, i64>(row.len() - 1).map_err(backend)?,
+            None => 0,
+        };
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // The row of nulls a pass that claimed nothing answers.
+            if row.try_get::<_, Option<&str>>(0).map_err(backend)?.is_some() {
+                claimed.push(row_to_run(row)?);
+            }
+        }
+        Ok((claimed, requeued))
+    }
+
     pub(super) async fn query_runs(
         &self,
         text: &str,

@@ -301,10 +301,12 @@ impl Sql {
             signals: format!(
                 "SELECT id, name, payload, sent_at, consumed_seq FROM {s}.signals WHERE run_id = $1 ORDER BY id"
             ),
-            // Woken runs that gave their slot up when they suspended wait for one again, as do
-            // debounced runs whose window closed, which from then on keep their slot while
-            // suspended as their rule says (the update's trigger admits them where their group
-            // has room; a later claim takes them).
+            // One pass of a claim (`Model::claim` in the conformance suite). Woken runs that gave
+            // their slot up when they suspended wait for one again, as do debounced runs whose
+            // window closed, which from then on keep their slot while suspended as their rule says
+            // (the update's trigger admits them where their group has room, after this statement:
+            // a second pass claims those). One row per claimed run, or one of nulls if none, each
+            // ending with how many runs were requeued.
             claim: format!(
                 "WITH requeued AS (
                      UPDATE {s}.runs u SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
@@ -318,31 +320,33 @@ impl Sql {
                  pending AS (
                      SELECT id, priority, fair_seq, created_at AS due FROM {s}.runs
                      WHERE status = 'pending' AND waiting_for IS NULL AND (workflow || '@' || version) = ANY($5)
-                     ORDER BY priority DESC, fair_seq, created_at
+                     ORDER BY priority DESC, fair_seq, created_at, id COLLATE \"C\"
                      LIMIT $6
                      FOR UPDATE SKIP LOCKED),
                  woken AS (
                      SELECT id, priority, fair_seq, wake_at AS due FROM {s}.runs
                      WHERE status = 'suspended' AND wake_at <= $3 AND (flow_key IS NULL OR flow_hold)
                        AND (workflow || '@' || version) = ANY($5)
-                     ORDER BY wake_at
+                     ORDER BY wake_at, id COLLATE \"C\"
                      LIMIT $6
                      FOR UPDATE SKIP LOCKED),
                  lapsed AS (
                      SELECT id, priority, fair_seq, lease_expires_at AS due FROM {s}.runs
                      WHERE status = 'running' AND lease_expires_at <= $4 AND (workflow || '@' || version) = ANY($5)
-                     ORDER BY lease_expires_at
+                     ORDER BY lease_expires_at, id COLLATE \"C\"
                      LIMIT $6
                      FOR UPDATE SKIP LOCKED),
                  ready AS (
                      SELECT id FROM (SELECT * FROM pending UNION ALL SELECT * FROM woken UNION ALL SELECT * FROM lapsed) c
-                     ORDER BY priority DESC, fair_seq, due
-                     LIMIT $6)
-                 UPDATE {s}.runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
-                     lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3,
-                     recoveries = CASE WHEN r.status = 'running' THEN r.recoveries + 1 ELSE r.recoveries END
-                 FROM ready WHERE r.id = ready.id
-                 RETURNING {}",
+                     ORDER BY priority DESC, fair_seq, due, id COLLATE \"C\"
+                     LIMIT $6),
+                 claimed AS (
+                     UPDATE {s}.runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
+                         lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3,
+                         recoveries = CASE WHEN r.status = 'running' THEN r.recoveries + 1 ELSE r.recoveries END
+                     FROM ready WHERE r.id = ready.id
+                     RETURNING {})
+                 SELECT c.*, q.requeued FROM (SELECT count(*) AS requeued FROM requeued) q LEFT JOIN claimed c ON true",
                 run_columns_of("r"),
                 hold = hold_after_debounce(&s)
             ),

@@ -37,7 +37,10 @@ fn rule(hold: bool) -> ConcurrencyRule {
 #[test]
 fn create_is_pending_and_ready_without_a_rule() {
     let run = create(&new_run("r"), None, 7);
-    assert_eq!((run.status, run.fair_seq, run.waiting_for, run.concurrency.clone()), (RunStatus::Pending, 7, None, None));
+    assert_eq!(
+        (run.status, run.fair_seq, run.waiting_for, run.concurrency.clone()),
+        (RunStatus::Pending, 7, None, None)
+    );
     assert_eq!(due_at(&run, t(0), t(0)), Some(t(0)));
     assert_eq!(slot_state(&run), None);
 }
@@ -168,16 +171,23 @@ fn a_signal_wakes_a_waiting_run_and_is_refused_once_it_ended() {
 }
 
 #[test]
-fn cancel_waits_for_a_live_holder_and_fences_anyone_else() {
+fn cancel_waits_for_a_live_holder_and_ends_anyone_elses_run() {
     let mut held = running();
-    assert_eq!(cancel(&mut held, t(500)).unwrap(), CancelOutcome::Requested);
-    assert_eq!((held.cancel_requested, held.epoch), (true, 1));
+    assert_eq!(cancel(&mut held, "op", t(500), t(500)).unwrap(), CancelOutcome::Requested);
+    assert_eq!((held.cancel_requested, held.epoch, held.status), (true, 1, RunStatus::Running));
     let mut lapsed = running();
-    assert_eq!(cancel(&mut lapsed, t(1_000)).unwrap(), CancelOutcome::Cancelled, "its lease expired");
-    assert_eq!(lapsed.epoch, 2);
+    lapsed.recoveries = 2;
+    lapsed.retention = Some(Duration::from_millis(10));
+    assert_eq!(cancel(&mut lapsed, "op", t(1_000), t(1_000)).unwrap(), CancelOutcome::Cancelled, "its lease expired");
+    assert_eq!((lapsed.status, lapsed.epoch, lapsed.last_seq), (RunStatus::Cancelled, 2, 2));
+    assert_eq!(
+        (lapsed.error.as_deref(), lapsed.completed_at, lapsed.delete_after),
+        (Some("op"), Some(t(1_000)), Some(t(1_010)))
+    );
+    assert_eq!((lapsed.lease_owner.as_deref(), lapsed.recoveries), (None, 2), "a cancel is not progress");
     let mut ended = running();
     end(&mut ended, RunStatus::Completed, t(5));
-    assert!(matches!(cancel(&mut ended, t(6)), Err(StoreError::RunFinished { .. })));
+    assert!(matches!(cancel(&mut ended, "op", t(6), t(6)), Err(StoreError::RunFinished { .. })));
     assert!(!ended.cancel_requested);
 }
 
