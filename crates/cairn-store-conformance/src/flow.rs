@@ -376,10 +376,11 @@ macro_rules! conformance_tests {
                 rate_limits_grant_at_most_limit_per_window, debounced_starts_collapse_into_one_run,
                 waiting_runs_cancelled_or_paused_leave_the_queue, refused_creates_take_no_slot);
 
-            /// Random operation sequences against the model ([`check_against_model`]).
+            /// Random operation sequences against the model ([`check_against_model`]): 256 of up
+            /// to 40 operations (`CAIRN_MODEL_CASES` sets another count).
             #[test]
             fn matches_the_model() {
-                $crate::check_against_model(64, 40, || $make());
+                $crate::check_against_model(256, 40, || $make());
             }
         }
     };

@@ -137,7 +137,18 @@ where
     let cases = std::env::var("CAIRN_MODEL_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(cases);
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&prop::collection::vec(op(), 1..ops), |ops| {
+    // Half the sequences begin under a concurrency rule, where most lifecycle rules bite.
+    let rule = (0..2u8, 1..3u32, any::<bool>(), any::<bool>()).prop_map(|(workflow, limit, keyed, hold)| Op::PutRule {
+        workflow,
+        limit,
+        keyed,
+        hold,
+    });
+    let sequence = (prop::option::of(rule), prop::collection::vec(op(), 1..ops)).prop_map(|(rule, mut ops)| {
+        ops.splice(0..0, rule);
+        ops
+    });
+    let result = runner.run(&sequence, |ops| {
         runtime.block_on(async {
             let Some((store, _guard)) = make().await.into() else { return Ok(()) };
             let mut driver = Driver::new(store);
@@ -216,6 +227,16 @@ impl Driver {
 
     fn pick(&self, index: usize) -> Option<RunId> {
         (!self.ids.is_empty()).then(|| self.ids[index % self.ids.len()].clone())
+    }
+
+    /// A run the model holds that passes `wanted` (so an operation mostly meets runs it can
+    /// change), or any run if none does.
+    fn pick_where(&self, index: usize, wanted: impl Fn(&RunRecord) -> bool) -> Option<RunId> {
+        let fitting: Vec<&RunId> = self.model.runs.values().filter(|r| wanted(r)).map(|r| &r.id).collect();
+        match fitting.is_empty() {
+            true => self.pick(index),
+            false => Some(fitting[index % fitting.len()].clone()),
+        }
     }
 
     /// A held run, as its holder knows it: id, owner, epoch, and the journal's last sequence.
@@ -300,7 +321,7 @@ impl Driver {
                 (outcome(&Ok::<_, StoreError>(model)), outcome(&store))
             }
             Op::Signal { run } => {
-                let Some(id) = self.pick(*run) else { return Default::default() };
+                let Some(id) = self.pick_where(*run, |r| !r.status.is_terminal()) else { return Default::default() };
                 let signal = NewSignal { run_id: id, name: "go".into(), payload: raw("1"), sent_at: at };
                 let model = self.model.signal(signal.clone());
                 let store = self.store.send_signal(signal).await;
@@ -310,7 +331,11 @@ impl Driver {
                 (outcome(&model.map(|_| ())), outcome(&store.map(|_| ())))
             }
             Op::Cancel { run } | Op::Pause { run } | Op::Resume { run } => {
-                let Some(id) = self.pick(*run) else { return Default::default() };
+                let wanted = |r: &RunRecord| match op {
+                    Op::Resume { .. } => r.status == RunStatus::Paused,
+                    _ => !r.status.is_terminal(),
+                };
+                let Some(id) = self.pick_where(*run, wanted) else { return Default::default() };
                 let request = ControlRequest { run_id: id.clone(), reason: "operator".into(), at, lease_now: at };
                 match op {
                     Op::Cancel { .. } => {
