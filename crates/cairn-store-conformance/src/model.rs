@@ -163,16 +163,7 @@ impl Model {
     /// [`Store::append`] (only events' count matters to the model: it keeps no journal).
     pub fn append(&mut self, append: Append) -> Result<(), StoreError> {
         let run = self.runs.get(&append.run_id).ok_or_else(|| StoreError::RunNotFound(append.run_id.clone()))?;
-        if run.epoch != append.epoch {
-            return Err(StoreError::Fenced { run_id: append.run_id, held: append.epoch, current: run.epoch });
-        }
-        if run.last_seq != append.after_seq {
-            return Err(StoreError::SequenceConflict {
-                run_id: append.run_id,
-                expected: append.after_seq,
-                actual: run.last_seq,
-            });
-        }
+        lifecycle::check_append(run, append.epoch, append.after_seq)?;
         if let RunUpdate::Continue { successor, .. } = &append.update
             && self.runs.contains_key(&successor.id)
         {

@@ -129,6 +129,20 @@ pub fn admit(run: &mut RunRecord) {
     run.waiting_for = None;
 }
 
+/// Whether an append by the holder of `epoch`, after the journal's entry `after_seq`, may change
+/// `run`: refused as [`StoreError::Fenced`] if the run's epoch moved on (another worker claimed
+/// it, or a cancel or pause fenced it), else as [`StoreError::SequenceConflict`] if its journal
+/// does not end at `after_seq`.
+pub fn check_append(run: &RunRecord, epoch: u64, after_seq: u64) -> Result<(), StoreError> {
+    if run.epoch != epoch {
+        return Err(StoreError::Fenced { run_id: run.id.clone(), held: epoch, current: run.epoch });
+    }
+    if run.last_seq != after_seq {
+        return Err(StoreError::SequenceConflict { run_id: run.id.clone(), expected: after_seq, actual: run.last_seq });
+    }
+    Ok(())
+}
+
 /// An append of journal events up to `last_seq` at `at`: the run made progress, so its count of
 /// recoveries in a row starts again.
 pub fn progress(run: &mut RunRecord, last_seq: u64, at: Timestamp) {

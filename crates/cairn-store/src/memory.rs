@@ -62,6 +62,9 @@ struct Inner {
     debouncing: FastMap<(String, String), RunId>,
     /// Whether any run was placed under a concurrency rule (its rule may be gone since).
     grouped: bool,
+    /// While several runs change at once (a claim's requeue), the groups to admit for once they
+    /// all have: admission then goes oldest first, not in the order the runs changed.
+    deferred: Option<BTreeSet<(String, String)>>,
 }
 
 /// Why a run may become claimable.
@@ -214,7 +217,12 @@ impl Inner {
                 _ => {}
             }
             if released || (!waited && waits) {
-                self.admit(&group);
+                match &mut self.deferred {
+                    Some(groups) => {
+                        groups.insert(group);
+                    }
+                    None => self.admit(&group),
+                }
             }
         }
         Ok(out)
@@ -344,16 +352,7 @@ impl Inner {
 
     fn append(&mut self, append: Append) -> Result<(), StoreError> {
         let run = self.runs.get(&append.run_id).ok_or_else(|| StoreError::RunNotFound(append.run_id.clone()))?;
-        if run.epoch != append.epoch {
-            return Err(StoreError::Fenced { run_id: append.run_id, held: append.epoch, current: run.epoch });
-        }
-        if run.last_seq != append.after_seq {
-            return Err(StoreError::SequenceConflict {
-                run_id: append.run_id,
-                expected: append.after_seq,
-                actual: run.last_seq,
-            });
-        }
+        lifecycle::check_append(run, append.epoch, append.after_seq)?;
         if let RunUpdate::Continue { successor, .. } = &append.update
             && self.runs.contains_key(&successor.id)
         {
@@ -562,9 +561,13 @@ impl Store for MemoryStore {
         // a run placed under a rule can: none, no scan.
         if inner.grouped {
             let woken = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX, &lifecycle::requeues);
+            inner.deferred = Some(BTreeSet::new());
             for (_, id) in &woken {
                 let hold = inner.rule_hold(id);
                 let _ = inner.modify(id, |run| lifecycle::requeue(run, hold, request.now));
+            }
+            for group in inner.deferred.take().unwrap_or_default() {
+                inner.admit(&group);
             }
             if !woken.is_empty() && claimed.len() < request.limit {
                 let more = inner.claim_due(request, &tags, request.limit - claimed.len());

@@ -87,6 +87,14 @@ fn claim_leases_and_fences_and_a_reclaim_counts_a_recovery() {
 }
 
 #[test]
+fn an_append_is_fenced_by_a_moved_epoch_before_its_sequence_is_checked() {
+    let run = running();
+    assert!(check_append(&run, 1, 1).is_ok());
+    assert!(matches!(check_append(&run, 0, 7), Err(StoreError::Fenced { held: 0, current: 1, .. })));
+    assert!(matches!(check_append(&run, 1, 0), Err(StoreError::SequenceConflict { expected: 0, actual: 1, .. })));
+}
+
+#[test]
 fn suspend_holds_until_wake_at_or_wakes_at_once_when_flagged() {
     let mut run = running();
     apply(&mut run, suspend(SuspendReason::Sleeping, Some(500)), false);
