@@ -28,6 +28,11 @@ pub struct Model {
 /// A run's concurrency group: its workflow and key.
 type Group = (String, String);
 
+/// Whether a claim's worker serves `run`'s workflow version.
+fn serves(request: &ClaimRequest, run: &RunRecord) -> bool {
+    request.workflows.iter().any(|k| k.name == run.workflow && k.version == run.version)
+}
+
 impl Model {
     /// [`Store::create_run`].
     pub fn create(&mut self, new: NewRun) -> Result<CreatedRun, StoreError> {
@@ -92,7 +97,7 @@ impl Model {
     }
 
     /// How many runs of `group` hold a slot.
-    pub fn held(&self, group: &Group) -> u32 {
+    fn held(&self, group: &Group) -> u32 {
         let of_group =
             |r: &&RunRecord| r.workflow == group.0 && r.concurrency.as_ref().is_some_and(|c| c.key == group.1);
         self.runs.values().filter(of_group).filter(|r| lifecycle::holds_a_slot(r)).count() as u32
@@ -112,9 +117,8 @@ impl Model {
     /// first) those their groups admit, while the claim has room.
     pub fn claim(&mut self, request: &ClaimRequest) -> Vec<RunRecord> {
         let mut claimed = self.claim_due(request, request.limit);
-        let serves = |r: &RunRecord| request.workflows.iter().any(|k| k.name == r.workflow && k.version == r.version);
         let woken: Vec<RunId> = (self.runs.values())
-            .filter(|r| serves(r) && r.wake_at.is_some_and(|at| at <= request.now) && lifecycle::requeues(r))
+            .filter(|r| serves(request, r) && r.wake_at.is_some_and(|at| at <= request.now) && lifecycle::requeues(r))
             .map(|r| r.id.clone())
             .collect();
         for id in &woken {
@@ -133,11 +137,10 @@ impl Model {
 
     /// One pass of [`Model::claim`], taking at most `limit` runs.
     fn claim_due(&mut self, request: &ClaimRequest, limit: usize) -> Vec<RunRecord> {
-        let serves = |r: &RunRecord| request.workflows.iter().any(|k| k.name == r.workflow && k.version == r.version);
         let mut due = Vec::new();
         for status in [RunStatus::Pending, RunStatus::Suspended, RunStatus::Running] {
             let mut arm: Vec<_> = (self.runs.values())
-                .filter(|r| r.status == status && serves(r) && !lifecycle::requeues(r))
+                .filter(|r| r.status == status && serves(request, r) && !lifecycle::requeues(r))
                 .filter_map(|r| {
                     let at = lifecycle::due_at(r, request.now, request.lease_now)?;
                     let rank = claim_rank(r.priority, r.fair_seq, at.as_millis());

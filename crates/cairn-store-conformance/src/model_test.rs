@@ -196,10 +196,15 @@ fn keys(workflows: u8) -> Vec<WorkflowKey> {
     names.iter().map(|name| WorkflowKey { name: (*name).into(), version: 1 }).collect()
 }
 
+/// What an operation that cannot fail answered.
+fn ok<T: std::fmt::Debug>(value: T) -> String {
+    format!("ok {value:?}")
+}
+
 /// What an operation answered, reduced to what must agree between stores.
 fn outcome<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> String {
     match result {
-        Ok(value) => format!("ok {value:?}"),
+        Ok(value) => ok(value),
         Err(error) => format!("error {}", error_kind(error)),
     }
 }
@@ -296,17 +301,16 @@ impl Driver {
                     lease_until: Timestamp::from_millis(self.now + LEASE_MS),
                     limit: (*limit).into(),
                 };
-                let model: Vec<_> = self.model.claim(&request).into_iter().map(|r| (r.id, r.epoch)).collect();
-                let store = self.store.claim(&request).await.map(|runs| {
+                let ids = |runs: Vec<RunRecord>| {
                     let mut ids: Vec<_> = runs.into_iter().map(|r| (r.id, r.epoch)).collect();
                     ids.sort();
                     ids
-                });
-                let mut sorted = model.clone();
-                sorted.sort();
+                };
+                let model = ids(self.model.claim(&request));
+                let store = self.store.claim(&request).await.map(ids);
                 self.held.retain(|(id, ..)| !model.iter().any(|(claimed, _)| claimed == id));
-                self.held.extend(model.into_iter().map(|(id, epoch)| (id, request.owner.clone(), epoch)));
-                (outcome(&Ok::<_, StoreError>(sorted)), outcome(&store))
+                self.held.extend(model.iter().map(|(id, epoch)| (id.clone(), request.owner.clone(), *epoch)));
+                (ok(model), outcome(&store))
             }
             Op::Heartbeat { run, stale } => {
                 let Some((id, owner, epoch, _)) = self.holder(*run) else { return Default::default() };
@@ -318,7 +322,7 @@ impl Driver {
                 };
                 let model = self.model.heartbeat(&request);
                 let store = self.store.heartbeat(&request).await;
-                (outcome(&Ok::<_, StoreError>(model)), outcome(&store))
+                (ok(model), outcome(&store))
             }
             Op::Signal { run } => {
                 let Some(id) = self.pick_where(*run, |r| !r.status.is_terminal()) else { return Default::default() };
@@ -363,7 +367,7 @@ impl Driver {
             Op::DeleteRule { workflow } => {
                 let name = WORKFLOWS[*workflow as usize];
                 let model = self.model.delete_concurrency(name);
-                (outcome(&Ok::<_, StoreError>(model)), outcome(&self.store.delete_concurrency(name).await))
+                (ok(model), outcome(&self.store.delete_concurrency(name).await))
             }
             Op::Advance { ms } => {
                 self.now += i64::from(*ms);
@@ -376,7 +380,7 @@ impl Driver {
                     ids.sort();
                     ids
                 });
-                (outcome(&Ok::<_, StoreError>(model)), outcome(&store))
+                (ok(model), outcome(&store))
             }
             _ => self.append(op).await,
         }
@@ -403,7 +407,6 @@ impl Driver {
             output: raw("1"),
             started_at: Some(at),
         };
-        let newest_signal = SignalId(self.model.signals.values().flatten().map(|s| s.id.0).max().unwrap_or(0));
         let (events, update, consume) = match op {
             Op::Step { consume, .. } => {
                 let oldest = (self.model.signals.get(&id).into_iter().flatten())
@@ -419,28 +422,37 @@ impl Driver {
             }
             Op::Wait { any, timeout, .. } => {
                 let wake_at = timeout.map(|ms| Timestamp::from_millis(self.now + i64::from(ms)));
-                let after = if *any { SignalId(0) } else { newest_signal };
+                let newest = self.model.signals.values().flatten().map(|s| s.id).max();
+                let after = if *any { SignalId(0) } else { newest.unwrap_or(SignalId(0)) };
                 let reason = SuspendReason::Waiting;
                 (vec![step], RunUpdate::Suspend { reason, wake_at, signals_after: Some(after), now: at }, None)
             }
-            Op::Finish { failed, .. } => {
-                let (status, output, error) = if *failed {
-                    (RunStatus::Failed, None, Some("boom".to_owned()))
-                } else {
-                    (RunStatus::Completed, Some(raw("7")), None)
-                };
-                let end = match status {
-                    RunStatus::Failed => Event::Failed { error: "boom".into() },
-                    _ => Event::Completed { output: raw("7") },
-                };
-                (vec![end], RunUpdate::Finish { status, output, error, at }, None)
+            Op::Finish { failed: true, .. } => {
+                let (error, status) = (Some("boom".to_owned()), RunStatus::Failed);
+                (
+                    vec![Event::Failed { error: "boom".into() }],
+                    RunUpdate::Finish { status, output: None, error, at },
+                    None,
+                )
+            }
+            Op::Finish { .. } => {
+                let (output, status) = (Some(raw("7")), RunStatus::Completed);
+                (
+                    vec![Event::Completed { output: raw("7") }],
+                    RunUpdate::Finish { status, output, error: None, at },
+                    None,
+                )
             }
             Op::Continue { .. } => {
+                // It goes on as the same workflow, with the same input.
+                let run = self.model.runs.get(&id);
+                let workflow = run.map_or(WORKFLOWS[0], |r| r.workflow.as_str()).to_owned();
+                let input = run.map_or_else(|| raw(r#"{"k":"0"}"#), |r| r.input.clone());
                 let successor = NewRun {
                     continued_from: Some(id.clone()),
-                    ..NewRun::new(self.new_id(), "a", 1, raw(r#"{"k":"0"}"#), at)
+                    ..NewRun::new(self.new_id(), workflow, 1, input.clone(), at)
                 };
-                let event = Event::Continued { run: successor.id.to_string(), input: raw(r#"{"k":"0"}"#) };
+                let event = Event::Continued { run: successor.id.to_string(), input };
                 (vec![event], RunUpdate::Continue { successor: Box::new(successor), at }, None)
             }
             Op::Release { .. } => (vec![], RunUpdate::Release, None),

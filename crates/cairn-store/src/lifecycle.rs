@@ -252,12 +252,9 @@ pub fn cancel(
     run.epoch += 1;
     run.last_seq += 1;
     run.updated_at = at;
-    run.error = Some(reason.to_owned());
-    run.suspend_reason = None;
-    run.wake_at = None;
-    run.lease_owner = None;
-    run.lease_expires_at = None;
-    end(run, RunStatus::Cancelled, at);
+    let cancelled =
+        RunUpdate::Finish { status: RunStatus::Cancelled, output: None, error: Some(reason.to_owned()), at };
+    apply(run, cancelled, false);
     Ok(CancelOutcome::Cancelled)
 }
 
@@ -284,15 +281,9 @@ pub fn pause(
     }
     close_debounce_window(run, hold);
     run.epoch += 1;
-    run.status = RunStatus::Paused;
-    run.error = Some(reason.to_owned());
     run.updated_at = at;
-    run.pause_requested = false;
-    run.suspend_reason = None;
-    run.wake_at = None;
-    run.lease_owner = None;
-    run.lease_expires_at = None;
     run.waiting_for = None;
+    apply(run, RunUpdate::Park { error: reason.to_owned() }, false);
     Ok(PauseOutcome::Paused)
 }
 

@@ -62,9 +62,6 @@ struct Inner {
     debouncing: FastMap<(String, String), RunId>,
     /// Whether any run was placed under a concurrency rule (its rule may be gone since).
     grouped: bool,
-    /// While several runs change at once (a claim's requeue), the groups to admit for once they
-    /// all have: admission then goes oldest first, not in the order the runs changed.
-    deferred: Option<BTreeSet<(String, String)>>,
 }
 
 /// Why a run may become claimable.
@@ -217,12 +214,7 @@ impl Inner {
                 _ => {}
             }
             if released || (!waited && waits) {
-                match &mut self.deferred {
-                    Some(groups) => {
-                        groups.insert(group);
-                    }
-                    None => self.admit(&group),
-                }
+                self.admit(&group);
             }
         }
         Ok(out)
@@ -561,13 +553,14 @@ impl Store for MemoryStore {
         // a run placed under a rule can: none, no scan.
         if inner.grouped {
             let woken = inner.due_runs(Due::Timer, Some(request.now), &tags, usize::MAX, &lifecycle::requeues);
-            inner.deferred = Some(BTreeSet::new());
+            // Oldest first: a group with room (so nobody waiting before) admits each as it
+            // queues, and must admit the oldest.
+            let mut woken: Vec<(Timestamp, RunId)> =
+                woken.into_iter().filter_map(|(_, id)| Some((inner.runs.get(&id)?.created_at, id))).collect();
+            woken.sort_unstable();
             for (_, id) in &woken {
                 let hold = inner.rule_hold(id);
                 let _ = inner.modify(id, |run| lifecycle::requeue(run, hold, request.now));
-            }
-            for group in inner.deferred.take().unwrap_or_default() {
-                inner.admit(&group);
             }
             if !woken.is_empty() && claimed.len() < request.limit {
                 let more = inner.claim_due(request, &tags, request.limit - claimed.len());
@@ -610,8 +603,7 @@ impl Store for MemoryStore {
         let result = (|| {
             let mut inner = self.lock();
             let (outcome, last_seq) = inner.modify(&request.run_id, |run| {
-                let outcome = lifecycle::cancel(run, &request.reason, request.at, request.lease_now)?;
-                Ok::<_, StoreError>((outcome, run.last_seq))
+                lifecycle::cancel(run, &request.reason, request.at, request.lease_now).map(|o| (o, run.last_seq))
             })??;
             if outcome == CancelOutcome::Cancelled {
                 let cancelled = Event::Cancelled { reason: request.reason };

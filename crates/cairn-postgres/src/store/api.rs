@@ -101,9 +101,7 @@ impl Store for PostgresStore {
 
     fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.signals).await.map_err(backend)?;
-            let rows = client.query(&statement, &[&id.as_str()]).await.map_err(backend)?;
+            let rows = self.rows(&self.sql.signals, &[&id.as_str()]).await?;
             rows.iter()
                 .map(|row| {
                     Ok(SignalRecord {
@@ -238,9 +236,7 @@ impl Store for PostgresStore {
 
     fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.workers).await.map_err(backend)?;
-            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            let rows = self.rows(&self.sql.workers, &[]).await?;
             rows.iter()
                 .map(|row| {
                     let serves = WorkerRecord::serves_from_tags(&row.try_get::<_, Vec<String>>(6).map_err(backend)?)?;
@@ -283,9 +279,7 @@ impl Store for PostgresStore {
 
     fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.subscriptions).await.map_err(backend)?;
-            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            let rows = self.rows(&self.sql.subscriptions, &[]).await?;
             rows.iter()
                 .map(|row| {
                     Ok(Subscription {
@@ -318,9 +312,7 @@ impl Store for PostgresStore {
 
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.version_counts).await.map_err(backend)?;
-            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            let rows = self.rows(&self.sql.version_counts, &[]).await?;
             rows.iter()
                 .map(|row| {
                     Ok(VersionCount {
@@ -357,11 +349,7 @@ impl Store for PostgresStore {
     }
 
     fn schedules(&self) -> StoreFuture<'_, Vec<ScheduleRecord>> {
-        Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.schedules).await.map_err(backend)?;
-            client.query(&statement, &[]).await.map_err(backend)?.iter().map(row_to_schedule).collect()
-        })
+        Box::pin(async move { self.rows(&self.sql.schedules, &[]).await?.iter().map(row_to_schedule).collect() })
     }
 
     fn due_schedules<'a>(
@@ -371,10 +359,8 @@ impl Store for PostgresStore {
         limit: usize,
     ) -> StoreFuture<'a, Vec<ScheduleRecord>> {
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.due_schedules).await.map_err(backend)?;
             let params: [&(dyn ToSql + Sync); 3] = [&now.as_millis(), &workflows, &(limit as i64)];
-            client.query(&statement, &params).await.map_err(backend)?.iter().map(row_to_schedule).collect()
+            self.rows(&self.sql.due_schedules, &params).await?.iter().map(row_to_schedule).collect()
         })
     }
 
@@ -434,9 +420,7 @@ impl Store for PostgresStore {
 
     fn concurrency_rules(&self) -> StoreFuture<'_, Vec<ConcurrencyRule>> {
         Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.rules).await.map_err(backend)?;
-            let rows = client.query(&statement, &[]).await.map_err(backend)?;
+            let rows = self.rows(&self.sql.rules, &[]).await?;
             rows.iter()
                 .map(|row| {
                     Ok(ConcurrencyRule {

@@ -331,9 +331,7 @@ impl PostgresStore {
         values: &ClaimValues,
         request: &ClaimRequest,
     ) -> Result<(Vec<RunRecord>, i64), StoreError> {
-        let client = self.pool.get().await.map_err(backend)?;
-        let statement = client.prepare_cached(&self.sql.claim).await.map_err(backend)?;
-        let rows = client.query(&statement, &values.params(request)).await.map_err(backend)?;
+        let rows = self.rows(&self.sql.claim, &values.params(request)).await?;
         let requeued = match rows.first() {
             Some(row) => row.try_get::<_, i64>(row.len() - 1).map_err(backend)?,
             None => 0,
@@ -353,10 +351,14 @@ impl PostgresStore {
         text: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<RunRecord>, StoreError> {
+        self.rows(text, params).await?.iter().map(row_to_run).collect()
+    }
+
+    /// The rows statement `text` answers, on a pooled connection.
+    pub(super) async fn rows(&self, text: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
         let client = self.pool.get().await.map_err(backend)?;
         let statement = client.prepare_cached(text).await.map_err(backend)?;
-        let rows = client.query(&statement, params).await.map_err(backend)?;
-        rows.iter().map(row_to_run).collect()
+        client.query(&statement, params).await.map_err(backend)
     }
 }
 
