@@ -1,6 +1,30 @@
-use crate::{StepPath, Timestamp};
+use crate::path::StepPath;
+use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use std::fmt;
+
+/// What a path in the journal stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// `ctx.step`: a body whose result is journaled.
+    Step,
+    /// `ctx.sleep` / `ctx.sleep_until`.
+    Sleep,
+    /// `ctx.wait_for_event`.
+    Wait,
+}
+
+impl fmt::Display for StepKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StepKind::Step => "step",
+            StepKind::Sleep => "sleep",
+            StepKind::Wait => "wait",
+        })
+    }
+}
 
 /// The identity of one delivered signal, unique within a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -183,7 +207,7 @@ impl Trim {
     /// assert!(!trim.deletes(&p("tick"), &fired(4, "tick[8]/nap")), "after the range");
     /// assert!(!trim.deletes(&p("tick"), &fired(3, "ticker[1]/nap")), "another loop");
     /// ```
-    pub fn deletes(&self, loop_path: &StepPath, entry: &crate::JournalEntry) -> bool {
+    pub fn deletes(&self, loop_path: &StepPath, entry: &JournalEntry) -> bool {
         if entry.seq <= self.after || entry.seq > self.through {
             return false;
         }
@@ -202,7 +226,7 @@ impl Trim {
 
     /// Deletes from `journal` what the trims of its checkpoints delete (for stores that keep the
     /// whole history and trim as they load it).
-    pub fn apply_all(journal: &mut Vec<crate::JournalEntry>) {
+    pub fn apply_all(journal: &mut Vec<JournalEntry>) {
         let trims: Vec<(StepPath, Trim)> =
             journal.iter().filter_map(|e| e.event.deletion()).map(|(path, trim)| (path.clone(), trim)).collect();
         if !trims.is_empty() {

@@ -3,7 +3,7 @@
 //! (fairness between keys). The stores keep the counts and the queues; these rules say what
 //! they count and how they order.
 
-use crate::Timestamp;
+use crate::time::Timestamp;
 use serde_json::Value;
 use std::time::Duration;
 

@@ -28,6 +28,7 @@
 mod event;
 mod filter;
 pub mod flow;
+mod maps;
 mod path;
 mod replay;
 mod retry;
@@ -36,18 +37,11 @@ mod time;
 pub mod timeline;
 pub mod topic;
 
-pub use event::{Event, EventKindName, JournalEntry, SignalId, Trim};
+pub use event::{Event, EventKindName, JournalEntry, SignalId, StepKind, Trim};
 pub use filter::json_contains;
+pub use maps::{FastMap, FastSet};
 pub use path::{PathError, StepPath};
-pub use replay::{CursorError, NonDeterminism, ReplayCursor, Replayed, StepKind};
+pub use replay::{CursorError, NonDeterminism, ReplayCursor, Replayed};
 pub use retry::{Backoff, RetryPolicy};
 pub use state::{LoopRecord, RunPhase, RunState, StepRecord, StepStatus, TransitionError, vars};
 pub use time::Timestamp;
-
-/// A hash map hashed with foldhash's fast hasher (seeded at random per map), for the keys Cairn
-/// looks up several times per step: run ids, step paths, workflow and step names. SipHash, the
-/// standard default, cost about 250 instructions a lookup over a 36-character run id.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// A hash set hashed as a [`FastMap`].
-pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;

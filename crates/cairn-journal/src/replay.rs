@@ -1,28 +1,7 @@
-use crate::{FastMap, FastSet, RunState, StepPath};
-use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// What a path in the journal stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepKind {
-    /// `ctx.step`: a body whose result is journaled.
-    Step,
-    /// `ctx.sleep` / `ctx.sleep_until`.
-    Sleep,
-    /// `ctx.wait_for_event`.
-    Wait,
-}
-
-impl fmt::Display for StepKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StepKind::Step => "step",
-            StepKind::Sleep => "sleep",
-            StepKind::Wait => "wait",
-        })
-    }
-}
+use crate::event::StepKind;
+use crate::maps::{FastMap, FastSet};
+use crate::path::StepPath;
+use crate::state::RunState;
 
 /// The workflow body asked for something the journal contradicts.
 ///

@@ -1,4 +1,7 @@
-use crate::{Event, FastMap, JournalEntry, SignalId, StepKind, StepPath, Timestamp};
+use crate::event::{Event, EventKindName, JournalEntry, SignalId, StepKind, Trim};
+use crate::maps::FastMap;
+use crate::path::StepPath;
+use crate::time::Timestamp;
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -226,7 +229,7 @@ pub struct LoopRecord {
     /// The checkpoint's own entry.
     pub seq: u64,
     /// What the loop's checkpoints have trimmed so far (`None`: nothing yet).
-    pub trim: Option<crate::Trim>,
+    pub trim: Option<Trim>,
     /// The run's durable values as they were at the checkpoint.
     pub vars: BTreeMap<String, Box<RawValue>>,
 }
@@ -274,7 +277,7 @@ impl RunState {
         }
         let conflict = |path: &StepPath, existing: Option<&StepRecord>| TransitionError::StepConflict {
             seq,
-            kind: crate::EventKindName::kind_name(event),
+            kind: EventKindName::kind_name(event),
             path: path.clone(),
             state: existing.map_or_else(|| "absent".to_owned(), |r| format!("{:?}", r.status)),
         };
@@ -667,7 +670,6 @@ mod tests {
     /// and 2, checkpointed after every iteration and trimmed to the last `keep`, as the engine
     /// writes it; then the store's deletions.
     fn trimmed_loop(n: u64, keep: u64) -> (Vec<JournalEntry>, Vec<JournalEntry>) {
-        use crate::Trim;
         let mut events = vec![started(), completed("before", 1)];
         let since = events.len() as u64;
         let mut ends = vec![since; n as usize + 1];

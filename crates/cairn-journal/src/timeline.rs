@@ -2,7 +2,9 @@
 //! a step body with its error, how long a sleep or a wait lasted and how it ended. What
 //! `GET …/steps` lists and a dashboard draws as bars.
 
-use crate::{Event, JournalEntry, StepKind, StepPath, Timestamp};
+use crate::event::{Event, JournalEntry, StepKind};
+use crate::path::StepPath;
+use crate::time::Timestamp;
 use serde::Serialize;
 use std::collections::HashMap;
 

@@ -1,6 +1,8 @@
 //! The writer's housekeeping: pruning, workers, subscriptions and schedules.
 
-use super::*;
+use crate::prelude::*;
+use crate::rows::{SCHEDULE_COLUMNS, row_to_schedule};
+use crate::writer::{Failure, Writer, clean};
 
 impl Writer {
     pub(super) fn delete_schedule(&mut self, name: &str) -> Result<u64, Failure> {

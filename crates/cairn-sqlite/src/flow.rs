@@ -1,6 +1,8 @@
 //! The writer's flow control: concurrency rules and slots, rate-limit grants.
 
-use super::*;
+use crate::prelude::*;
+use crate::rows::{RULES, row_to_rule};
+use crate::writer::{Failure, Writer, clean};
 
 impl Writer {
     pub(super) fn put_concurrency(&mut self, rule: &ConcurrencyRule) -> Result<(), Failure> {

@@ -1,6 +1,7 @@
 //! Reading rows: the column lists, and rows decoded into records.
 
-use super::*;
+use crate::prelude::*;
+use crate::writer::backend;
 
 pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \

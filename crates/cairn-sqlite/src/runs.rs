@@ -1,6 +1,8 @@
 //! The writer's run lifecycle: create, claim, append, heartbeat, signal, pause, resume, cancel.
 
-use super::*;
+use crate::prelude::*;
+use crate::rows::{CLAIM, RUN_COLUMNS, claim_params, claim_tags, query_rows, row_to_run};
+use crate::writer::{Failure, Writer, clean};
 
 impl Writer {
     pub(super) fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>, Failure> {

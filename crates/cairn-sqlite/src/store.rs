@@ -1,6 +1,11 @@
 //! `Store` for `SqliteStore`: reads on the reader threads, writes through the writer.
 
-use super::*;
+use crate::handle::SqliteStore;
+use crate::prelude::*;
+use crate::rows::{
+    RULES, RUN_COLUMNS, SCHEDULE_COLUMNS, query_rows, raw, read_run, row_to_rule, row_to_run, row_to_schedule,
+};
+use crate::writer::{Command, backend};
 
 impl Store for SqliteStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {

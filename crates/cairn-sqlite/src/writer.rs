@@ -1,7 +1,7 @@
 //! The writer: the commands it takes, how it batches them into transactions, and how it answers
 //! their callers.
 
-use super::*;
+use crate::prelude::*;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 

@@ -1,10 +1,11 @@
 //! A store that counts the calls made to another.
 
-use crate::{
+use crate::store::{Notice, Store, StoreFuture};
+use crate::types::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
-    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
+    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
     ResumeRequest, RunFilter, RunId, RunPage, RunRecord, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
-    Store, StoreFuture, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{JournalEntry, SignalId, Timestamp};
 use std::collections::BTreeMap;

@@ -1,11 +1,12 @@
 //! The JSONL file store: one append-only, human-readable file per run.
 
-use crate::{
+use crate::memory::MemoryStore;
+use crate::store::{Store, StoreFuture};
+use crate::types::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
-    HeartbeatRequest, LeaseStatus, MemoryStore, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest,
-    PutSchedule, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions,
-    SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription, TakeRate, VersionCount, WorkerRecord,
-    WorkflowCount, WorkflowKey,
+    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
+    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord,
+    StartSignal, StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use serde::{Deserialize, Serialize};

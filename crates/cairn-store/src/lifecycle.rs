@@ -5,7 +5,7 @@
 //! runs (which runs a claim takes, which waiting runs a freed slot admits, the indexes that find
 //! them) is the store's; what happens to one row is here.
 //!
-//! The [`MemoryStore`](crate::MemoryStore) is built on these functions. SQLite and PostgreSQL
+//! The [`MemoryStore`](crate::memory::MemoryStore) is built on these functions. SQLite and PostgreSQL
 //! say the same in SQL, and the model-based test in `cairn-store-conformance` (`model.rs`)
 //! checks every backend against a naive store built on them, after every operation of random
 //! sequences.
@@ -23,11 +23,12 @@
 //! assert!(run.is_held_at(t(20)));
 //! ```
 
-use crate::{
+use crate::types::{
     CancelOutcome, ConcurrencyRule, LeaseStatus, NewRun, PauseOutcome, RunConcurrency, RunRecord, RunStatus, RunUpdate,
-    StoreError, SuspendReason, WaitingFor,
+    StoreError, SuspendReason,
 };
 use cairn_journal::Timestamp;
+use cairn_journal::flow::WaitingFor;
 use cairn_journal::flow::{debounce_wake, holds_slot};
 use serde_json::value::RawValue;
 use std::time::Duration;

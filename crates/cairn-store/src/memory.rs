@@ -1,11 +1,13 @@
 use crate::lifecycle::{self, slot_state};
-use crate::{
+use crate::store::{Store, StoreFuture};
+use crate::types::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
     LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter,
     RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
-    Store, StoreError, StoreFuture, Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    StoreError, Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use crate::{ConcurrencyRule, TakeRate, WaitingFor};
+use crate::types::{ConcurrencyRule, TakeRate};
+use cairn_journal::flow::WaitingFor;
 use cairn_journal::flow::{claim_rank, fair_seq, rate_forgets_before, rate_verdict};
 use cairn_journal::{Event, FastMap, FastSet, JournalEntry, SignalId, StepPath, Timestamp, Trim};
 use std::cmp::Reverse;

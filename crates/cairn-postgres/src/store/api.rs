@@ -1,6 +1,12 @@
 //! `Store` for `PostgresStore`: what the engine and clients call.
 
-use super::*;
+use super::control::writer_outcome;
+use super::handle::PostgresStore;
+use super::maintain::status_counts;
+use super::prelude::*;
+use super::rows::{ClaimValues, raw, row_to_schedule, tags};
+use super::sql::backend;
+use super::writer::{Job, journal_range};
 
 impl Store for PostgresStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {

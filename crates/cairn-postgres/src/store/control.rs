@@ -1,6 +1,13 @@
 //! The operations that take a transaction of their own: cancel, pause, resume, signal, debounce, schedules' firings, continuations, concurrency rules.
 
-use super::*;
+use super::handle::PostgresStore;
+use super::listen::SIGNALLED;
+use super::listen::{notify, notify_ended};
+use super::prelude::*;
+use super::rows::{ClaimValues, insert_events, row_to_run};
+use super::sql::Sql;
+use super::sql::backend;
+use super::writer::{Job, append_one, create_batch, flow_places, placed};
 
 /// Locks run `id` for the rest of the transaction; refused if it does not exist or has ended.
 pub(super) async fn lock_unfinished(tx: &impl GenericClient, sql: &Sql, id: &RunId) -> Result<RunRecord, StoreError> {

@@ -1,6 +1,8 @@
 //! Wake-ups: the LISTEN connection, and the notifications a store sends when runs end or are signalled.
 
-use super::*;
+use super::prelude::*;
+use super::sql::Sql;
+use super::sql::backend;
 
 /// What the schema's notification channel reports, and the task listening to it (started on
 /// first use; it ends with the last store clone).

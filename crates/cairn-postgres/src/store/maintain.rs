@@ -1,6 +1,7 @@
 //! Maintenance: the ended-status deltas folded into their counts, and their table vacuumed.
 
-use super::*;
+use super::prelude::*;
+use super::sql::Sql;
 
 /// How often the ended-status deltas are folded into their counters in the background.
 pub(super) const FOLD_EVERY: std::time::Duration = std::time::Duration::from_secs(2);

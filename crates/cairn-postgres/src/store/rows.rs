@@ -1,9 +1,7 @@
 //! Rows decoded into records, and records encoded into statement parameters.
 
-use super::*;
-
-pub(super) const SCHEDULE_COLUMNS: &str =
-    "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
+use super::prelude::*;
+use super::sql::{Sql, backend};
 
 pub(super) fn row_to_schedule(row: &Row) -> Result<ScheduleRecord, StoreError> {
     let ts = |i: usize| -> Result<Option<Timestamp>, StoreError> {

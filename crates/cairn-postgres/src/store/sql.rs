@@ -1,6 +1,6 @@
 //! The statements, built once per store for its schema (`Sql`), and the SQL fragments they share.
 
-use super::*;
+use super::prelude::*;
 
 /// The flow columns a new run is inserted with, from its workflow's rule `r` (joined, maybe
 /// absent): its key (the input's value at the rule's path as text, `''` without a path or value),
@@ -29,6 +29,9 @@ pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_rea
      created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
      continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
+
+pub(super) const SCHEDULE_COLUMNS: &str =
+    "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
 
 /// [`RUN_COLUMNS`] of the table aliased `alias`.
 pub(super) fn run_columns_of(alias: &str) -> String {
@@ -563,4 +566,9 @@ pub(super) fn journal_cte(s: &str, first: usize, gate: &str) -> String {
         p(4),
         p(5)
     )
+}
+
+/// A driver's error as the store's.
+pub(crate) fn backend(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(error.to_string())
 }

@@ -1,6 +1,10 @@
 //! The writer: creates and appends from many callers gathered into rounds, each committed in one transaction.
 
-use super::*;
+use super::listen::{notify, notify_ended};
+use super::prelude::*;
+use super::rows::{JournalColumns, row_to_run};
+use super::sql::Sql;
+use super::sql::backend;
 
 /// Where the writer task sends a job's outcome.
 pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use super::*;
-use crate::{Debounce, RunId};
+use crate::types::{Debounce, RunId};
 
 fn t(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)

@@ -1,6 +1,9 @@
 //! Flow control: concurrency rules and a run's place under one, rate-limit turns.
 
-use super::*;
+use cairn_journal::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::time::Duration;
 
 /// A run's place under its workflow's concurrency rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! Reading runs back in pages and counts.
 
-use super::*;
+use super::run::*;
+use cairn_journal::Timestamp;
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]

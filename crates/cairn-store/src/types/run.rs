@@ -1,6 +1,12 @@
 //! Runs as stores keep them: ids, statuses, the run record, and what a new run is created from.
 
-use super::*;
+use super::flow::*;
+use cairn_journal::flow::{WaitingFor, debounce_until, debounce_wake};
+use cairn_journal::{Event, SignalId, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::fmt;
+use std::time::Duration;
 
 /// A run's identity: caller-given or generated, unique in a store forever.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -547,4 +553,67 @@ pub struct CreatedRun {
     pub run: RunRecord,
     /// `false` when the idempotency key matched an existing run.
     pub created: bool,
+}
+
+/// Everything a store can refuse or fail with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The appender's lease epoch is stale: another worker claimed the run.
+    #[error("[CAIRN-E0201] lease lost on run `{run_id}`: epoch {held} is stale (now {current}); this worker must stop")]
+    Fenced {
+        /// The run.
+        run_id: RunId,
+        /// Epoch the appender held.
+        held: u64,
+        /// Epoch in the store.
+        current: u64,
+    },
+    /// The journal does not end where the appender thought.
+    #[error("journal of run `{run_id}` ends at #{actual}, not #{expected}")]
+    SequenceConflict {
+        /// The run.
+        run_id: RunId,
+        /// What the appender expected.
+        expected: u64,
+        /// What the store holds.
+        actual: u64,
+    },
+    /// A signal was consumed already or belongs to another run.
+    #[error("signal {0:?} is not available to consume")]
+    SignalUnavailable(SignalId),
+    /// No such run.
+    #[error("[CAIRN-E0301] no run with id `{0}`")]
+    RunNotFound(RunId),
+    /// The id is taken.
+    #[error("[CAIRN-E0302] a run with id `{0}` already exists")]
+    DuplicateRunId(RunId),
+    /// The run has ended.
+    #[error("[CAIRN-E0303] run `{run_id}` has already ended ({status})")]
+    RunFinished {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The run is not paused, so it cannot be resumed.
+    #[error("[CAIRN-E0305] run `{run_id}` is not paused (it is {status})")]
+    NotPaused {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
+    /// No schedule has that name.
+    #[error("[CAIRN-E0310] no schedule named `{0}`")]
+    ScheduleNotFound(String),
+    /// The request itself was malformed.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// Stored data could not be read back.
+    #[error("corrupt data in store: {0}")]
+    Corrupt(String),
+    /// The backend failed (IO, SQL, closed).
+    #[error("store backend error: {0}")]
+    Backend(String),
 }

@@ -1,6 +1,9 @@
 //! Schedules as stores keep them, and the requests that change them.
 
-use super::*;
+use super::run::*;
+use cairn_journal::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 /// A schedule as a store keeps it: which workflow it starts with what input, and when it fires
 /// next. When it fires is the engine's business (`spec`, opaque JSON to the store); the store

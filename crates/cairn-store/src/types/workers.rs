@@ -1,6 +1,8 @@
 //! Workers and the event subscriptions of the workflows they serve.
 
-use super::*;
+use super::run::*;
+use cairn_journal::Timestamp;
+use serde::{Deserialize, Serialize};
 
 /// A worker as it records itself in the store, refreshed with its heartbeats.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,5 +100,32 @@ impl SetSubscriptions {
         held.sort();
         wanted.sort();
         held == wanted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declaration_is_held_when_its_workflows_have_exactly_its_subscriptions() {
+        let sub = |workflow: &str, pattern: &str| Subscription {
+            workflow: workflow.into(),
+            pattern: pattern.into(),
+            version: 1,
+        };
+        let declared = SetSubscriptions {
+            workflows: vec!["a".into(), "b".into()],
+            subscriptions: vec![sub("a", "x.*"), sub("a", "y")],
+        };
+        // Other workflows' subscriptions do not matter; order does not either.
+        assert!(declared.is_held_by(&[sub("c", "z"), sub("a", "y"), sub("a", "x.*")]));
+        assert!(!declared.is_held_by(&[sub("a", "x.*")]), "one missing");
+        assert!(!declared.is_held_by(&[sub("a", "x.*"), sub("a", "y"), sub("b", "old")]), "one to drop");
+        assert!(
+            !declared.is_held_by(&[sub("a", "x.*"), Subscription { version: 2, ..sub("a", "y") }]),
+            "another version"
+        );
+        assert!(SetSubscriptions { workflows: vec!["a".into()], subscriptions: vec![] }.is_held_by(&[sub("b", "q")]));
     }
 }

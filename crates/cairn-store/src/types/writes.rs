@@ -1,6 +1,9 @@
 //! What callers ask a store to change: claims, appends, heartbeats, signals, control requests, pruning.
 
-use super::*;
+use super::run::*;
+use cairn_journal::{Event, SignalId, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 /// A signal kept for a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,0 +1,19 @@
+//! The names from other crates that every module of this crate uses.
+
+pub(crate) use cairn_journal::flow::{holds_slot, rate_forgets_before, rate_verdict};
+pub(crate) use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
+pub(crate) use cairn_store::{
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
+    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor, PauseOutcome, PauseSchedule, PruneRequest,
+    PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
+    ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
+    SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
+};
+pub(crate) use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+pub(crate) use serde_json::value::RawValue;
+pub(crate) use std::collections::HashMap;
+pub(crate) use std::path::{Path, PathBuf};
+pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
+pub(crate) use std::sync::{Arc, Mutex};
+pub(crate) use std::time::Duration;
+pub(crate) use tokio::sync::{mpsc, oneshot};
