@@ -1,7 +1,10 @@
 //! The schedules' routes: list, put, show, pause, resume, trigger and delete.
 
+use crate::error::{Answer, ApiError, ErrorBody};
+use crate::input::parse;
+use crate::state::Api;
+use crate::views;
 use crate::views::{ScheduleBody, ScheduleView, Schedules, StartedRun, schedule_view};
-use crate::{Answer, Api, ApiError, ErrorBody, parse, views};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};

@@ -1,6 +1,6 @@
 //! Steering runs: cancel, park, release, pause and resume, and the recovery count of runs reclaimed.
 
-use super::*;
+use crate::support::*;
 
 /// Cancelling an idle run ends it at once; a held run is flagged for its worker.
 pub async fn cancel_idle_and_held_runs(store: DynStore) {

@@ -1,6 +1,6 @@
 //! Flow control: concurrency limits, priority with fairness, rate limits, debounce.
 
-use super::*;
+use crate::support::*;
 
 /// Concurrency rules: runs of a limited workflow hold at most `limit` slots per key; the others
 /// wait in creation order and are admitted as slots free up (a run ends, suspends without

@@ -12,11 +12,6 @@
 // This crate is test code: a failed check panics, as in any test.
 #![allow(clippy::unwrap_used)]
 
-use cairn_journal::{Event, RunState, SignalId, StepPath, Timestamp};
-use cairn_store::*;
-use serde_json::value::RawValue;
-use std::sync::Arc;
-
 mod control;
 mod flow;
 mod lists;
@@ -25,6 +20,7 @@ mod model_test;
 mod runs;
 mod schedules;
 mod signals;
+mod support;
 
 pub use control::*;
 pub use flow::*;
@@ -33,87 +29,4 @@ pub use model_test::check_against_model;
 pub use runs::*;
 pub use schedules::*;
 pub use signals::*;
-
-/// A store under test.
-pub type DynStore = Arc<dyn Store>;
-
-fn raw(s: &str) -> Box<RawValue> {
-    RawValue::from_string(s.to_owned()).expect("valid JSON in test")
-}
-
-fn t(ms: i64) -> Timestamp {
-    Timestamp::from_millis(ms)
-}
-
-fn new_run(id: &str, workflow: &str, key: Option<&str>, at: i64) -> NewRun {
-    let mut run = NewRun::new(RunId::new(id), workflow, 1, raw(r#"{"n":1}"#), t(at));
-    run.idempotency_key = key.map(Into::into);
-    run
-}
-
-fn wf(name: &str) -> Vec<WorkflowKey> {
-    vec![WorkflowKey { name: name.into(), version: 1 }]
-}
-
-fn claim_req(owner: &str, workflow: &str, now: i64) -> ClaimRequest {
-    ClaimRequest {
-        owner: owner.into(),
-        workflows: wf(workflow),
-        now: t(now),
-        lease_now: t(now),
-        lease_until: t(now + 1_000),
-        limit: 100,
-    }
-}
-
-fn step(path: &str, ordinal: u32) -> Event {
-    Event::StepCompleted {
-        path: StepPath::parse(path).expect("valid path"),
-        ordinal,
-        attempt: 1,
-        output: raw("\"ok\""),
-        started_at: Some(t(4)),
-    }
-}
-
-fn progress(run: &RunRecord, events: Vec<Event>) -> Append {
-    Append {
-        run_id: run.id.clone(),
-        epoch: run.epoch,
-        after_seq: run.last_seq,
-        events,
-        at: t(5),
-        update: RunUpdate::Progress,
-        consume_signal: None,
-        batched: false,
-    }
-}
-
-async fn claim_one(store: &DynStore, workflow: &str, now: i64) -> RunRecord {
-    let mut claimed = store.claim(&claim_req("w1", workflow, now)).await.expect("claim");
-    assert_eq!(claimed.len(), 1, "expected exactly one claimable run");
-    claimed.remove(0)
-}
-
-/// Worker `w1` extends its lease of `run` (held at `run.epoch`) to 2,000.
-async fn beat(store: &DynStore, run: &RunRecord) -> Vec<LeaseStatus> {
-    let request =
-        HeartbeatRequest { owner: "w1".into(), runs: vec![(run.id.clone(), run.epoch)], lease_until: t(2_000) };
-    store.heartbeat(&request).await.expect("heartbeat")
-}
-
-/// `run`'s holder suspends it in a sleep until `wake_at`, at `now`.
-async fn suspend_sleeping(store: &DynStore, run: &RunRecord, wake_at: i64, now: i64) {
-    let mut suspend = progress(run, vec![]);
-    suspend.update = RunUpdate::Suspend {
-        reason: SuspendReason::Sleeping,
-        wake_at: Some(t(wake_at)),
-        signals_after: None,
-        now: t(now),
-    };
-    store.append(suspend).await.expect("suspend");
-}
-
-fn control(id: &RunId, at: i64) -> ControlRequest {
-    ControlRequest { run_id: id.clone(), reason: "operator".into(), at: t(at), lease_now: t(at) }
-}
+pub use support::DynStore;

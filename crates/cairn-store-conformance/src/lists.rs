@@ -1,6 +1,6 @@
 //! What operators read and tidy: lists and counts, retention and pruning, workers, stranded runs.
 
-use super::*;
+use crate::support::*;
 
 /// A run that ends (finished by its worker, or cancelled while idle) may be deleted from its end
 /// plus its retention; a run without retention is kept.

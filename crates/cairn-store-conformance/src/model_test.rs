@@ -10,8 +10,8 @@
 //!
 //! A failure prints the shortest sequence proptest found and the first difference.
 
-use crate::DynStore;
 use crate::model::Model;
+use crate::support::DynStore;
 use cairn_journal::{Event, SignalId, StepPath, Timestamp};
 use cairn_store::*;
 use proptest::prelude::*;

@@ -1,6 +1,6 @@
 //! Runs: creating them, claiming them, appending to their journals and reading them back.
 
-use super::*;
+use crate::support::*;
 
 /// A new run is pending, with its `started` event as journal entry 1.
 pub async fn create_and_read_back(store: DynStore) {

@@ -1,6 +1,6 @@
 //! Schedules' firings and event subscriptions.
 
-use super::*;
+use crate::support::*;
 
 /// Schedules are created, redeclared (a changed spec moves the next firing, an unchanged one does
 /// not), found due, fired once per due time however many firers race (runs by id, an existing

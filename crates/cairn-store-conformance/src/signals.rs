@@ -1,7 +1,7 @@
 //! Waits and signals: wake-ups on time, signals buffered and consumed once, handed over to a
 //! continuation, sent with a start.
 
-use super::*;
+use crate::support::*;
 
 /// A suspended run becomes ready at its `wake_at`, not before.
 pub async fn suspended_runs_wake_on_time(store: DynStore) {

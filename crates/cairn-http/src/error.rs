@@ -1,0 +1,109 @@
+//! Error answers: `{"error": {"code", "message"}}` with their status, and how each
+//! refusal and failure maps to one.
+
+use axum::Json;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use cairn::ClientError;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// An error answer: `{"error": {"code", "message"}}` with its status.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into() }
+    }
+
+    pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+}
+
+/// Every error answer's body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable snake_case code (`run_not_found`, `invalid_json`, `run_finished`, …).
+    pub code: String,
+    /// For people.
+    pub message: String,
+}
+
+impl ApiError {
+    pub(crate) fn body(&self) -> ErrorBody {
+        ErrorBody { error: ErrorDetail { code: self.code.to_owned(), message: self.message.clone() } }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+impl From<ClientError> for ApiError {
+    fn from(error: ClientError) -> Self {
+        let (status, code) = match &error {
+            ClientError::UnknownWorkflow(_) => (StatusCode::NOT_FOUND, "unknown_workflow"),
+            ClientError::UnknownVersion { .. } => (StatusCode::NOT_FOUND, "unknown_version"),
+            ClientError::InvalidPayload(_) => (StatusCode::BAD_REQUEST, "invalid_payload"),
+            ClientError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ClientError::RunNotFound(_) => (StatusCode::NOT_FOUND, "run_not_found"),
+            ClientError::DuplicateRunId(_) => (StatusCode::CONFLICT, "duplicate_run_id"),
+            ClientError::RunFinished { .. } => (StatusCode::CONFLICT, "run_finished"),
+            ClientError::NotPaused { .. } => (StatusCode::CONFLICT, "not_paused"),
+            ClientError::NotEnded { .. } => (StatusCode::CONFLICT, "not_ended"),
+            ClientError::UnknownStep { .. } => (StatusCode::BAD_REQUEST, "unknown_step"),
+            ClientError::RunDidNotComplete { .. } => (StatusCode::CONFLICT, "run_did_not_complete"),
+            ClientError::InvalidTopic(_) => (StatusCode::BAD_REQUEST, "invalid_topic"),
+            ClientError::InvalidEventId(_) => (StatusCode::BAD_REQUEST, "invalid_event_id"),
+            ClientError::ScheduleNotFound(_) => (StatusCode::NOT_FOUND, "schedule_not_found"),
+            ClientError::InvalidSchedule(_) => (StatusCode::BAD_REQUEST, "invalid_schedule"),
+            ClientError::InvalidConcurrency(_) => (StatusCode::BAD_REQUEST, "invalid_concurrency"),
+            ClientError::InvalidFairnessKey(_) => (StatusCode::BAD_REQUEST, "invalid_fairness_key"),
+            ClientError::InvalidDebounce(_) => (StatusCode::BAD_REQUEST, "invalid_debounce"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
+        };
+        ApiError::new(status, code, error.to_string())
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        let status = rejection.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE { "body_too_large" } else { "invalid_body" };
+        ApiError::new(status, code, rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::bad_request("invalid_path", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        ApiError::bad_request("invalid_query", rejection.body_text())
+    }
+}
+
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+pub(crate) type Answer<T> = Result<Json<T>, ApiError>;

@@ -1,0 +1,378 @@
+//! The handlers of runs and workflows: start, list, show, steps, signals, signal, publish,
+//! cancel, pause, resume, restart, result, prune; workers and metrics.
+
+use crate::error::{Answer, ApiError, ErrorBody};
+use crate::input::{
+    ListParams, PruneBody, PublishBody, RestartBody, ResultParams, StartBody, parse, run_id, run_of, timestamp,
+    valid_name, workflow_name,
+};
+use crate::state::Api;
+use crate::views::{
+    Outcome, PublishedEvent, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows,
+};
+use crate::{reads, views};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use cairn::{Client, LiveWorkers, PageCursor, RunFilter, RunStatus};
+use serde_json::value::RawValue;
+use std::time::Duration;
+
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses((status = 200, description = "Prometheus text format: runs, steps, signals, sweeps, claims and store \
+        commits", content_type = "text/plain; version=0.0.4", body = String),
+        (status = 401, body = ErrorBody), (status = 404, description = "No recorder configured", body = ErrorBody)))]
+pub(crate) async fn prometheus(State(api): State<Api>) -> Result<Response, ApiError> {
+    let metrics = api.metrics.as_ref().ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "metrics_disabled", "this server keeps no metrics (ApiConfig::metrics)")
+    })?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render()).into_response())
+}
+
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name")),
+    request_body = StartBody,
+    responses(
+        (status = 201, description = "Created", body = StartedRun),
+        (status = 200, description = "An existing run with this idempotency key, or the debouncing run this start joined", body = StartedRun),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, description = "Unknown workflow or version", body = ErrorBody),
+        (status = 409, description = "The id is taken", body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub(crate) async fn start(
+    State(api): State<Api>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<StartedRun>), ApiError> {
+    let Path(name) = path?;
+    let name = workflow_name(&name)?;
+    let body = body?;
+    let body: StartBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let input = body.input.unwrap_or_else(|| RawValue::NULL.to_owned());
+    let mut start = api.client.start(name, &*input);
+    if let Some(id) = body.id {
+        start = start.id(run_id(&id)?.as_str());
+    }
+    if let Some(key) = body.idempotency_key {
+        start = start.idempotency_key(key);
+    }
+    if let Some(version) = body.version {
+        start = start.version(version);
+    }
+    if let Some(days) = body.retention_days {
+        start = start.retention(Duration::from_secs(u64::from(days) * 86_400));
+    }
+    if let Some(priority) = body.priority {
+        start = start.priority(priority);
+    }
+    if let Some(key) = body.fairness_key {
+        start = start.fairness_key(key);
+    }
+    if let Some(debounce) = body.debounce {
+        start = start.debounce(debounce.parse()?);
+    }
+    let handle = start.await?;
+    let status = if handle.created() { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(views::started(&handle))))
+}
+
+/// What a list query asks for: a filter, and whether only stranded runs (judged by the live
+/// workers when the page is read).
+#[derive(Clone)]
+pub(crate) struct ListRequest {
+    pub(crate) filter: RunFilter,
+    pub(crate) stranded: bool,
+}
+
+/// The list query `params` ask for (`workflow` from the path or the query).
+pub(crate) fn list_request(workflow: Option<String>, params: ListParams) -> Result<ListRequest, ApiError> {
+    let status = params
+        .status
+        .as_deref()
+        .map(RunStatus::parse_given)
+        .transpose()
+        .map_err(|message| ApiError::bad_request("invalid_query", message))?;
+    if let Some(limit) = params.limit
+        && !(1..=1000).contains(&limit)
+    {
+        return Err(ApiError::bad_request("invalid_query", format!("limit {limit} is not between 1 and 1000")));
+    }
+    let cursor = match params.cursor.as_deref() {
+        Some(text) => {
+            Some(PageCursor::decode(text).map_err(|error| ApiError::bad_request("invalid_cursor", error.to_string()))?)
+        }
+        None => None,
+    };
+    let filter = RunFilter {
+        workflow: workflow.map(|name| workflow_name(&name).map(str::to_owned)).transpose()?,
+        status,
+        created_after: params.since.as_deref().map(|t| timestamp("since", t)).transpose()?,
+        created_before: params.until.as_deref().map(|t| timestamp("until", t)).transpose()?,
+        limit: Some(params.limit.unwrap_or(100)),
+        cursor,
+        ..RunFilter::default()
+    };
+    let input_contains = match params.rest.is_empty() {
+        true => None,
+        false => Some(
+            views::input_filter(params.rest.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|message| ApiError::bad_request("invalid_query", message))?,
+        ),
+    };
+    Ok(ListRequest { filter: RunFilter { input_contains, ..filter }, stranded: params.stranded.unwrap_or(false) })
+}
+
+async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
+    let request = list_request(workflow, params)?;
+    let live = api.client.live_workers().await?;
+    Ok(Json(reads::run_page(&api.client, &request.filter, request.stranded, &live).await?))
+}
+
+/// What the list routes say of their input filter (a parameter family OpenAPI cannot name).
+const INPUT_FILTER: &str = "Newest first, a page at a time (`next_cursor`). Besides the parameters listed, \
+    `input.<field>=<value>` (repeatable, `<field>` a dotted path) keeps only runs whose input contains \
+    `{\"<field>\": <value>}`, the value read as JSON when it is JSON and as a string otherwise.";
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs", tag = "runs", description = INPUT_FILTER,
+    params(("name" = String, Path, description = "Workflow name"), ListParams),
+    responses((status = 200, body = RunPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub(crate) async fn list_workflow(
+    State(api): State<Api>,
+    path: Result<Path<String>, PathRejection>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Answer<RunPage> {
+    let (Path(name), Query(params)) = (path?, params?);
+    if params.workflow.as_ref().is_some_and(|w| w != &name) {
+        return Err(ApiError::bad_request("invalid_query", "`workflow` is given by the path here"));
+    }
+    list(&api, Some(name), params).await
+}
+
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", description = INPUT_FILTER, params(ListParams),
+    responses((status = 200, body = RunPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub(crate) async fn list_all(
+    State(api): State<Api>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Answer<RunPage> {
+    let Query(mut params) = params?;
+    let workflow = params.workflow.take();
+    list(&api, workflow, params).await
+}
+
+#[utoipa::path(get, path = "/v1/workflows", tag = "runs",
+    responses((status = 200, body = Workflows), (status = 401, body = ErrorBody)))]
+pub(crate) async fn workflows(State(api): State<Api>) -> Answer<Workflows> {
+    Ok(Json(views::workflows(&api.client.workflow_counts().await?)))
+}
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = RunDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(crate) async fn show(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Answer<RunDetail> {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    Ok(Json(reads::run_detail(&api.client, &run).await?))
+}
+
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = RunDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(crate) async fn show_any(State(api): State<Api>, path: Result<Path<String>, PathRejection>) -> Answer<RunDetail> {
+    let Path(id) = path?;
+    let run = api.client.get(&run_id(&id)?).await?;
+    Ok(Json(reads::run_detail(&api.client, &run).await?))
+}
+
+#[utoipa::path(post, path = "/v1/runs/prune", tag = "runs",
+    request_body = PruneBody,
+    responses((status = 200, body = views::Pruned), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub(crate) async fn prune(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Answer<views::Pruned> {
+    let body = body?;
+    let body: PruneBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let older_than = (body.older_than.as_deref())
+        .map(|text| {
+            humantime::parse_duration(text).map_err(|error| {
+                ApiError::bad_request("invalid_duration", format!("olderThan {text:?} is not a duration: {error}"))
+            })
+        })
+        .transpose()?;
+    let runs = api.client.prune(older_than, body.dry_run).await?;
+    Ok(Json(views::pruned(&runs, body.dry_run)))
+}
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/result", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id"),
+        ResultParams),
+    responses((status = 200, description = "The run once it has ended (completed, failed or cancelled) or is \
+        paused, or as it is when the timeout passed first", body = RunDetail),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(crate) async fn result(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    params: Result<Query<ResultParams>, QueryRejection>,
+) -> Answer<RunDetail> {
+    let Path((name, id)) = path?;
+    let Query(params) = params?;
+    let wait = match params.timeout.as_deref() {
+        Some(text) => humantime::parse_duration(text)
+            .map_err(|error| ApiError::bad_request("invalid_query", format!("timeout {text:?}: {error}")))?,
+        None => Duration::from_secs(30),
+    }
+    .min(Duration::from_secs(300));
+    let run = run_of(&api, &name, &id).await?;
+    if !run.status.is_terminal() && run.status != RunStatus::Paused {
+        // Ended or not, the answer is the run as it is now.
+        let _ = tokio::time::timeout(wait, api.client.result::<serde::de::IgnoredAny>(&run.id)).await;
+    }
+    let run = api.client.get(&run.id).await?;
+    Ok(Json(reads::run_detail(&api.client, &run).await?))
+}
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/steps", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Steps), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(crate) async fn steps(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Answer<Steps> {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    Ok(Json(views::steps(&run.id, &api.client.journal(&run.id).await?)))
+}
+
+#[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/signals", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Signals), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(crate) async fn signals(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Answer<Signals> {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    Ok(Json(reads::run_signals(&api.client, &run.id).await?))
+}
+
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/signals/{event}", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id"),
+        ("event" = String, Path, description = "Signal name")),
+    request_body(content = Object, description = "The payload (empty: `null`)"),
+    responses((status = 200, body = SignalSent), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody),
+        (status = 413, body = ErrorBody)))]
+pub(crate) async fn signal(
+    State(api): State<Api>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<SignalSent> {
+    let Path((name, id, event)) = path?;
+    valid_name("event", "invalid_event_name", &event)?;
+    let body = body?;
+    let payload: Box<RawValue> = parse(if body.is_empty() { b"null" } else { &body })?;
+    let run = run_of(&api, &name, &id).await?;
+    let signal = api.client.signal_raw(&run.id, &event, payload).await?;
+    Ok(Json(SignalSent { run: run.id.to_string(), signal: signal.0, event }))
+}
+
+#[utoipa::path(post, path = "/v1/events/{topic}", tag = "events",
+    params(("topic" = String, Path, description = "Topic, e.g. `user.signup`")),
+    request_body = PublishBody,
+    responses(
+        (status = 201, description = "Runs were started", body = PublishedEvent),
+        (status = 200, description = "No run started: no subscriber, or the id was published before", body = PublishedEvent),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub(crate) async fn publish(
+    State(api): State<Api>,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<PublishedEvent>), ApiError> {
+    let Path(topic) = path?;
+    let body = body?;
+    let body: PublishBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let payload = body.payload.unwrap_or_else(|| RawValue::NULL.to_owned());
+    let mut publish = api.client.publish(&topic, &*payload);
+    if let Some(id) = body.id {
+        publish = publish.id(id);
+    }
+    let published = views::published(&topic, &publish.await?);
+    let status = if published.runs.is_empty() { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, Json(published)))
+}
+
+#[utoipa::path(delete, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody)))]
+pub(crate) async fn cancel(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Answer<Outcome> {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    Ok(Json(Outcome::cancel(&run.id, api.client.cancel(&run.id).await?)))
+}
+
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/pause", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody)))]
+pub(crate) async fn pause(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Answer<Outcome> {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    Ok(Json(Outcome::pause(&run.id, api.client.pause(&run.id).await?)))
+}
+
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/resume", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run is not paused", body = ErrorBody)))]
+pub(crate) async fn resume(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Answer<Outcome> {
+    let Path((name, id)) = path?;
+    let run = run_of(&api, &name, &id).await?;
+    api.client.resume(&run.id).await?;
+    Ok(Json(Outcome::resumed(&run.id)))
+}
+
+#[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/restart", tag = "runs",
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    request_body = RestartBody,
+    responses((status = 201, body = Restarted), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "The run has not ended", body = ErrorBody)))]
+pub(crate) async fn restart(
+    State(api): State<Api>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Restarted>), ApiError> {
+    let Path((name, id)) = path?;
+    let body: RestartBody = parse(&body?)?;
+    let run = run_of(&api, &name, &id).await?;
+    let restarted = api.client.restart(&run.id, &body.from_step).await?;
+    let answer =
+        Restarted { run: restarted.id().to_string(), restarted_from: run.id.to_string(), from_step: body.from_step };
+    Ok((StatusCode::CREATED, Json(answer)))
+}
+
+pub(crate) async fn workers_view(client: &Client, live: &LiveWorkers) -> Result<views::Workers, ApiError> {
+    let stranded = client.stranded_versions().await?;
+    Ok(views::workers(live, &stranded, cairn::Timestamp::from_system_time(std::time::SystemTime::now())))
+}
+
+#[utoipa::path(get, path = "/v1/workers", tag = "service",
+    responses((status = 200, body = views::Workers), (status = 401, body = ErrorBody)))]
+pub(crate) async fn workers(State(api): State<Api>) -> Answer<views::Workers> {
+    Ok(Json(workers_view(&api.client, &api.client.live_workers().await?).await?))
+}

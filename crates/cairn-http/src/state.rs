@@ -1,0 +1,60 @@
+//! What every handler shares (the client, how live streams run, the metrics) and the
+//! configuration it is built from.
+
+use crate::metrics;
+use cairn::Client;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How the API is served.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// With a token, every route but `/healthz` and the dashboard's page needs
+    /// `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Largest request body in bytes (default 4 MiB, the default payload limit).
+    pub body_limit: usize,
+    /// How often a live stream looks for changes (default 1 s); it sends an update only when
+    /// what it shows has changed.
+    pub live_interval: Duration,
+    /// Live streams end when this is cancelled, so that a graceful shutdown need not wait for
+    /// browsers to go away. Cancel it when your server begins to shut down.
+    pub shutdown: CancellationToken,
+    /// What `GET /metrics` renders (Prometheus text); without it that route answers 404. See
+    /// [`metrics::Prometheus::install`].
+    pub metrics: Option<metrics::Prometheus>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            token: None,
+            body_limit: 4 * 1024 * 1024,
+            live_interval: Duration::from_secs(1),
+            shutdown: CancellationToken::new(),
+            metrics: None,
+        }
+    }
+}
+
+impl ApiConfig {
+    /// The default configuration with the token from `CAIRN_TOKEN` (if set and not empty).
+    pub fn from_env() -> Self {
+        let token = std::env::var("CAIRN_TOKEN").ok().filter(|t| !t.is_empty());
+        ApiConfig { token, ..ApiConfig::default() }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Api {
+    pub(crate) client: Client,
+    pub(crate) live: Live,
+    pub(crate) metrics: Option<metrics::Prometheus>,
+}
+
+/// How live streams run.
+#[derive(Clone)]
+pub(crate) struct Live {
+    pub(crate) interval: Duration,
+    pub(crate) shutdown: CancellationToken,
+}
