@@ -3,7 +3,7 @@
 //! the same `--json` either way.
 
 use crate::remote::{Remote, encode};
-use crate::runs::StoreArgs;
+use crate::store_args::StoreArgs;
 use anyhow::Result;
 use cairn::{Client, PageCursor, RunFilter, RunId, RunStatus};
 use cairn_http::reads;

@@ -25,6 +25,8 @@ mod remote;
 mod runs;
 mod schedules;
 mod serve;
+mod stop;
+mod store_args;
 mod workers;
 mod workflows;
 
@@ -69,7 +71,7 @@ enum Command {
     /// until every run it started is done. Kill it and start it again: it resumes its runs.
     Demo {
         #[command(flatten)]
-        store: runs::StoreArgs,
+        store: store_args::StoreArgs,
     },
     /// Run a worker that also serves the HTTP API and the dashboard (`--examples` registers
     /// `hello`, `approval` and `flaky`); stops gracefully on SIGTERM or Ctrl-C.
@@ -79,22 +81,6 @@ enum Command {
     /// An extra worker process for `bench --workers N` (started by the bench itself).
     #[command(hide = true)]
     BenchWorker(bench::WorkerArgs),
-}
-
-/// Resolves when the process is asked to stop (SIGTERM or Ctrl-C): long-running commands then
-/// shut their engine down gracefully.
-pub(crate) async fn stop_requested() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 /// What keeps the logs' and spans' machinery going; dropped at the very end.

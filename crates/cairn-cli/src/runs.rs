@@ -2,67 +2,12 @@
 //! a store or through a running `cairn serve` (`--url`).
 
 use crate::backend::{ListQuery, Shown, StartAsk, Target};
-use anyhow::{Context, Result, bail};
-use cairn::SqliteStore;
+use anyhow::{Context, Result};
 use cairn::journal::Event;
 use cairn_http::views;
 pub(crate) use cairn_http::views::time;
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde_json::json;
-use std::path::PathBuf;
-
-/// Where the runs are: an SQLite file (`--db`, the default), PostgreSQL (`--database-url`) or a
-/// JSONL data directory (`--data-dir`).
-#[derive(Args, Clone)]
-pub(crate) struct StoreArgs {
-    /// SQLite database file.
-    #[arg(long, env = "CAIRN_DB", default_value = "cairn.db", global = true)]
-    db: PathBuf,
-    /// PostgreSQL URL (e.g. postgres://user@host/db); takes precedence over --db.
-    #[arg(long, env = "CAIRN_DATABASE_URL", global = true)]
-    database_url: Option<String>,
-    /// PostgreSQL schema holding Cairn's tables.
-    #[arg(long, env = "CAIRN_SCHEMA", default_value = "cairn", global = true)]
-    schema: String,
-    /// JSONL data directory (one file per run); takes precedence over --db.
-    #[arg(long, env = "CAIRN_DATA_DIR", global = true)]
-    data_dir: Option<PathBuf>,
-}
-
-impl StoreArgs {
-    /// Opens the store; an SQLite file must already exist (`create` says whether to make one).
-    pub(crate) async fn open(&self, create: bool) -> Result<std::sync::Arc<dyn cairn::Store>> {
-        if let Some(url) = &self.database_url {
-            let options = cairn_postgres::PostgresOptions::new(url).schema(&self.schema);
-            let store = cairn_postgres::PostgresStore::connect(options)
-                .await
-                .with_context(|| format!("cannot open PostgreSQL schema {:?}", self.schema))?;
-            return Ok(std::sync::Arc::new(store));
-        }
-        if let Some(dir) = &self.data_dir {
-            if !create && !dir.exists() {
-                bail!("no Cairn data directory at {}", dir.display());
-            }
-            let store =
-                cairn::store::JsonlStore::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
-            return Ok(std::sync::Arc::new(store));
-        }
-        if !create && !self.db.exists() {
-            bail!("no Cairn database at {} (use --db PATH or --database-url URL)", self.db.display());
-        }
-        let store = SqliteStore::open(&self.db).with_context(|| format!("cannot open {}", self.db.display()))?;
-        Ok(std::sync::Arc::new(store))
-    }
-
-    /// A short description of the store for messages.
-    pub(crate) fn describe(&self) -> String {
-        match (&self.database_url, &self.data_dir) {
-            (Some(_), _) => format!("PostgreSQL schema {}", self.schema),
-            (None, Some(dir)) => format!("JSONL directory {}", dir.display()),
-            (None, None) => self.db.display().to_string(),
-        }
-    }
-}
 
 #[derive(Subcommand)]
 pub(crate) enum RunsCommand {

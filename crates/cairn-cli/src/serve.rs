@@ -9,7 +9,7 @@ use std::time::Duration;
 #[derive(Args)]
 pub(crate) struct ServeArgs {
     #[command(flatten)]
-    store: crate::runs::StoreArgs,
+    store: crate::store_args::StoreArgs,
     /// Address to serve the HTTP API on (port 0: any free port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7700")]
     listen: std::net::SocketAddr,
@@ -103,7 +103,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let app = cairn_http::router(engine.client(), config);
     out!("cairn serve: dashboard on http://{address}/ (API under /v1; store: {})", args.store.describe());
     let stop = async move {
-        crate::stop_requested().await;
+        crate::stop::stop_requested().await;
         live_streams.cancel();
     };
     let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;

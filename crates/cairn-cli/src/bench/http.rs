@@ -1,6 +1,10 @@
 //! W1 and W2 through the HTTP API of a running `cairn serve`.
 
-use super::*;
+use super::args::*;
+use super::stats::*;
+use anyhow::{Result, bail};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Runs in flight at once over HTTP (each holds a connection while it waits for its result).
 pub(super) const HTTP_CONCURRENCY: usize = 256;

@@ -1,6 +1,12 @@
 //! `cairn bench list`: lists and counts over a store filled with finished runs.
 
-use super::*;
+use super::args::*;
+use super::stats::*;
+use anyhow::Result;
+use cairn::Store;
+use cairn::prelude::*;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// One step; fails (for good) when its input is a multiple of 100.
 pub(super) async fn one_step(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {

@@ -5,125 +5,22 @@
 use anyhow::{Context, Result, bail};
 use cairn::prelude::*;
 use cairn::{Durability, MemoryStore, SqliteOptions, SqliteStore, Store};
-use clap::{Args, ValueEnum};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod args;
 mod http;
 mod list;
 mod priority;
+mod stats;
 mod workloads;
 
+pub(crate) use args::{BenchArgs, DurabilityArg, StoreKind, WorkerArgs, Workload, durability_name, text_wanted};
 use http::*;
 use list::*;
 use priority::*;
+use stats::{percentile, sorted, statement_counts};
 use workloads::*;
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub(crate) enum Workload {
-    /// Throughput: many runs started at once.
-    W1,
-    /// Latency: one run at a time.
-    W2,
-    /// Resume: runs with a long journal (default 10,000 steps) suspended on a signal; each is
-    /// signalled on a freshly started engine and timed from the signal to its result.
-    W4,
-    /// Fan-out: one run whose `ctx.each` runs --steps items (default 10,000), --concurrency at a
-    /// time (default 100), one no-op step each; timed from the start to the result.
-    W5,
-    /// Long loop: one run whose `ctx.repeat` runs --steps iterations (default 1,000,000) of one
-    /// no-op step each, checkpointed every iteration with the last 10 kept; iterations/s, the
-    /// process's peak RSS and the journal rows left at the end.
-    W6,
-    /// Lists at scale: fill the store with --runs finished runs of one step (1 % failed), then
-    /// time the HTTP API's `GET /v1/workflows` and `GET /v1/workflows/{name}/runs?status=failed`
-    /// (first page, and pages 1 to 100 by cursor), served in this process.
-    List,
-    /// Priority at scale: queue --runs runs (default 100,000; no worker) over 10 priorities and
-    /// 100 fairness keys (half of them one key's), then print the plan of a claim of the first
-    /// 128 and time 20 such claims (each leases what it claims, so the queue shrinks by 128).
-    Priority,
-}
-
-impl Workload {
-    /// How reports name the W1/W2 workloads.
-    fn name(self) -> &'static str {
-        if self == Workload::W2 { "w2" } else { "w1" }
-    }
-}
-
-/// Whether a report's text line is printed: without `--json`, or on a terminal.
-fn text_wanted(json: bool) -> bool {
-    !json || std::io::IsTerminal::is_terminal(&std::io::stdout())
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub(crate) enum StoreKind {
-    /// In-process memory.
-    Memory,
-    /// An SQLite file (in a temporary directory under the current one, removed afterwards).
-    Sqlite,
-    /// PostgreSQL at --database-url, in a fresh schema dropped afterwards.
-    Postgres,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub(crate) enum DurabilityArg {
-    /// synchronous=FULL: commits survive power loss.
-    Full,
-    /// synchronous=NORMAL: commits survive a process crash.
-    Normal,
-}
-
-#[derive(Args)]
-pub(crate) struct BenchArgs {
-    /// Which workload.
-    workload: Workload,
-    /// Which store.
-    #[arg(long, value_enum, default_value = "sqlite")]
-    store: StoreKind,
-    /// SQLite durability.
-    #[arg(long, value_enum, default_value = "full")]
-    durability: DurabilityArg,
-    /// Runs (default: 1000 for w1, 200 for w2, 10 for w4).
-    #[arg(long)]
-    runs: Option<usize>,
-    /// Steps per run (default: 10; 10,000 for w4 and w5).
-    #[arg(long)]
-    steps: Option<usize>,
-    /// W5: items in flight at once.
-    #[arg(long, default_value_t = 100)]
-    concurrency: usize,
-    /// W1/W2 with a retention sweep in progress: first fill the store with this many ended runs
-    /// of 10 steps each, past their retention, then delete them in the background (as an
-    /// engine's sweeper does, paced by `Client::sweep`) while the workload runs.
-    #[arg(long, default_value_t = 0)]
-    prunable: usize,
-    /// W1 under a concurrency limit: at most this many runs at once (per key, with
-    /// --limit-keys), across the workers; the claim's plan is printed while runs wait.
-    #[arg(long)]
-    limit: Option<u32>,
-    /// With --limit: the runs are spread over this many keys, each with its own limit.
-    #[arg(long)]
-    limit_keys: Option<usize>,
-    /// Print one JSON object as the last line.
-    #[arg(long)]
-    json: bool,
-    /// Worker processes sharing the work (`--store postgres` only): this one plus N-1 more.
-    #[arg(long, default_value_t = 1)]
-    workers: usize,
-    /// PostgreSQL URL for `--store postgres`.
-    #[arg(long, env = "CAIRN_DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
-    database_url: String,
-    /// W1/W2 through the HTTP API of a running `cairn serve --examples` at this URL (its `noop`
-    /// workflow): each run started with `POST …/runs` and awaited with `GET …/result`; `--store`
-    /// is then the server's business.
-    #[arg(long)]
-    url: Option<String>,
-    /// The server's bearer token (with --url).
-    #[arg(long, env = "CAIRN_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-}
 
 /// `steps` sequential no-op steps returning a small JSON value; records when each step returned.
 pub(crate) fn noop_workflow(
@@ -146,51 +43,13 @@ pub(crate) fn noop_workflow(
     }
 }
 
-/// Statements run between two `statement_calls` snapshots, most frequent first, each as the
-/// start of its text (whitespace squeezed, at most 100 characters).
-fn statement_counts(before: &[(String, i64)], after: &[(String, i64)]) -> Vec<(String, i64)> {
-    let before: std::collections::HashMap<&str, i64> = before.iter().map(|(q, n)| (q.as_str(), *n)).collect();
-    let mut counts: Vec<(String, i64)> = after
-        .iter()
-        .map(|(query, n)| (query, n - before.get(query.as_str()).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n > 0)
-        .map(|(query, n)| (query.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(100).collect(), n))
-        .collect();
-    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    counts
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-fn sorted(mut values: Vec<f64>) -> Vec<f64> {
-    values.sort_by(f64::total_cmp);
-    values
-}
-
-/// Arguments of the hidden `bench-worker` subcommand.
-#[derive(Args)]
-pub(crate) struct WorkerArgs {
-    #[arg(long)]
-    database_url: String,
-    #[arg(long)]
-    schema: String,
-    #[arg(long)]
-    max_active_runs: usize,
-}
-
 /// An extra bench worker: executes `noop` runs until it is killed or told to stop.
 pub(crate) async fn worker(args: WorkerArgs) -> Result<()> {
     let options = cairn_postgres::PostgresOptions::new(&args.database_url).schema(&args.schema);
     let store = cairn_postgres::PostgresStore::connect(options).await?;
     let builder = Engine::builder().store(store).max_active_runs(args.max_active_runs);
     let engine = w1_workflows(builder, noop_workflow(Arc::new(Mutex::new(Vec::new())), false)).start().await?;
-    crate::stop_requested().await;
+    crate::stop::stop_requested().await;
     engine.shutdown().await;
     Ok(())
 }
@@ -485,14 +344,6 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         out!("{report}");
     }
     Ok(())
-}
-
-fn durability_name(kind: StoreKind, durability: Durability) -> &'static str {
-    match kind {
-        StoreKind::Memory => "none",
-        StoreKind::Sqlite => durability.as_str(),
-        StoreKind::Postgres => "synchronous_commit=on",
-    }
 }
 
 /// Fills the store with `count` ended runs of 10 steps each whose retention has passed (created

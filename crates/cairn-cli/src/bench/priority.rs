@@ -1,7 +1,14 @@
 //! `cairn bench priority`: claims from a deep queue over many priorities and fairness keys, and
 //! the plans of claims.
 
-use super::*;
+use super::args::*;
+use super::list::fill;
+use super::stats::*;
+use anyhow::{Result, bail};
+use cairn::prelude::*;
+use cairn::{SqliteStore, Store};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The SQL store under a bench, to ask for the plan of its claim.
 pub(super) struct ClaimPlan {

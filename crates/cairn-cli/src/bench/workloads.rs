@@ -1,6 +1,12 @@
 //! W4 (resume after a restart), W5 (fan-out) and W6 (a long durable loop).
 
-use super::*;
+use super::args::*;
+use super::stats::*;
+use anyhow::{Result, bail};
+use cairn::prelude::*;
+use cairn::{Durability, SqliteOptions, SqliteStore, Store};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The W5 workflow: `ctx.each` over `items` items, `concurrency` at a time, one no-op step each.
 pub(super) async fn fan_out_workflow(ctx: Ctx, (items, concurrency): (usize, usize)) -> Result<usize, WorkflowError> {
