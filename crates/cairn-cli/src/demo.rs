@@ -138,7 +138,7 @@ pub(crate) async fn run(store_args: &crate::store_args::StoreArgs) -> Result<()>
         .register("approval", 1, approval)
         .start()
         .await?;
-    let (batch, resuming) = choose_batch(&engine).await?;
+    let (batch, resuming) = choose_batch(&engine.client()).await?;
     if resuming {
         out!("resuming demo batch {batch} from {place} (runs a killed worker held resume when its lease expires)");
     } else {
@@ -147,7 +147,7 @@ pub(crate) async fn run(store_args: &crate::store_args::StoreArgs) -> Result<()>
     let mut ids = Vec::new();
     for (suffix, workflow, input) in plan() {
         let id = format!("demo-{batch}-{suffix}");
-        let handle = engine.start(workflow, &input).id(id.clone()).idempotency_key(id.clone()).await;
+        let handle = engine.client().start(workflow, &input).id(id.clone()).idempotency_key(id.clone()).await;
         let handle = match handle {
             Ok(handle) => handle,
             Err(ClientError::DuplicateRunId(_)) => {
@@ -171,14 +171,14 @@ pub(crate) async fn run(store_args: &crate::store_args::StoreArgs) -> Result<()>
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut done = 0;
         for (id, workflow) in &ids {
-            let run = engine.get(id).await?;
+            let run = engine.client().get(id).await?;
             *counts.entry(run.status.as_str()).or_default() += 1;
             if *workflow == "approval" && run.status == RunStatus::Suspended {
-                let signals = engine.signals(id).await?;
+                let signals = engine.client().signals(id).await?;
                 if run.suspend_reason == Some(cairn::SuspendReason::Waiting)
                     && signals.iter().all(|s| s.name != "approve")
                 {
-                    engine.signal(id, "approve", &"the demo").await?;
+                    engine.client().signal(id, "approve", &"the demo").await?;
                     out!("  signal  approve    {id}");
                 }
             }

@@ -183,7 +183,7 @@ async fn an_exported_journal_replays() {
     let db = dir.path().join("replay.db");
     let engine =
         Engine::builder().store(SqliteStore::open(&db).unwrap()).register("add", 1, add).start().await.unwrap();
-    let run = engine.start("add", &4u32).id("run-r").await.unwrap();
+    let run = engine.client().start("add", &4u32).id("run-r").await.unwrap();
     assert_eq!(run.result::<u32>().await.unwrap(), 7);
     engine.shutdown().await;
     let output = cairn(&["runs", "show", "run-r", "--db", db.to_str().unwrap(), "--json"]);
@@ -209,7 +209,7 @@ async fn runs_restart() {
     let db = dir.path().join("restart.db");
     let engine =
         Engine::builder().store(SqliteStore::open(&db).unwrap()).register("fails", 1, fails).start().await.unwrap();
-    let run = engine.start("fails", &()).id("run-f").await.unwrap();
+    let run = engine.client().start("fails", &()).id("run-f").await.unwrap();
     assert!(run.result::<u32>().await.is_err());
     engine.shutdown().await;
     seed(&db).await; // two pending runs: run-a, run-b
@@ -265,8 +265,8 @@ async fn runs_prune() {
         .start()
         .await
         .unwrap();
-    engine.start("quick", &()).id("short").await.unwrap().result::<u8>().await.unwrap();
-    engine.start("quick", &()).id("long").retention(std::time::Duration::from_secs(3600)).await.unwrap();
+    engine.client().start("quick", &()).id("short").await.unwrap().result::<u8>().await.unwrap();
+    engine.client().start("quick", &()).id("long").retention(std::time::Duration::from_secs(3600)).await.unwrap();
     engine.client().result::<u8>(&RunId::new("long")).await.unwrap();
     engine.shutdown().await;
     seed(&db).await; // two pending runs
@@ -307,7 +307,7 @@ async fn workers_and_stranded_runs() {
     seed(&db).await; // run-a: order v1, run-b: refund v1, both pending
     let engine =
         Engine::builder().store(SqliteStore::open(&db).unwrap()).register("order", 2, order_v2).start().await.unwrap();
-    engine.start("order", &serde_json::json!({})).id("run-c").await.unwrap().result::<u8>().await.unwrap();
+    engine.client().start("order", &serde_json::json!({})).id("run-c").await.unwrap().result::<u8>().await.unwrap();
     let db = db.to_str().unwrap();
 
     let workers = stdout_json(&cairn(&["workers", "--db", db, "--json"]));
@@ -355,7 +355,7 @@ async fn workers_and_stranded_runs() {
         live_until: now - std::time::Duration::from_secs(30),
         serves: vec![WorkflowKey { name: "refund".into(), version: 1 }],
     };
-    engine.store().record_worker(&gone).await.unwrap();
+    engine.client().store().record_worker(&gone).await.unwrap();
     assert_eq!(stdout_json(&cairn(&["workers", "--db", db, "--json"])).as_array().unwrap().len(), 1);
     let every = stdout_json(&cairn(&["workers", "--all", "--db", db, "--json"]));
     assert_eq!(every[0]["id"], "crashed-worker");

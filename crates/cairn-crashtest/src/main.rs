@@ -195,7 +195,7 @@ async fn debounce_starts(engine: &Engine, worker: &Worker, spec: &str) -> Result
             let key = format!("key-{key}");
             let debounce = cairn::Debounce::new(&key, Duration::from_millis(quiet_ms));
             let input = u64::from(std::process::id()) * 1000 + round;
-            let handle = engine.start("ticker", &input).debounce(debounce).await?;
+            let handle = engine.client().start("ticker", &input).debounce(debounce).await?;
             worker.log("start", handle.id(), &key).map_err(|e| format!("cannot log: {e:?}"))?;
         }
     }
@@ -284,7 +284,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let filter = RunFilter { status: Some(RunStatus::Completed), limit: Some(1000), ..RunFilter::default() };
-        if engine.list(&filter).await?.runs.len() >= runs {
+        if engine.client().list(&filter).await?.runs.len() >= runs {
             break;
         }
     }

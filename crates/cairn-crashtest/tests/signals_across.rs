@@ -53,7 +53,7 @@ async fn a_zero_timeout_wait_sees_a_signal_stored_elsewhere((worker, other): Pai
         }
     };
     let engine = Engine::builder().shared_store(worker).register("zero", 1, workflow).start().await.unwrap();
-    let run = engine.start("zero", &()).await.unwrap();
+    let run = engine.client().start("zero", &()).await.unwrap();
     started.notified().await;
     Client::from_shared(other).signal(run.id(), "go", "from elsewhere").await.unwrap();
     gate.add_permits(1);
@@ -77,7 +77,7 @@ async fn a_wait_in_memory_is_woken_from_elsewhere((worker, other): Pair) {
         .start()
         .await
         .unwrap();
-    let run = engine.start("listen", &()).await.unwrap();
+    let run = engine.client().start("listen", &()).await.unwrap();
     let other = Client::from_shared(other);
     // Running, and staying in memory: the wait's deadline is within the grace period.
     while other.get(run.id()).await.unwrap().status != RunStatus::Running {
@@ -122,7 +122,7 @@ async fn signal_with_start_from_concurrent_callers((worker, other): Pair) {
     assert_eq!(created, 1);
     assert_eq!(client.signals(&RunId::new("basket")).await.unwrap().len(), 8);
     let engine = Engine::builder().shared_store(worker).register("collect", 1, collect).start().await.unwrap();
-    assert_eq!(engine.result::<Vec<u32>>(&RunId::new("basket")).await.unwrap(), (0..8).collect::<Vec<_>>());
+    assert_eq!(engine.client().result::<Vec<u32>>(&RunId::new("basket")).await.unwrap(), (0..8).collect::<Vec<_>>());
     // The run has finished: signal-with-start is refused now, and stores nothing.
     let late = client.start("collect", &()).id("basket").with_signal("item", &9u32).await;
     assert!(matches!(late, Err(ClientError::RunFinished { .. })), "{late:?}");

@@ -85,7 +85,7 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
             .start()
             .await
             .unwrap();
-        assert_eq!(b.result::<String>(run.id()).await.unwrap(), "B");
+        assert_eq!(b.client().result::<String>(run.id()).await.unwrap(), "B");
         worker_a.join().unwrap();
         let journal = store.read_journal(run.id()).await.unwrap();
         let completions: Vec<&str> = journal

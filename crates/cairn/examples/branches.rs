@@ -48,9 +48,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register("quote", 1, quote)
         .start()
         .await?;
-    let done: Vec<String> = engine.start("checkout", &4u64).await?.result().await?;
+    let done: Vec<String> = engine.client().start("checkout", &4u64).await?.result().await?;
     println!("checkout: {done:?}");
-    let quoted: String = engine.start("quote", &()).await?.result().await?;
+    let quoted: String = engine.client().start("quote", &()).await?.result().await?;
     println!("quote: {quoted}");
     engine.shutdown().await;
     Ok(())

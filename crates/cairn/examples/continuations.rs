@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .start()
         .await?;
     for text in ["where is my invoice?", "urgent: the site is down"] {
-        let outcome: String = engine.start("support", &text.to_owned()).await?.result().await?;
+        let outcome: String = engine.client().start("support", &text.to_owned()).await?.result().await?;
         println!("{outcome}");
     }
     engine.shutdown().await;

@@ -31,16 +31,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register("meter", 1, meter)
         .start()
         .await?;
-    let run = engine.start("meter", &0u64).id("sensor-7").await?;
+    let run = engine.client().start("meter", &0u64).id("sensor-7").await?;
     for value in [5, 7, 1, 4, 3, 9, 2, 0] {
-        engine.signal(run.id(), "reading", &value).await?;
+        engine.client().signal(run.id(), "reading", &value).await?;
     }
     let total: u64 = run.result().await?;
     println!("sensor-7 read {total} in all");
     for id in ["sensor-7", "sensor-7~1", "sensor-7~2"] {
-        let r = engine.get(&id.into()).await?;
+        let r = engine.client().get(&id.into()).await?;
         let next = r.continued_as.map_or_else(String::new, |next| format!(" as {next}"));
-        println!("{id}: {}{next}, {} journal entries", r.status, engine.journal(&r.id).await?.len());
+        println!("{id}: {}{next}, {} journal entries", r.status, engine.client().journal(&r.id).await?.len());
     }
     engine.shutdown().await;
     Ok(())

@@ -32,11 +32,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register("drain", 1, drain)
         .start()
         .await?;
-    let run = engine.start("drain", &1_000u64).await?;
+    let run = engine.client().start("drain", &1_000u64).await?;
     let total: u64 = run.result().await?;
-    let rows = engine.journal(run.id()).await?.len();
+    let rows = engine.client().journal(run.id()).await?.len();
     println!("drained {total} items in 1000 iterations; the journal holds {rows} entries");
-    println!("vars: {:?}", engine.vars(run.id()).await?);
+    println!("vars: {:?}", engine.client().vars(run.id()).await?);
     engine.shutdown().await;
     Ok(())
 }

@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .start()
         .await?;
     let images: Vec<String> = (0..10).map(|i| format!("photo-{i}.{}", if i == 7 { "gif" } else { "jpg" })).collect();
-    let done: Vec<String> = engine.start("resize", &images).await?.result().await?;
+    let done: Vec<String> = engine.client().start("resize", &images).await?.result().await?;
     for line in done {
         println!("{line}");
     }

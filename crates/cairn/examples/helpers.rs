@@ -33,9 +33,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .default_step_timeout("invite", Duration::from_secs(10))
         .start()
         .await?;
-    let run = engine.start("invite", "ada").await?;
-    engine.signal(run.id(), "approve", "grace").await?;
-    engine.signal(run.id(), "approve", "alan").await?;
+    let run = engine.client().start("invite", "ada").await?;
+    engine.client().signal(run.id(), "approve", "grace").await?;
+    engine.client().signal(run.id(), "approve", "alan").await?;
     println!("{}", run.result::<String>().await?);
     engine.shutdown().await;
     Ok(())

@@ -35,16 +35,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register("onboard", 1, onboard)
         .start()
         .await?;
-    let run = engine.start("onboard", "ada@example.com").idempotency_key("user-42").await?; // same key → same run
+    let run = engine.client().start("onboard", "ada@example.com").idempotency_key("user-42").await?; // same key → same run
     // Let the run reach its sleep, then move virtual time past it.
-    while engine.get(run.id()).await?.status != cairn::RunStatus::Suspended {
+    while engine.client().get(run.id()).await?.status != cairn::RunStatus::Suspended {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     clock.advance(Duration::from_secs(300));
-    engine.signal(run.id(), "verify", &serde_json::json!({ "user": 42 })).await?;
+    engine.client().signal(run.id(), "verify", &serde_json::json!({ "user": 42 })).await?;
     let user: u64 = run.result().await?;
     println!("run {} onboarded user {user}", run.id());
-    for entry in engine.journal(run.id()).await? {
+    for entry in engine.client().journal(run.id()).await? {
         println!("  #{} {}", entry.seq, entry.event.to_json());
     }
     engine.shutdown().await;

@@ -43,8 +43,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register("trip", 1, trip)
         .start()
         .await?;
-    println!("{}", engine.start("trip", &true).await?.result::<String>().await?);
-    println!("{}", engine.start("trip", &false).await?.result::<String>().await?);
+    println!("{}", engine.client().start("trip", &true).await?.result::<String>().await?);
+    println!("{}", engine.client().start("trip", &false).await?.result::<String>().await?);
     engine.shutdown().await;
     Ok(())
 }

@@ -1,34 +1,16 @@
 //! Child workflows: a run starts another and, unless detached, waits for its result.
 
-use crate::{Client, ClientError, Ctx, EventFilter, RunId, StepError, WorkflowError};
+use crate::ctx::{Ctx, EventFilter};
+use crate::error::{ClientError, StepError, WorkflowError};
+use crate::run_core::{AWAITED, CHILD_ENDED, DETACHED};
+use cairn_store::RunId;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// The signal a child's end sends its parent (payload `{"child": id}`), which wakes the wait.
-pub(crate) const CHILD_ENDED: &str = "~child-ended";
-
-/// The scopes of the children a run waits for (`~child[n]`), and of those it does not.
-const AWAITED: &str = "~child";
-const DETACHED: &str = "~spawn";
-
-/// The child a journal entry says its run started and waits for: the output of the `start` step
-/// of an `~child[n]` scope.
-pub(crate) fn awaited(event: &cairn_journal::Event) -> Option<RunId> {
-    match event {
-        cairn_journal::Event::StepCompleted { path, output, .. }
-            if path.name() == "start" && path.parent().name().strip_prefix(AWAITED)?.starts_with('[') =>
-        {
-            serde_json::from_str(output.get()).ok()
-        }
-        _ => None,
-    }
-}
 
 /// The longest a parent waits before looking at its child again, should the signal of its end
 /// have been lost (a worker killed between the two).
@@ -90,9 +72,9 @@ impl Ctx {
     ///     .register("ship", 1, ship)
     ///     .start()
     ///     .await?;
-    /// let run = engine.start("order", &7u64).await?;
+    /// let run = engine.client().start("order", &7u64).await?;
     /// assert_eq!(run.result::<String>().await?, "order 7 shipped as TRACK-7");
-    /// assert_eq!(engine.children(run.id()).await?.len(), 1);
+    /// assert_eq!(engine.client().children(run.id()).await?.len(), 1);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
@@ -118,11 +100,11 @@ impl<O> Child<O> {
         let queue = self.ctx.shared().lineage.queue.clone();
         let id = child_id(&parent, scope.path());
         let input = self.input?;
-        let (local, workflow) = (Arc::clone(&scope.shared().local), self.workflow);
+        let (attached, workflow) = (scope.shared().client().clone(), self.workflow);
         let started: RunId = scope
             .step("start", || {
                 let (client, input, id, parent, queue) =
-                    (Client::attached(Arc::clone(&local)), input.clone(), id.clone(), parent.clone(), queue.clone());
+                    (attached.clone(), input.clone(), id.clone(), parent.clone(), queue.clone());
                 let workflow = workflow.clone();
                 async move {
                     match client.start_child(&workflow, input, &id, &parent, &queue).await {
@@ -144,11 +126,11 @@ impl<O: DeserializeOwned + Send + 'static> IntoFuture for Child<O> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let (scope, id) = self.start(AWAITED).await?;
-            let local = Arc::clone(&scope.shared().local);
+            let attached = scope.shared().client().clone();
             for look in 0u32.. {
                 let seen: Seen = scope
                     .step(&format!("look[{look}]"), || {
-                        let (client, id) = (Client::attached(Arc::clone(&local)), id.clone());
+                        let (client, id) = (attached.clone(), id.clone());
                         async move {
                             // A child that continued as new goes on as the newest run of its chain.
                             let run = client.newest(&id).await.map_err(|e| StepError::retryable(e.to_string()))?;

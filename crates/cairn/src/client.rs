@@ -1,8 +1,9 @@
 //! Starting, inspecting, signalling and cancelling runs.
 
-use crate::ClientError;
+use crate::attach::Attachment;
 use crate::clock::{Clock, SystemClock, wall_now};
-use crate::engine::{DEFAULT_MAX_PAYLOAD_BYTES, Local};
+use crate::error::ClientError;
+use crate::run_core::{CHILD_ENDED, DEFAULT_MAX_PAYLOAD_BYTES, PAUSED_BY_REQUEST, Queue, awaited, first_of_chain};
 use cairn_journal::{JournalEntry, SignalId, StepPath};
 use cairn_store::{
     CancelOutcome, ControlRequest, Debounce, NewRun, NewSignal, Notice, PauseOutcome, PruneRequest, ResumeRequest,
@@ -16,9 +17,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long an ended run is kept by default before a sweeper deletes it: 30 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Starts, inspects, signals and cancels runs. Works with or without a worker in the process.
 ///
-/// A client from [`Engine::client`](crate::Engine::client) knows the engine's workflows: it refuses
+/// A client from [`Engine::client`](crate::engine::Engine::client) knows the engine's workflows: it refuses
 /// unknown workflows and inputs that do not decode, and it hears about run completions at once.
 /// A detached client ([`Client::new`]) talks to the store only.
 ///
@@ -36,7 +40,7 @@ use std::time::Duration;
 pub struct Client {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) local: Option<Arc<Local>>,
+    pub(crate) local: Option<Arc<dyn Attachment>>,
     max_payload_bytes: usize,
 }
 
@@ -178,7 +182,7 @@ struct StartOptions {
     version: Option<u32>,
     timeout: Option<Duration>,
     retention: Option<Duration>,
-    queue: crate::run::Queue,
+    queue: Queue,
     debounce: Option<Debounce>,
 }
 
@@ -221,8 +225,8 @@ impl StartRun<'_> {
     }
 
     /// How long the run is kept once it has ended, overriding the workflow's retention (see
-    /// [`EngineBuilder::retention`](crate::EngineBuilder::retention)); an engine's
-    /// [maximum](crate::EngineBuilder::max_retention) still applies.
+    /// [`EngineBuilder::retention`](crate::engine::EngineBuilder::retention)); an engine's
+    /// [maximum](crate::engine::EngineBuilder::max_retention) still applies.
     pub fn retention(mut self, keep: Duration) -> Self {
         self.options.retention = Some(keep);
         self
@@ -235,7 +239,7 @@ impl StartRun<'_> {
     /// ```
     /// # use cairn::prelude::*;
     /// # async fn example(engine: &Engine) -> Result<(), ClientError> {
-    /// engine.start("report", &serde_json::json!({"tenant": "acme"})).priority(10).fairness_key("acme").await?;
+    /// engine.client().start("report", &serde_json::json!({"tenant": "acme"})).priority(10).fairness_key("acme").await?;
     /// # Ok(()) }
     /// ```
     pub fn priority(mut self, priority: i32) -> Self {
@@ -266,7 +270,7 @@ impl StartRun<'_> {
     /// use std::time::Duration;
     /// # async fn example(engine: &Engine) -> Result<(), ClientError> {
     /// let debounce = Debounce::new("order-7", Duration::from_secs(2)).max_wait(Duration::from_secs(30));
-    /// engine.start("reindex", &serde_json::json!({"order": 7, "rev": 12})).debounce(debounce).await?;
+    /// engine.client().start("reindex", &serde_json::json!({"order": 7, "rev": 12})).debounce(debounce).await?;
     /// # Ok(()) }
     /// ```
     pub fn debounce(mut self, debounce: Debounce) -> Self {
@@ -359,13 +363,15 @@ impl Client {
         Client { store, clock: Arc::new(SystemClock), local: None, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES }
     }
 
-    pub(crate) fn attached(local: Arc<Local>) -> Client {
-        Client {
-            store: Arc::clone(&local.store),
-            clock: Arc::clone(&local.clock),
-            max_payload_bytes: local.config.max_payload_bytes,
-            local: Some(local),
-        }
+    /// A client attached to the worker `local` of an engine in this process, over its store and
+    /// clock.
+    pub(crate) fn attached(
+        local: Arc<dyn Attachment>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        max_payload_bytes: usize,
+    ) -> Client {
+        Client { store, clock, max_payload_bytes, local: Some(local) }
     }
 
     /// Starts (or finds, after a crash) the child run `id` of `parent`: a workflow this worker
@@ -376,12 +382,12 @@ impl Client {
         input: Box<RawValue>,
         id: &RunId,
         parent: &RunId,
-        queue: &crate::run::Queue,
+        queue: &Queue,
     ) -> Result<RunHandle, ClientError> {
         self.check_size(&input)?;
         let version = self.version_to_start(workflow).await?;
-        if let Some(registered) = self.local.as_ref().and_then(|l| l.registry.get(workflow, version)) {
-            (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
+        if let Some(checked) = self.local.as_ref().and_then(|l| l.check_input(workflow, version, &input)) {
+            checked.map_err(ClientError::InvalidPayload)?;
         }
         let options = StartOptions {
             id: Some(id.to_string()),
@@ -397,7 +403,7 @@ impl Client {
     /// The version of `workflow` a run started by the engine itself gets: the newest this worker
     /// registers, or else the newest a live worker serves.
     pub(crate) async fn version_to_start(&self, workflow: &str) -> Result<u32, ClientError> {
-        if let Some(version) = self.local.as_ref().and_then(|l| l.registry.latest(workflow)) {
+        if let Some(version) = self.local.as_ref().and_then(|l| l.latest(workflow)) {
             return Ok(version);
         }
         let served = self.live_workers().await?.served();
@@ -405,7 +411,7 @@ impl Client {
         newest.ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))
     }
 
-    /// The runs `id` started as its children ([`Ctx::child`](crate::Ctx::child)), oldest first.
+    /// The runs `id` started as its children ([`Ctx::child`](crate::ctx::Ctx::child)), oldest first.
     pub async fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, ClientError> {
         let mut children = self.every_run(RunFilter { parent: Some(id.clone()), ..RunFilter::default() }).await?;
         children.reverse();
@@ -438,7 +444,7 @@ impl Client {
     }
 
     /// Publishes an event with `payload` to `topic` (`user.signup`): one run starts for each
-    /// workflow [subscribed](crate::EngineBuilder::subscribe) to a pattern matching it, with the
+    /// workflow [subscribed](crate::engine::EngineBuilder::subscribe) to a pattern matching it, with the
     /// payload as its input, at most once per event [id](Publish::id) and workflow. A topic no
     /// workflow subscribes to starts nothing. The runs' idempotency key is
     /// `event:<id>` ([`Published::idempotency_key`]).
@@ -470,8 +476,8 @@ impl Client {
     /// The run event `key` starts for a subscribed workflow. Its input is checked when this
     /// client's engine registers that version; another service's workflow is started unchecked.
     fn event_run(&self, workflow: &str, version: u32, input: &RawValue, key: &str) -> Result<NewRun, ClientError> {
-        if let Some(registered) = self.local.as_ref().and_then(|local| local.registry.get(workflow, version)) {
-            (registered.check_input)(input).map_err(|e| ClientError::InvalidPayload(format!("{workflow}: {e}")))?;
+        if let Some(checked) = self.local.as_ref().and_then(|local| local.check_input(workflow, version, input)) {
+            checked.map_err(|e| ClientError::InvalidPayload(format!("{workflow}: {e}")))?;
         }
         let options = StartOptions { idempotency_key: Some(key.to_owned()), ..StartOptions::default() };
         self.build_run(workflow, version, input.to_owned(), options)
@@ -483,18 +489,16 @@ impl Client {
             Some(local) => {
                 let version = match options.version {
                     Some(v) => v,
-                    None => {
-                        local.registry.latest(workflow).ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?
-                    }
+                    None => local.latest(workflow).ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?,
                 };
-                let registered = local.registry.get(workflow, version).ok_or_else(|| {
-                    if local.registry.latest(workflow).is_none() {
+                let checked = local.check_input(workflow, version, &input).ok_or_else(|| {
+                    if local.latest(workflow).is_none() {
                         ClientError::UnknownWorkflow(workflow.into())
                     } else {
                         ClientError::UnknownVersion { name: workflow.into(), version }
                     }
                 })?;
-                (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
+                checked.map_err(ClientError::InvalidPayload)?;
                 version
             }
             None => options.version.unwrap_or(1),
@@ -537,9 +541,8 @@ impl Client {
     /// retention, or [`DEFAULT_RETENTION`], clamped by the engine's maximum.
     pub(crate) fn retention_of(&self, workflow: &str, asked: Option<Duration>) -> Duration {
         let local = self.local.as_ref();
-        let keep =
-            asked.or_else(|| local.and_then(|l| l.registry.retention(workflow))).unwrap_or(crate::DEFAULT_RETENTION);
-        match local.and_then(|l| l.config.max_retention) {
+        let keep = asked.or_else(|| local.and_then(|l| l.retention(workflow))).unwrap_or(DEFAULT_RETENTION);
+        match local.and_then(|l| l.max_retention()) {
             Some(max) => keep.min(max),
             None => keep,
         }
@@ -561,10 +564,8 @@ impl Client {
         if let Some(local) = &self.local {
             // A new run, or a signal for an existing one.
             local.wake_claimer();
-            if !created.created
-                && let Some(run) = local.active(&created.run.id)
-            {
-                run.signal_may_have_arrived();
+            if !created.created {
+                local.signal_may_have_arrived(&created.run.id);
             }
         }
         Ok(RunHandle { run: created.run, created: created.created, client: self.clone() })
@@ -611,7 +612,7 @@ impl Client {
         Ok(self.store.read_journal(id).await?)
     }
 
-    /// A run's durable values ([`Ctx::var`](crate::Ctx::var)), each as last set, by name.
+    /// A run's durable values ([`Ctx::var`](crate::ctx::Ctx::var)), each as last set, by name.
     pub async fn vars(&self, id: &RunId) -> Result<std::collections::BTreeMap<String, serde_json::Value>, ClientError> {
         Ok(cairn_journal::vars(&self.journal(id).await?))
     }
@@ -624,7 +625,7 @@ impl Client {
 
     /// Waits until the run ends; its output decoded, or why it did not complete. A run parked
     /// (`paused`) also ends the wait, with an error. A run that continued as new
-    /// ([`Ctx::continue_as_new`](crate::Ctx::continue_as_new)) has the result of the last run of
+    /// ([`Ctx::continue_as_new`](crate::ctx::Ctx::continue_as_new)) has the result of the last run of
     /// its chain.
     pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ClientError> {
         let mut id = id.clone();
@@ -658,7 +659,7 @@ impl Client {
                 && !told
                 && let Some(local) = &self.local
             {
-                here = local.active(id).is_some();
+                here = local.runs_here(id);
                 read = !(here || (executable_here && local.claiming()));
             }
             if read {
@@ -669,8 +670,7 @@ impl Client {
                 if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {
                     return result.map(Ok);
                 }
-                executable_here =
-                    self.local.as_ref().is_some_and(|local| local.registry.get(&run.workflow, run.version).is_some());
+                executable_here = self.local.as_ref().is_some_and(|local| local.registers(&run.workflow, run.version));
                 // Where endings are reported, wherever the run ends this waiter hears of it and
                 // reading again is a safety net; elsewhere, reads back off.
                 poll = match (reported, first) {
@@ -727,15 +727,10 @@ impl Client {
             .send_signal(NewSignal { run_id: id.clone(), name: name.to_owned(), payload: payload.clone(), sent_at })
             .await?;
         if let Some(local) = &self.local {
-            if let Some(run) = local.active(id) {
-                run.deliver(SignalRecord {
-                    id: signal_id,
-                    name: name.to_owned(),
-                    payload,
-                    sent_at,
-                    consumed_seq: None,
-                });
-            }
+            local.deliver(
+                id,
+                SignalRecord { id: signal_id, name: name.to_owned(), payload, sent_at, consumed_seq: None },
+            );
             local.wake_claimer();
         }
         Ok(signal_id)
@@ -743,7 +738,7 @@ impl Client {
 
     /// Cancels a run. A run no worker holds is cancelled at once; a running one is stopped by
     /// its worker, whose step code sees its cancellation token fire. The children it waits for
-    /// ([`Ctx::child`](crate::Ctx::child), not detached ones) are cancelled too, and theirs. A
+    /// ([`Ctx::child`](crate::ctx::Ctx::child), not detached ones) are cancelled too, and theirs. A
     /// run that continued as new: the newest run of its chain is the one cancelled.
     pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
         let id = &self.newest(id).await?.id;
@@ -760,7 +755,7 @@ impl Client {
         Ok(outcome)
     }
 
-    /// The newest run of `id`'s chain of continuations ([`Ctx::continue_as_new`](crate::Ctx::continue_as_new)):
+    /// The newest run of `id`'s chain of continuations ([`Ctx::continue_as_new`](crate::ctx::Ctx::continue_as_new)):
     /// `id` itself unless it continued as another.
     pub async fn newest(&self, id: &RunId) -> Result<RunRecord, ClientError> {
         let mut run = self.get(id).await?;
@@ -779,17 +774,15 @@ impl Client {
             return Ok(Vec::new());
         }
         let awaited: Vec<RunId> =
-            self.store.read_journal(id).await?.iter().filter_map(|entry| crate::child::awaited(&entry.event)).collect();
-        let awaits = |child: &RunRecord| {
-            awaited.contains(&crate::run::first_of_chain(&child.id, child.continued_from.is_some()))
-        };
+            self.store.read_journal(id).await?.iter().filter_map(|entry| awaited(&entry.event)).collect();
+        let awaits = |child: &RunRecord| awaited.contains(&first_of_chain(&child.id, child.continued_from.is_some()));
         Ok(unended.into_iter().filter(awaits).map(|r| r.id).collect())
     }
 
     /// Wakes `parent`, which may wait for its child `child` to end.
     pub(crate) async fn child_ended(&self, parent: &RunId, child: &RunId) {
         let payload = serde_json::json!({ "child": child.as_str() });
-        match self.signal(parent, crate::child::CHILD_ENDED, &payload).await {
+        match self.signal(parent, CHILD_ENDED, &payload).await {
             Ok(_) | Err(ClientError::RunFinished { .. } | ClientError::RunNotFound(_)) => {}
             // The parent looks at its child again within the hour anyway.
             Err(error) => tracing::warn!("run {child} ended but could not wake its parent {parent}: {error}"),
@@ -801,9 +794,7 @@ impl Client {
         if let Some(local) = &self.local {
             match outcome {
                 CancelOutcome::Requested => {
-                    if let Some(run) = local.active(id) {
-                        run.interrupt(crate::Interrupt::Cancelled);
-                    }
+                    local.interrupt(id, crate::error::Interrupt::Cancelled);
                 }
                 CancelOutcome::Cancelled => local.notify_watchers(id, None),
             }
@@ -814,7 +805,7 @@ impl Client {
             let lasted = run.created_at.until(run.completed_at.unwrap_or(run.updated_at));
             crate::telemetry::run_ended(&run.workflow, run.status, lasted);
             if let Some(parent) = &run.parent {
-                self.child_ended(parent, &crate::run::first_of_chain(id, run.continued_from.is_some())).await;
+                self.child_ended(parent, &first_of_chain(id, run.continued_from.is_some())).await;
             }
         }
         Ok(outcome)
@@ -854,7 +845,7 @@ impl Client {
         run.prefix = journal[1..at].iter().map(|e| e.event.clone()).collect();
         run.restarted_from = Some(id.clone());
         run.retention = original.retention;
-        crate::run::Queue::of(&original).apply(&mut run);
+        Queue::of(&original).apply(&mut run);
         run.deadline = original.deadline.map(|deadline| now + original.created_at.until(deadline));
         self.create(run).await
     }
@@ -862,10 +853,10 @@ impl Client {
     /// Deletes ended runs (completed, failed, cancelled) past their retention, with their
     /// journals and signals, in batches of [`PRUNE_BATCH`] runs per transaction; with
     /// `older_than`, also every ended run that ended longer ago than that. An engine's
-    /// [maximum retention](crate::EngineBuilder::max_retention) applies too. Returns the ids
+    /// [maximum retention](crate::engine::EngineBuilder::max_retention) applies too. Returns the ids
     /// deleted; with `dry_run`, the ids it would delete, deleting nothing. Runs that have not
     /// ended are never deleted. Engines do this by themselves every
-    /// [sweep interval](crate::EngineBuilder::sweep_every).
+    /// [sweep interval](crate::engine::EngineBuilder::sweep_every).
     pub async fn prune(&self, older_than: Option<Duration>, dry_run: bool) -> Result<Vec<RunId>, ClientError> {
         self.prune_batches(older_than, dry_run, 0, &mut |_| {}).await
     }
@@ -881,7 +872,7 @@ impl Client {
         self.prune_batches(older_than, dry_run, 0, deleted).await
     }
 
-    /// What an engine's sweeper does every [sweep interval](crate::EngineBuilder::sweep_every):
+    /// What an engine's sweeper does every [sweep interval](crate::engine::EngineBuilder::sweep_every):
     /// [`prune`](Client::prune) of runs past their retention, pausing after each full batch
     /// [`SWEEP_PAUSE_FACTOR`] times as long as the batch took, so a large backlog takes at most
     /// a ninth of the store's time (on SQLite, of its one writer) from the runs executing
@@ -900,7 +891,7 @@ impl Client {
         report: &mut (dyn FnMut(usize) + Send),
     ) -> Result<Vec<RunId>, ClientError> {
         let now = self.clock.now();
-        let max = self.local.as_ref().and_then(|l| l.config.max_retention);
+        let max = self.local.as_ref().and_then(|l| l.max_retention());
         let ended_before = [older_than, max].into_iter().flatten().min().map(|keep| now - keep);
         let limit = if dry_run { usize::MAX / 2 } else { PRUNE_BATCH };
         let mut deleted = Vec::new();
@@ -931,13 +922,11 @@ impl Client {
     /// finish and are committed, no new step starts), told at once in this process or by its
     /// worker's next heartbeat elsewhere. Pausing a paused run changes nothing.
     pub async fn pause(&self, id: &RunId) -> Result<PauseOutcome, ClientError> {
-        let outcome = self.store.pause(self.control(id, crate::run::PAUSED_BY_REQUEST)).await?;
+        let outcome = self.store.pause(self.control(id, PAUSED_BY_REQUEST)).await?;
         if let Some(local) = &self.local {
             match outcome {
                 PauseOutcome::Requested => {
-                    if let Some(run) = local.active(id) {
-                        run.interrupt(crate::Interrupt::Paused);
-                    }
+                    local.interrupt(id, crate::error::Interrupt::Paused);
                 }
                 PauseOutcome::Paused => local.notify_watchers(id, None),
             }

@@ -1,6 +1,8 @@
 //! Explicit continuations: a workflow defined as named steps, each saying which runs next.
 
-use crate::{Ctx, EngineError, LoopOptions, StepError, WorkflowError};
+use crate::ctx::Ctx;
+use crate::error::{EngineError, StepError, WorkflowError};
+use crate::repeat::LoopOptions;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -61,7 +63,7 @@ type Handler<I, S, O> =
 ///     })
 ///     .workflow()?;
 /// let engine = Engine::builder().store(MemoryStore::new()).register("order", 1, order).start().await?;
-/// let text: String = engine.start("order", &30u32).await?.result().await?;
+/// let text: String = engine.client().start("order", &30u32).await?.result().await?;
 /// assert_eq!(text, "charged 30 after 1 try");
 /// engine.shutdown().await;
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -1,7 +1,8 @@
 //! The context a workflow body gets, and its verbs.
 
-use crate::run::{Begun, RunShared};
-use crate::{StepError, WorkflowError};
+use crate::error::{StepError, WorkflowError};
+use crate::run::RunShared;
+use crate::run_core::Begun;
 use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepStatus, Timestamp};
 use cairn_store::{RunId, SuspendReason};
 use serde::Serialize;
@@ -184,14 +185,14 @@ impl Ctx {
     /// }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("stamp", 1, stamp).start().await?;
-    /// let (at, _dice, id): (Timestamp, u64, String) = engine.start("stamp", &()).await?.result().await?;
+    /// let (at, _dice, id): (Timestamp, u64, String) = engine.client().start("stamp", &()).await?.result().await?;
     /// assert!(at.as_millis() > 0 && id.len() == 36);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
     pub async fn now(&self) -> Result<Timestamp, WorkflowError> {
-        let clock = Arc::clone(&self.shared.local.clock);
+        let clock = Arc::clone(self.shared.clock());
         Ok(Timestamp::from_millis(self.helper("now", move || clock.now().as_millis()).await?))
     }
 
@@ -200,7 +201,7 @@ impl Ctx {
     /// `continued`, linked to the new run (`continued_as`, and `continued_from` on the new one),
     /// in one store operation that also moves every signal this run has not consumed to the new
     /// run; signals sent to this run later go to the newest run of its chain, and
-    /// [`Client::result`](crate::Client::result) of any run of the chain waits for the last.
+    /// [`Client::result`](crate::client::Client::result) of any run of the chain waits for the last.
     ///
     /// The new run starts with an empty journal, on the newest version of the workflow this
     /// worker registers (so a long-lived workflow picks up new code as it continues), with this
@@ -229,19 +230,21 @@ impl Ctx {
     /// }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("meter", 1, meter).start().await?;
-    /// let run = engine.start("meter", &0u32).id("meter").await?;
+    /// let run = engine.client().start("meter", &0u32).id("meter").await?;
     /// for _ in 0..6 {
-    ///     engine.signal(run.id(), "tick", &()).await?; // always to the newest run
+    ///     engine.client().signal(run.id(), "tick", &()).await?; // always to the newest run
     /// }
     /// assert_eq!(run.result::<u32>().await?, 6);
-    /// assert_eq!(engine.get(&"meter~2".into()).await?.continued_from, Some("meter~1".into()));
+    /// assert_eq!(engine.client().get(&"meter~2".into()).await?.continued_from, Some("meter~1".into()));
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
     pub fn continue_as_new<I: Serialize + ?Sized, T>(&self, input: &I) -> Result<T, WorkflowError> {
-        let input = serde_json::to_string(input)
-            .map_err(|e| WorkflowError::Payload { path: crate::run::CONTINUED_INPUT.into(), message: e.to_string() })?;
+        let input = serde_json::to_string(input).map_err(|e| WorkflowError::Payload {
+            path: crate::run_core::CONTINUED_INPUT.into(),
+            message: e.to_string(),
+        })?;
         Err(WorkflowError::ContinueAsNew { input })
     }
 
@@ -333,7 +336,7 @@ impl Ctx {
     /// }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("checkout", 1, checkout).start().await?;
-    /// let done: Vec<String> = engine.start("checkout", &4u64).await?.result().await?;
+    /// let done: Vec<String> = engine.client().start("checkout", &4u64).await?.result().await?;
     /// assert_eq!(done, ["charged 40", "labelled"]);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -381,7 +384,7 @@ impl Ctx {
     /// }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("quote", 1, quote).start().await?;
-    /// let text: String = engine.start("quote", &()).await?.result().await?;
+    /// let text: String = engine.client().start("quote", &()).await?.result().await?;
     /// assert_eq!(text, "42 from cache");
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -462,7 +465,7 @@ impl Ctx {
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("resize", 1, resize).start().await?;
     /// let images = vec!["a.png".to_owned(), "b.png".to_owned()];
-    /// let done: usize = engine.start("resize", &images).await?.result().await?;
+    /// let done: usize = engine.client().start("resize", &images).await?.result().await?;
     /// assert_eq!(done, 2);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -525,8 +528,8 @@ impl Ctx {
             ctx: self.clone(),
             begun: Some(self.begin(name, StepKind::Step)),
             body: Some(Box::new(body)),
-            policy: self.shared.step_defaults.retry.clone().unwrap_or_default(),
-            timeout: self.shared.step_defaults.timeout,
+            policy: self.shared.step_defaults().retry.clone().unwrap_or_default(),
+            timeout: self.shared.step_defaults().timeout,
             running: None,
             _output: PhantomData,
         }
@@ -784,7 +787,7 @@ where
             result = attempt_of(&mut body).instrument(span.clone()) => result,
             () = async {
                 match deadline {
-                    Some(at) => shared.local.clock.sleep_until(at).await,
+                    Some(at) => shared.clock().sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             } => Err(StepError::retryable(format!("timed out after {:?}", timeout.unwrap_or_default()))),

@@ -1,16 +1,22 @@
 //! The engine: a worker that claims ready runs, replays and executes them while it holds their
 //! leases, heartbeats those leases, and wakes runs when their timers come due.
 
+use crate::attach::Attachment;
+use crate::client::Client;
 use crate::clock::{Clock, SystemClock, wall_now};
+use crate::ctx::Ctx;
+use crate::error::{EngineError, Interrupt, WorkflowError};
 use crate::registry::Registry;
-use crate::run::{Mode, PAUSED_BY_REQUEST, RunShared, drive};
-use crate::{Client, Ctx, EngineError, Interrupt, WorkflowError};
+use crate::run::{BodyFuture, Host, RunSetup, RunShared, drive};
+use crate::run_core::{DEFAULT_MAX_PAYLOAD_BYTES, Ended, Limits, Lineage, Mode, PAUSED_BY_REQUEST, first_of_chain};
 use cairn_journal::{FastMap, JournalEntry, RetryPolicy};
 use cairn_store::{
-    Append, ClaimRequest, ForgetWorkers, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, Store, WorkerRecord,
+    Append, ClaimRequest, ForgetWorkers, HeartbeatRequest, Notice, RunId, RunRecord, RunUpdate, SignalRecord, Store,
+    WorkerRecord,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,26 +41,12 @@ pub(crate) struct Config {
     pub(crate) sweep_every: Option<Duration>,
 }
 
-/// How a run ended on this worker, as its watchers learn it without reading the store.
-#[derive(Debug, Clone)]
-pub(crate) struct Ended {
-    pub(crate) status: cairn_store::RunStatus,
-    pub(crate) output: Option<Box<serde_json::value::RawValue>>,
-    pub(crate) error: Option<String>,
-}
-
-/// The default payload limit: 4 MiB.
-pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
-
 /// How many times in a row a run's worker may die while executing it without committing anything
 /// before the run is parked as poison.
 pub const DEFAULT_MAX_RECOVERIES: u32 = 10;
 
 /// How long a shutdown lets steps in flight finish by default.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-
-/// How long an ended run is kept by default before a sweeper deletes it: 30 days.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl Default for Config {
     fn default() -> Self {
@@ -264,8 +256,113 @@ async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq: u64, updat
 /// A claimed run, loaded: its live state, its body ready to drive, and its span.
 struct Loaded {
     shared: Arc<RunShared>,
-    body: crate::registry::BodyFuture,
+    body: BodyFuture,
     span: tracing::Span,
+}
+
+/// A client attached to this worker.
+pub(crate) fn attached(local: &Arc<Local>) -> Client {
+    let (store, clock) = (Arc::clone(&local.store), Arc::clone(&local.clock));
+    Client::attached(Arc::clone(local) as Arc<dyn Attachment>, store, clock, local.config.max_payload_bytes)
+}
+
+impl Host for Local {
+    fn wake_claimer(&self) {
+        Local::wake_claimer(self);
+    }
+
+    fn notices_reported(&self) -> bool {
+        Local::notices_reported(self)
+    }
+}
+
+impl Attachment for Local {
+    fn latest(&self, workflow: &str) -> Option<u32> {
+        self.registry.latest(workflow)
+    }
+
+    fn registers(&self, workflow: &str, version: u32) -> bool {
+        self.registry.get(workflow, version).is_some()
+    }
+
+    fn workflow_names(&self) -> Vec<String> {
+        self.registry.names()
+    }
+
+    fn check_input(&self, workflow: &str, version: u32, input: &RawValue) -> Option<Result<(), String>> {
+        self.registry.get(workflow, version).map(|registered| (registered.check_input)(input))
+    }
+
+    fn retention(&self, workflow: &str) -> Option<Duration> {
+        self.registry.retention(workflow)
+    }
+
+    fn max_retention(&self) -> Option<Duration> {
+        self.config.max_retention
+    }
+
+    fn wake_claimer(&self) {
+        Local::wake_claimer(self);
+    }
+
+    fn claiming(&self) -> bool {
+        Local::claiming(self)
+    }
+
+    fn notices_reported(&self) -> bool {
+        Local::notices_reported(self)
+    }
+
+    fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>> {
+        Local::watch(self, id)
+    }
+
+    fn notify_watchers(&self, id: &RunId, ended: Option<Ended>) {
+        Local::notify_watchers(self, id, ended);
+    }
+
+    fn runs_here(&self, id: &RunId) -> bool {
+        self.active(id).is_some()
+    }
+
+    fn interrupt(&self, id: &RunId, why: Interrupt) {
+        if let Some(run) = self.active(id) {
+            run.interrupt(why);
+        }
+    }
+
+    fn deliver(&self, id: &RunId, signal: SignalRecord) {
+        if let Some(run) = self.active(id) {
+            run.deliver(signal);
+        }
+    }
+
+    fn signal_may_have_arrived(&self, id: &RunId) {
+        if let Some(run) = self.active(id) {
+            run.signal_may_have_arrived();
+        }
+    }
+}
+
+/// What a run of `state`'s workflow needs from this worker.
+pub(crate) fn run_setup(local: &Arc<Local>, state: &cairn_journal::RunState) -> RunSetup {
+    let workflow = state.workflow();
+    let registry = &local.registry;
+    let latest = registry.latest(workflow);
+    RunSetup {
+        store: Arc::clone(&local.store),
+        clock: Arc::clone(&local.clock),
+        client: attached(local),
+        host: Arc::clone(local) as Arc<dyn Host>,
+        poll_interval: local.config.poll_interval,
+        limits: Limits { max_payload_bytes: local.config.max_payload_bytes, suspend_grace: local.config.suspend_grace },
+        step_defaults: registry.step_defaults(workflow),
+        rate_turns: registry.rate_limits(workflow).iter().map(|limit| limit.turns_of(state.input())).collect(),
+        successor: (
+            latest,
+            latest.and_then(|version| registry.get(workflow, version)).map(|r| Arc::clone(&r.check_input)),
+        ),
+    }
 }
 
 /// Loads a claimed run (its journal, its state, its body); or how it ended without executing
@@ -311,8 +408,8 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
     let mode = if run.recoveries > max { Mode::Poisoned(run.recoveries) } else { Mode::Live };
     // Nothing but `started` journaled: the run has not started yet (or its start was lost).
     let fresh = state.last_seq() == 1;
-    let lineage = crate::run::Lineage::of(&run);
-    let shared = Arc::new(RunShared::new(run.id.clone(), lineage, run.epoch, Arc::clone(local), state, mode));
+    let shared =
+        Arc::new(RunShared::new(run.id.clone(), Lineage::of(&run), run.epoch, run_setup(local, &state), state, mode));
     lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
     lock(&local.loading).remove(&run.id);
     if run.cancel_requested {
@@ -325,7 +422,7 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
     let span = crate::telemetry::run_span(&run);
     let RunRecord { input, .. } = *run;
     let body = (registered.body)(Ctx::new(Arc::clone(&shared)), input);
-    let body: crate::registry::BodyFuture = if fresh && shared.limits_start() {
+    let body: BodyFuture = if fresh && shared.limits_start() {
         let gate = Arc::clone(&shared);
         Box::pin(async move {
             gate.turn(None).await?;
@@ -355,9 +452,9 @@ async fn start_run(local: &Arc<Local>, run: Box<RunRecord>) -> Option<Ended> {
         // it ends, naming the chain's first run (the child the parent waits for).
         let child_ended = ended.status.is_terminal() && ended.status != cairn_store::RunStatus::Continued;
         if let Some(parent) = shared.lineage.parent.as_ref().filter(|_| child_ended) {
-            let first = crate::run::first_of_chain(&shared.id, shared.lineage.continues);
+            let first = first_of_chain(&shared.id, shared.lineage.continues);
             // Boxed: rare, and its future would otherwise size every run's task.
-            Box::pin(Client::attached(Arc::clone(local)).child_ended(parent, &first)).await;
+            Box::pin(attached(local).child_ended(parent, &first)).await;
         }
     }
     ended
@@ -375,7 +472,7 @@ async fn claim_loop(local: Arc<Local>) {
     };
     let mut tasks = JoinSet::new();
     let mut wakeups = local.store.wakeups();
-    let client = Client::attached(Arc::clone(&local));
+    let client = attached(&local);
     loop {
         if local.draining.is_cancelled() {
             break;
@@ -604,8 +701,8 @@ pub struct EngineBuilder {
     registry: Registry,
     duplicate: Option<(String, u32)>,
     config: Config,
-    schedules: Vec<crate::Schedule>,
-    concurrency: Vec<crate::ConcurrencyRule>,
+    schedules: Vec<crate::schedule::Schedule>,
+    concurrency: Vec<cairn_store::ConcurrencyRule>,
 }
 
 impl EngineBuilder {
@@ -644,7 +741,7 @@ impl EngineBuilder {
 
     /// Subscribes workflow `name` (registered with this builder) to the events of every topic
     /// `pattern` matches: `user.signup`, or `user.*` (`*` is any one segment; see
-    /// [`cairn_journal::topic`]). Each event [published](crate::Client::publish) to a matching
+    /// [`cairn_journal::topic`]). Each event [published](crate::client::Client::publish) to a matching
     /// topic starts one run of the workflow's newest registered version, with the event's payload
     /// as input. The engine declares its workflows' subscriptions in the store when it starts,
     /// replacing what an earlier deploy declared for them, so any client of the store can publish.
@@ -665,12 +762,12 @@ impl EngineBuilder {
     ///     .subscribe("welcome", "user.*")
     ///     .start()
     ///     .await?;
-    /// let published = engine.publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await?;
+    /// let published = engine.client().publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await?;
     /// assert_eq!(published.runs.len(), 1);
     /// let greeting: String = published.runs[0].result().await?;
     /// assert_eq!(greeting, "welcome \"Ada\"");
     /// // The same event again starts nothing new.
-    /// let again = engine.publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await?;
+    /// let again = engine.client().publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await?;
     /// assert_eq!(again.started().count(), 0);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -682,14 +779,14 @@ impl EngineBuilder {
     }
 
     /// The retry policy of every step of workflow `name` (every version) that does not set its
-    /// own with [`Step::retry`](crate::Step::retry) (default: [`RetryPolicy::default`]).
+    /// own with [`Step::retry`](crate::ctx::Step::retry) (default: [`RetryPolicy::default`]).
     pub fn default_retry(mut self, name: &str, policy: RetryPolicy) -> Self {
         self.registry.set_step_defaults(name, |defaults| defaults.retry = Some(policy));
         self
     }
 
     /// A timeout for each attempt of every step of workflow `name` that does not set its own
-    /// with [`Step::timeout`](crate::Step::timeout) (default: none).
+    /// with [`Step::timeout`](crate::ctx::Step::timeout) (default: none).
     pub fn default_step_timeout(mut self, name: &str, limit: Duration) -> Self {
         self.registry.set_step_defaults(name, |defaults| defaults.timeout = Some(limit));
         self
@@ -741,8 +838,8 @@ impl EngineBuilder {
     }
 
     /// How long ended runs of workflow `name` (every version) are kept before a sweeper deletes
-    /// them (default [`DEFAULT_RETENTION`], 30 days); a run's own
-    /// [`retention`](crate::StartRun::retention) overrides it.
+    /// them (default [`DEFAULT_RETENTION`](crate::client::DEFAULT_RETENTION), 30 days); a run's own
+    /// [`retention`](crate::client::StartRun::retention) overrides it.
     pub fn retention(mut self, name: &str, keep: Duration) -> Self {
         self.registry.set_retention(name, keep);
         self
@@ -780,18 +877,18 @@ impl EngineBuilder {
     ///     .schedule(Schedule::cron("hourly-cleanup", "cleanup", ["0 * * * *"]).catch_up(CatchUp::Skip))
     ///     .start()
     ///     .await?;
-    /// assert_eq!(engine.schedules().await?.len(), 1);
+    /// assert_eq!(engine.client().schedules().await?.len(), 1);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub fn schedule(mut self, schedule: crate::Schedule) -> Self {
+    pub fn schedule(mut self, schedule: crate::schedule::Schedule) -> Self {
         self.schedules.push(schedule);
         self
     }
 
     /// Limits how often runs of a registered workflow start, or how often a named step of it
-    /// runs, across every worker sharing the store (see [`RateLimit`](crate::RateLimit)); work
+    /// runs, across every worker sharing the store (see [`RateLimit`](crate::flow::RateLimit)); work
     /// over the limit is suspended until its turn (`waiting_for: rate`), never dropped. Checked
     /// at start (`[CAIRN-E0314]`). A later limit for the same workflow and step wins.
     ///
@@ -813,7 +910,7 @@ impl EngineBuilder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub fn rate_limit(mut self, limit: crate::RateLimit) -> Self {
+    pub fn rate_limit(mut self, limit: crate::flow::RateLimit) -> Self {
         self.registry.set_rate_limit(limit);
         self
     }
@@ -835,12 +932,12 @@ impl EngineBuilder {
     ///     .concurrency(ConcurrencyRule::per_key("charge", "/customer", 2))
     ///     .start()
     ///     .await?;
-    /// assert_eq!(engine.concurrency_rules().await?[0].limit, 2);
+    /// assert_eq!(engine.client().concurrency_rules().await?[0].limit, 2);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub fn concurrency(mut self, rule: crate::ConcurrencyRule) -> Self {
+    pub fn concurrency(mut self, rule: cairn_store::ConcurrencyRule) -> Self {
         self.concurrency.retain(|r| r.workflow != rule.workflow);
         self.concurrency.push(rule);
         self
@@ -890,9 +987,9 @@ impl EngineBuilder {
         let notices = store.notices();
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
         local.record_worker().await;
-        let client = Client::attached(Arc::clone(&local));
+        let client = attached(&local);
         client.declare_schedules(&self.schedules).await.map_err(|e| match e {
-            crate::ClientError::Store(error) => EngineError::Store(error),
+            crate::error::ClientError::Store(error) => EngineError::Store(error),
             other => EngineError::InvalidSchedule(other.to_string()),
         })?;
         let claimer = tokio::spawn(claim_loop(Arc::clone(&local)));
@@ -921,7 +1018,7 @@ impl EngineBuilder {
 ///
 /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 /// let engine = Engine::builder().store(MemoryStore::new()).register("double", 1, double).start().await?;
-/// let run = engine.start("double", &21u64).await?;
+/// let run = engine.client().start("double", &21u64).await?;
 /// let answer: u64 = run.result().await?;
 /// assert_eq!(answer, 42);
 /// engine.shutdown().await;
@@ -1011,12 +1108,5 @@ impl Engine {
             settle(&self.local, &run_id, epoch, after_seq, RunUpdate::Release).await;
             self.local.notify_watchers(&run_id, None);
         }
-    }
-}
-
-impl std::ops::Deref for Engine {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        &self.client
     }
 }

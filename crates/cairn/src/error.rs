@@ -94,7 +94,7 @@ pub enum Interrupt {
         /// Claims from an expired lease in a row without progress.
         recoveries: u32,
     },
-    /// The run's deadline (see [`StartRun::timeout`](crate::StartRun::timeout)) passed: it
+    /// The run's deadline (see [`StartRun::timeout`](crate::client::StartRun::timeout)) passed: it
     /// fails with this error.
     #[error("[CAIRN-E0110] the run timed out: its deadline passed before it finished")]
     TimedOut,
@@ -160,13 +160,13 @@ pub enum WorkflowError {
     /// The run must stop here; propagate this.
     #[error(transparent)]
     Interrupted(#[from] Interrupt),
-    /// Branches of a [`Ctx::join`](crate::Ctx::join) failed: each by name, with its error.
+    /// Branches of a [`Ctx::join`](crate::ctx::Ctx::join) failed: each by name, with its error.
     #[error("[CAIRN-E0111] {} branch(es) failed: {}", failures.len(), failures.iter().map(|(name, error)| format!("`{name}`: {error}")).collect::<Vec<_>>().join("; "))]
     BranchesFailed {
         /// Each failed branch's name and error, in the order the branches were given.
         failures: Vec<(String, String)>,
     },
-    /// A child run awaited with [`Ctx::child`](crate::Ctx::child) did not complete.
+    /// A child run awaited with [`Ctx::child`](crate::ctx::Ctx::child) did not complete.
     #[error("[CAIRN-E0115] child run `{child}` ended {status}: {error}")]
     ChildFailed {
         /// The child's id.
@@ -176,7 +176,7 @@ pub enum WorkflowError {
         /// Its error.
         error: String,
     },
-    /// A [`Ctx::saga`](crate::Ctx::saga)'s body failed and every compensation ran.
+    /// A [`Ctx::saga`](crate::ctx::Ctx::saga)'s body failed and every compensation ran.
     #[error("[CAIRN-E0112] {error}; compensated: {}", undone.join(", "))]
     Compensated {
         /// The body's error.
@@ -184,7 +184,7 @@ pub enum WorkflowError {
         /// The steps undone, in the order their compensations ran (last step first).
         undone: Vec<String>,
     },
-    /// Not a failure: the body asked to go on as a fresh run ([`Ctx::continue_as_new`](crate::Ctx::continue_as_new)).
+    /// Not a failure: the body asked to go on as a fresh run ([`Ctx::continue_as_new`](crate::ctx::Ctx::continue_as_new)).
     /// Returned from the body, it ends the run as `continued` and starts the next one; caught
     /// and dropped, it does nothing.
     #[error("[CAIRN-E0116] the run continues as a new run: return this from the workflow body")]
@@ -192,7 +192,7 @@ pub enum WorkflowError {
         /// The new run's input, as JSON text.
         input: String,
     },
-    /// A [`Ctx::saga`](crate::Ctx::saga)'s body failed and some compensations failed for good
+    /// A [`Ctx::saga`](crate::ctx::Ctx::saga)'s body failed and some compensations failed for good
     /// (the others ran).
     #[error("[CAIRN-E0113] {error}; {} compensation(s) failed: {}", failures.len(), failures.iter().map(|(name, error)| format!("`undo-{name}`: {error}")).collect::<Vec<_>>().join("; "))]
     CompensationFailed {
@@ -210,7 +210,7 @@ impl WorkflowError {
     }
 }
 
-/// What a [`Client`](crate::Client) call can fail with.
+/// What a [`Client`](crate::client::Client) call can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
@@ -354,7 +354,7 @@ pub enum EngineError {
         /// What it was given.
         setting: String,
     },
-    /// [`Continuations`](crate::Continuations) that cannot run: a step defined twice, a missing
+    /// [`Continuations`](crate::continuations::Continuations) that cannot run: a step defined twice, a missing
     /// start step, an invalid step name.
     #[error("[CAIRN-E0114] invalid continuations: {0}")]
     InvalidContinuations(String),

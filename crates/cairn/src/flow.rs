@@ -1,6 +1,8 @@
 //! Flow control: concurrency rules through a [`Client`], and rate limits.
 
-use crate::{Client, ClientError, ConcurrencyRule};
+use crate::client::Client;
+use crate::error::ClientError;
+use cairn_store::ConcurrencyRule;
 use cairn_store::TakeRate;
 
 impl Client {
@@ -42,7 +44,7 @@ impl Client {
 /// the store. Work over the limit is delayed, never dropped: a run waits to start (its first
 /// execution waits for its turn), or a step waits before each attempt, suspended
 /// (`waiting_for: rate`) until the limit lets it go on. Declared with
-/// [`EngineBuilder::rate_limit`](crate::EngineBuilder::rate_limit); every worker serving the
+/// [`EngineBuilder::rate_limit`](crate::engine::EngineBuilder::rate_limit); every worker serving the
 /// workflow should declare the same limits.
 ///
 /// ```
@@ -138,7 +140,7 @@ pub(crate) struct RateTurns {
 
 impl RateTurns {
     /// The turn asked for at `now`.
-    pub(crate) fn at(&self, now: crate::Timestamp) -> TakeRate {
+    pub(crate) fn at(&self, now: cairn_journal::Timestamp) -> TakeRate {
         TakeRate { bucket: self.bucket.clone(), limit: self.limit, period: self.period, now }
     }
 }

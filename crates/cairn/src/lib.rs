@@ -27,17 +27,18 @@
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! let engine = Engine::builder().store(MemoryStore::new()).register("order", 1, order).start().await?;
-//! let ok = engine.start("order", &10u64).idempotency_key("order-1").await?;
+//! let ok = engine.client().start("order", &10u64).idempotency_key("order-1").await?;
 //! assert_eq!(ok.result::<String>().await?, "r-1");
-//! let again = engine.start("order", &10u64).idempotency_key("order-1").await?;
+//! let again = engine.client().start("order", &10u64).idempotency_key("order-1").await?;
 //! assert!(!again.created());
-//! let declined = engine.start("order", &500u64).await?;
+//! let declined = engine.client().start("order", &500u64).await?;
 //! assert!(declined.result::<String>().await.is_err());
 //! engine.shutdown().await;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
 
+mod attach;
 mod child;
 mod client;
 mod clock;
@@ -50,6 +51,7 @@ mod panic;
 mod registry;
 mod repeat;
 mod run;
+pub mod run_core;
 mod saga;
 mod schedule;
 mod schedules;
@@ -66,16 +68,15 @@ pub use cairn_store::{
     RunPage, RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount,
 };
 pub use child::Child;
-pub use client::{Client, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
+pub use client::{Client, DEFAULT_RETENTION, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use continuations::{Continuations, Transition};
 pub use ctx::{Branch, Ctx, EventFilter, Step};
-pub use engine::{
-    DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RECOVERIES, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder,
-};
+pub use engine::{DEFAULT_MAX_RECOVERIES, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder};
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
 pub use flow::RateLimit;
 pub use repeat::LoopOptions;
+pub use run_core::DEFAULT_MAX_PAYLOAD_BYTES;
 pub use saga::Saga;
 pub use schedule::{CatchUp, Firings, MAX_CATCH_UP, ON_TIME, Schedule, ScheduleSpec, schedule_run_id};
 pub use uuid::Uuid;

@@ -1,19 +1,19 @@
 //! Registered workflows, type-erased so the engine can run any of them from raw JSON.
 
-use crate::{Ctx, WorkflowError};
+use crate::ctx::Ctx;
+use crate::error::WorkflowError;
+use crate::run::{BodyFuture, StepDefaults};
+use crate::run_core::InputCheck;
 use cairn_store::{SetSubscriptions, Subscription, WorkflowKey};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) type BodyFuture = Pin<Box<dyn Future<Output = Result<Box<RawValue>, WorkflowError>> + Send + 'static>>;
 type ErasedBody = Arc<dyn Fn(Ctx, Box<RawValue>) -> BodyFuture + Send + Sync>;
-type InputCheck = Arc<dyn Fn(&RawValue) -> Result<(), String> + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) struct Registered {
@@ -31,16 +31,7 @@ pub(crate) struct Registry {
     /// Step defaults by workflow name.
     step_defaults: HashMap<String, StepDefaults>,
     /// Rate limits by workflow name.
-    rate_limits: HashMap<String, Vec<crate::RateLimit>>,
-}
-
-/// What a workflow's steps use unless they say otherwise.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct StepDefaults {
-    /// The retry policy (default: [`cairn_journal::RetryPolicy::default`]).
-    pub(crate) retry: Option<cairn_journal::RetryPolicy>,
-    /// A timeout for each attempt (default: none).
-    pub(crate) timeout: Option<Duration>,
+    rate_limits: HashMap<String, Vec<crate::flow::RateLimit>>,
 }
 
 impl Registry {
@@ -97,24 +88,24 @@ impl Registry {
     }
 
     /// Adds a rate limit, replacing the one its workflow had for the same starts or step.
-    pub(crate) fn set_rate_limit(&mut self, limit: crate::RateLimit) {
+    pub(crate) fn set_rate_limit(&mut self, limit: crate::flow::RateLimit) {
         let limits = self.rate_limits.entry(limit.workflow.clone()).or_default();
         limits.retain(|l| l.step != limit.step);
         limits.push(limit);
     }
 
     /// The rate limits of workflow `name`.
-    pub(crate) fn rate_limits(&self, name: &str) -> &[crate::RateLimit] {
+    pub(crate) fn rate_limits(&self, name: &str) -> &[crate::flow::RateLimit] {
         self.rate_limits.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// A rate limit that is not valid or names an unregistered workflow, if any.
-    pub(crate) fn check_rate_limits(&self) -> Result<(), crate::EngineError> {
+    pub(crate) fn check_rate_limits(&self) -> Result<(), crate::error::EngineError> {
         for limit in self.rate_limits.values().flatten() {
-            limit.check().map_err(crate::EngineError::InvalidRateLimit)?;
+            limit.check().map_err(crate::error::EngineError::InvalidRateLimit)?;
             if !self.latest.contains_key(&limit.workflow) {
                 let message = format!("a rate limit limits `{}`, which is not registered", limit.workflow);
-                return Err(crate::EngineError::InvalidRateLimit(message));
+                return Err(crate::error::EngineError::InvalidRateLimit(message));
             }
         }
         Ok(())
@@ -127,12 +118,12 @@ impl Registry {
 
     /// A subscription or step defaults that name an unregistered workflow, or an invalid
     /// pattern, if any.
-    pub(crate) fn check_settings(&self) -> Result<(), crate::EngineError> {
+    pub(crate) fn check_settings(&self) -> Result<(), crate::error::EngineError> {
         let unregistered =
-            |name: &String, setting: String| crate::EngineError::NotRegistered { name: name.clone(), setting };
+            |name: &String, setting: String| crate::error::EngineError::NotRegistered { name: name.clone(), setting };
         for (name, patterns) in &self.subscriptions {
             for pattern in patterns {
-                cairn_journal::topic::check_pattern(pattern).map_err(crate::EngineError::InvalidTopic)?;
+                cairn_journal::topic::check_pattern(pattern).map_err(crate::error::EngineError::InvalidTopic)?;
                 if !self.latest.contains_key(name) {
                     return Err(unregistered(name, format!("a subscription to `{pattern}`")));
                 }

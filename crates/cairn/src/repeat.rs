@@ -1,7 +1,8 @@
 //! Durable loops: iterations in their own scopes, the carried state checkpointed, old history
 //! trimmed from the journal.
 
-use crate::{Ctx, WorkflowError};
+use crate::ctx::Ctx;
+use crate::error::WorkflowError;
 use cairn_journal::{Event, Trim};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -77,9 +78,9 @@ impl Ctx {
     /// }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("poll", 1, poll).start().await?;
-    /// let run = engine.start("poll", &1_000u64).await?;
+    /// let run = engine.client().start("poll", &1_000u64).await?;
     /// assert_eq!(run.result::<u64>().await?, 1_001);
-    /// assert!(engine.journal(run.id()).await?.len() < 40, "143 iterations, trimmed");
+    /// assert!(engine.client().journal(run.id()).await?.len() < 40, "143 iterations, trimmed");
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();

@@ -1,7 +1,8 @@
 //! Sagas: steps that each register how to undo them, undone in reverse when the body fails.
 
+use crate::ctx::Ctx;
 use crate::ctx::Step;
-use crate::{Ctx, StepError, WorkflowError};
+use crate::error::{StepError, WorkflowError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::future::Future;
@@ -117,8 +118,8 @@ impl Ctx {
     /// }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("trip", 1, trip).start().await?;
-    /// assert_eq!(engine.start("trip", &true).await?.result::<String>().await?, "H-7");
-    /// let undone: String = engine.start("trip", &false).await?.result().await?;
+    /// assert_eq!(engine.client().start("trip", &true).await?.result::<String>().await?, "H-7");
+    /// let undone: String = engine.client().start("trip", &false).await?.result().await?;
     /// assert!(undone.starts_with(r#"undid ["hotel"] after: step `pay` failed"#), "{undone}");
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -1,7 +1,8 @@
 //! Schedules: when a schedule fires, and which firings a late worker starts. Pure logic; the
 //! engine's claim loop fires due schedules through the store (`Store::fire_schedule`).
 
-use crate::{ClientError, Timestamp};
+use crate::error::ClientError;
+use cairn_journal::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::time::Duration;
@@ -182,8 +183,8 @@ pub(crate) fn check_name(name: &str) -> Result<(), ClientError> {
 /// use cairn::{Timestamp, schedule_run_id};
 /// assert_eq!(schedule_run_id("nightly", Timestamp::from_millis(1_795_996_800_000)).as_str(), "nightly@2026-11-30T00:00:00Z");
 /// ```
-pub fn schedule_run_id(name: &str, at: Timestamp) -> crate::RunId {
-    crate::RunId::new(format!("{name}@{}", instant(at)))
+pub fn schedule_run_id(name: &str, at: Timestamp) -> cairn_store::RunId {
+    cairn_store::RunId::new(format!("{name}@{}", instant(at)))
 }
 
 fn instant(at: Timestamp) -> jiff::Timestamp {

@@ -1,8 +1,9 @@
 //! Schedules through a [`Client`]: declare, list, pause, resume, trigger and delete them, and the
 //! firing of due schedules that each worker's claim loop does.
 
+use crate::client::{Client, RunHandle};
+use crate::error::ClientError;
 use crate::schedule::{Firings, Schedule, ScheduleSpec, check_name, schedule_run_id};
-use crate::{Client, ClientError, RunHandle};
 use cairn_store::{FireSchedule, NewRun, PauseSchedule, PutSchedule, ScheduleRecord};
 
 /// Most due schedules one worker fires in one go.
@@ -41,10 +42,10 @@ impl Client {
     /// # async fn report(_ctx: Ctx, (): ()) -> Result<(), WorkflowError> { Ok(()) }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("report", 1, report).start().await?;
-    /// let stored = engine.put_schedule(&Schedule::cron("weekly", "report", ["0 8 * * MON"])).await?;
+    /// let stored = engine.client().put_schedule(&Schedule::cron("weekly", "report", ["0 8 * * MON"])).await?;
     /// assert!(stored.next_fire_at.is_some());
-    /// engine.pause_schedule("weekly").await?;
-    /// assert!(engine.schedule("weekly").await?.paused);
+    /// engine.client().pause_schedule("weekly").await?;
+    /// assert!(engine.client().schedule("weekly").await?.paused);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
@@ -54,10 +55,10 @@ impl Client {
         let input = schedule.input.clone().map_err(ClientError::InvalidPayload)?;
         self.check_size(&input)?;
         if let Some(local) = &self.local
-            && let Some(version) = local.registry.latest(&schedule.workflow)
-            && let Some(registered) = local.registry.get(&schedule.workflow, version)
+            && let Some(version) = local.latest(&schedule.workflow)
+            && let Some(checked) = local.check_input(&schedule.workflow, version, &input)
         {
-            (registered.check_input)(&input).map_err(ClientError::InvalidPayload)?;
+            checked.map_err(ClientError::InvalidPayload)?;
         }
         let spec = schedule.spec.to_stored()?;
         let now = self.clock.now();
@@ -152,7 +153,7 @@ impl Client {
     /// was started. Schedules another worker fired meanwhile are left alone.
     pub(crate) async fn fire_due_schedules(&self) -> bool {
         let Some(local) = &self.local else { return false };
-        let names = local.registry.names();
+        let names = local.workflow_names();
         let now = self.clock.now();
         let due = match self.store.due_schedules(&names, now, FIRE_BATCH).await {
             Ok(due) => due,
@@ -163,7 +164,7 @@ impl Client {
         };
         let mut started = false;
         for schedule in due {
-            let (Some(due), Some(version)) = (schedule.next_fire_at, local.registry.latest(&schedule.workflow)) else {
+            let (Some(due), Some(version)) = (schedule.next_fire_at, local.latest(&schedule.workflow)) else {
                 continue;
             };
             let (times, next_fire_at) = match Firings::parse_stored(&schedule.spec) {

@@ -5,11 +5,15 @@
 //! non-determinism: a user's CI can check that new code still replays the journals of runs in
 //! flight before it is deployed.
 
-use crate::engine::{Config, Local};
+use crate::clock::SystemClock;
+use crate::ctx::Ctx;
+use crate::engine::{Config, Local, run_setup};
+use crate::error::{Interrupt, WorkflowError};
 use crate::registry::Registry;
-use crate::run::{Mode, RunShared};
-use crate::{Ctx, Interrupt, MemoryStore, SystemClock, WorkflowError};
+use crate::run::RunShared;
+use crate::run_core::Mode;
 use cairn_journal::{Event, JournalEntry, NonDeterminism, RunState, StepPath, Timestamp};
+use cairn_store::MemoryStore;
 use cairn_store::RunId;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -98,15 +102,11 @@ where
         .get(state.workflow(), state.version())
         .map(|registered| Arc::clone(&registered.body))
         .ok_or_else(|| ReplayError::Journal("the workflow could not be registered".into()))?;
-    let local = Local::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock), registry, Config::default(), false);
-    let shared = Arc::new(RunShared::new(
-        RunId::new("replay-check"),
-        Default::default(),
-        0,
-        Arc::new(local),
-        state,
-        Mode::ReplayCheck,
-    ));
+    let local =
+        Arc::new(Local::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock), registry, Config::default(), false));
+    let setup = run_setup(&local, &state);
+    let shared =
+        Arc::new(RunShared::new(RunId::new("replay-check"), Default::default(), 0, setup, state, Mode::ReplayCheck));
     let returned = crate::panic::caught(body(Ctx::new(Arc::clone(&shared)), input)).await;
     match shared.interruption() {
         Some(Interrupt::NonDeterminism(error)) => return Err(error.into()),

@@ -1,7 +1,8 @@
 //! Durable values: named values a run sets as it goes, journaled and readable from outside.
 
+use crate::ctx::Ctx;
+use crate::error::WorkflowError;
 use crate::run::RunShared;
-use crate::{Ctx, WorkflowError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
@@ -12,7 +13,7 @@ const MAX_NAME: usize = 200;
 
 /// A durable value of a run, made by [`Ctx::var`]. Every [`set`](Var::set) is journaled (an
 /// event `var_set`), so a replay sees the same values, and the latest is readable from outside
-/// the run ([`Client::vars`](crate::Client::vars), `cairn runs show`) even while it sleeps.
+/// the run ([`Client::vars`](crate::client::Client::vars), `cairn runs show`) even while it sleeps.
 ///
 /// A replay runs the body's sets again and journals only those past what the journal holds, so
 /// set each value from one branch at a time (as with any step, in the same order every run).
@@ -76,9 +77,9 @@ impl Ctx {
     /// }
     /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
     /// let engine = Engine::builder().store(MemoryStore::new()).register("import", 1, import).start().await?;
-    /// let run = engine.start("import", &3u32).await?;
+    /// let run = engine.client().start("import", &3u32).await?;
     /// assert_eq!(run.result::<u32>().await?, 3);
-    /// assert_eq!(engine.vars(run.id()).await?["files-done"], 3);
+    /// assert_eq!(engine.client().vars(run.id()).await?["files-done"], 3);
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();

@@ -1,8 +1,9 @@
 //! Workers as the store records them, and stranded runs: runs that need a worker when no live
 //! worker serves their workflow version.
 
+use crate::client::Client;
 use crate::clock::wall_now;
-use crate::{Client, ClientError};
+use crate::error::ClientError;
 use cairn_store::{PageCursor, RunFilter, RunRecord, WorkerRecord, WorkflowKey};
 use std::collections::BTreeSet;
 

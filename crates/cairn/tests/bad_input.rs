@@ -30,32 +30,32 @@ async fn bad_starts_are_refused_and_store_nothing() {
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).register("order", 1, order).start().await.unwrap();
 
-    let unknown = engine.start("no-such-workflow", &1).await;
+    let unknown = engine.client().start("no-such-workflow", &1).await;
     assert!(
         matches!(unknown, Err(ClientError::UnknownWorkflow(ref name)) if name == "no-such-workflow"),
         "{unknown:?}"
     );
-    let version = engine.start("order", &Order { sku: "a".into(), quantity: 1 }).version(9).await;
+    let version = engine.client().start("order", &Order { sku: "a".into(), quantity: 1 }).version(9).await;
     assert!(matches!(version, Err(ClientError::UnknownVersion { version: 9, .. })), "{version:?}");
-    let undecodable = engine.start("order", &serde_json::json!({ "sku": 5 })).await;
+    let undecodable = engine.client().start("order", &serde_json::json!({ "sku": 5 })).await;
     assert!(matches!(undecodable, Err(ClientError::InvalidPayload(_))), "{undecodable:?}");
-    let bad_id = engine.start("order", &Order { sku: "a".into(), quantity: 1 }).id("a/b").await;
+    let bad_id = engine.client().start("order", &Order { sku: "a".into(), quantity: 1 }).id("a/b").await;
     assert!(matches!(bad_id, Err(ClientError::InvalidPayload(_))), "{bad_id:?}");
-    assert_eq!(run_count(&engine).await, 0);
+    assert_eq!(run_count(&engine.client()).await, 0);
 
-    let first = engine.start("order", &Order { sku: "a".into(), quantity: 2 }).id("order-1").await.unwrap();
+    let first = engine.client().start("order", &Order { sku: "a".into(), quantity: 2 }).id("order-1").await.unwrap();
     assert_eq!(first.result::<u32>().await.unwrap(), 2);
-    let duplicate = engine.start("order", &Order { sku: "b".into(), quantity: 3 }).id("order-1").await;
+    let duplicate = engine.client().start("order", &Order { sku: "b".into(), quantity: 3 }).id("order-1").await;
     assert!(matches!(duplicate, Err(ClientError::DuplicateRunId(_))), "{duplicate:?}");
-    let kept = engine.get(first.id()).await.unwrap();
+    let kept = engine.client().get(first.id()).await.unwrap();
     assert_eq!(kept.input.get(), r#"{"sku":"a","quantity":2}"#);
 
-    let late = engine.signal(first.id(), "anything", &1).await;
+    let late = engine.client().signal(first.id(), "anything", &1).await;
     assert!(matches!(late, Err(ClientError::RunFinished { status: RunStatus::Completed, .. })), "{late:?}");
-    assert!(engine.signals(first.id()).await.unwrap().is_empty());
-    let missing = engine.signal(&RunId::new("ghost"), "x", &1).await;
+    assert!(engine.client().signals(first.id()).await.unwrap().is_empty());
+    let missing = engine.client().signal(&RunId::new("ghost"), "x", &1).await;
     assert!(matches!(missing, Err(ClientError::RunNotFound(_))), "{missing:?}");
-    assert_eq!(run_count(&engine).await, 1);
+    assert_eq!(run_count(&engine.client()).await, 1);
     engine.shutdown().await;
 }
 
@@ -65,27 +65,27 @@ async fn oversized_payloads_are_refused() {
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).max_payload_bytes(1024).register("big", 1, big).start().await.unwrap();
 
-    let input = engine.start("big", &"y".repeat(2048)).await;
+    let input = engine.client().start("big", &"y".repeat(2048)).await;
     assert!(matches!(input, Err(ClientError::PayloadTooLarge { limit: 1024, .. })), "{input:?}");
-    assert_eq!(run_count(&engine).await, 0);
+    assert_eq!(run_count(&engine.client()).await, 0);
 
-    let small = engine.start("big", &10usize).await.unwrap();
+    let small = engine.client().start("big", &10usize).await.unwrap();
     assert_eq!(small.result::<usize>().await.unwrap(), 10);
-    let huge = engine.start("big", &5000usize).await.unwrap();
+    let huge = engine.client().start("big", &5000usize).await.unwrap();
     match huge.result::<usize>().await {
         Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
             assert!(message.contains("CAIRN-E0105") && message.contains("blob"), "{message}");
         }
         other => panic!("unexpected {other:?}"),
     }
-    let journal = engine.journal(huge.id()).await.unwrap();
+    let journal = engine.client().journal(huge.id()).await.unwrap();
     assert!(
         !journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })),
         "the oversized output was not stored"
     );
     cairn::journal::RunState::fold(&journal).unwrap();
 
-    let signal = engine.signal(huge.id(), "x", &"z".repeat(2048)).await;
+    let signal = engine.client().signal(huge.id(), "x", &"z".repeat(2048)).await;
     assert!(matches!(signal, Err(ClientError::PayloadTooLarge { .. }) | Err(ClientError::RunFinished { .. })));
     engine.shutdown().await;
 }
@@ -95,16 +95,16 @@ async fn the_default_limit_is_four_mebibytes() {
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).register("big", 1, big).start().await.unwrap();
     // A string of n bytes is n + 2 bytes of JSON.
-    let fits = engine.start("big", &(DEFAULT_MAX_PAYLOAD_BYTES - 2)).await.unwrap();
+    let fits = engine.client().start("big", &(DEFAULT_MAX_PAYLOAD_BYTES - 2)).await.unwrap();
     assert_eq!(fits.result::<usize>().await.unwrap(), DEFAULT_MAX_PAYLOAD_BYTES - 2);
-    let over = engine.start("big", &(DEFAULT_MAX_PAYLOAD_BYTES - 1)).await.unwrap();
+    let over = engine.client().start("big", &(DEFAULT_MAX_PAYLOAD_BYTES - 1)).await.unwrap();
     match over.result::<usize>().await {
         Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
             assert!(message.contains("CAIRN-E0105") && message.contains("4194305"), "{message}");
         }
         other => panic!("unexpected {other:?}"),
     }
-    let journal = engine.journal(over.id()).await.unwrap();
+    let journal = engine.client().journal(over.id()).await.unwrap();
     assert!(!journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })));
     engine.shutdown().await;
 }

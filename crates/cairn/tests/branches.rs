@@ -39,19 +39,19 @@ async fn branches_run_in_their_own_scopes_and_resume_after_a_restart() {
     let clock = clock();
     let calls: Calls = Default::default();
     let engine = engine_of(store, &clock, "two", two_branches(calls.clone())).await;
-    let run = engine.start("two", &()).id("j-1").await.unwrap();
+    let run = engine.client().start("two", &()).id("j-1").await.unwrap();
     // `b` is done and `a` sleeps: the run suspends.
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     engine.shutdown().await;
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 0, 1, 1]);
 
     clock.advance(Duration::from_secs(3600));
     let store = reopen(&dir);
     let engine = engine_of(store, &clock, "two", two_branches(calls.clone())).await;
-    let outputs: Vec<u32> = engine.result(run.id()).await.unwrap();
+    let outputs: Vec<u32> = engine.client().result(run.id()).await.unwrap();
     assert_eq!(outputs, [1 + 10, 100 + 1000], "in the order given");
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1, 1], "nothing ran twice");
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let paths: Vec<String> = journal.iter().filter_map(|e| e.event.path().map(|p| p.to_string())).collect();
     for path in ["a/one", "a/nap", "a/two", "b/one", "b/two"] {
         assert!(paths.iter().any(|p| p == path), "{path} in {paths:?}");
@@ -72,12 +72,12 @@ async fn failed_branches_are_named_and_the_others_finish() {
     }
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("three", 1, three).start().await.unwrap();
-    let run = engine.start("three", &()).await.unwrap();
+    let run = engine.client().start("three", &()).await.unwrap();
     let error = run.result::<Vec<u32>>().await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0111") && error.contains("2 branch(es) failed"), "{error}");
     assert!(error.contains("`card`:") && error.contains("card declined"), "{error}");
     assert!(error.contains("`mail`:") && error.contains("no such address") && !error.contains("`stock`"), "{error}");
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(
         journal.iter().any(|e| e.event.path().is_some_and(|p| p.as_str() == "stock/reserve")),
         "the branch that succeeded ran to its end"
@@ -92,7 +92,7 @@ async fn two_branches_may_not_share_a_name() {
     }
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("twins", 1, twins).start().await.unwrap();
-    let error = engine.start("twins", &()).await.unwrap().result::<Vec<u32>>().await.unwrap_err().to_string();
+    let error = engine.client().start("twins", &()).await.unwrap().result::<Vec<u32>>().await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0102") && error.contains("same"), "{error}");
     engine.shutdown().await;
 }

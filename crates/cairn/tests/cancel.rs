@@ -26,16 +26,16 @@ async fn cancel_a_sleeping_run() {
     };
     let clock = clock();
     let engine = Engine::builder().store(store).clock(clock.clone()).register("sleepy", 1, wf).start().await.unwrap();
-    let run = engine.start("sleepy", &()).await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
-    assert_eq!(engine.cancel(run.id()).await.unwrap(), CancelOutcome::Cancelled);
+    let run = engine.client().start("sleepy", &()).await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
+    assert_eq!(engine.client().cancel(run.id()).await.unwrap(), CancelOutcome::Cancelled);
     let result = run.result::<()>().await;
     assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
     clock.advance(Duration::from_secs(86_400));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(after.get(), 0, "a cancelled run never runs again");
-    assert_eq!(engine.get(run.id()).await.unwrap().status, RunStatus::Cancelled);
-    assert!(matches!(engine.cancel(run.id()).await, Err(ClientError::RunFinished { .. })));
+    assert_eq!(engine.client().get(run.id()).await.unwrap().status, RunStatus::Cancelled);
+    assert!(matches!(engine.client().cancel(run.id()).await, Err(ClientError::RunFinished { .. })));
     engine.shutdown().await;
 }
 
@@ -72,17 +72,17 @@ async fn cancel_a_run_inside_a_long_step() {
         }
     };
     let engine = Engine::builder().store(store).clock(clock()).register("long", 1, wf).start().await.unwrap();
-    let run = engine.start("long", &()).await.unwrap();
+    let run = engine.client().start("long", &()).await.unwrap();
     while started.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(engine.cancel(run.id()).await.unwrap(), CancelOutcome::Requested);
+    assert_eq!(engine.client().cancel(run.id()).await.unwrap(), CancelOutcome::Requested);
     let result = run.result::<String>().await;
     assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
     while saw_cancel.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(!journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })), "late result discarded");
     assert!(matches!(journal.last().unwrap().event, Event::Cancelled { .. }));
     cairn::journal::RunState::fold(&journal).unwrap();
@@ -114,7 +114,7 @@ async fn a_cancel_from_another_process_reaches_the_worker_through_its_heartbeat(
         .start()
         .await
         .unwrap();
-    let run = engine.start("forever", &()).await.unwrap();
+    let run = engine.client().start("forever", &()).await.unwrap();
     while started.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -186,7 +186,7 @@ async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
         .start()
         .await
         .unwrap();
-    wait_for_status(&engine, &cairn::RunId::new("orphan"), RunStatus::Cancelled).await;
+    wait_for_status(&engine.client(), &cairn::RunId::new("orphan"), RunStatus::Cancelled).await;
     assert_eq!(ran.get(), 0, "the body of a cancelled run does not run");
     engine.shutdown().await;
 }

@@ -49,9 +49,9 @@ async fn a_full_worker_with_an_overdue_wake_up_waits_for_a_slot_instead_of_polli
         .start()
         .await
         .unwrap();
-    let nap = engine.start("napper", &()).await.unwrap();
-    wait_for_status(&engine, nap.id(), RunStatus::Suspended).await;
-    let block = engine.start("blocker", &()).await.unwrap();
+    let nap = engine.client().start("napper", &()).await.unwrap();
+    wait_for_status(&engine.client(), nap.id(), RunStatus::Suspended).await;
+    let block = engine.client().start("blocker", &()).await.unwrap();
     began.wait_for(1).await;
     // The nap is over while the only slot is taken.
     clock.advance(Duration::from_secs(61));
@@ -60,10 +60,10 @@ async fn a_full_worker_with_an_overdue_wake_up_waits_for_a_slot_instead_of_polli
     tokio::time::sleep(Duration::from_millis(300)).await;
     let asked = calls.of("next_wake_at") - before;
     assert!(asked <= 1, "the full worker asked the store for its next wake-up {asked} times in 300 ms");
-    assert_eq!(engine.get(nap.id()).await.unwrap().status, RunStatus::Suspended, "no slot was free");
+    assert_eq!(engine.client().get(nap.id()).await.unwrap().status, RunStatus::Suspended, "no slot was free");
     // The slot frees: the woken run is claimed at once.
     gate.add_permits(1);
-    wait_for_status(&engine, block.id(), RunStatus::Completed).await;
-    wait_for_status(&engine, nap.id(), RunStatus::Completed).await;
+    wait_for_status(&engine.client(), block.id(), RunStatus::Completed).await;
+    wait_for_status(&engine.client(), nap.id(), RunStatus::Completed).await;
     engine.shutdown().await;
 }

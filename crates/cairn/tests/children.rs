@@ -56,23 +56,23 @@ async fn a_parent_waits_for_its_child_across_a_restart() {
     let clock = clock();
     let calls: Calls = Default::default();
     let first = engine(store, &clock, &calls).await;
-    let run = first.start("parent", &21u64).id("p-1").await.unwrap();
-    wait_for_status(&first, run.id(), RunStatus::Suspended).await;
-    let children = first.children(run.id()).await.unwrap();
+    let run = first.client().start("parent", &21u64).id("p-1").await.unwrap();
+    wait_for_status(&first.client(), run.id(), RunStatus::Suspended).await;
+    let children = first.client().children(run.id()).await.unwrap();
     assert_eq!(children.len(), 1);
     let child = children[0].id.clone();
     assert_eq!(child.as_str(), "p-1:~child[0]", "derived from the parent and the call's path");
-    wait_for_status(&first, &child, RunStatus::Suspended).await;
-    assert_eq!(first.get(&child).await.unwrap().parent.as_ref(), Some(run.id()));
+    wait_for_status(&first.client(), &child, RunStatus::Suspended).await;
+    assert_eq!(first.client().get(&child).await.unwrap().parent.as_ref(), Some(run.id()));
     first.shutdown().await;
 
     clock.advance(Duration::from_secs(30));
     let second = engine(SqliteStore::open(dir.path().join("cairn.db")).unwrap(), &clock, &calls).await;
-    let text: String = second.result(run.id()).await.unwrap();
+    let text: String = second.client().result(run.id()).await.unwrap();
     assert_eq!(text, "21 doubled is 42");
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1], "nothing ran twice");
-    assert_eq!(second.children(run.id()).await.unwrap().len(), 1, "one child, not two");
-    let woken = second.journal(run.id()).await.unwrap().iter().any(|e| {
+    assert_eq!(second.client().children(run.id()).await.unwrap().len(), 1, "one child, not two");
+    let woken = second.client().journal(run.id()).await.unwrap().iter().any(|e| {
         matches!(&e.event, cairn::journal::Event::WaitCompleted { path, signal: Some(_), .. } if path.as_str() == "~child[0]/ended[0]")
     });
     assert!(woken, "the child's end woke the parent");
@@ -85,14 +85,14 @@ async fn a_failed_child_fails_its_parents_wait() {
     let clock = clock();
     let calls: Calls = Default::default();
     let engine = engine(store, &clock, &calls).await;
-    let run = engine.start("parent", &13u64).await.unwrap();
+    let run = engine.client().start("parent", &13u64).await.unwrap();
     let child = loop {
-        if let Some(child) = engine.children(run.id()).await.unwrap().pop() {
+        if let Some(child) = engine.client().children(run.id()).await.unwrap().pop() {
             break child.id;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    wait_for_status(&engine, &child, RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), &child, RunStatus::Suspended).await;
     clock.advance(Duration::from_secs(30));
     let error = run.result::<String>().await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0115") && error.contains("failed") && error.contains("unlucky"), "{error}");
@@ -122,15 +122,15 @@ async fn cancelling_a_parent_cancels_the_children_it_waits_for_but_not_detached_
         .start()
         .await
         .unwrap();
-    let run = engine.start("both", &()).id("b-1").await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let run = engine.client().start("both", &()).id("b-1").await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     let (spawned, awaited) = (cairn::RunId::new("b-1:~spawn[0]"), cairn::RunId::new("b-1:~child[0]"));
-    wait_for_status(&engine, &spawned, RunStatus::Suspended).await;
-    wait_for_status(&engine, &awaited, RunStatus::Suspended).await;
-    engine.cancel(run.id()).await.unwrap();
-    assert_eq!(engine.get(run.id()).await.unwrap().status, RunStatus::Cancelled);
-    assert_eq!(engine.get(&awaited).await.unwrap().status, RunStatus::Cancelled);
-    assert_eq!(engine.get(&spawned).await.unwrap().status, RunStatus::Suspended, "detached: left alone");
-    assert!(engine.children(run.id()).await.unwrap().iter().all(|c| c.parent.as_ref() == Some(run.id())));
+    wait_for_status(&engine.client(), &spawned, RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), &awaited, RunStatus::Suspended).await;
+    engine.client().cancel(run.id()).await.unwrap();
+    assert_eq!(engine.client().get(run.id()).await.unwrap().status, RunStatus::Cancelled);
+    assert_eq!(engine.client().get(&awaited).await.unwrap().status, RunStatus::Cancelled);
+    assert_eq!(engine.client().get(&spawned).await.unwrap().status, RunStatus::Suspended, "detached: left alone");
+    assert!(engine.client().children(run.id()).await.unwrap().iter().all(|c| c.parent.as_ref() == Some(run.id())));
     engine.shutdown().await;
 }

@@ -59,8 +59,8 @@ async fn concurrent_steps_replay_in_any_completion_order() {
         .start()
         .await
         .unwrap();
-    let run = first.start("fan", &6u64).await.unwrap();
-    wait_for_status(&first, run.id(), RunStatus::Suspended).await;
+    let run = first.client().start("fan", &6u64).await.unwrap();
+    wait_for_status(&first.client(), run.id(), RunStatus::Suspended).await;
     first.shutdown().await;
     assert_eq!(calls.get(), 6);
     let second = Engine::builder()
@@ -71,7 +71,7 @@ async fn concurrent_steps_replay_in_any_completion_order() {
         .await
         .unwrap();
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(second.result::<u64>(run.id()).await.unwrap(), 55 + 2 + 10);
+    assert_eq!(second.client().result::<u64>(run.id()).await.unwrap(), 55 + 2 + 10);
     assert_eq!(calls.get(), 6, "no part ran twice");
     second.shutdown().await;
 }
@@ -90,7 +90,7 @@ async fn eight_concurrent_starts_with_one_key_make_one_run() {
     let mut tasks = Vec::new();
     for i in 0..8u32 {
         let engine = Arc::clone(&engine);
-        tasks.push(tokio::spawn(async move { engine.start("once", &i).idempotency_key("the-key").await }));
+        tasks.push(tokio::spawn(async move { engine.client().start("once", &i).idempotency_key("the-key").await }));
     }
     let mut created = 0;
     let mut ids = std::collections::HashSet::new();
@@ -100,9 +100,9 @@ async fn eight_concurrent_starts_with_one_key_make_one_run() {
         ids.insert(handle.id().clone());
     }
     assert_eq!((created, ids.len()), (1, 1));
-    let page = engine.list(&cairn::RunFilter::default()).await.unwrap();
+    let page = engine.client().list(&cairn::RunFilter::default()).await.unwrap();
     assert_eq!(page.runs.len(), 1);
     let id = ids.into_iter().next().unwrap();
-    engine.result::<u32>(&id).await.unwrap();
+    engine.client().result::<u32>(&id).await.unwrap();
     engine.shutdown().await;
 }

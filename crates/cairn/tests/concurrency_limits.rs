@@ -74,7 +74,7 @@ async fn at_most_two_per_customer_across_two_workers() {
             .unwrap();
         engines.push(engine);
     }
-    let client = engines[0].client().clone();
+    let client = engines[0].client();
     for i in 0..6 {
         client.start("charge", &serde_json::json!({"customer": "a"})).id(format!("a{i}")).await.unwrap();
     }
@@ -139,14 +139,14 @@ async fn a_sleeping_run_gives_its_slot_up() {
         .start()
         .await
         .unwrap();
-    engine.start("nap", &()).id("first").await.unwrap();
-    engine.start("nap", &()).id("second").await.unwrap();
+    engine.client().start("nap", &()).id("first").await.unwrap();
+    engine.client().start("nap", &()).id("second").await.unwrap();
     // The first sleeps (its slot freed), so the second starts and sleeps too.
-    wait_for_status(&engine, &RunId::new("first"), RunStatus::Suspended).await;
-    wait_for_status(&engine, &RunId::new("second"), RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), &RunId::new("first"), RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), &RunId::new("second"), RunStatus::Suspended).await;
     clock.advance(Duration::from_secs(3601));
     for id in ["first", "second"] {
-        wait_for_status(&engine, &RunId::new(id), RunStatus::Completed).await;
+        wait_for_status(&engine.client(), &RunId::new(id), RunStatus::Completed).await;
     }
     assert_eq!(woke.get(), 2);
     engine.shutdown().await;

@@ -56,7 +56,7 @@ async fn steps_hand_over_and_done_ones_are_not_run_again_after_a_restart() {
     let open = Arc::new(AtomicBool::new(false));
     let engine =
         engine_of(store, &clock, "flow", flow(Arc::clone(&calls), Arc::clone(&open)).workflow().unwrap()).await;
-    let run = engine.start("flow", &5u32).id("flow-1").await.unwrap();
+    let run = engine.client().start("flow", &5u32).id("flow-1").await.unwrap();
     calls[2].wait_for(1).await;
     let counts = || calls.iter().map(Counter::get).collect::<Vec<_>>();
     assert_eq!(counts(), [1, 3, 1], "finish hangs");
@@ -65,10 +65,10 @@ async fn steps_hand_over_and_done_ones_are_not_run_again_after_a_restart() {
     open.store(true, Ordering::SeqCst);
     let engine =
         engine_of(reopen(&dir), &clock, "flow", flow(Arc::clone(&calls), Arc::clone(&open)).workflow().unwrap()).await;
-    let text: String = engine.result(run.id()).await.unwrap();
+    let text: String = engine.client().result(run.id()).await.unwrap();
     assert_eq!(text, "check>add>add>add = 15");
     assert_eq!(counts(), [1, 3, 2], "only the step cut off ran again");
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let paths: Vec<String> = journal.iter().filter_map(|e| e.event.path().map(|p| p.to_string())).collect();
     assert!(paths.contains(&"flow[0]/check".to_owned()) && paths.contains(&"flow[4]/finish".to_owned()), "{paths:?}");
     engine.shutdown().await;
@@ -91,7 +91,7 @@ async fn bad_definitions_are_refused_and_an_unknown_next_step_fails_the_run() {
         .unwrap();
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("lost", 1, lost).start().await.unwrap();
-    let error = engine.start("lost", &1u32).await.unwrap().result::<String>().await.unwrap_err().to_string();
+    let error = engine.client().start("lost", &1u32).await.unwrap().result::<String>().await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0114") && error.contains("`nowhere`"), "{error}");
     engine.shutdown().await;
 }

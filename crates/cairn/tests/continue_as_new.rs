@@ -49,27 +49,27 @@ async fn a_signal_sent_during_the_hand_over_is_consumed_by_the_new_run() {
     let (store, _dir) = sqlite();
     let (held, gate) = (Counter::default(), Arc::new(Semaphore::new(0)));
     let engine = engine_of(store, &clock(), "relay", relay(held.clone(), Arc::clone(&gate))).await;
-    let run = engine.start("relay", &0u32).id("relay").await.unwrap();
+    let run = engine.client().start("relay", &0u32).id("relay").await.unwrap();
     held.wait_for(1).await;
     // The run is held and about to hand over; the signal waits for nobody yet.
-    engine.signal(run.id(), "note", &42u64).await.unwrap();
+    engine.client().signal(run.id(), "note", &42u64).await.unwrap();
     gate.add_permits(1);
     assert_eq!(chain_result::<u64>(&run).await, 42, "the result of the chain's last run");
 
-    let first = engine.get(run.id()).await.unwrap();
+    let first = engine.client().get(run.id()).await.unwrap();
     assert_eq!((first.status, first.continued_as.clone()), (RunStatus::Continued, Some("relay~1".into())));
-    assert!(engine.signals(run.id()).await.unwrap().is_empty(), "the signal moved");
-    let next = engine.get(&"relay~1".into()).await.unwrap();
+    assert!(engine.client().signals(run.id()).await.unwrap().is_empty(), "the signal moved");
+    let next = engine.client().get(&"relay~1".into()).await.unwrap();
     assert_eq!((next.status, next.continued_from), (RunStatus::Completed, Some(run.id().clone())));
     assert_eq!(next.input.get(), "1");
-    let signals = engine.signals(&next.id).await.unwrap();
+    let signals = engine.client().signals(&next.id).await.unwrap();
     assert_eq!(signals.len(), 1);
     assert!(signals[0].consumed_seq.is_some());
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(matches!(&journal.last().unwrap().event, cairn::journal::Event::Continued { run, .. } if run == "relay~1"));
     assert_eq!(held.get(), 1, "the first run's step ran once");
     // The first run's id still takes signals: they go to the newest run, which has ended.
-    let refused = engine.signal(run.id(), "note", &1u64).await.unwrap_err();
+    let refused = engine.client().signal(run.id(), "note", &1u64).await.unwrap_err();
     assert!(matches!(refused, ClientError::RunFinished { status: RunStatus::Completed, .. }), "{refused:?}");
     engine.shutdown().await;
 }
@@ -94,9 +94,9 @@ async fn tally(ctx: Ctx, (count, sum): (u64, u64)) -> Result<(u64, u64), Workflo
 /// again: each is consumed once, by some run of the chain.
 async fn no_tick_is_lost(store: impl Store) {
     let engine = Engine::builder().store(store).clock(clock()).register("tally", 1, tally).start().await.unwrap();
-    let run = engine.start("tally", &(0u64, 0u64)).id("tally").await.unwrap();
+    let run = engine.client().start("tally", &(0u64, 0u64)).id("tally").await.unwrap();
     let sender = {
-        let (engine, id) = (engine.clone(), run.id().clone());
+        let (engine, id) = (engine.client(), run.id().clone());
         tokio::spawn(async move {
             for tick in 1..=TICKS {
                 engine.signal(&id, "tick", &tick).await.unwrap();
@@ -106,13 +106,13 @@ async fn no_tick_is_lost(store: impl Store) {
     assert_eq!(chain_result::<(u64, u64)>(&run).await, (TICKS, TICKS * (TICKS + 1) / 2));
     sender.await.unwrap();
     let chain = TICKS / PER_RUN;
-    let last = engine.get(&format!("tally~{}", chain - 1).as_str().into()).await.unwrap();
+    let last = engine.client().get(&format!("tally~{}", chain - 1).as_str().into()).await.unwrap();
     assert_eq!(last.status, RunStatus::Completed);
     assert!(last.continued_as.is_none());
     let mut consumed = 0;
     for n in 0..chain {
         let id = if n == 0 { "tally".to_owned() } else { format!("tally~{n}") };
-        let signals = engine.signals(&id.as_str().into()).await.unwrap();
+        let signals = engine.client().signals(&id.as_str().into()).await.unwrap();
         assert!(signals.iter().all(|s| s.consumed_seq.is_some()), "run {id} left a signal unconsumed");
         consumed += signals.len() as u64;
     }
@@ -158,24 +158,24 @@ async fn a_restarted_engine_goes_on_along_the_chain_without_redoing_work() {
     let clock = clock();
     let worked = Counter::default();
     let engine = engine_of(store, &clock, "stages", stages(worked.clone())).await;
-    let run = engine.start("stages", &0u32).id("stages").await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
-    engine.signal(run.id(), "go", &()).await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Continued).await;
-    wait_for_status(&engine, &"stages~1".into(), RunStatus::Suspended).await;
+    let run = engine.client().start("stages", &0u32).id("stages").await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
+    engine.client().signal(run.id(), "go", &()).await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Continued).await;
+    wait_for_status(&engine.client(), &"stages~1".into(), RunStatus::Suspended).await;
     drop(engine);
 
     // Another process opens the file: the second run replays its step, then hands over.
     let engine = engine_of(reopen(&dir), &clock, "stages", stages(worked.clone())).await;
-    engine.signal(run.id(), "go", &()).await.unwrap();
-    wait_for_status(&engine, &"stages~1".into(), RunStatus::Continued).await;
-    wait_for_status(&engine, &"stages~2".into(), RunStatus::Suspended).await;
+    engine.client().signal(run.id(), "go", &()).await.unwrap();
+    wait_for_status(&engine.client(), &"stages~1".into(), RunStatus::Continued).await;
+    wait_for_status(&engine.client(), &"stages~2".into(), RunStatus::Suspended).await;
     engine.shutdown().await;
     let engine = engine_of(reopen(&dir), &clock, "stages", stages(worked.clone())).await;
-    engine.signal(run.id(), "go", &()).await.unwrap();
-    assert_eq!(engine.result::<u32>(run.id()).await.unwrap(), 2);
+    engine.client().signal(run.id(), "go", &()).await.unwrap();
+    assert_eq!(engine.client().result::<u32>(run.id()).await.unwrap(), 2);
     assert_eq!(worked.get(), 3, "one step per run of the chain");
-    let runs = engine.list(&cairn::RunFilter::default()).await.unwrap().runs;
+    let runs = engine.client().list(&cairn::RunFilter::default()).await.unwrap().runs;
     let mut ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
     ids.sort();
     assert_eq!(ids, ["stages", "stages~1", "stages~2"], "no run was started twice");
@@ -187,12 +187,12 @@ async fn a_successor_id_taken_by_another_run_fails_the_run_instead() {
     let (store, _dir) = sqlite();
     let worked = Counter::default();
     let engine = engine_of(store, &clock(), "stages", stages(worked)).await;
-    engine.start("stages", &2u32).id("x~1").await.unwrap();
-    let run = engine.start("stages", &0u32).id("x").await.unwrap();
-    engine.signal(run.id(), "go", &()).await.unwrap();
-    let failed = wait_for_status(&engine, run.id(), RunStatus::Failed).await;
+    engine.client().start("stages", &2u32).id("x~1").await.unwrap();
+    let run = engine.client().start("stages", &0u32).id("x").await.unwrap();
+    engine.client().signal(run.id(), "go", &()).await.unwrap();
+    let failed = wait_for_status(&engine.client(), run.id(), RunStatus::Failed).await;
     assert!(failed.error.unwrap().contains("CAIRN-E0116"));
-    assert_eq!(engine.get(&"x~1".into()).await.unwrap().continued_from, None);
+    assert_eq!(engine.client().get(&"x~1".into()).await.unwrap().continued_from, None);
     engine.shutdown().await;
 }
 
@@ -220,9 +220,9 @@ async fn a_parent_waits_for_the_last_run_of_its_childs_chain() {
         .start()
         .await
         .unwrap();
-    let run = engine.start("launcher", &3u32).id("l").await.unwrap();
+    let run = engine.client().start("launcher", &3u32).id("l").await.unwrap();
     assert_eq!(chain_result::<u32>(&run).await, 4, "the child's chain had four runs");
-    let children = engine.children(run.id()).await.unwrap();
+    let children = engine.client().children(run.id()).await.unwrap();
     let ids: Vec<&str> = children.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["l:~child[0]", "l:~child[0]~1", "l:~child[0]~2", "l:~child[0]~3"], "each keeps the parent");
     engine.shutdown().await;
@@ -252,17 +252,17 @@ async fn cancelling_reaches_the_newest_run_of_a_chain_and_of_a_childs_chain() {
         .start()
         .await
         .unwrap();
-    let run = engine.start("idler", &0u32).id("idle").await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Continued).await;
-    wait_for_status(&engine, &"idle~1".into(), RunStatus::Suspended).await;
-    engine.cancel(run.id()).await.unwrap();
-    wait_for_status(&engine, &"idle~1".into(), RunStatus::Cancelled).await;
+    let run = engine.client().start("idler", &0u32).id("idle").await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Continued).await;
+    wait_for_status(&engine.client(), &"idle~1".into(), RunStatus::Suspended).await;
+    engine.client().cancel(run.id()).await.unwrap();
+    wait_for_status(&engine.client(), &"idle~1".into(), RunStatus::Cancelled).await;
 
-    let parent = engine.start("idle-parent", &()).id("p").await.unwrap();
-    wait_for_status(&engine, &"p:~child[0]".into(), RunStatus::Continued).await;
-    wait_for_status(&engine, &"p:~child[0]~1".into(), RunStatus::Suspended).await;
-    engine.cancel(parent.id()).await.unwrap();
-    wait_for_status(&engine, &"p:~child[0]~1".into(), RunStatus::Cancelled).await;
-    wait_for_status(&engine, parent.id(), RunStatus::Cancelled).await;
+    let parent = engine.client().start("idle-parent", &()).id("p").await.unwrap();
+    wait_for_status(&engine.client(), &"p:~child[0]".into(), RunStatus::Continued).await;
+    wait_for_status(&engine.client(), &"p:~child[0]~1".into(), RunStatus::Suspended).await;
+    engine.client().cancel(parent.id()).await.unwrap();
+    wait_for_status(&engine.client(), &"p:~child[0]~1".into(), RunStatus::Cancelled).await;
+    wait_for_status(&engine.client(), parent.id(), RunStatus::Cancelled).await;
     engine.shutdown().await;
 }

@@ -49,21 +49,21 @@ async fn items_resume_after_a_restart_in_input_order_without_running_again() {
     let clock = clock();
     let calls: Calls = Default::default();
     let engine = engine_of(store, &clock, "items", items(calls.clone())).await;
-    let run = engine.start("items", &(0..ITEMS as u32).collect::<Vec<_>>()).id("each-1").await.unwrap();
+    let run = engine.client().start("items", &(0..ITEMS as u32).collect::<Vec<_>>()).id("each-1").await.unwrap();
     // Item 3 sleeps in one slot; the other slot carries every other item.
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     engine.shutdown().await;
     let counts = || calls.0.iter().map(Counter::get).collect::<Vec<_>>();
     assert_eq!((counts(), calls.1.get()), (vec![1; ITEMS], 0));
 
     clock.advance(Duration::from_secs(3600));
     let engine = engine_of(reopen(&dir), &clock, "items", items(calls.clone())).await;
-    let results: Vec<Result<u32, String>> = engine.result(run.id()).await.unwrap();
+    let results: Vec<Result<u32, String>> = engine.client().result(run.id()).await.unwrap();
     assert_eq!((counts(), calls.1.get()), (vec![1; ITEMS], 1), "no item ran twice");
     assert_eq!(results[..4], [Ok(0), Ok(10), Ok(20), Ok(31)]);
     assert!(results[4].as_ref().unwrap_err().contains("four is broken"), "{results:?}");
     assert_eq!(results[5], Ok(50));
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let paths: Vec<String> = journal.iter().filter_map(|e| e.event.path().map(|p| p.to_string())).collect();
     for path in ["item[0]/work", "item[3]/nap", "item[3]/more", "item[5]/work"] {
         assert!(paths.iter().any(|p| p == path), "{path} in {paths:?}");
@@ -105,7 +105,7 @@ async fn exactly_concurrency_items_are_in_flight() {
     };
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("slots", 1, body).start().await.unwrap();
-    let sum: usize = engine.start("slots", &12usize).await.unwrap().result().await.unwrap();
+    let sum: usize = engine.client().start("slots", &12usize).await.unwrap().result().await.unwrap();
     assert_eq!(sum, (0..12).sum::<usize>());
     assert_eq!(most.load(Ordering::SeqCst), CONCURRENCY);
     assert_eq!(in_flight.load(Ordering::SeqCst), 0);

@@ -45,7 +45,7 @@ async fn one_publish_starts_one_run_per_subscribed_workflow_once_per_event_id() 
     let user = json!({"name": "Ada"});
 
     // `welcome` and `audit` match (audit through two patterns: still one run); `billing` does not.
-    let published = engine.publish("user.signup", &user).id("evt-1").await.unwrap();
+    let published = engine.client().publish("user.signup", &user).id("evt-1").await.unwrap();
     assert_eq!(published.event_id, "evt-1");
     let workflows: Vec<&str> = published.runs.iter().map(|r| r.record().workflow.as_str()).collect();
     assert_eq!(workflows, ["audit", "welcome"]);
@@ -58,23 +58,23 @@ async fn one_publish_starts_one_run_per_subscribed_workflow_once_per_event_id() 
     assert_eq!(published.runs[1].result::<String>().await.unwrap(), "welcome Ada");
 
     // The same id again: the same runs, none started.
-    let again = engine.publish("user.signup", &user).id("evt-1").await.unwrap();
+    let again = engine.client().publish("user.signup", &user).id("evt-1").await.unwrap();
     assert_eq!(again.started().count(), 0);
     let ids = |p: &Published| p.runs.iter().map(|r| r.id().clone()).collect::<Vec<_>>();
     assert_eq!(ids(&again), ids(&published));
-    assert_eq!(run_count(&engine).await, 2);
+    assert_eq!(run_count(&engine.client()).await, 2);
 
     // Another id: new runs. Without an id, each publish is a new event.
-    assert_eq!(engine.publish("user.signup", &user).id("evt-2").await.unwrap().started().count(), 2);
-    let fresh = engine.publish("user.login", &user).await.unwrap();
+    assert_eq!(engine.client().publish("user.signup", &user).id("evt-2").await.unwrap().started().count(), 2);
+    let fresh = engine.client().publish("user.login", &user).await.unwrap();
     assert_eq!(fresh.started().map(|r| r.record().workflow.as_str()).collect::<Vec<_>>(), ["audit"]);
     assert!(!fresh.event_id.is_empty());
-    assert_eq!(run_count(&engine).await, 5);
+    assert_eq!(run_count(&engine.client()).await, 5);
 
     // No subscriber: nothing started, no error.
-    let nobody = engine.publish("order.placed", &json!({})).id("evt-3").await.unwrap();
+    let nobody = engine.client().publish("order.placed", &json!({})).id("evt-3").await.unwrap();
     assert!(nobody.runs.is_empty());
-    assert_eq!(run_count(&engine).await, 5);
+    assert_eq!(run_count(&engine.client()).await, 5);
     engine.shutdown().await;
 }
 
@@ -83,19 +83,22 @@ async fn bad_publishes_start_nothing() {
     let (store, _dir) = crate::common::sqlite();
     let engine = builder(store).start().await.unwrap();
     for topic in ["", "user.*", "user..signup", "user signup"] {
-        let error = engine.publish(topic, &json!({"name": "Ada"})).await.unwrap_err();
+        let error = engine.client().publish(topic, &json!({"name": "Ada"})).await.unwrap_err();
         assert!(matches!(error, ClientError::InvalidTopic(_)), "{topic:?}: {error}");
     }
     for id in ["", "a\nb", &"x".repeat(201)] {
-        let error = engine.publish("user.signup", &json!({"name": "Ada"})).id(id).await.unwrap_err();
+        let error = engine.client().publish("user.signup", &json!({"name": "Ada"})).id(id).await.unwrap_err();
         assert!(matches!(error, ClientError::InvalidEventId(_)), "{id:?}: {error}");
     }
     // `welcome` cannot read this payload (`audit` could): neither run starts.
-    let error = engine.publish("user.signup", &json!({"nom": "Ada"})).id("evt-1").await.unwrap_err();
+    let error = engine.client().publish("user.signup", &json!({"nom": "Ada"})).id("evt-1").await.unwrap_err();
     assert!(matches!(&error, ClientError::InvalidPayload(m) if m.contains("welcome")), "{error}");
-    assert_eq!(run_count(&engine).await, 0);
+    assert_eq!(run_count(&engine.client()).await, 0);
     // The id was not used up: a good payload under it starts both.
-    assert_eq!(engine.publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await.unwrap().started().count(), 2);
+    assert_eq!(
+        engine.client().publish("user.signup", &json!({"name": "Ada"})).id("evt-1").await.unwrap().started().count(),
+        2
+    );
     engine.shutdown().await;
 }
 
@@ -146,7 +149,7 @@ async fn detached_clients_publish_to_what_the_last_deploy_declared() {
     assert_eq!(run.result::<String>().await.unwrap(), "hi Di");
     // The runs published while no worker ran are executed by this one.
     for run in &client.list(&RunFilter::default()).await.unwrap().runs {
-        crate::common::wait_for_status(&engine, &run.id, RunStatus::Completed).await;
+        crate::common::wait_for_status(&engine.client(), &run.id, RunStatus::Completed).await;
     }
     engine.shutdown().await;
 }

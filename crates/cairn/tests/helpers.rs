@@ -28,9 +28,9 @@ async fn helpers_keep_their_values_across_a_restart() {
     let start = clock.now();
     let engine =
         Engine::builder().store(store).clock(clock.clone()).register("stamps", 1, stamps).start().await.unwrap();
-    let run = engine.start("stamps", &()).id("s-1").await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
-    let journal_before = engine.journal(run.id()).await.unwrap().len();
+    let run = engine.client().start("stamps", &()).id("s-1").await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
+    let journal_before = engine.client().journal(run.id()).await.unwrap().len();
     engine.shutdown().await;
 
     // An hour later, another engine on the same file resumes the run.
@@ -38,7 +38,7 @@ async fn helpers_keep_their_values_across_a_restart() {
     let store = SqliteStore::open(dir.path().join("cairn.db")).unwrap();
     let engine =
         Engine::builder().store(store).clock(clock.clone()).register("stamps", 1, stamps).start().await.unwrap();
-    engine.signal(run.id(), "go", &()).await.unwrap();
+    engine.client().signal(run.id(), "go", &()).await.unwrap();
     let (before, after, first, second, id, inner): Seen = engine.client().result(run.id()).await.unwrap();
     assert_eq!(before, start, "the first time is the one journaled before the restart");
     assert_eq!(after, start + Duration::from_secs(3600));
@@ -47,13 +47,14 @@ async fn helpers_keep_their_values_across_a_restart() {
     assert_eq!(id.get_version_num(), 4);
 
     // Each value is a journal entry, numbered per scope and kind; none was drawn twice.
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let paths: Vec<String> = journal.iter().filter_map(|e| e.event.path().map(|p| p.to_string())).collect();
     for path in ["~now[0]", "~random[0]", "~random[1]", "~now[1]", "~uuid[0]", "inner/~now[0]"] {
         assert_eq!(paths.iter().filter(|p| *p == path).count(), 1, "{path} in {paths:?}");
     }
     assert!(journal.len() > journal_before);
-    let stored: Seen = serde_json::from_str(engine.get(run.id()).await.unwrap().output.unwrap().get()).unwrap();
+    let stored: Seen =
+        serde_json::from_str(engine.client().get(run.id()).await.unwrap().output.unwrap().get()).unwrap();
     assert_eq!(stored, (before, after, first, second, id, inner));
     engine.shutdown().await;
 }
@@ -65,9 +66,9 @@ async fn a_replay_of_the_journal_returns_the_same_values() {
     }
     let (store, _dir) = crate::common::sqlite();
     let engine = Engine::builder().store(store).register("draw", 1, draw).start().await.unwrap();
-    let run = engine.start("draw", &()).await.unwrap();
+    let run = engine.client().start("draw", &()).await.unwrap();
     let drawn: (Timestamp, u64, Uuid) = run.result().await.unwrap();
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     engine.shutdown().await;
     let report = cairn::testing::replay(&journal, draw).await.unwrap();
     let cairn::testing::ReplayEnd::Returned(Ok(output)) = report.end else { panic!("{:?}", report.end) };

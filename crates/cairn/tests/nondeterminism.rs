@@ -45,8 +45,8 @@ where
         .start()
         .await
         .unwrap();
-    let run = first.start("order", &()).await.unwrap();
-    wait_for_status(&first, run.id(), RunStatus::Suspended).await;
+    let run = first.client().start("order", &()).await.unwrap();
+    wait_for_status(&first.client(), run.id(), RunStatus::Suspended).await;
     first.shutdown().await;
     let before = journal_text(&store.read_journal(run.id()).await.unwrap());
 
@@ -58,8 +58,8 @@ where
         .await
         .unwrap();
     clock.advance(Duration::from_secs(600));
-    let parked = wait_for_status(&second, run.id(), RunStatus::Paused).await;
-    let result = second.result::<u32>(run.id()).await;
+    let parked = wait_for_status(&second.client(), run.id(), RunStatus::Paused).await;
+    let result = second.client().result::<u32>(run.id()).await;
     assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Paused, .. })));
     second.shutdown().await;
     let after = journal_text(&store.read_journal(run.id()).await.unwrap());
@@ -104,7 +104,7 @@ async fn duplicate_paths_fail_the_run_clearly() {
     }
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).register("twice", 1, twice).start().await.unwrap();
-    let run = engine.start("twice", &()).await.unwrap();
+    let run = engine.client().start("twice", &()).await.unwrap();
     let result = run.result::<u32>().await;
     match result {
         Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {

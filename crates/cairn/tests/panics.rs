@@ -33,9 +33,9 @@ async fn a_panicking_step_attempt_is_a_failed_attempt() {
         }
     };
     let engine = Engine::builder().store(store).register("flaky", 1, workflow).start().await.unwrap();
-    let run = engine.start("flaky", &()).await.unwrap();
+    let run = engine.client().start("flaky", &()).await.unwrap();
     assert_eq!(run.result::<u8>().await.unwrap(), 7);
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let attempts: Vec<(u32, Option<String>)> = journal
         .iter()
         .filter_map(|e| match &e.event {
@@ -79,7 +79,7 @@ async fn a_step_that_panics_every_time_exhausts_its_retries() {
         }
     }
     let engine = Engine::builder().store(store).register("always", 1, always).start().await.unwrap();
-    let run = engine.start("always", &()).await.unwrap();
+    let run = engine.client().start("always", &()).await.unwrap();
     let text = run.result::<String>().await.unwrap();
     assert!(text.starts_with("2: ") && text.contains("panicked: always"), "{text}");
     engine.shutdown().await;
@@ -117,16 +117,16 @@ async fn a_panicking_body_parks_the_run_and_fixed_code_resumes_it() {
         .start()
         .await
         .unwrap();
-    let run = buggy.start("order", &41u32).await.unwrap();
+    let run = buggy.client().start("order", &41u32).await.unwrap();
     match run.result::<u32>().await {
         Err(ClientError::RunDidNotComplete { status: RunStatus::Paused, message, .. }) => {
             assert!(message.contains("CAIRN-E0108") && message.contains("a bug in the body"), "{message}");
         }
         other => panic!("unexpected {other:?}"),
     }
-    let parked = buggy.get(run.id()).await.unwrap();
+    let parked = buggy.client().get(run.id()).await.unwrap();
     assert_eq!(parked.status, RunStatus::Paused);
-    let journal = buggy.journal(run.id()).await.unwrap();
+    let journal = buggy.client().journal(run.id()).await.unwrap();
     assert_eq!(journal.len(), 2, "started + charge; parking writes nothing");
     buggy.shutdown().await;
 
@@ -136,10 +136,10 @@ async fn a_panicking_body_parks_the_run_and_fixed_code_resumes_it() {
         .start()
         .await
         .unwrap();
-    fixed.resume(run.id()).await.unwrap();
-    assert_eq!(fixed.result::<u32>(run.id()).await.unwrap(), 42);
+    fixed.client().resume(run.id()).await.unwrap();
+    assert_eq!(fixed.client().result::<u32>(run.id()).await.unwrap(), 42);
     assert_eq!(charged.get(), 1, "the committed step is not executed again");
-    let again = fixed.resume(run.id()).await;
+    let again = fixed.client().resume(run.id()).await;
     assert!(matches!(again, Err(ClientError::RunFinished { .. })), "{again:?}");
     fixed.shutdown().await;
 }
@@ -215,15 +215,15 @@ async fn a_run_reclaimed_too_often_without_progress_is_parked_as_poison() {
         .start()
         .await
         .unwrap();
-    let _ = engine.result::<u8>(run.id()).await;
-    let parked = engine.get(run.id()).await.unwrap();
+    let _ = engine.client().result::<u8>(run.id()).await;
+    let parked = engine.client().get(run.id()).await.unwrap();
     assert_eq!(parked.status, RunStatus::Paused);
     let error = parked.error.unwrap();
     assert!(error.contains("CAIRN-E0109") && error.contains("`crashes`") && error.contains("4 times"), "{error}");
     assert_eq!(calls.get(), 0, "the step that crashed its workers is not executed again");
     // Resumed (after a fix), it executes normally.
-    engine.resume(run.id()).await.unwrap();
-    assert_eq!(engine.result::<u8>(run.id()).await.unwrap(), 2);
+    engine.client().resume(run.id()).await.unwrap();
+    assert_eq!(engine.client().result::<u8>(run.id()).await.unwrap(), 2);
     assert_eq!(calls.get(), 1);
     engine.shutdown().await;
 }

@@ -22,19 +22,23 @@ async fn a_sleeping_run_is_paused_and_resumed() {
     let clock = clock();
     let engine =
         Engine::builder().store(store).clock(clock.clone()).register("napper", 1, napper).start().await.unwrap();
-    let run = engine.start("napper", &()).await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
-    let before = journal_text(&engine.journal(run.id()).await.unwrap());
-    assert_eq!(engine.pause(run.id()).await.unwrap(), PauseOutcome::Paused);
-    let paused = engine.get(run.id()).await.unwrap();
+    let run = engine.client().start("napper", &()).await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
+    let before = journal_text(&engine.client().journal(run.id()).await.unwrap());
+    assert_eq!(engine.client().pause(run.id()).await.unwrap(), PauseOutcome::Paused);
+    let paused = engine.client().get(run.id()).await.unwrap();
     assert_eq!((paused.status, paused.error.as_deref()), (RunStatus::Paused, Some("paused by request")));
-    assert_eq!(engine.pause(run.id()).await.unwrap(), PauseOutcome::Paused, "pausing again changes nothing");
+    assert_eq!(engine.client().pause(run.id()).await.unwrap(), PauseOutcome::Paused, "pausing again changes nothing");
     // Its timer comes due, but nobody claims a paused run.
     clock.advance(Duration::from_secs(600));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(engine.get(run.id()).await.unwrap().status, RunStatus::Paused);
-    assert_eq!(journal_text(&engine.journal(run.id()).await.unwrap()), before, "pausing writes no journal event");
-    engine.resume(run.id()).await.unwrap();
+    assert_eq!(engine.client().get(run.id()).await.unwrap().status, RunStatus::Paused);
+    assert_eq!(
+        journal_text(&engine.client().journal(run.id()).await.unwrap()),
+        before,
+        "pausing writes no journal event"
+    );
+    engine.client().resume(run.id()).await.unwrap();
     assert_eq!(run.result::<u8>().await.unwrap(), 5);
     engine.shutdown().await;
 }
@@ -81,7 +85,7 @@ async fn a_running_run_stops_at_its_next_step_boundary() {
         .start()
         .await
         .unwrap();
-    let run = engine.start("two", &()).await.unwrap();
+    let run = engine.client().start("two", &()).await.unwrap();
     while first.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -92,11 +96,11 @@ async fn a_running_run_stops_at_its_next_step_boundary() {
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
-    assert_eq!(engine.get(run.id()).await.unwrap().status, RunStatus::Running);
+    assert_eq!(engine.client().get(run.id()).await.unwrap().status, RunStatus::Running);
     gate.add_permits(1);
     let paused = wait_for_status(&operator, run.id(), RunStatus::Paused).await;
     assert_eq!(paused.error.as_deref(), Some("paused by request"));
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let completed: Vec<&str> = journal
         .iter()
         .filter_map(|e| match &e.event {
@@ -109,7 +113,7 @@ async fn a_running_run_stops_at_its_next_step_boundary() {
     let not_paused = operator.resume(&RunId::new("missing")).await;
     assert!(matches!(not_paused, Err(ClientError::RunNotFound(_))), "{not_paused:?}");
     operator.resume(run.id()).await.unwrap();
-    assert_eq!(engine.result::<u8>(run.id()).await.unwrap(), 3);
+    assert_eq!(engine.client().result::<u8>(run.id()).await.unwrap(), 3);
     assert_eq!((first.get(), second.get()), (1, 1));
     engine.shutdown().await;
 }
@@ -136,31 +140,31 @@ async fn a_run_parked_by_non_determinism_resumes_on_fixed_code() {
         Engine::builder().shared_store(Arc::clone(&store)).clock(clock.clone()).register("order", 1, body).start().await
     };
     let first = engine_with(|ctx, ()| -> Body { Box::pin(original(ctx, ())) }).await.unwrap();
-    let run = first.start("order", &()).await.unwrap();
-    wait_for_status(&first, run.id(), RunStatus::Suspended).await;
+    let run = first.client().start("order", &()).await.unwrap();
+    wait_for_status(&first.client(), run.id(), RunStatus::Suspended).await;
     first.shutdown().await;
 
     // A deploy changes the body: the run parks with a precise error.
     let broken = engine_with(|ctx, ()| -> Body { Box::pin(changed(ctx, ())) }).await.unwrap();
     clock.advance(Duration::from_secs(600));
-    let parked = wait_for_status(&broken, run.id(), RunStatus::Paused).await;
+    let parked = wait_for_status(&broken.client(), run.id(), RunStatus::Paused).await;
     let error = parked.error.unwrap();
     assert!(error.contains("CAIRN-E0101"), "{error}");
     // Resumed while the broken code is still deployed, it parks again with the same error.
-    broken.resume(run.id()).await.unwrap();
-    let again = wait_for_status(&broken, run.id(), RunStatus::Paused).await;
+    broken.client().resume(run.id()).await.unwrap();
+    let again = wait_for_status(&broken.client(), run.id(), RunStatus::Paused).await;
     assert_eq!(again.error.as_deref(), Some(error.as_str()));
     broken.shutdown().await;
 
     // The fix is deployed: resume completes the run.
     let fixed = engine_with(|ctx, ()| -> Body { Box::pin(original(ctx, ())) }).await.unwrap();
-    fixed.resume(run.id()).await.unwrap();
-    assert_eq!(fixed.result::<u32>(run.id()).await.unwrap(), 3);
+    fixed.client().resume(run.id()).await.unwrap();
+    assert_eq!(fixed.client().result::<u32>(run.id()).await.unwrap(), 3);
     // Resuming a finished run is refused and changes nothing.
-    let late = fixed.resume(run.id()).await;
+    let late = fixed.client().resume(run.id()).await;
     assert!(matches!(late, Err(ClientError::RunFinished { .. })), "{late:?}");
-    let paused = fixed.pause(run.id()).await;
+    let paused = fixed.client().pause(run.id()).await;
     assert!(matches!(paused, Err(ClientError::RunFinished { .. })), "{paused:?}");
-    assert_eq!(fixed.get(run.id()).await.unwrap().status, RunStatus::Completed);
+    assert_eq!(fixed.client().get(run.id()).await.unwrap().status, RunStatus::Completed);
     fixed.shutdown().await;
 }

@@ -143,10 +143,10 @@ async fn children_and_successors_inherit_priority_and_key() {
         .start()
         .await
         .unwrap();
-    let run = engine.start("parent", &0u32).id("p").priority(7).fairness_key("t").await.unwrap();
+    let run = engine.client().start("parent", &0u32).id("p").priority(7).fairness_key("t").await.unwrap();
     let () = run.result().await.unwrap();
-    let successor = engine.get(&RunId::new("p~1")).await.unwrap();
-    let children = engine.children(&successor.id).await.unwrap();
+    let successor = engine.client().get(&RunId::new("p~1")).await.unwrap();
+    let children = engine.client().children(&successor.id).await.unwrap();
     assert_eq!(children.len(), 1);
     for inherited in [&successor, &children[0]] {
         assert_eq!((inherited.priority, inherited.fairness_key.as_deref()), (7, Some("t")), "{}", inherited.id);

@@ -63,12 +63,12 @@ async fn the_journaled_winner_wins_again_after_a_restart_though_the_loser_would_
     let calls: Calls = Default::default();
     let open = Arc::new(AtomicBool::new(false));
     let engine = engine_of(store, &clock, "pick", pick(calls.clone(), Arc::clone(&open))).await;
-    let run = engine.start("pick", &()).id("race-1").await.unwrap();
+    let run = engine.client().start("pick", &()).id("race-1").await.unwrap();
     calls[1].wait_for(1).await;
     assert_eq!(calls[1].get(), 1, "b/second is running");
     // `a` wakes and wins; `b/second` is dropped and its token fires.
     clock.advance(Duration::from_secs(600));
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     calls[3].wait_for(1).await;
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1, 1], "the loser's token fired");
     engine.shutdown().await;
@@ -84,10 +84,10 @@ async fn the_journaled_winner_wins_again_after_a_restart_though_the_loser_would_
     open.store(true, Ordering::SeqCst);
     clock.advance(Duration::from_secs(86_400));
     let engine = engine_of(reopen(&dir), &clock, "pick", pick(calls.clone(), Arc::clone(&open))).await;
-    let won: (String, u32) = engine.result(run.id()).await.unwrap();
+    let won: (String, u32) = engine.client().result(run.id()).await.unwrap();
     assert_eq!(won, ("a".to_owned(), 10));
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1, 1], "no branch ran again");
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(!journal.iter().any(|e| e.event.path().is_some_and(|p| p.as_str() == "b/second")));
     engine.shutdown().await;
 }
@@ -111,10 +111,10 @@ async fn a_failed_branch_that_finishes_first_wins_with_its_error() {
     }
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("failing", 1, failing).start().await.unwrap();
-    let run = engine.start("failing", &()).await.unwrap();
+    let run = engine.client().start("failing", &()).await.unwrap();
     let error = run.result::<(String, u32)>().await.unwrap_err().to_string();
     assert!(error.contains("broken/boom") && error.contains("no"), "{error}");
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(
         journal.iter().any(|e| matches!(&e.event,
         Event::StepCompleted { path, output, .. } if path.as_str() == "r" && output.get() == r#"{"winner":"broken"}"#))
@@ -139,9 +139,11 @@ async fn a_race_needs_branches_with_distinct_names() {
         .start()
         .await
         .unwrap();
-    let error = engine.start("empty", &()).await.unwrap().result::<(String, u32)>().await.unwrap_err().to_string();
+    let error =
+        engine.client().start("empty", &()).await.unwrap().result::<(String, u32)>().await.unwrap_err().to_string();
     assert!(error.contains("no branches"), "{error}");
-    let error = engine.start("twins", &()).await.unwrap().result::<(String, u32)>().await.unwrap_err().to_string();
+    let error =
+        engine.client().start("twins", &()).await.unwrap().result::<(String, u32)>().await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0102") && error.contains("same"), "{error}");
     engine.shutdown().await;
 }

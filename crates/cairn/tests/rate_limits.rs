@@ -88,27 +88,27 @@ async fn starts_per_customer_are_limited_and_delayed_not_dropped() {
         .await
         .unwrap();
     for i in 0..8 {
-        engine.start("sync", &serde_json::json!({"customer": "a", "n": i})).id(format!("a{i}")).await.unwrap();
+        engine.client().start("sync", &serde_json::json!({"customer": "a", "n": i})).id(format!("a{i}")).await.unwrap();
     }
     for i in 0..2 {
-        engine.start("sync", &serde_json::json!({"customer": "b", "n": i})).id(format!("b{i}")).await.unwrap();
+        engine.client().start("sync", &serde_json::json!({"customer": "b", "n": i})).id(format!("b{i}")).await.unwrap();
     }
     // Three of a's and both of b's start; a's other five wait for the window to move.
     began.wait_for(5).await;
     for _ in 0..3_000 {
-        if held_back(&engine, "sync").await == 5 {
+        if held_back(&engine.client(), "sync").await == 5 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(held_back(&engine, "sync").await, 5);
+    assert_eq!(held_back(&engine.client(), "sync").await, 5);
     assert_eq!((began.of("a").len(), began.of("b").len()), (3, 2));
     clock.advance(period);
     began.wait_for(8).await;
     clock.advance(period);
     began.wait_for(10).await;
     for i in 0..8 {
-        wait_for_status(&engine, &RunId::new(format!("a{i}")), RunStatus::Completed).await;
+        wait_for_status(&engine.client(), &RunId::new(format!("a{i}")), RunStatus::Completed).await;
     }
     assert_eq!(began.count(), 10, "each run's step ran once");
     assert_at_most(&began.of("a"), 3, period);
@@ -157,9 +157,9 @@ async fn a_named_step_runs_at_most_limit_times_per_period() {
         .start()
         .await
         .unwrap();
-    let run = engine.start("crawl", &7u32).await.unwrap();
+    let run = engine.client().start("crawl", &7u32).await.unwrap();
     began.wait_for(2).await;
-    let suspended = wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let suspended = wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     assert_eq!(suspended.held_back_by(), Some(WaitingFor::Rate));
     for round in 2..=4 {
         clock.advance(period);

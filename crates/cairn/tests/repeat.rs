@@ -59,8 +59,8 @@ async fn restart_in_the_middle(
     let clock = clock();
     let calls: Calls = Default::default();
     let engine = engine_of(store, &clock, "count", counting(Arc::clone(&calls), options)).await;
-    let run = engine.start("count", &()).id("loop-1").await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let run = engine.client().start("count", &()).id("loop-1").await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     engine.shutdown().await;
     let middle = rows(&dir, run.id()).await;
     RunState::fold(&middle).unwrap();
@@ -68,7 +68,7 @@ async fn restart_in_the_middle(
 
     clock.advance(Duration::from_secs(3600));
     let engine = engine_of(reopen(&dir), &clock, "count", counting(Arc::clone(&calls), options)).await;
-    let sum: u64 = engine.result(run.id()).await.unwrap();
+    let sum: u64 = engine.client().result(run.id()).await.unwrap();
     assert_eq!(sum, (0..ITERATIONS as u64).sum::<u64>());
     engine.shutdown().await;
     let end = rows(&dir, run.id()).await;
@@ -129,15 +129,15 @@ async fn a_million_iterations_keep_a_bounded_journal() {
     let options = cairn::SqliteOptions { durability: cairn::Durability::Normal, ..cairn::SqliteOptions::default() };
     let store = SqliteStore::open_with(dir.path().join("cairn.db"), options).unwrap();
     let engine = Engine::builder().store(store.clone()).register("long", 1, long).start().await.unwrap();
-    let run = engine.start("long", &ITERATIONS_LONG).id("long-1").await.unwrap();
+    let run = engine.client().start("long", &ITERATIONS_LONG).id("long-1").await.unwrap();
     let mut samples = 0;
-    while engine.get(run.id()).await.unwrap().status != RunStatus::Completed {
+    while engine.client().get(run.id()).await.unwrap().status != RunStatus::Completed {
         let rows = store.read_journal(run.id()).await.unwrap().len();
         assert!(rows <= ROWS_BOUND, "{rows} journal rows mid-way");
         samples += 1;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let done: u64 = engine.result(run.id()).await.unwrap();
+    let done: u64 = engine.client().result(run.id()).await.unwrap();
     assert_eq!(done, ITERATIONS_LONG);
     let journal = store.read_journal(run.id()).await.unwrap();
     assert!(journal.len() <= ROWS_BOUND, "{} journal rows at the end", journal.len());
@@ -160,9 +160,9 @@ async fn iterations_that_journal_nothing_share_one_checkpoint() {
     }
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("compute", 1, compute).start().await.unwrap();
-    let run = engine.start("compute", &1_000u64).await.unwrap();
+    let run = engine.client().start("compute", &1_000u64).await.unwrap();
     assert_eq!(run.result::<u64>().await.unwrap(), (0..1_000).sum::<u64>());
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let checkpoints: Vec<u64> = journal
         .iter()
         .filter_map(|e| match &e.event {

@@ -54,8 +54,8 @@ async fn completed_steps_are_not_run_again_after_restart() {
         .start()
         .await
         .unwrap();
-    let run = first.start("replay", &4u32).await.unwrap();
-    wait_for_status(&first, run.id(), RunStatus::Suspended).await;
+    let run = first.client().start("replay", &4u32).await.unwrap();
+    wait_for_status(&first.client(), run.id(), RunStatus::Suspended).await;
     first.shutdown().await;
     assert_eq!([counters[0].get(), counters[1].get(), counters[2].get()], [1, 1, 0]);
 
@@ -67,11 +67,11 @@ async fn completed_steps_are_not_run_again_after_restart() {
         .await
         .unwrap();
     clock.advance(Duration::from_secs(3600));
-    let output: u32 = second.result(run.id()).await.unwrap();
+    let output: u32 = second.client().result(run.id()).await.unwrap();
     assert_eq!(output, 55);
     assert_eq!([counters[0].get(), counters[1].get(), counters[2].get()], [1, 1, 1], "each body ran once");
 
-    let journal = second.journal(run.id()).await.unwrap();
+    let journal = second.client().journal(run.id()).await.unwrap();
     let completions = journal.iter().filter(|e| matches!(e.event, Event::StepCompleted { .. })).count();
     assert_eq!(completions, 3);
     second.shutdown().await;
@@ -109,7 +109,7 @@ async fn a_run_released_mid_step_resumes_on_the_next_engine() {
         .start()
         .await
         .unwrap();
-    let run = first.start("slow", &()).await.unwrap();
+    let run = first.client().start("slow", &()).await.unwrap();
     while calls.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -124,9 +124,9 @@ async fn a_run_released_mid_step_resumes_on_the_next_engine() {
         .start()
         .await
         .unwrap();
-    assert_eq!(second.result::<u8>(run.id()).await.unwrap(), 7);
+    assert_eq!(second.client().result::<u8>(run.id()).await.unwrap(), 7);
     assert_eq!(calls.get(), 2);
-    let journal = second.journal(run.id()).await.unwrap();
+    let journal = second.client().journal(run.id()).await.unwrap();
     assert_eq!(journal.iter().filter(|e| matches!(e.event, Event::StepCompleted { .. })).count(), 1);
     second.shutdown().await;
 }

@@ -35,9 +35,9 @@ async fn new_code_is_checked_against_a_real_journal_without_executing_steps() {
     let (store, _dir) = crate::common::sqlite();
     let live = Counter::default();
     let engine = Engine::builder().store(store).register("flow", 1, counted(&live, false)).start().await.unwrap();
-    let run = engine.start("flow", &1u8).await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
-    let journal = engine.journal(run.id()).await.unwrap();
+    let run = engine.client().start("flow", &1u8).await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
+    let journal = engine.client().journal(run.id()).await.unwrap();
     engine.shutdown().await;
     assert_eq!(live.get(), 2);
 
@@ -75,9 +75,9 @@ async fn a_finished_journal_replays_to_the_end_or_names_the_step_never_reached()
     }
     let (store, _dir) = crate::common::sqlite();
     let engine = Engine::builder().store(store).register("two", 1, two).start().await.unwrap();
-    let run = engine.start("two", &()).await.unwrap();
+    let run = engine.client().start("two", &()).await.unwrap();
     assert_eq!(run.result::<u8>().await.unwrap(), 3);
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     engine.shutdown().await;
 
     let report = replay(&journal, two).await.unwrap();

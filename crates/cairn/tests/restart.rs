@@ -37,7 +37,7 @@ fn three_steps(
 
 async fn restarts_of(engine: &Engine, id: &RunId) -> Vec<RunId> {
     let filter = RunFilter { restarted_from: Some(id.clone()), ..RunFilter::default() };
-    engine.list(&filter).await.unwrap().runs.into_iter().map(|r| r.id).collect()
+    engine.client().list(&filter).await.unwrap().runs.into_iter().map(|r| r.id).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,28 +47,28 @@ async fn a_failed_run_restarts_from_its_failed_step() {
     let broken = Arc::new(AtomicBool::new(true));
     let engine =
         Engine::builder().store(store).register("three", 1, three_steps(&calls, &broken)).start().await.unwrap();
-    let original = engine.start("three", &1000u32).timeout(Duration::from_secs(3600)).await.unwrap();
+    let original = engine.client().start("three", &1000u32).timeout(Duration::from_secs(3600)).await.unwrap();
     assert!(original.result::<u32>().await.is_err());
     let original = original.id().clone();
-    assert_eq!(engine.get(&original).await.unwrap().status, RunStatus::Failed);
+    assert_eq!(engine.client().get(&original).await.unwrap().status, RunStatus::Failed);
     assert_eq!([calls[0].get(), calls[1].get(), calls[2].get()], [1, 1, 0]);
 
     // Fixed, restarted from `b`: `a` is not executed again.
     broken.store(false, Ordering::SeqCst);
-    let restarted = engine.restart(&original, "b").await.unwrap();
+    let restarted = engine.client().restart(&original, "b").await.unwrap();
     assert_ne!(restarted.id(), &original);
     assert_eq!(restarted.result::<u32>().await.unwrap(), 1111);
     assert_eq!([calls[0].get(), calls[1].get(), calls[2].get()], [1, 2, 1]);
-    let row = engine.get(restarted.id()).await.unwrap();
+    let row = engine.client().get(restarted.id()).await.unwrap();
     assert_eq!(row.restarted_from.as_ref(), Some(&original));
     assert!(row.deadline.is_some(), "the original's timeout carries over");
     assert_eq!(restarts_of(&engine, &original).await, [restarted.id().clone()]);
-    let journal = engine.journal(restarted.id()).await.unwrap();
-    let original_journal = engine.journal(&original).await.unwrap();
+    let journal = engine.client().journal(restarted.id()).await.unwrap();
+    let original_journal = engine.client().journal(&original).await.unwrap();
     assert_eq!(journal[1].event.to_json(), original_journal[1].event.to_json(), "a's result is copied");
 
     // A completed run restarts too; from its first step everything runs again.
-    let again = engine.restart(restarted.id(), "a").await.unwrap();
+    let again = engine.client().restart(restarted.id(), "a").await.unwrap();
     assert_eq!(again.result::<u32>().await.unwrap(), 1111);
     assert_eq!([calls[0].get(), calls[1].get(), calls[2].get()], [2, 3, 2]);
     assert_eq!(restarts_of(&engine, restarted.id()).await, [again.id().clone()]);
@@ -84,21 +84,21 @@ async fn restarts_that_cannot_be_made_create_nothing() {
     }
     let (store, _dir) = crate::common::sqlite();
     let engine = Engine::builder().store(store).register("waits", 1, waits).start().await.unwrap();
-    let run = engine.start("waits", &()).await.unwrap().id().clone();
-    wait_for_status(&engine, &run, RunStatus::Suspended).await;
-    let count = || async { engine.list(&RunFilter::default()).await.unwrap().runs.len() };
-    assert!(matches!(engine.restart(&run, "first").await, Err(ClientError::NotEnded { .. })));
-    engine.cancel(&run).await.unwrap();
+    let run = engine.client().start("waits", &()).await.unwrap().id().clone();
+    wait_for_status(&engine.client(), &run, RunStatus::Suspended).await;
+    let count = || async { engine.client().list(&RunFilter::default()).await.unwrap().runs.len() };
+    assert!(matches!(engine.client().restart(&run, "first").await, Err(ClientError::NotEnded { .. })));
+    engine.client().cancel(&run).await.unwrap();
     for bad in ["nope", "first/deeper", "", "a//b"] {
-        let error = engine.restart(&run, bad).await.unwrap_err();
+        let error = engine.client().restart(&run, bad).await.unwrap_err();
         assert!(matches!(error, ClientError::UnknownStep { .. }), "{bad}: {error}");
     }
     let missing = RunId::new("missing");
-    assert!(matches!(engine.restart(&missing, "first").await, Err(ClientError::RunNotFound(_))));
+    assert!(matches!(engine.client().restart(&missing, "first").await, Err(ClientError::RunNotFound(_))));
     assert_eq!(count().await, 1, "nothing was created");
     // A cancelled run restarts from its wait.
-    let restarted = engine.restart(&run, "go").await.unwrap();
-    engine.signal(restarted.id(), "go", &1u8).await.unwrap();
+    let restarted = engine.client().restart(&run, "go").await.unwrap();
+    engine.client().signal(restarted.id(), "go", &1u8).await.unwrap();
     restarted.result::<()>().await.unwrap();
     engine.shutdown().await;
 }

@@ -33,40 +33,40 @@ async fn ended_runs_are_deleted_after_their_retention() {
         .start()
         .await
         .unwrap();
-    let by_workflow = engine.start("quick", &()).await.unwrap();
-    let by_run = engine.start("quick", &()).retention(3 * HOUR).await.unwrap();
-    let clamped = engine.start("quick", &()).retention(100 * HOUR).await.unwrap();
-    let default = engine.start("default", &()).await.unwrap();
-    let waiting = engine.start("waits", &()).await.unwrap().id().clone();
+    let by_workflow = engine.client().start("quick", &()).await.unwrap();
+    let by_run = engine.client().start("quick", &()).retention(3 * HOUR).await.unwrap();
+    let clamped = engine.client().start("quick", &()).retention(100 * HOUR).await.unwrap();
+    let default = engine.client().start("default", &()).await.unwrap();
+    let waiting = engine.client().start("waits", &()).await.unwrap().id().clone();
     for run in [&by_workflow, &by_run, &clamped, &default] {
         run.result::<u8>().await.unwrap();
     }
-    wait_for_status(&engine, &waiting, RunStatus::Suspended).await;
-    assert_eq!(engine.get(default.id()).await.unwrap().retention, Some(10 * HOUR), "the default, clamped");
-    assert_eq!(engine.get(clamped.id()).await.unwrap().retention, Some(10 * HOUR));
+    wait_for_status(&engine.client(), &waiting, RunStatus::Suspended).await;
+    assert_eq!(engine.client().get(default.id()).await.unwrap().retention, Some(10 * HOUR), "the default, clamped");
+    assert_eq!(engine.client().get(clamped.id()).await.unwrap().retention, Some(10 * HOUR));
     assert!(DEFAULT_RETENTION > 10 * HOUR);
 
     let alive = |engine: &Engine, id: &RunId| {
         let (engine, id) = (engine.client(), id.clone());
         async move { engine.get(&id).await.is_ok() }
     };
-    assert!(engine.prune(None, false).await.unwrap().is_empty(), "nothing is due yet");
+    assert!(engine.client().prune(None, false).await.unwrap().is_empty(), "nothing is due yet");
     clock.advance(HOUR);
-    let dry = engine.prune(None, true).await.unwrap();
+    let dry = engine.client().prune(None, true).await.unwrap();
     assert_eq!(dry, [by_workflow.id().clone()]);
     assert!(alive(&engine, by_workflow.id()).await, "a dry run deletes nothing");
-    assert_eq!(engine.prune(None, false).await.unwrap(), [by_workflow.id().clone()]);
+    assert_eq!(engine.client().prune(None, false).await.unwrap(), [by_workflow.id().clone()]);
     assert!(!alive(&engine, by_workflow.id()).await);
-    assert!(engine.journal(by_workflow.id()).await.map(|j| j.is_empty()).unwrap_or(true));
+    assert!(engine.client().journal(by_workflow.id()).await.map(|j| j.is_empty()).unwrap_or(true));
     clock.advance(2 * HOUR);
-    assert_eq!(engine.prune(None, false).await.unwrap(), [by_run.id().clone()]);
+    assert_eq!(engine.client().prune(None, false).await.unwrap(), [by_run.id().clone()]);
     clock.advance(7 * HOUR);
-    let mut last = engine.prune(None, false).await.unwrap();
+    let mut last = engine.client().prune(None, false).await.unwrap();
     last.sort();
     let mut expected = vec![clamped.id().clone(), default.id().clone()];
     expected.sort();
     assert_eq!(last, expected);
     assert!(alive(&engine, &waiting).await, "a run that has not ended is never deleted");
-    assert_eq!(engine.get(&waiting).await.unwrap().status, RunStatus::Suspended);
+    assert_eq!(engine.client().get(&waiting).await.unwrap().status, RunStatus::Suspended);
     engine.shutdown().await;
 }

@@ -40,8 +40,8 @@ async fn backoff_schedule_survives_a_restart() {
         .start()
         .await
         .unwrap();
-    let run = first.start("flaky", &()).await.unwrap();
-    let suspended = wait_for_status(&first, run.id(), RunStatus::Suspended).await;
+    let run = first.client().start("flaky", &()).await.unwrap();
+    let suspended = wait_for_status(&first.client(), run.id(), RunStatus::Suspended).await;
     first.shutdown().await;
     assert_eq!(suspended.suspend_reason, Some(SuspendReason::BackingOff));
     assert_eq!(suspended.wake_at, Some(t0 + Duration::from_secs(10)), "first retry 10 s after the failure");
@@ -60,7 +60,7 @@ async fn backoff_schedule_survives_a_restart() {
     assert_eq!(calls.get(), 1, "not retried before its deadline");
     clock.advance(Duration::from_secs(1));
     let again = loop {
-        let r = second.get(run.id()).await.unwrap();
+        let r = second.client().get(run.id()).await.unwrap();
         if calls.get() == 2 && r.status == RunStatus::Suspended {
             break r;
         }
@@ -68,9 +68,9 @@ async fn backoff_schedule_survives_a_restart() {
     };
     assert_eq!(again.wake_at, Some(t0 + Duration::from_secs(30)), "second delay doubles to 20 s");
     clock.advance(Duration::from_secs(20));
-    assert_eq!(second.result::<usize>(run.id()).await.unwrap(), 3);
+    assert_eq!(second.client().result::<usize>(run.id()).await.unwrap(), 3);
 
-    let journal = second.journal(run.id()).await.unwrap();
+    let journal = second.client().journal(run.id()).await.unwrap();
     let attempts: Vec<(u32, bool)> = journal
         .iter()
         .filter_map(|e| match &e.event {
@@ -123,15 +123,15 @@ async fn exhausted_and_terminal_failures_reach_the_body() {
         }
     };
     let engine = Engine::builder().store(store).clock(clock.clone()).register("saga", 1, saga).start().await.unwrap();
-    let terminal = engine.start("saga", &true).await.unwrap();
+    let terminal = engine.client().start("saga", &true).await.unwrap();
     assert_eq!(terminal.result::<String>().await.unwrap(), "compensated after 1");
     assert_eq!(calls.get(), 1, "a terminal error is not retried");
 
-    let exhausted = engine.start("saga", &false).await.unwrap();
+    let exhausted = engine.client().start("saga", &false).await.unwrap();
     // Backoff of 100 ms is within the grace period: the run stays in memory and waits in virtual time.
     for failures in 1..=2 {
         loop {
-            let journal = engine.journal(exhausted.id()).await.unwrap();
+            let journal = engine.client().journal(exhausted.id()).await.unwrap();
             if journal.iter().filter(|e| matches!(e.event, Event::StepFailed { .. })).count() == failures {
                 break;
             }
@@ -168,14 +168,14 @@ async fn a_step_that_times_out_is_retried() {
         }
     };
     let engine = Engine::builder().store(store).clock(clock.clone()).register("slow", 1, wf).start().await.unwrap();
-    let run = engine.start("slow", &()).await.unwrap();
+    let run = engine.client().start("slow", &()).await.unwrap();
     while calls.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     clock.advance(Duration::from_secs(5));
-    let suspended = wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let suspended = wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     assert_eq!(suspended.suspend_reason, Some(SuspendReason::BackingOff));
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(journal.iter().any(|e| matches!(&e.event, Event::StepFailed { error, .. } if error.contains("timed out"))));
     clock.advance(Duration::from_secs(60));
     assert_eq!(run.result::<String>().await.unwrap(), "done");
@@ -218,7 +218,7 @@ async fn a_workflows_step_defaults_apply_unless_a_step_sets_its_own() {
         .start()
         .await
         .unwrap();
-    let errors: Vec<String> = engine.start("defaults", &()).await.unwrap().result().await.unwrap();
+    let errors: Vec<String> = engine.client().start("defaults", &()).await.unwrap().result().await.unwrap();
     assert_eq!((calls.0.get(), calls.1.get()), (2, 3), "the default policy's 2 attempts; the step's own 3");
     assert!(errors[0].contains("attempt 2 failed") && errors[1].contains("attempt 3 failed"), "{errors:?}");
     assert!(errors[2].contains("timed out"), "{errors:?}");

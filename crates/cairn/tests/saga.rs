@@ -64,19 +64,19 @@ async fn compensations_run_in_reverse_once_each_across_a_restart() {
     let calls: Calls = Default::default();
     let open = Arc::new(AtomicBool::new(false));
     let engine = engine_of(store, &clock, "booking", booking(Arc::clone(&calls), Arc::clone(&open))).await;
-    let run = engine.start("booking", &()).id("saga-1").await.unwrap();
+    let run = engine.client().start("booking", &()).id("saga-1").await.unwrap();
     calls[4].wait_for(1).await;
     let counts = || calls.iter().map(Counter::get).collect::<Vec<_>>();
     assert_eq!(counts(), [1, 1, 1, 1, 1], "b was undone; undo-a hangs");
     engine.shutdown_within(Duration::from_millis(50)).await;
-    assert_eq!(engine.get(run.id()).await.unwrap().status, RunStatus::Pending);
+    assert_eq!(engine.client().get(run.id()).await.unwrap().status, RunStatus::Pending);
 
     open.store(true, Ordering::SeqCst);
     let engine = engine_of(reopen(&dir), &clock, "booking", booking(Arc::clone(&calls), Arc::clone(&open))).await;
-    let text: String = engine.result(run.id()).await.unwrap();
+    let text: String = engine.client().result(run.id()).await.unwrap();
     assert!(text.starts_with("b,a after step `c` failed"), "{text}");
     assert_eq!(counts(), [1, 1, 1, 1, 2], "only the compensation cut off ran again");
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let paths: Vec<String> = journal.iter().filter_map(|e| e.event.path().map(|p| p.to_string())).collect();
     let at = |p: &str| paths.iter().position(|x| x == p).unwrap();
     assert!(at("c") < at("undo-b") && at("undo-b") < at("undo-a"), "{paths:?}");
@@ -100,12 +100,12 @@ async fn a_failed_compensation_is_reported_and_the_others_still_run() {
     }
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("broken", 1, broken).start().await.unwrap();
-    let run = engine.start("broken", &()).await.unwrap();
+    let run = engine.client().start("broken", &()).await.unwrap();
     let error = run.result::<u32>().await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0113") && error.contains("boom") && error.contains("`undo-second`"), "{error}");
     assert!(error.contains("cannot refund") && !error.contains("undo-first"), "{error}");
-    wait_for_status(&engine, run.id(), RunStatus::Failed).await;
-    let journal = engine.journal(run.id()).await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Failed).await;
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(journal.iter().any(|e| e.event.path().is_some_and(|p| p.as_str() == "undo-first")));
     engine.shutdown().await;
 }

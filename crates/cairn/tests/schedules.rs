@@ -46,12 +46,13 @@ async fn worker(store: SqliteStore, clock: &ManualClock, calls: &Counter, schedu
 /// Moves the clock to `at` and waits for the run of `name`'s firing at `at` to complete.
 async fn fires(engine: &Engine, clock: &ManualClock, name: &str, at: Timestamp) -> cairn::RunRecord {
     clock.set(at);
-    wait_for_status(engine, &schedule_run_id(name, at), RunStatus::Completed).await
+    wait_for_status(&engine.client(), &schedule_run_id(name, at), RunStatus::Completed).await
 }
 
 /// The ids of the runs `name` started, oldest first.
 async fn runs_of(engine: &Engine, name: &str) -> Vec<String> {
-    let page = engine.list(&cairn::RunFilter { limit: Some(1000), ..cairn::RunFilter::default() }).await.unwrap();
+    let page =
+        engine.client().list(&cairn::RunFilter { limit: Some(1000), ..cairn::RunFilter::default() }).await.unwrap();
     let mut ids: Vec<String> =
         page.runs.into_iter().map(|r| r.id.to_string()).filter(|id| id.starts_with(&format!("{name}@"))).collect();
     ids.sort();
@@ -68,14 +69,14 @@ async fn each_firing_starts_one_run_with_the_schedules_input() {
     let (clock, calls) = (clock(), Counter::default());
     let every_minute = Schedule::cron("every-minute", "tick", ["* * * * *"]).input("hello");
     let engine = worker(store, &clock, &calls, vec![every_minute]).await;
-    let declared = engine.schedule("every-minute").await.unwrap();
+    let declared = engine.client().schedule("every-minute").await.unwrap();
     assert_eq!((declared.next_fire_at, declared.paused), (Some(minute(1)), false));
     let run = fires(&engine, &clock, "every-minute", minute(1)).await;
     assert_eq!(run.output.unwrap().get(), "\"hello\"");
     fires(&engine, &clock, "every-minute", minute(2)).await;
     assert_eq!(runs_of(&engine, "every-minute").await, ids("every-minute", &[1, 2]));
     assert_eq!(calls.get(), 2);
-    let after = engine.schedule("every-minute").await.unwrap();
+    let after = engine.client().schedule("every-minute").await.unwrap();
     assert_eq!((after.last_fired_at, after.next_fire_at), (Some(minute(2)), Some(minute(3))));
     engine.shutdown().await;
 }
@@ -99,9 +100,9 @@ async fn missed_firings_start_by_each_catch_up_policy() {
     // No worker from 10:05 to 10:27: 10:10, 10:15, 10:20 and 10:25 are missed (none on time).
     clock.set(minute(27));
     let engine = worker(reopen(&dir), &clock, &calls, schedules).await;
-    wait_for_status(&engine, &schedule_run_id("once", minute(25)), RunStatus::Completed).await;
+    wait_for_status(&engine.client(), &schedule_run_id("once", minute(25)), RunStatus::Completed).await;
     for m in [15, 20, 25] {
-        wait_for_status(&engine, &schedule_run_id("all", minute(m)), RunStatus::Completed).await;
+        wait_for_status(&engine.client(), &schedule_run_id("all", minute(m)), RunStatus::Completed).await;
     }
     // Each schedule goes on from 10:30.
     for name in ["skip", "once", "all"] {
@@ -120,20 +121,20 @@ async fn paused_schedules_do_not_fire_and_resume_from_now() {
     let (clock, calls) = (clock(), Counter::default());
     let engine = worker(store, &clock, &calls, vec![Schedule::cron("m", "tick", ["* * * * *"])]).await;
     fires(&engine, &clock, "m", minute(1)).await;
-    assert!(engine.pause_schedule("m").await.unwrap().paused);
+    assert!(engine.client().pause_schedule("m").await.unwrap().paused);
     clock.set(minute(4));
     // A run started now, by hand, while paused.
-    let manual = engine.trigger_schedule("m").await.unwrap();
+    let manual = engine.client().trigger_schedule("m").await.unwrap();
     assert_eq!(manual.id(), &schedule_run_id("m", minute(4)));
     manual.result::<serde_json::Value>().await.unwrap();
-    let resumed = engine.resume_schedule("m").await.unwrap();
+    let resumed = engine.client().resume_schedule("m").await.unwrap();
     assert_eq!((resumed.paused, resumed.next_fire_at), (false, Some(minute(5))), "10:02 and 10:03 are not started");
     fires(&engine, &clock, "m", minute(5)).await;
     assert_eq!(runs_of(&engine, "m").await, ids("m", &[1, 4, 5]));
 
-    engine.delete_schedule("m").await.unwrap();
-    assert!(matches!(engine.delete_schedule("m").await, Err(ClientError::ScheduleNotFound(_))));
-    assert!(matches!(engine.pause_schedule("m").await, Err(ClientError::ScheduleNotFound(_))));
+    engine.client().delete_schedule("m").await.unwrap();
+    assert!(matches!(engine.client().delete_schedule("m").await, Err(ClientError::ScheduleNotFound(_))));
+    assert!(matches!(engine.client().pause_schedule("m").await, Err(ClientError::ScheduleNotFound(_))));
     clock.set(minute(9));
     // Another firing would have been due by now; the worker's next look finds nothing.
     fires_nothing(&engine).await;
@@ -146,7 +147,7 @@ async fn fires_nothing(engine: &Engine) {
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(engine.schedules().await.unwrap().is_empty());
+    assert!(engine.client().schedules().await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,9 +186,9 @@ async fn bad_schedules_are_refused_and_store_nothing() {
         (Schedule::every("x", "tick", Duration::from_millis(10)), "at least 1 second"),
         (Schedule::cron("a/b", "tick", ["* * * * *"]), "a/b"),
     ] {
-        let error = engine.put_schedule(&schedule).await.unwrap_err().to_string();
+        let error = engine.client().put_schedule(&schedule).await.unwrap_err().to_string();
         assert!(error.contains(what), "{error} should name {what}");
     }
-    assert!(engine.schedules().await.unwrap().is_empty());
+    assert!(engine.client().schedules().await.unwrap().is_empty());
     engine.shutdown().await;
 }

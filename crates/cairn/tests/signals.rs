@@ -21,8 +21,8 @@ async fn a_signal_sent_before_the_wait_is_kept() {
     let run = client.start("approval", &7u64).id("early").await.unwrap();
     client.signal(run.id(), "approve", &json!({ "user": 7, "by": "ana" })).await.unwrap();
     let engine = Engine::builder().store(store).clock(clock()).register("approval", 1, approval).start().await.unwrap();
-    assert_eq!(engine.result::<Option<String>>(run.id()).await.unwrap().as_deref(), Some("ana"));
-    let signals = engine.signals(run.id()).await.unwrap();
+    assert_eq!(engine.client().result::<Option<String>>(run.id()).await.unwrap().as_deref(), Some("ana"));
+    let signals = engine.client().signals(run.id()).await.unwrap();
     assert_eq!(signals.len(), 1);
     assert!(signals[0].consumed_seq.is_some());
     engine.shutdown().await;
@@ -32,16 +32,16 @@ async fn a_signal_sent_before_the_wait_is_kept() {
 async fn a_signal_during_the_wait_wakes_the_run_and_filters_apply() {
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("approval", 1, approval).start().await.unwrap();
-    let run = engine.start("approval", &7u64).await.unwrap();
-    let waiting = wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let run = engine.client().start("approval", &7u64).await.unwrap();
+    let waiting = wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     assert_eq!(waiting.suspend_reason, Some(SuspendReason::Waiting));
     // Wrong user and wrong name: both stay buffered, the run keeps waiting.
-    engine.signal(run.id(), "approve", &json!({ "user": 8, "by": "eve" })).await.unwrap();
-    engine.signal(run.id(), "reject", &json!({ "user": 7, "by": "eve" })).await.unwrap();
-    engine.signal(run.id(), "approve", &json!({ "user": 7, "by": "bob" })).await.unwrap();
-    engine.signal(run.id(), "approve", &json!({ "user": 7, "by": "cy" })).await.unwrap();
+    engine.client().signal(run.id(), "approve", &json!({ "user": 8, "by": "eve" })).await.unwrap();
+    engine.client().signal(run.id(), "reject", &json!({ "user": 7, "by": "eve" })).await.unwrap();
+    engine.client().signal(run.id(), "approve", &json!({ "user": 7, "by": "bob" })).await.unwrap();
+    engine.client().signal(run.id(), "approve", &json!({ "user": 7, "by": "cy" })).await.unwrap();
     assert_eq!(run.result::<Option<String>>().await.unwrap().as_deref(), Some("bob"), "the oldest match wins");
-    let signals = engine.signals(run.id()).await.unwrap();
+    let signals = engine.client().signals(run.id()).await.unwrap();
     let consumed: Vec<bool> = signals.iter().map(|s| s.consumed_seq.is_some()).collect();
     assert_eq!(consumed, vec![false, false, true, false]);
     engine.shutdown().await;
@@ -53,11 +53,11 @@ async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
     let clock = clock();
     let engine =
         Engine::builder().store(store).clock(clock.clone()).register("approval", 1, approval).start().await.unwrap();
-    let run = engine.start("approval", &7u64).await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let run = engine.client().start("approval", &7u64).await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     clock.advance(Duration::from_secs(3600));
     assert_eq!(run.result::<Option<String>>().await.unwrap(), None, "timed out");
-    let late = engine.signal(run.id(), "approve", &json!({ "user": 7, "by": "late" })).await;
+    let late = engine.client().signal(run.id(), "approve", &json!({ "user": 7, "by": "late" })).await;
     assert!(matches!(late, Err(ClientError::RunFinished { .. })), "{late:?}");
 
     // A run that times out one wait and goes on still buffers signals for later waits.
@@ -70,11 +70,11 @@ async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
     engine.shutdown().await;
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock.clone()).register("twice", 1, twice).start().await.unwrap();
-    let run = engine.start("twice", &()).await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    let run = engine.client().start("twice", &()).await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     clock.advance(Duration::from_secs(10));
     let sleeping = loop {
-        let r = engine.get(run.id()).await.unwrap();
+        let r = engine.client().get(run.id()).await.unwrap();
         if r.suspend_reason == Some(SuspendReason::Sleeping) {
             break r;
         }
@@ -82,14 +82,14 @@ async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
     };
     assert_eq!(sleeping.status, RunStatus::Suspended);
     // "first" arrives after its wait timed out: kept, visible, unconsumed.
-    engine.signal(run.id(), "first", &1u8).await.unwrap();
-    engine.signal(run.id(), "second", &2u8).await.unwrap();
-    let buffered = engine.signals(run.id()).await.unwrap();
+    engine.client().signal(run.id(), "first", &1u8).await.unwrap();
+    engine.client().signal(run.id(), "second", &2u8).await.unwrap();
+    let buffered = engine.client().signals(run.id()).await.unwrap();
     assert_eq!(buffered.len(), 2);
     assert!(buffered.iter().all(|s| s.consumed_seq.is_none()));
     clock.advance(Duration::from_secs(100));
     assert_eq!(run.result::<(bool, Option<u8>)>().await.unwrap(), (true, Some(2)));
-    let after = engine.signals(run.id()).await.unwrap();
+    let after = engine.client().signals(run.id()).await.unwrap();
     assert_eq!(
         after.iter().map(|s| (s.name.as_str(), s.consumed_seq.is_some())).collect::<Vec<_>>(),
         vec![("first", false), ("second", true)]
@@ -110,11 +110,11 @@ async fn one_scope_waits_for_the_same_signal_twice() {
     }
     let (store, dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("two", 1, two_approvals).start().await.unwrap();
-    let run = engine.start("two", &()).id("twice").await.unwrap();
-    engine.signal(run.id(), "approve", &"ana").await.unwrap();
+    let run = engine.client().start("two", &()).id("twice").await.unwrap();
+    engine.client().signal(run.id(), "approve", &"ana").await.unwrap();
     // Waiting for the second approval (the first consumed the one signal so far).
     let journal = loop {
-        let journal = engine.journal(run.id()).await.unwrap();
+        let journal = engine.client().journal(run.id()).await.unwrap();
         if journal.iter().any(|e| e.event.path().is_some_and(|p| p.as_str() == "second-approval")) {
             break journal;
         }
@@ -123,15 +123,16 @@ async fn one_scope_waits_for_the_same_signal_twice() {
     assert!(journal.iter().any(
         |e| matches!(&e.event, cairn::journal::Event::WaitCompleted { path, .. } if path.as_str() == "first-approval")
     ));
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     engine.shutdown().await;
 
     let store = cairn::SqliteStore::open(dir.path().join("cairn.db")).unwrap();
     let engine = Engine::builder().store(store).clock(clock()).register("two", 1, two_approvals).start().await.unwrap();
-    engine.signal(run.id(), "approve", &"bo").await.unwrap();
-    let (first, second): (String, String) = engine.result(run.id()).await.unwrap();
+    engine.client().signal(run.id(), "approve", &"bo").await.unwrap();
+    let (first, second): (String, String) = engine.client().result(run.id()).await.unwrap();
     assert_eq!((first.as_str(), second.as_str()), ("ana", "bo"));
-    let consumed: Vec<Option<u64>> = engine.signals(run.id()).await.unwrap().iter().map(|s| s.consumed_seq).collect();
+    let consumed: Vec<Option<u64>> =
+        engine.client().signals(run.id()).await.unwrap().iter().map(|s| s.consumed_seq).collect();
     assert!(consumed.iter().all(Option::is_some) && consumed.len() == 2, "{consumed:?}");
     engine.shutdown().await;
 }

@@ -90,7 +90,7 @@ async fn engine(store: Arc<dyn Store>) -> Engine {
 /// W2's shape: `runs` runs, one at a time.
 async fn one_at_a_time(engine: &Engine, runs: usize) {
     for _ in 0..runs {
-        assert_eq!(engine.start("noop", &STEPS).await.unwrap().result::<usize>().await.unwrap(), 45);
+        assert_eq!(engine.client().start("noop", &STEPS).await.unwrap().result::<usize>().await.unwrap(), 45);
     }
 }
 
@@ -268,7 +268,7 @@ async fn journal_bytes_per_step_stay_under_their_bound() {
     let engine = engine(store.clone()).await;
     let mut ids = Vec::new();
     for _ in 0..20 {
-        let run = engine.start("noop", &STEPS).await.unwrap();
+        let run = engine.client().start("noop", &STEPS).await.unwrap();
         run.result::<usize>().await.unwrap();
         ids.push(run.id().clone());
     }

@@ -29,18 +29,21 @@ async fn runs_of_a_version_no_live_worker_serves_are_stranded_until_it_returns()
     // Version 1 starts three runs that wait for a signal, then its worker stops.
     let old =
         Engine::builder().shared_store(Arc::clone(&store)).register("order", 1, waits_for_go).start().await.unwrap();
-    let workers = old.live_workers().await.unwrap().workers;
+    let workers = old.client().live_workers().await.unwrap().workers;
     assert_eq!(workers.len(), 1);
     assert_eq!(workers[0].id, old.worker_id());
     assert_eq!(workers[0].pid, std::process::id());
     assert_eq!(workers[0].serves, [WorkflowKey { name: "order".into(), version: 1 }]);
     let mut ids = Vec::new();
     for n in 0..3u32 {
-        let run = old.start("order", &n).id(format!("v1-{n}")).await.unwrap();
-        wait_for_status(&old, run.id(), RunStatus::Suspended).await;
+        let run = old.client().start("order", &n).id(format!("v1-{n}")).await.unwrap();
+        wait_for_status(&old.client(), run.id(), RunStatus::Suspended).await;
         ids.push(run.id().clone());
     }
-    assert!(old.stranded(&RunFilter::default()).await.unwrap().runs.is_empty(), "served while its worker lives");
+    assert!(
+        old.client().stranded(&RunFilter::default()).await.unwrap().runs.is_empty(),
+        "served while its worker lives"
+    );
     old.shutdown().await;
 
     let client = Client::from_shared(Arc::clone(&store));
@@ -51,10 +54,10 @@ async fn runs_of_a_version_no_live_worker_serves_are_stranded_until_it_returns()
 
     // Only version 2 is deployed: the old runs stay stranded, with the reason, even when signalled.
     let new = Engine::builder().shared_store(Arc::clone(&store)).register("order", 2, v2).start().await.unwrap();
-    let fresh = new.start("order", &7u32).await.unwrap();
+    let fresh = new.client().start("order", &7u32).await.unwrap();
     assert_eq!(fresh.result::<String>().await.unwrap(), "v2 7");
     for id in &ids {
-        new.signal(id, "go", "now").await.unwrap();
+        new.client().signal(id, "go", "now").await.unwrap();
     }
     let page = client.stranded(&RunFilter::default()).await.unwrap();
     assert_eq!(stranded_ids(&page), ["v1-2", "v1-1", "v1-0"]);
@@ -85,7 +88,7 @@ async fn runs_of_a_version_no_live_worker_serves_are_stranded_until_it_returns()
     assert!(client.stranded(&RunFilter::default()).await.unwrap().runs.is_empty());
     assert!(client.stranded_versions().await.unwrap().is_empty());
     for (n, id) in ids.iter().enumerate() {
-        assert_eq!(both.result::<String>(id).await.unwrap(), format!("v1 {n} Some(\"now\")"));
+        assert_eq!(both.client().result::<String>(id).await.unwrap(), format!("v1 {n} Some(\"now\")"));
     }
     let served: Vec<u32> = client.live_workers().await.unwrap().served().iter().map(|k| k.version).collect();
     assert_eq!(served, [1, 2], "both live workers' versions");

@@ -45,24 +45,24 @@ async fn a_deadline_holds_across_an_engine_restart() {
     let after = Counter::default();
     let first = engine(&path, &clock, &after).await;
     let started_at = clock.now();
-    let run = first.start("sleeper", &()).timeout(10 * MINUTE).await.unwrap().id().clone();
-    let suspended = wait_for_status(&first, &run, RunStatus::Suspended).await;
+    let run = first.client().start("sleeper", &()).timeout(10 * MINUTE).await.unwrap().id().clone();
+    let suspended = wait_for_status(&first.client(), &run, RunStatus::Suspended).await;
     let deadline = started_at + 10 * MINUTE;
     assert_eq!(suspended.deadline, Some(deadline));
     assert_eq!(suspended.wake_at, Some(deadline), "a suspended run wakes by its deadline at the latest");
-    let journal = first.journal(&run).await.unwrap();
+    let journal = first.client().journal(&run).await.unwrap();
     assert!(matches!(journal[0].event, Event::Started { deadline: Some(d), .. } if d == deadline));
     first.shutdown().await;
 
     // A new engine (the same code) takes over; the deadline passes while the run sleeps.
     let second = engine(&path, &clock, &after).await;
     clock.advance(10 * MINUTE);
-    let error = second.result::<u8>(&run).await.unwrap_err().to_string();
+    let error = second.client().result::<u8>(&run).await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0110"), "{error}");
-    let failed = second.get(&run).await.unwrap();
+    let failed = second.client().get(&run).await.unwrap();
     assert_eq!(failed.status, RunStatus::Failed);
     assert_eq!(after.get(), 0, "nothing after the deadline ran");
-    let journal = second.journal(&run).await.unwrap();
+    let journal = second.client().journal(&run).await.unwrap();
     assert!(matches!(&journal.last().unwrap().event, Event::Failed { error } if error.contains("CAIRN-E0110")));
     second.shutdown().await;
 }
@@ -98,7 +98,7 @@ async fn a_step_in_flight_at_the_deadline_is_cancelled_and_its_result_discarded(
     };
     let engine =
         Engine::builder().store(store).clock(clock.clone()).register("slow", 1, workflow).start().await.unwrap();
-    let run = engine.start("slow", &()).timeout(5 * MINUTE).await.unwrap();
+    let run = engine.client().start("slow", &()).timeout(5 * MINUTE).await.unwrap();
     while entered.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -108,11 +108,11 @@ async fn a_step_in_flight_at_the_deadline_is_cancelled_and_its_result_discarded(
     while saw_cancel.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await; // the step's cancellation token fired
     }
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(journal.iter().all(|e| !matches!(e.event, Event::StepCompleted { .. })), "the late result was discarded");
     // A run without a timeout has no deadline.
-    let plain = engine.start("slow", &()).await.unwrap();
-    assert_eq!(engine.get(plain.id()).await.unwrap().deadline, None);
-    engine.cancel(plain.id()).await.unwrap();
+    let plain = engine.client().start("slow", &()).await.unwrap();
+    assert_eq!(engine.client().get(plain.id()).await.unwrap().deadline, None);
+    engine.client().cancel(plain.id()).await.unwrap();
     engine.shutdown().await;
 }

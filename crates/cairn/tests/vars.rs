@@ -34,19 +34,19 @@ async fn values_are_visible_while_the_run_sleeps_and_journaled_once_across_a_res
     let clock = clock();
     let calls = Counter::default();
     let engine = engine_of(store, &clock, "progress", progress(calls.clone())).await;
-    let run = engine.start("progress", &()).id("vars-1").await.unwrap();
-    wait_for_status(&engine, run.id(), RunStatus::Suspended).await;
-    let vars = engine.vars(run.id()).await.unwrap();
+    let run = engine.client().start("progress", &()).id("vars-1").await.unwrap();
+    wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
+    let vars = engine.client().vars(run.id()).await.unwrap();
     assert_eq!(vars["done"], 2);
     assert_eq!(vars["log"], serde_json::json!([1, 2]));
     engine.shutdown().await;
 
     clock.advance(Duration::from_secs(3600));
     let engine = engine_of(reopen(&dir), &clock, "progress", progress(calls.clone())).await;
-    let (done, log): (u32, Vec<u32>) = engine.result(run.id()).await.unwrap();
+    let (done, log): (u32, Vec<u32>) = engine.client().result(run.id()).await.unwrap();
     assert_eq!((done, log), (3, vec![1, 2, 3]), "the replay saw the values the first execution set");
     assert_eq!(calls.get(), 3);
-    let journal = engine.journal(run.id()).await.unwrap();
+    let journal = engine.client().journal(run.id()).await.unwrap();
     let sets: Vec<String> = journal
         .iter()
         .filter_map(|e| match &e.event {
@@ -55,7 +55,7 @@ async fn values_are_visible_while_the_run_sleeps_and_journaled_once_across_a_res
         })
         .collect();
     assert_eq!(sets, ["done=1", "log=[1]", "done=2", "log=[1,2]", "done=3", "log=[1,2,3]"], "each set once");
-    let vars = engine.vars(run.id()).await.unwrap();
+    let vars = engine.client().vars(run.id()).await.unwrap();
     assert_eq!((vars["done"].clone(), vars.len()), (serde_json::json!(3), 2));
     engine.shutdown().await;
 }
@@ -67,11 +67,11 @@ async fn bad_names_and_unknown_runs_are_refused() {
     }
     let (store, _dir) = sqlite();
     let engine = Engine::builder().store(store).clock(clock()).register("nameless", 1, nameless).start().await.unwrap();
-    let run = engine.start("nameless", &()).await.unwrap();
+    let run = engine.client().start("nameless", &()).await.unwrap();
     let error = run.result::<()>().await.unwrap_err().to_string();
     assert!(error.contains("name must be 1 to 200 bytes"), "{error}");
-    assert!(engine.vars(run.id()).await.unwrap().is_empty());
-    let missing = engine.vars(&cairn::RunId::new("absent")).await.unwrap_err().to_string();
+    assert!(engine.client().vars(run.id()).await.unwrap().is_empty());
+    let missing = engine.client().vars(&cairn::RunId::new("absent")).await.unwrap_err().to_string();
     assert!(missing.contains("CAIRN-E0301"), "{missing}");
     engine.shutdown().await;
 }

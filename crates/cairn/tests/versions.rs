@@ -22,13 +22,13 @@ async fn versions_run_side_by_side_on_their_own_code() {
     let (store, _dir) = crate::common::sqlite();
     let engine =
         Engine::builder().store(store).register("greet", 1, v1).register("greet", 2, v2).start().await.unwrap();
-    let newest = engine.start("greet", "ann").await.unwrap();
-    let pinned = engine.start("greet", "bob").version(1).await.unwrap();
+    let newest = engine.client().start("greet", "ann").await.unwrap();
+    let pinned = engine.client().start("greet", "bob").version(1).await.unwrap();
     assert_eq!(newest.result::<String>().await.unwrap(), "HELLO ANN");
     assert_eq!(pinned.result::<String>().await.unwrap(), "hello bob");
-    assert_eq!(engine.get(newest.id()).await.unwrap().version, 2);
-    assert_eq!(engine.get(pinned.id()).await.unwrap().version, 1);
-    let unknown = engine.start("greet", "cy").version(3).await;
+    assert_eq!(engine.client().get(newest.id()).await.unwrap().version, 2);
+    assert_eq!(engine.client().get(pinned.id()).await.unwrap().version, 1);
+    let unknown = engine.client().start("greet", "cy").version(3).await;
     assert!(unknown.unwrap_err().to_string().contains("version 3"));
     engine.shutdown().await;
 }
@@ -84,27 +84,34 @@ async fn a_patched_branch_replays_the_same_way_across_engine_restarts() {
     let path = dir.path().join("cairn.db");
     // The old code starts a run, which waits.
     let engine = Engine::builder().store(open(&path)).register("flow", 1, old_code).start().await.unwrap();
-    let old_run = engine.start("flow", &()).await.unwrap().id().clone();
-    wait_for_status(&engine, &old_run, RunStatus::Suspended).await;
+    let old_run = engine.client().start("flow", &()).await.unwrap().id().clone();
+    wait_for_status(&engine.client(), &old_run, RunStatus::Suspended).await;
     engine.shutdown().await;
 
     // The new code is deployed: the old run replays past the marker on the old branch; a new run
     // takes the new one.
     let extra = Counter::default();
     let engine = Engine::builder().store(open(&path)).register("flow", 1, new_code(&extra)).start().await.unwrap();
-    let new_run = engine.start("flow", &()).await.unwrap().id().clone();
-    engine.signal(&old_run, "first", &1u8).await.unwrap();
-    engine.signal(&new_run, "first", &2u8).await.unwrap();
+    let new_run = engine.client().start("flow", &()).await.unwrap().id().clone();
+    engine.client().signal(&old_run, "first", &1u8).await.unwrap();
+    engine.client().signal(&new_run, "first", &2u8).await.unwrap();
     for run in [&old_run, &new_run] {
         // Suspended again after consuming the signal (it was suspended before it, too).
         let mut polls = 0;
-        while !engine.journal(run).await.unwrap().iter().any(|e| matches!(&e.event, Event::WaitCompleted { .. })) {
+        while !engine
+            .client()
+            .journal(run)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| matches!(&e.event, Event::WaitCompleted { .. }))
+        {
             polls += 1;
             assert!(polls < 3_000, "run {run} never consumed its signal");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        wait_for_status(&engine, run, RunStatus::Suspended).await;
-        let journal = engine.journal(run).await.unwrap();
+        wait_for_status(&engine.client(), run, RunStatus::Suspended).await;
+        let journal = engine.client().journal(run).await.unwrap();
         assert!(journal.iter().any(|e| matches!(&e.event, Event::WaitCompleted { signal: Some(_), .. })));
     }
     engine.shutdown().await;
@@ -113,13 +120,13 @@ async fn a_patched_branch_replays_the_same_way_across_engine_restarts() {
     // After a restart both replay the branch they took (the new run's journal holds steps past the
     // marker now, so only the journaled decision keeps it on the new branch).
     let engine = Engine::builder().store(open(&path)).register("flow", 1, new_code(&extra)).start().await.unwrap();
-    engine.signal(&old_run, "second", &3u8).await.unwrap();
-    engine.signal(&new_run, "second", &4u8).await.unwrap();
-    assert_eq!(engine.result::<String>(&old_run).await.unwrap(), "old 1 Some(1) Some(3)");
-    assert_eq!(engine.result::<String>(&new_run).await.unwrap(), "new9 1 Some(2) Some(4)");
+    engine.client().signal(&old_run, "second", &3u8).await.unwrap();
+    engine.client().signal(&new_run, "second", &4u8).await.unwrap();
+    assert_eq!(engine.client().result::<String>(&old_run).await.unwrap(), "old 1 Some(1) Some(3)");
+    assert_eq!(engine.client().result::<String>(&new_run).await.unwrap(), "new9 1 Some(2) Some(4)");
     assert_eq!(extra.get(), 1, "the patched step ran once, not again on replay");
-    assert_eq!(patches(&engine.journal(&old_run).await.unwrap()), [("extra".to_owned(), false)]);
-    assert_eq!(patches(&engine.journal(&new_run).await.unwrap()), [("extra".to_owned(), true)]);
+    assert_eq!(patches(&engine.client().journal(&old_run).await.unwrap()), [("extra".to_owned(), false)]);
+    assert_eq!(patches(&engine.client().journal(&new_run).await.unwrap()), [("extra".to_owned(), true)]);
     engine.shutdown().await;
 }
 
@@ -150,25 +157,25 @@ async fn a_removed_steps_old_journal_replays() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cairn.db");
     let engine = Engine::builder().store(open(&path)).register("flow", 1, code(false, true)).start().await.unwrap();
-    let old_run = engine.start("flow", &()).await.unwrap().id().clone();
-    wait_for_status(&engine, &old_run, RunStatus::Suspended).await;
+    let old_run = engine.client().start("flow", &()).await.unwrap().id().clone();
+    wait_for_status(&engine.client(), &old_run, RunStatus::Suspended).await;
     engine.shutdown().await;
 
     // Deleting the step without a marker: the old journal no longer replays.
     let engine = Engine::builder().store(open(&path)).register("flow", 1, code(false, false)).start().await.unwrap();
-    engine.signal(&old_run, "go", &10u8).await.unwrap();
-    let parked = wait_for_status(&engine, &old_run, RunStatus::Paused).await;
+    engine.client().signal(&old_run, "go", &10u8).await.unwrap();
+    let parked = wait_for_status(&engine.client(), &old_run, RunStatus::Paused).await;
     assert!(parked.error.as_deref().unwrap_or_default().contains("CAIRN-E0101"), "{parked:?}");
     engine.shutdown().await;
 
     // With the marker it does, and runs the new code starts never had the step.
     let engine = Engine::builder().store(open(&path)).register("flow", 1, code(true, false)).start().await.unwrap();
-    engine.resume(&old_run).await.unwrap();
-    assert_eq!(engine.result::<u8>(&old_run).await.unwrap(), 14);
-    let new_run = engine.start("flow", &()).await.unwrap();
-    engine.signal(new_run.id(), "go", &20u8).await.unwrap();
+    engine.client().resume(&old_run).await.unwrap();
+    assert_eq!(engine.client().result::<u8>(&old_run).await.unwrap(), 14);
+    let new_run = engine.client().start("flow", &()).await.unwrap();
+    engine.client().signal(new_run.id(), "go", &20u8).await.unwrap();
     assert_eq!(new_run.result::<u8>().await.unwrap(), 24);
-    let journal = engine.journal(new_run.id()).await.unwrap();
+    let journal = engine.client().journal(new_run.id()).await.unwrap();
     assert!(journal.iter().all(|e| e.event.path().is_none_or(|p| p.as_str() != "dropped")));
     assert_eq!(dropped.get(), 1, "only the old code ran the removed step");
     engine.shutdown().await;

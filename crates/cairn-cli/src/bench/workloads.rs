@@ -32,7 +32,7 @@ pub(super) async fn fan_out(
     let mut seconds = Vec::with_capacity(runs);
     for _ in 0..runs {
         let begun = Instant::now();
-        let done: usize = engine.start("fanout", &(items, concurrency)).await?.result().await?;
+        let done: usize = engine.client().start("fanout", &(items, concurrency)).await?.result().await?;
         seconds.push(begun.elapsed().as_secs_f64());
         if done != items {
             bail!("the run finished {done} items of {items}");
@@ -95,7 +95,7 @@ pub(super) async fn long_loop(
         .start()
         .await?;
     let begun = Instant::now();
-    let run = engine.start("loop", &(iterations as u64)).await?;
+    let run = engine.client().start("loop", &(iterations as u64)).await?;
     let done: u64 = run.result().await?;
     let seconds = begun.elapsed().as_secs_f64();
     if done != iterations as u64 {
@@ -184,10 +184,10 @@ pub(super) async fn resume(
         .await?;
     let mut ids = Vec::with_capacity(runs);
     for _ in 0..runs {
-        ids.push(engine.start("resume", &steps).await?.id().clone());
+        ids.push(engine.client().start("resume", &steps).await?.id().clone());
     }
     for id in &ids {
-        while engine.get(id).await?.status != cairn::RunStatus::Suspended {
+        while engine.client().get(id).await?.status != cairn::RunStatus::Suspended {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
@@ -205,8 +205,8 @@ pub(super) async fn resume(
         // they have on a worker that was restarted before the signal came.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let begun = Instant::now();
-        engine.signal(id, "go", &1usize).await?;
-        let total: usize = engine.result(id).await?;
+        engine.client().signal(id, "go", &1usize).await?;
+        let total: usize = engine.client().result(id).await?;
         resume_ms.push(begun.elapsed().as_secs_f64() * 1e3);
         if total != steps + 1 {
             bail!("run {id} returned {total}, expected {}", steps + 1);

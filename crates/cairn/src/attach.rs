@@ -1,0 +1,46 @@
+//! What a [`Client`](crate::client::Client) attached to an engine in this process asks of that
+//! engine's worker: which workflows it registers, and a word with the runs it executes. A client
+//! sees the worker only through this trait, so it knows nothing of the engine's or a run's
+//! internals; the engine implements it.
+
+use crate::error::Interrupt;
+use crate::run_core::Ended;
+use cairn_store::{RunId, SignalRecord};
+use serde_json::value::RawValue;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// The worker of the engine a client is attached to.
+pub(crate) trait Attachment: Send + Sync {
+    /// The newest version of `workflow` the worker registers.
+    fn latest(&self, workflow: &str) -> Option<u32>;
+    /// Whether the worker registers version `version` of `workflow`.
+    fn registers(&self, workflow: &str, version: u32) -> bool;
+    /// The names of the workflows the worker registers.
+    fn workflow_names(&self) -> Vec<String>;
+    /// `input` checked against version `version` of `workflow`; `None` when the worker does not
+    /// register that version.
+    fn check_input(&self, workflow: &str, version: u32, input: &RawValue) -> Option<Result<(), String>>;
+    /// How long ended runs of `workflow` are kept, if the worker sets it.
+    fn retention(&self, workflow: &str) -> Option<Duration>;
+    /// The longest any run is kept, if the worker caps it.
+    fn max_retention(&self) -> Option<Duration>;
+    /// Wakes the claim loop: something may be ready.
+    fn wake_claimer(&self);
+    /// Whether the claim loop is still taking ready runs.
+    fn claiming(&self) -> bool;
+    /// Whether the store reports endings and signals, so waiters need not poll.
+    fn notices_reported(&self) -> bool;
+    /// Fires when the worker stops executing `id`: with how it ended if it ended there.
+    fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>>;
+    /// Tells everyone watching `id` how it ended, or (with `None`) to look again.
+    fn notify_watchers(&self, id: &RunId, ended: Option<Ended>);
+    /// Whether the worker executes `id` now.
+    fn runs_here(&self, id: &RunId) -> bool;
+    /// Interrupts `id` if the worker executes it.
+    fn interrupt(&self, id: &RunId, why: Interrupt);
+    /// Hands `signal` to `id` if the worker executes it.
+    fn deliver(&self, id: &RunId, signal: SignalRecord);
+    /// Tells `id`, if the worker executes it, that a signal may have arrived.
+    fn signal_may_have_arrived(&self, id: &RunId);
+}

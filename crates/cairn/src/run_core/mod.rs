@@ -1,0 +1,609 @@
+//! The run core: one run's state machine, with no runtime, store or clock.
+//!
+//! Given the journal so far and what the workflow body asks next, a [`RunCore`] decides: replay
+//! this step's result ([`begin`](RunCore::begin) answers with its record), journal these events
+//! ([`prepare_append`](RunCore::prepare_append) numbers them and adds what was deferred), suspend
+//! until a time or a signal ([`suspension_plan`](RunCore::suspension_plan)), consume a signal
+//! ([`take_signal`](RunCore::take_signal)), and how the execution ends ([`record`](RunCore::record):
+//! complete, fail, park, continue as new, hand the lease back). Times come in as arguments.
+//!
+//! The engine's run driver (`run.rs`) carries these decisions out: it holds a `RunCore` behind a
+//! lock, appends to the store, sleeps on the clock and wakes waits. A worker written in another
+//! language, or a step-through debugger, could drive the same core.
+//!
+//! ```
+//! use cairn::journal::{Event, JournalEntry, RunState, StepKind, StepPath, Timestamp};
+//! use cairn::run_core::{Limits, Mode, RunCore};
+//!
+//! let started = Event::Started {
+//!     workflow: "w".into(),
+//!     version: 1,
+//!     input: serde_json::value::to_raw_value(&1).unwrap(),
+//!     deadline: None,
+//! };
+//! let state = RunState::fold(&[JournalEntry::new(1, Timestamp::from_millis(0), started)]).unwrap();
+//! let mut core = RunCore::new(state, Mode::Live, Limits::default());
+//! // The journal holds no step yet: the body's first step is new, and executes.
+//! let begun = core.begin(&StepPath::parse("a").unwrap(), StepKind::Step).unwrap();
+//! assert!(begun.record.is_none());
+//! ```
+
+mod lineage;
+#[cfg(test)]
+mod tests;
+
+pub use lineage::{
+    AWAITED, CHILD_ENDED, CONTINUED_INPUT, DETACHED, InputCheck, Lineage, Queue, awaited, chain_position,
+    first_of_chain, successor, successor_id,
+};
+
+use crate::error::{Interrupt, WorkflowError};
+use cairn_journal::{
+    CursorError, Event, LoopRecord, NonDeterminism, ReplayCursor, Replayed, RunState, SignalId, StepKind, StepPath,
+    StepRecord, Timestamp,
+};
+use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, SuspendReason};
+use serde_json::value::RawValue;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+/// The default payload limit: 4 MiB.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 4 * 1024 * 1024;
+
+/// `value` as JSON for the journal, within the payload limit `max_payload_bytes`; `what` (a step
+/// path, `var <name>`) names it in the error.
+pub fn encode<T: serde::Serialize + ?Sized>(
+    what: &str,
+    value: &T,
+    max_payload_bytes: usize,
+) -> Result<Box<RawValue>, WorkflowError> {
+    let raw = serde_json::value::to_raw_value(value)
+        .map_err(|e| WorkflowError::Payload { path: what.to_owned(), message: e.to_string() })?;
+    if raw.get().len() > max_payload_bytes {
+        return Err(WorkflowError::PayloadTooLarge {
+            path: what.to_owned(),
+            size: raw.get().len(),
+            limit: max_payload_bytes,
+        });
+    }
+    Ok(raw)
+}
+
+/// How a run ended on a worker, as its watchers learn it without reading the store.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    /// Its status.
+    pub status: RunStatus,
+    /// Its output, if it completed.
+    pub output: Option<Box<RawValue>>,
+    /// Its error, if it failed or was parked.
+    pub error: Option<String>,
+}
+
+impl Ended {
+    /// How the run ends with `update`, if it ends (or is parked).
+    pub fn of(update: &RunUpdate) -> Option<Ended> {
+        match update {
+            RunUpdate::Finish { status, output, error, .. } => {
+                Some(Ended { status: *status, output: output.clone(), error: error.clone() })
+            }
+            RunUpdate::Continue { .. } => Some(Ended { status: RunStatus::Continued, output: None, error: None }),
+            RunUpdate::Park { error } => {
+                Some(Ended { status: RunStatus::Paused, output: None, error: Some(error.clone()) })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Why a run parked at an operator's request is paused (its row's error).
+pub const PAUSED_BY_REQUEST: &str = "paused by request";
+
+/// The error of a run parked because its body panicked.
+fn body_panicked(message: &str) -> String {
+    format!("[CAIRN-E0108] the workflow body panicked: {message}")
+}
+
+/// How far a run's body may go on this worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Executes new steps.
+    Live,
+    /// The run crashed its workers this many times in a row: its first new step is not executed
+    /// but parks the run as poison.
+    Poisoned(u32),
+    /// A replay check ([`crate::testing::replay`]): nothing is executed or written; the body
+    /// stops at the first step its journal does not hold settled.
+    ReplayCheck,
+}
+
+/// The engine settings a run's decisions depend on.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest JSON payload (a step's result, a durable value, the output) journaled.
+    pub max_payload_bytes: usize,
+    /// Parked sleeps that all end within this long keep the run in memory instead of suspending.
+    pub suspend_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES, suspend_grace: Duration::from_secs(1) }
+    }
+}
+
+/// What the journal says about a step the body asked for.
+#[derive(Debug)]
+pub struct Begun {
+    /// The step's ordinal among the run's steps.
+    pub ordinal: u32,
+    /// Its journaled record, when the journal holds it (`None`: the step is new).
+    pub record: Option<StepRecord>,
+}
+
+/// Why the core refused what the body asked for.
+#[derive(Debug)]
+pub enum Refused {
+    /// The body gets this error; the run goes on.
+    Error(WorkflowError),
+    /// The run must be interrupted for this reason (its tokens fire), and the body then gets
+    /// [`RunCore::interrupted`].
+    Interrupt(Interrupt),
+}
+
+/// How a run's execution on a worker ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The body returned.
+    Returned(Result<Box<RawValue>, WorkflowError>),
+    /// The body panicked with this message.
+    Panicked(String),
+    /// The driver stopped the body because the run was interrupted.
+    Interrupted,
+    /// The driver stopped the body to suspend the run with this update.
+    Suspend(RunUpdate),
+}
+
+/// What an execution records when it ends, before the driver checks a continuation.
+#[derive(Debug)]
+pub enum Ending {
+    /// Append these events with this row update.
+    Record(Vec<Event>, RunUpdate),
+    /// The body continues as new with this input: the driver builds the successor (it knows the
+    /// registered versions), or fails the run with the error.
+    ContinueAsNew(String),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Suspension {
+    reason: SuspendReason,
+    wake_at: Option<Timestamp>,
+    waits_for_signal: bool,
+}
+
+/// One run's state machine on a worker: see the [module](self).
+#[derive(Debug)]
+pub struct RunCore {
+    state: RunState,
+    cursor: ReplayCursor,
+    last_seq: u64,
+    mode: Mode,
+    limits: Limits,
+    /// When the run times out (from its `started` event).
+    deadline: Option<Timestamp>,
+    /// Unconsumed signals, loaded on the first wait.
+    signals: Option<Vec<SignalRecord>>,
+    signals_seen: SignalId,
+    /// Signals this execution took (their consuming appends may not have committed yet).
+    taken: HashSet<SignalId>,
+    in_flight: usize,
+    suspensions: HashMap<u64, Suspension>,
+    next_suspension: u64,
+    interrupt: Option<Interrupt>,
+    /// The body was refused a verb because of the interrupt: whatever it returned afterwards
+    /// is not its own outcome.
+    refused: bool,
+    /// Patch markers decided: journaled ones, and those this execution decided.
+    patches: HashMap<String, bool>,
+    /// Durable values as the body has set them (or a resumed loop restored them).
+    vars: BTreeMap<String, Box<RawValue>>,
+    /// Events that go out with the run's next append (a loop's checkpoint: it commits with the
+    /// next iteration's first step, not in a commit of its own).
+    deferred: Vec<Event>,
+    /// How many of each deterministic helper (`ctx.now()`, …) each scope has used, which numbers
+    /// their journal entries (`~now[0]`, `~now[1]`, …) the same way on every replay.
+    helpers: HashMap<(StepPath, &'static str), u64>,
+}
+
+impl RunCore {
+    /// The core of a run whose journal folds to `state`.
+    pub fn new(state: RunState, mode: Mode, limits: Limits) -> Self {
+        RunCore {
+            cursor: ReplayCursor::new(&state),
+            last_seq: state.last_seq(),
+            deadline: state.deadline(),
+            patches: state.patches().clone(),
+            mode,
+            limits,
+            signals: None,
+            signals_seen: SignalId(0),
+            taken: HashSet::new(),
+            in_flight: 0,
+            suspensions: HashMap::new(),
+            next_suspension: 0,
+            interrupt: None,
+            refused: false,
+            vars: BTreeMap::new(),
+            deferred: Vec::new(),
+            helpers: HashMap::new(),
+            state,
+        }
+    }
+
+    /// The run's folded journal as this worker loaded it.
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// How far the body may go here.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// When the run times out.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.deadline
+    }
+
+    /// The settings the core decides with.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Records why the run must stop; whether it stops at its next step boundary (a pause, a
+    /// shutdown) rather than at once. The first reason wins, except that one that stops at once
+    /// overrides one that waits for a boundary.
+    pub fn interrupt(&mut self, why: Interrupt) -> bool {
+        let at_boundary = why.lets_steps_finish();
+        let replace = match &self.interrupt {
+            None => true,
+            Some(current) => current.lets_steps_finish() && !at_boundary,
+        };
+        if replace {
+            self.interrupt = Some(why);
+        }
+        at_boundary
+    }
+
+    /// Why the run was interrupted, if it was.
+    pub fn interruption(&self) -> Option<&Interrupt> {
+        self.interrupt.as_ref()
+    }
+
+    /// `Err` with the refusal if the run was interrupted (the body is refused what it asks for).
+    pub fn admit(&mut self) -> Result<(), WorkflowError> {
+        match self.interrupt.clone() {
+            Some(why) => {
+                self.refused = true;
+                Err(WorkflowError::Interrupted(why))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The error for the body when it must stop.
+    pub fn interrupted(&mut self) -> WorkflowError {
+        self.refused = true;
+        WorkflowError::Interrupted(self.interrupt.clone().unwrap_or(Interrupt::Cancelled))
+    }
+
+    /// Whether an interrupt stops appends at once (one that lets steps finish does not: a step
+    /// that finished is committed).
+    pub fn stops_appends(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(|why| !why.lets_steps_finish())
+    }
+
+    /// After the body returned: the first journaled step it never asked for, if any, and how
+    /// many journaled steps it did ask for.
+    pub fn unreached(&self) -> (Result<(), NonDeterminism>, usize) {
+        (self.cursor.finish(), self.cursor.replayed())
+    }
+
+    /// The body asks for `path`: checked against the journal, what is known of it.
+    pub fn begin(&mut self, path: &StepPath, kind: StepKind) -> Result<Begun, Refused> {
+        self.admit().map_err(Refused::Error)?;
+        let replayed = self.cursor.request(path, kind);
+        let record = self.state.step(path).filter(|_| matches!(replayed, Ok(Replayed::Known { .. })));
+        let stop = match self.mode {
+            Mode::Live => None,
+            Mode::Poisoned(recoveries) if record.is_none() && replayed.is_ok() => {
+                Some(Interrupt::Poisoned { path: Some(path.clone()), recoveries })
+            }
+            Mode::ReplayCheck if replayed.is_ok() && !record.is_some_and(StepRecord::is_settled) => {
+                Some(Interrupt::ReplayChecked { path: path.clone() })
+            }
+            Mode::Poisoned(_) | Mode::ReplayCheck => None,
+        };
+        if let Some(why) = stop {
+            return Err(Refused::Interrupt(why));
+        }
+        let record = record.cloned();
+        match replayed {
+            Ok(Replayed::Known { ordinal }) => Ok(Begun { ordinal, record }),
+            Ok(Replayed::New { ordinal }) => Ok(Begun { ordinal, record: None }),
+            Err(error) => Err(cursor_refused(error)),
+        }
+    }
+
+    /// The body will never ask for anything within `scope` (see [`ReplayCursor::skip_within`]).
+    pub fn skip_within(&mut self, scope: &StepPath) {
+        self.cursor.skip_within(scope);
+    }
+
+    /// The body marks `path` as a step its code no longer has.
+    pub fn removed(&mut self, path: &StepPath) -> Result<(), Refused> {
+        self.admit().map_err(Refused::Error)?;
+        self.cursor.skip_removed(path).map(drop).map_err(cursor_refused)
+    }
+
+    /// The body evaluates patch marker `id`: the branch journaled for this run, or, the first
+    /// time, the patched branch unless the body still replays what older code journaled; with
+    /// the event to journal when it was decided now.
+    pub fn patched(&mut self, id: &str) -> Result<(bool, Option<Event>), WorkflowError> {
+        self.admit()?;
+        if let Some(&applied) = self.patches.get(id) {
+            return Ok((applied, None));
+        }
+        let applied = self.cursor.past_journal();
+        self.patches.insert(id.to_owned(), applied);
+        Ok((applied, Some(Event::Patched { id: id.to_owned(), applied })))
+    }
+
+    /// The body starts the durable loop at `path`: its latest checkpoint, if the journal holds
+    /// one, whose earlier iterations the cursor now skips and whose durable values the body sees.
+    pub fn start_loop(&mut self, path: &StepPath) -> Result<Option<LoopRecord>, WorkflowError> {
+        self.admit()?;
+        let record = self.state.loop_record(path).cloned();
+        if let Some(record) = &record {
+            self.cursor.skip_iterations(path, record.next);
+            self.vars.extend(record.vars.iter().map(|(name, value)| (name.clone(), value.clone())));
+        }
+        Ok(record)
+    }
+
+    /// Journals a loop's checkpoint with the run's next append, whatever that is. It replaces
+    /// one of the same loop still waiting (iterations that journal nothing), taking over its
+    /// trim. Lost if the run stops first: then a replay starts from the checkpoint before.
+    pub fn defer_checkpoint(&mut self, mut checkpoint: Event) -> Result<(), WorkflowError> {
+        self.admit()?;
+        let same_loop = |event: &Event| match (event, &checkpoint) {
+            (Event::LoopCheckpoint { path: a, .. }, Event::LoopCheckpoint { path: b, .. }) => a == b,
+            _ => false,
+        };
+        if let Some(index) = self.deferred.iter().position(same_loop) {
+            let waiting = self.deferred.remove(index);
+            if let (Some((_, older)), Event::LoopCheckpoint { trim: Some(newer), .. }) =
+                (waiting.trim(), &mut checkpoint)
+            {
+                newer.after = newer.after.min(older.after);
+            }
+        }
+        self.deferred.push(checkpoint);
+        Ok(())
+    }
+
+    /// Every durable value as the body has set it.
+    pub fn vars(&self) -> &BTreeMap<String, Box<RawValue>> {
+        &self.vars
+    }
+
+    /// Durable value `name` as this execution last set it.
+    pub fn var(&self, name: &str) -> Option<&RawValue> {
+        self.vars.get(name).map(|value| &**value)
+    }
+
+    /// The body sets durable value `name`; the event to journal when the body runs past what
+    /// the journal holds (while it replays, an earlier execution journaled the set).
+    pub fn set_var(&mut self, name: &str, value: Box<RawValue>) -> Result<Option<Event>, WorkflowError> {
+        self.admit()?;
+        self.vars.insert(name.to_owned(), value.clone());
+        Ok(self.cursor.past_journal().then(|| Event::VarSet { name: name.to_owned(), value }))
+    }
+
+    /// The journal's last entry so far, once the body runs past what the journal held.
+    pub fn live_position(&self) -> Option<u64> {
+        self.cursor.past_journal().then_some(self.last_seq)
+    }
+
+    /// The loop at `path` trimmed its iterations before `below`: forget what is kept of them.
+    pub fn forget_iterations(&mut self, path: &StepPath, below: u64) {
+        self.cursor.forget_iterations(path, below);
+        self.helpers.retain(|(scope, _), _| scope.iteration_of(path).is_none_or(|i| i >= below));
+    }
+
+    /// The number of the next `kind` helper used in `scope`.
+    pub fn next_helper(&mut self, scope: &StepPath, kind: &'static str) -> u64 {
+        let next = self.helpers.entry((scope.clone(), kind)).or_insert(0);
+        *next += 1;
+        *next - 1
+    }
+
+    /// A step body starts executing.
+    pub fn start_work(&mut self) {
+        self.in_flight += 1;
+    }
+
+    /// A step body is done; whether the driver should look again (only the last step finishing
+    /// while something is parked, or while the run must stop, can change what it decides).
+    pub fn end_work(&mut self) -> bool {
+        self.in_flight -= 1;
+        self.in_flight == 0 && (!self.suspensions.is_empty() || self.interrupt.is_some())
+    }
+
+    /// The append of `events` (after any deferred checkpoint) with `update`, numbered after the
+    /// journal's end, which it moves on.
+    pub fn prepare_append(
+        &mut self,
+        run: (&RunId, u64),
+        events: Vec<Event>,
+        update: RunUpdate,
+        consume_signal: Option<SignalId>,
+        at: Timestamp,
+        batched: bool,
+    ) -> Append {
+        let events = match self.deferred.is_empty() {
+            true => events,
+            false => std::mem::take(&mut self.deferred).into_iter().chain(events).collect(),
+        };
+        let after_seq = self.last_seq;
+        self.last_seq += events.len() as u64;
+        Append { run_id: run.0.clone(), epoch: run.1, after_seq, events, at, update, consume_signal, batched }
+    }
+
+    /// The body parks (a sleep, a retry's wait, a wait for a signal); the key that ends it.
+    pub fn park(&mut self, reason: SuspendReason, wake_at: Option<Timestamp>, waits_for_signal: bool) -> u64 {
+        let key = self.next_suspension;
+        self.next_suspension += 1;
+        self.suspensions.insert(key, Suspension { reason, wake_at, waits_for_signal });
+        key
+    }
+
+    /// The park `key` ended.
+    pub fn unpark(&mut self, key: u64) {
+        self.suspensions.remove(&key);
+    }
+
+    /// Whether the run's unconsumed signals were loaded.
+    pub fn signals_loaded(&self) -> bool {
+        self.signals.is_some()
+    }
+
+    /// The run's signals as the store holds them: the unconsumed ones this execution did not
+    /// take become the ones waits look at.
+    pub fn load_signals(&mut self, signals: Vec<SignalRecord>) {
+        let seen = signals.iter().map(|s| s.id).max().unwrap_or(SignalId(0));
+        self.signals_seen = self.signals_seen.max(seen);
+        let unconsumed: Vec<SignalRecord> = signals
+            .into_iter()
+            .filter(|s| s.consumed_seq.is_none() && !self.taken.contains(&s.id) && !self.state.has_consumed(s.id))
+            .collect();
+        self.signals = Some(unconsumed);
+    }
+
+    /// Takes the oldest unconsumed signal named `name` whose payload contains `filter`.
+    pub fn take_signal(&mut self, name: &str, filter: Option<&serde_json::Value>) -> Option<SignalRecord> {
+        let signals = self.signals.as_mut()?;
+        let position = signals.iter().position(|s| {
+            s.name == name
+                && filter.is_none_or(|filter| {
+                    serde_json::from_str::<serde_json::Value>(s.payload.get())
+                        .is_ok_and(|payload| cairn_journal::json_contains(&payload, filter))
+                })
+        })?;
+        let signal = signals.remove(position);
+        self.taken.insert(signal.id);
+        Some(signal)
+    }
+
+    /// A signal delivered while the run executes here.
+    pub fn deliver(&mut self, signal: SignalRecord) {
+        self.signals_seen = self.signals_seen.max(signal.id);
+        if let Some(signals) = self.signals.as_mut()
+            && !signals.iter().any(|s| s.id == signal.id)
+        {
+            signals.push(signal);
+        }
+    }
+
+    /// Whether the driver should stop the body now because of an interrupt: one that stops at
+    /// once does; one that waits for a step boundary does once no step is in flight. `None`:
+    /// the run is not interrupted.
+    pub fn stops_now(&self) -> Option<bool> {
+        self.interrupt.as_ref().map(|why| !why.lets_steps_finish() || self.in_flight == 0)
+    }
+
+    /// Whether the run should suspend at `now`: nothing executing, something parked, and
+    /// either a wait among them or the earliest wake-up beyond the grace period.
+    pub fn suspension_plan(&self, now: Timestamp) -> Option<RunUpdate> {
+        if self.in_flight > 0 || self.suspensions.is_empty() {
+            return None;
+        }
+        // Everything parked ends within the grace period: stay in memory (a wait among them is
+        // woken by its signal without a round through the store).
+        let soon = now + self.limits.suspend_grace;
+        if self.suspensions.values().all(|s| s.wake_at.is_some_and(|w| w <= soon)) {
+            return None;
+        }
+        let any_wait = self.suspensions.values().any(|s| s.waits_for_signal);
+        let earliest = self.suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
+        // A run with a deadline is woken by it at the latest, to time out.
+        let wake_at = earliest.and_then(|s| s.wake_at).into_iter().chain(self.deadline).min();
+        let reason = earliest.map_or(SuspendReason::Waiting, |s| s.reason);
+        Some(RunUpdate::Suspend { reason, wake_at, signals_after: any_wait.then_some(self.signals_seen), now })
+    }
+
+    /// What to record for an execution that ended with `outcome` at `now`, or `None` when this
+    /// worker may not write (its lease was lost, the store failed).
+    pub fn record(&self, outcome: Outcome, now: Timestamp) -> Option<Ending> {
+        let finish = |status: RunStatus, output: Option<Box<RawValue>>, error: Option<String>| RunUpdate::Finish {
+            status,
+            output,
+            error,
+            at: now,
+        };
+        let failed = |error: String| {
+            Ending::Record(vec![Event::Failed { error: error.clone() }], finish(RunStatus::Failed, None, Some(error)))
+        };
+        let park = |error: String| Ending::Record(Vec::new(), RunUpdate::Park { error });
+        // A run asked to stop at a step boundary that finished on its own anyway (its body
+        // returned without being refused anything) records how it finished.
+        let interrupt = match (&self.interrupt, &outcome) {
+            (Some(why), Outcome::Returned(_)) if why.lets_steps_finish() && !self.refused => None,
+            (interrupt, _) => interrupt.clone(),
+        };
+        match (interrupt, outcome) {
+            (Some(Interrupt::Cancelled), _) => {
+                let reason = "cancelled".to_owned();
+                Some(Ending::Record(
+                    vec![Event::Cancelled { reason: reason.clone() }],
+                    finish(RunStatus::Cancelled, None, Some(reason)),
+                ))
+            }
+            (Some(Interrupt::TimedOut), _) => Some(failed(Interrupt::TimedOut.to_string())),
+            (Some(why @ (Interrupt::NonDeterminism(_) | Interrupt::Poisoned { .. })), _) => Some(park(why.to_string())),
+            (Some(Interrupt::Paused), _) => Some(park(PAUSED_BY_REQUEST.to_owned())),
+            (Some(Interrupt::ShuttingDown), _) => Some(Ending::Record(Vec::new(), RunUpdate::Release)),
+            (Some(_), _) | (None, Outcome::Interrupted) => None,
+            (None, Outcome::Panicked(message)) => Some(park(body_panicked(&message))),
+            (None, Outcome::Suspend(plan)) => Some(Ending::Record(Vec::new(), plan)),
+            (None, Outcome::Returned(Ok(output))) => {
+                let limit = self.limits.max_payload_bytes;
+                match self.unreached().0 {
+                    Err(error) => Some(park(error.to_string())),
+                    Ok(()) if output.get().len() > limit => Some(failed(
+                        WorkflowError::PayloadTooLarge { path: "output".into(), size: output.get().len(), limit }
+                            .to_string(),
+                    )),
+                    Ok(()) => Some(Ending::Record(
+                        vec![Event::Completed { output: output.clone() }],
+                        finish(RunStatus::Completed, Some(output), None),
+                    )),
+                }
+            }
+            (None, Outcome::Returned(Err(WorkflowError::ContinueAsNew { input }))) => match self.unreached().0 {
+                Err(error) => Some(park(error.to_string())),
+                Ok(()) => Some(Ending::ContinueAsNew(input)),
+            },
+            (None, Outcome::Returned(Err(error))) => Some(failed(error.to_string())),
+        }
+    }
+}
+
+/// The refusal of a request the cursor refused; non-determinism interrupts the run.
+fn cursor_refused(error: CursorError) -> Refused {
+    match error {
+        CursorError::DuplicatePath(path) => Refused::Error(WorkflowError::DuplicatePath(path)),
+        CursorError::NonDeterminism(error) => Refused::Interrupt(Interrupt::NonDeterminism(error)),
+        other => Refused::Error(WorkflowError::Failed(other.to_string())),
+    }
+}
