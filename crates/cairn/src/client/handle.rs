@@ -1,0 +1,141 @@
+//! The client itself: how it is made, and what it reads (runs, lists, journals, durable values,
+//! signals, children).
+
+use crate::attach::Attachment;
+use crate::clock::{Clock, SystemClock};
+use crate::error::ClientError;
+use crate::run_core::DEFAULT_MAX_PAYLOAD_BYTES;
+use cairn_journal::JournalEntry;
+use cairn_store::{RunFilter, RunId, RunPage, RunRecord, SignalRecord, Store};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long an ended run is kept by default before a sweeper deletes it: 30 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Starts, inspects, signals and cancels runs. Works with or without a worker in the process.
+///
+/// A client from [`Engine::client`](crate::engine::Engine::client) knows the engine's workflows: it refuses
+/// unknown workflows and inputs that do not decode, and it hears about run completions at once.
+/// A detached client ([`Client::new`]) talks to the store only.
+///
+/// ```no_run
+/// use cairn::{Client, SqliteStore};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::new(SqliteStore::open("cairn.db")?);
+/// let page = client.list(&Default::default()).await?;
+/// for run in page.runs {
+///     println!("{} {} {}", run.id, run.workflow, run.status);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) local: Option<Arc<dyn Attachment>>,
+    pub(crate) max_payload_bytes: usize,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("attached", &self.local.is_some()).finish()
+    }
+}
+
+impl Client {
+    /// A client for `store` with no workflows of its own.
+    pub fn new(store: impl Store) -> Client {
+        Client::from_shared(Arc::new(store))
+    }
+
+    /// A detached client for a shared store.
+    pub fn from_shared(store: Arc<dyn Store>) -> Client {
+        Client { store, clock: Arc::new(SystemClock), local: None, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES }
+    }
+
+    /// A client attached to the worker `local` of an engine in this process, over its store and
+    /// clock.
+    pub(crate) fn attached(
+        local: Arc<dyn Attachment>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        max_payload_bytes: usize,
+    ) -> Client {
+        Client { store, clock, max_payload_bytes, local: Some(local) }
+    }
+
+    /// The runs `id` started as its children ([`Ctx::child`](crate::ctx::Ctx::child)), oldest first.
+    pub async fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, ClientError> {
+        let mut children = self.every_run(RunFilter { parent: Some(id.clone()), ..RunFilter::default() }).await?;
+        children.reverse();
+        Ok(children)
+    }
+
+    /// The store this client uses.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// One run's summary.
+    pub async fn get(&self, id: &RunId) -> Result<RunRecord, ClientError> {
+        self.store.get_run(id).await?.ok_or_else(|| ClientError::RunNotFound(id.clone()))
+    }
+
+    /// The runs that restart `id` (newest first).
+    pub async fn restarts(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
+        let filter = RunFilter { restarted_from: Some(id.clone()), ..RunFilter::default() };
+        Ok(self.every_run(filter).await?.into_iter().map(|r| r.id).collect())
+    }
+
+    /// Every run `filter` lists, page after page, newest first.
+    pub(crate) async fn every_run(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, ClientError> {
+        filter.limit = Some(1000);
+        let mut runs = Vec::new();
+        loop {
+            let page = self.list(&filter).await?;
+            runs.extend(page.runs);
+            match page.next_cursor {
+                Some(cursor) => filter.cursor = Some(cursor),
+                None => return Ok(runs),
+            }
+        }
+    }
+
+    /// How many runs each workflow has in each status (no zero counts), by workflow then status.
+    pub async fn workflow_counts(&self) -> Result<Vec<cairn_store::WorkflowCount>, ClientError> {
+        Ok(self.store.workflow_counts().await?)
+    }
+
+    /// Runs matching `filter`, newest first, one page at a time.
+    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, ClientError> {
+        Ok(self.store.list_runs(filter).await?)
+    }
+
+    /// A run's journal.
+    pub async fn journal(&self, id: &RunId) -> Result<Vec<JournalEntry>, ClientError> {
+        self.get(id).await?;
+        Ok(self.store.read_journal(id).await?)
+    }
+
+    /// A run's durable values ([`Ctx::var`](crate::ctx::Ctx::var)), each as last set, by name.
+    pub async fn vars(&self, id: &RunId) -> Result<std::collections::BTreeMap<String, serde_json::Value>, ClientError> {
+        Ok(cairn_journal::vars(&self.journal(id).await?))
+    }
+
+    /// A run's signals, consumed and buffered.
+    pub async fn signals(&self, id: &RunId) -> Result<Vec<SignalRecord>, ClientError> {
+        self.get(id).await?;
+        Ok(self.store.signals(id).await?)
+    }
+
+    /// The newest run of `id`'s chain of continuations ([`Ctx::continue_as_new`](crate::ctx::Ctx::continue_as_new)):
+    /// `id` itself unless it continued as another.
+    pub async fn newest(&self, id: &RunId) -> Result<RunRecord, ClientError> {
+        let mut run = self.get(id).await?;
+        while let Some(next) = run.continued_as.take() {
+            run = self.get(&next).await?;
+        }
+        Ok(run)
+    }
+}

@@ -1,0 +1,462 @@
+//! Starting runs: [`StartRun`] and its options, publishing events ([`Publish`]), and the runs a
+//! worker starts itself (children, events' subscribers).
+
+use super::handle::{Client, DEFAULT_RETENTION};
+use crate::error::ClientError;
+use crate::run_core::Queue;
+use cairn_store::{Debounce, NewRun, RunId, RunRecord, StartSignal, StoreError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::time::Duration;
+
+/// A run that was started (or found by its idempotency key).
+#[derive(Debug, Clone)]
+pub struct RunHandle {
+    run: RunRecord,
+    created: bool,
+    client: Client,
+}
+
+impl RunHandle {
+    /// The run's id.
+    pub fn id(&self) -> &RunId {
+        &self.run.id
+    }
+
+    /// The run as the store held it when it was created or found (a worker may have moved it
+    /// on since: [`Client::get`] reads it again).
+    pub fn record(&self) -> &RunRecord {
+        &self.run
+    }
+
+    /// `false` when the idempotency key matched an existing run.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// Waits for the run to end and decodes its output.
+    pub async fn result<O: DeserializeOwned>(&self) -> Result<O, ClientError> {
+        self.client.result(&self.run.id).await
+    }
+}
+
+/// Options of a start, awaited to start the run. Made by [`Client::start`].
+#[must_use = "a start does nothing until awaited"]
+pub struct StartRun<'a> {
+    client: &'a Client,
+    workflow: String,
+    input: Result<Box<RawValue>, ClientError>,
+    options: StartOptions,
+    signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
+}
+
+/// An event to publish, awaited to publish it. Made by [`Client::publish`].
+#[must_use = "a publish does nothing until awaited"]
+pub struct Publish<'a> {
+    client: &'a Client,
+    topic: String,
+    payload: Result<Box<RawValue>, ClientError>,
+    id: Option<String>,
+}
+
+impl Publish<'_> {
+    /// The event's id (default: a new UUIDv7). Publishing an id again starts no run that this
+    /// id has already started (while that run is kept): retry a publish with the same id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+}
+
+/// What a [`Publish`] did.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The event's id (given, or generated).
+    pub event_id: String,
+    /// One run per subscribed workflow, by workflow: those this publish started
+    /// ([`created`](RunHandle::created)) and those an earlier publish of the same id had.
+    pub runs: Vec<RunHandle>,
+}
+
+impl Published {
+    /// The runs this publish started.
+    pub fn started(&self) -> impl Iterator<Item = &RunHandle> {
+        self.runs.iter().filter(|run| run.created())
+    }
+
+    /// The idempotency key that ties event `event_id` to the one run it starts per workflow.
+    pub fn idempotency_key(event_id: &str) -> String {
+        format!("event:{event_id}")
+    }
+}
+
+impl<'a> IntoFuture for Publish<'a> {
+    type Output = Result<Published, ClientError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let client = self.client;
+            cairn_journal::topic::check_topic(&self.topic).map_err(ClientError::InvalidTopic)?;
+            let payload = self.payload?;
+            client.check_size(&payload)?;
+            let event_id = match self.id {
+                Some(id) if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) => {
+                    return Err(ClientError::InvalidEventId(id));
+                }
+                Some(id) => id,
+                None => uuid::Uuid::now_v7().to_string(),
+            };
+            let mut subscribers: Vec<(String, u32)> = (client.store.subscriptions().await?.into_iter())
+                .filter(|s| cairn_journal::topic::matches(&s.pattern, &self.topic))
+                .map(|s| (s.workflow, s.version))
+                .collect();
+            subscribers.dedup_by(|a, b| a.0 == b.0);
+            // Every run is checked before any is created: a payload one subscriber cannot read
+            // starts nothing.
+            let key = Published::idempotency_key(&event_id);
+            let runs = (subscribers.into_iter())
+                .map(|(workflow, version)| client.event_run(&workflow, version, &payload, &key))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut started = Vec::with_capacity(runs.len());
+            for run in runs {
+                started.push(client.create(run).await?);
+            }
+            Ok(Published { event_id, runs: started })
+        })
+    }
+}
+
+/// How a run is started, besides its workflow and input.
+#[derive(Debug, Clone, Default)]
+struct StartOptions {
+    id: Option<String>,
+    idempotency_key: Option<String>,
+    version: Option<u32>,
+    timeout: Option<Duration>,
+    retention: Option<Duration>,
+    queue: Queue,
+    debounce: Option<Debounce>,
+}
+
+impl StartRun<'_> {
+    /// Signal-with-start: also deliver this signal, creating the run if it does not exist yet
+    /// (same id, or same idempotency key) and buffering the signal in the same atomic store
+    /// operation, so a caller never races a run into existence. An existing unfinished run
+    /// just gets the signal (`created: false`); a finished one refuses it and nothing is stored.
+    pub fn with_signal<P: Serialize + ?Sized>(mut self, name: &str, payload: &P) -> Self {
+        let payload = serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string()));
+        self.signal = Some((name.to_owned(), payload));
+        self
+    }
+
+    /// Use this run id instead of a generated one (unique per store, forever).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.options.id = Some(id.into());
+        self
+    }
+
+    /// Starting again with the same workflow and key returns the existing run (`created: false`).
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.options.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Pin this version instead of the newest registered.
+    pub fn version(mut self, version: u32) -> Self {
+        self.options.version = Some(version);
+        self
+    }
+
+    /// A deadline for the whole run, `limit` from now (default: none). At the deadline the run
+    /// ends `failed` with a timeout error (`[CAIRN-E0110]`); steps in flight see their
+    /// cancellation tokens fire and their late results are discarded. The deadline is
+    /// journaled, so it holds across restarts (a paused run times out when it is resumed).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.options.timeout = Some(limit);
+        self
+    }
+
+    /// How long the run is kept once it has ended, overriding the workflow's retention (see
+    /// [`EngineBuilder::retention`](crate::engine::EngineBuilder::retention)); an engine's
+    /// [maximum](crate::engine::EngineBuilder::max_retention) still applies.
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.options.retention = Some(keep);
+        self
+    }
+
+    /// Its priority (default 0): when workers are busy, ready runs of a higher priority are
+    /// claimed first, across every worker sharing the store. Its children and the runs it
+    /// continues as inherit it.
+    ///
+    /// ```
+    /// # use cairn::prelude::*;
+    /// # async fn example(engine: &Engine) -> Result<(), ClientError> {
+    /// engine.client().start("report", &serde_json::json!({"tenant": "acme"})).priority(10).fairness_key("acme").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.options.queue.priority = priority;
+        self
+    }
+
+    /// The key it is served fairly by (a tenant, a customer): within a priority, workers take
+    /// ready runs from each key in turn, so a key with 100,000 queued runs does not hold back
+    /// one with 10. Runs without a key share one. 1 to 200 bytes without control characters
+    /// (`[CAIRN-E0313]` otherwise). Its children and the runs it continues as inherit it.
+    pub fn fairness_key(mut self, key: impl Into<String>) -> Self {
+        self.options.queue.fairness_key = Some(key.into());
+        self
+    }
+
+    /// Debounce this start: starts of this workflow with the same debounce key collapse into
+    /// one run while it has not begun, and that run gets the latest start's input. It begins
+    /// once the key has been quiet for the debounce's quiet time, or at its maximum wait after
+    /// the window's first start, across every worker and client sharing the store. Until then
+    /// it is `suspended` and lists as waiting for `debounce`. The handle of a start that joined
+    /// a run says `created: false`. A debounced start cannot carry an idempotency key or a
+    /// signal; a bad key, quiet time or maximum wait gets `[CAIRN-E0315]` and nothing is stored.
+    ///
+    /// ```
+    /// # use cairn::prelude::*;
+    /// use cairn::Debounce;
+    /// use std::time::Duration;
+    /// # async fn example(engine: &Engine) -> Result<(), ClientError> {
+    /// let debounce = Debounce::new("order-7", Duration::from_secs(2)).max_wait(Duration::from_secs(30));
+    /// engine.client().start("reindex", &serde_json::json!({"order": 7, "rev": 12})).debounce(debounce).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn debounce(mut self, debounce: Debounce) -> Self {
+        self.options.debounce = Some(debounce);
+        self
+    }
+}
+
+impl<'a> IntoFuture for StartRun<'a> {
+    type Output = Result<RunHandle, ClientError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let input = self.input?;
+            let run = self.client.new_run(&self.workflow, input, self.options)?;
+            match self.signal {
+                None => self.client.create(run).await,
+                Some((name, payload)) => {
+                    run.check_signal_start().map_err(debounce_refused)?;
+                    let payload = payload?;
+                    self.client.check_size(&payload)?;
+                    check_signal_name(&name)?;
+                    let signal = StartSignal { name, payload };
+                    let (created, _) = self.client.store.start_with_signal(run, signal).await?;
+                    self.client.started(created)
+                }
+            }
+        })
+    }
+}
+
+/// A debounced start a store would refuse, as the client's error.
+fn debounce_refused(error: StoreError) -> ClientError {
+    match error {
+        StoreError::InvalidInput(message) => ClientError::InvalidDebounce(message),
+        other => ClientError::Store(other),
+    }
+}
+
+impl Client {
+    /// Starts (or finds, after a crash) the child run `id` of `parent`: a workflow this worker
+    /// registers at its newest version, or else the newest version a live worker serves.
+    pub(crate) async fn start_child(
+        &self,
+        workflow: &str,
+        input: Box<RawValue>,
+        id: &RunId,
+        parent: &RunId,
+        queue: &Queue,
+    ) -> Result<RunHandle, ClientError> {
+        self.check_size(&input)?;
+        let version = self.version_to_start(workflow).await?;
+        if let Some(checked) = self.local.as_ref().and_then(|l| l.check_input(workflow, version, &input)) {
+            checked.map_err(ClientError::InvalidPayload)?;
+        }
+        let options = StartOptions {
+            id: Some(id.to_string()),
+            idempotency_key: Some(format!("child:{id}")),
+            queue: queue.clone(),
+            ..StartOptions::default()
+        };
+        let mut run = self.build_run(workflow, version, input, options)?;
+        run.parent = Some(parent.clone());
+        self.create(run).await
+    }
+
+    /// The version of `workflow` a run started by the engine itself gets: the newest this worker
+    /// registers, or else the newest a live worker serves.
+    pub(crate) async fn version_to_start(&self, workflow: &str) -> Result<u32, ClientError> {
+        if let Some(version) = self.local.as_ref().and_then(|l| l.latest(workflow)) {
+            return Ok(version);
+        }
+        let served = self.live_workers().await?.served();
+        let newest = served.into_iter().filter(|key| key.name == workflow).map(|key| key.version).max();
+        newest.ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))
+    }
+
+    pub(crate) fn check_size(&self, payload: &RawValue) -> Result<(), ClientError> {
+        let size = payload.get().len();
+        if size > self.max_payload_bytes {
+            return Err(ClientError::PayloadTooLarge { size, limit: self.max_payload_bytes });
+        }
+        Ok(())
+    }
+
+    /// Starts a run of `workflow` with `input`; chain [`id`](StartRun::id),
+    /// [`idempotency_key`](StartRun::idempotency_key) or [`version`](StartRun::version), then await.
+    pub fn start<I: Serialize + ?Sized>(&self, workflow: &str, input: &I) -> StartRun<'_> {
+        StartRun {
+            client: self,
+            workflow: workflow.to_owned(),
+            input: serde_json::value::to_raw_value(input).map_err(|e| ClientError::InvalidPayload(e.to_string())),
+            options: StartOptions::default(),
+            signal: None,
+        }
+    }
+
+    /// Publishes an event with `payload` to `topic` (`user.signup`): one run starts for each
+    /// workflow [subscribed](crate::engine::EngineBuilder::subscribe) to a pattern matching it, with the
+    /// payload as its input, at most once per event [id](Publish::id) and workflow. A topic no
+    /// workflow subscribes to starts nothing. The runs' idempotency key is
+    /// `event:<id>` ([`Published::idempotency_key`]).
+    pub fn publish<P: Serialize + ?Sized>(&self, topic: &str, payload: &P) -> Publish<'_> {
+        Publish {
+            client: self,
+            topic: topic.to_owned(),
+            payload: serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string())),
+            id: None,
+        }
+    }
+
+    /// Starts a run from raw JSON input.
+    pub async fn start_raw(
+        &self,
+        workflow: &str,
+        input: Box<RawValue>,
+        id: Option<String>,
+        idempotency_key: Option<String>,
+        version: Option<u32>,
+    ) -> Result<RunHandle, ClientError> {
+        let run =
+            self.new_run(workflow, input, StartOptions { id, idempotency_key, version, ..StartOptions::default() })?;
+        self.create(run).await
+    }
+
+    /// A run to create, checked: the workflow and version exist (when this client knows its
+    /// engine's workflows), the input decodes and fits, the id is valid.
+    /// The run event `key` starts for a subscribed workflow. Its input is checked when this
+    /// client's engine registers that version; another service's workflow is started unchecked.
+    fn event_run(&self, workflow: &str, version: u32, input: &RawValue, key: &str) -> Result<NewRun, ClientError> {
+        if let Some(checked) = self.local.as_ref().and_then(|local| local.check_input(workflow, version, input)) {
+            checked.map_err(|e| ClientError::InvalidPayload(format!("{workflow}: {e}")))?;
+        }
+        let options = StartOptions { idempotency_key: Some(key.to_owned()), ..StartOptions::default() };
+        self.build_run(workflow, version, input.to_owned(), options)
+    }
+
+    fn new_run(&self, workflow: &str, input: Box<RawValue>, options: StartOptions) -> Result<NewRun, ClientError> {
+        self.check_size(&input)?;
+        let version = match &self.local {
+            Some(local) => {
+                let version = match options.version {
+                    Some(v) => v,
+                    None => local.latest(workflow).ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?,
+                };
+                let checked = local.check_input(workflow, version, &input).ok_or_else(|| {
+                    if local.latest(workflow).is_none() {
+                        ClientError::UnknownWorkflow(workflow.into())
+                    } else {
+                        ClientError::UnknownVersion { name: workflow.into(), version }
+                    }
+                })?;
+                checked.map_err(ClientError::InvalidPayload)?;
+                version
+            }
+            None => options.version.unwrap_or(1),
+        };
+        self.build_run(workflow, version, input, options)
+    }
+
+    /// The new run of `workflow` version `version` (checked by the caller) with `options` (their
+    /// `version` aside).
+    fn build_run(
+        &self,
+        workflow: &str,
+        version: u32,
+        input: Box<RawValue>,
+        options: StartOptions,
+    ) -> Result<NewRun, ClientError> {
+        let StartOptions { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
+        if workflow.is_empty() {
+            return Err(ClientError::UnknownWorkflow(String::new()));
+        }
+        if let Some(key) = &queue.fairness_key {
+            cairn_journal::flow::check_fairness_key(key).map_err(ClientError::InvalidFairnessKey)?;
+        }
+        let id = match id {
+            Some(id) => RunId::validate(&id)?,
+            None => RunId::new(uuid::Uuid::now_v7().to_string()),
+        };
+        let now = self.clock.now();
+        let mut run = NewRun::new(id, workflow, version, input, now);
+        run.idempotency_key = idempotency_key;
+        run.deadline = timeout.map(|limit| now + limit);
+        run.retention = Some(self.retention_of(workflow, retention));
+        queue.apply(&mut run);
+        run.debounce = debounce;
+        run.check_debounce().map_err(debounce_refused)?;
+        Ok(run)
+    }
+
+    /// How long a new run of `workflow` is kept once it has ended: `asked`, or the workflow's
+    /// retention, or [`DEFAULT_RETENTION`], clamped by the engine's maximum.
+    pub(crate) fn retention_of(&self, workflow: &str, asked: Option<Duration>) -> Duration {
+        let local = self.local.as_ref();
+        let keep = asked.or_else(|| local.and_then(|l| l.retention(workflow))).unwrap_or(DEFAULT_RETENTION);
+        match local.and_then(|l| l.max_retention()) {
+            Some(max) => keep.min(max),
+            None => keep,
+        }
+    }
+
+    pub(crate) async fn create(&self, run: NewRun) -> Result<RunHandle, ClientError> {
+        let created = self.store.create_run(run).await?;
+        self.started(created)
+    }
+
+    /// The handle of a run just created or found; a local worker hears of it.
+    fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
+        if created.created {
+            crate::telemetry::run_started(&created.run.workflow);
+            if let Some(rule) = created.run.held_back_by() {
+                crate::telemetry::delayed(&created.run.workflow, rule);
+            }
+        }
+        if let Some(local) = &self.local {
+            // A new run, or a signal for an existing one.
+            local.wake_claimer();
+            if !created.created {
+                local.signal_may_have_arrived(&created.run.id);
+            }
+        }
+        Ok(RunHandle { run: created.run, created: created.created, client: self.clone() })
+    }
+}
+
+pub(super) fn check_signal_name(name: &str) -> Result<(), ClientError> {
+    if name.is_empty() {
+        return Err(ClientError::InvalidPayload("signal name is empty".into()));
+    }
+    Ok(())
+}

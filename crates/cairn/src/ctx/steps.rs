@@ -1,0 +1,230 @@
+//! Steps: [`Ctx::step`], its retries and timeouts, and how one attempt runs and is journaled.
+
+use super::context::{Ctx, decode};
+use crate::error::{StepError, WorkflowError};
+use crate::run_core::Begun;
+use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepStatus, Timestamp};
+use cairn_store::SuspendReason;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tracing::Instrument as _;
+
+type Running<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>> + Send + 'a>>;
+
+/// A durable step being configured; await it to run it. Made by [`Ctx::step`].
+#[must_use = "a step does nothing until awaited"]
+pub struct Step<'a, T, F> {
+    ctx: Ctx,
+    begun: Option<Result<(StepPath, Begun), WorkflowError>>,
+    body: Option<Box<F>>,
+    policy: RetryPolicy,
+    timeout: Option<Duration>,
+    running: Option<Running<'a, T>>,
+    _output: PhantomData<fn() -> T>,
+}
+
+impl<T, F> Step<'_, T, F> {
+    /// The context the step was made in and its name (for a saga's compensation next to it).
+    /// `None` when the step cannot run (awaiting it returns why).
+    pub(crate) fn place(&self) -> Option<(Ctx, String)> {
+        match &self.begun {
+            Some(Ok((path, _))) => Some((self.ctx.clone(), path.name().to_owned())),
+            _ => None,
+        }
+    }
+
+    /// How failed attempts are retried (default: [`RetryPolicy::default`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Fails an attempt (retryably) that runs longer than `limit`.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+}
+
+impl<'a, T, F, Fut, E> Future for Step<'a, T, F>
+where
+    T: Serialize + DeserializeOwned + Send + 'a,
+    F: FnMut() -> Fut + Send + 'a,
+    Fut: Future<Output = Result<T, E>> + Send + 'a,
+    E: Into<StepError> + 'a,
+{
+    type Output = Result<T, WorkflowError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if this.running.is_none() {
+            let begun = this.begun.take().unwrap_or_else(|| Err(WorkflowError::failed("step polled after completion")));
+            let (path, Begun { ordinal, record }) = match begun {
+                Ok(begun) => begun,
+                Err(error) => return Poll::Ready(Err(error)),
+            };
+            // A step the journal holds as settled (replay) returns at once, without the future
+            // that runs, retries and journals a body; one backing off resumes at its next attempt.
+            let retry = match record.map(|r| r.status) {
+                Some(StepStatus::Completed { output, .. }) => return Poll::Ready(decode(&path, output.get())),
+                Some(StepStatus::Failed { attempts, error }) => {
+                    return Poll::Ready(Err(WorkflowError::StepFailed { path, attempts, message: error }));
+                }
+                Some(StepStatus::Retrying { failed_attempts, retry_at, .. }) => Some((failed_attempts + 1, retry_at)),
+                _ => None,
+            };
+            let body = this.body.take();
+            let ctx = this.ctx.clone();
+            let policy = this.policy.clone();
+            let timeout = this.timeout;
+            this.running = Some(Box::pin(run_step(ctx, (path, ordinal, retry), body, policy, timeout)));
+        }
+        match this.running.as_mut() {
+            Some(running) => running.as_mut().poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Runs a step's body until an attempt succeeds or the step fails for good, journaling each
+/// attempt. `retry` is the attempt to resume at and when, for a step the journal holds as backing
+/// off; without it, attempt 1 runs now.
+async fn run_step<T, F, Fut, E>(
+    ctx: Ctx,
+    (path, ordinal, retry): (StepPath, u32, Option<(u32, Timestamp)>),
+    body: Option<Box<F>>,
+    policy: RetryPolicy,
+    timeout: Option<Duration>,
+) -> Result<T, WorkflowError>
+where
+    T: Serialize + DeserializeOwned,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Into<StepError>,
+{
+    let shared = &ctx.shared;
+    let mut attempt = 1;
+    if let Some((next, retry_at)) = retry {
+        attempt = next;
+        shared.park(Some(retry_at), SuspendReason::BackingOff, None).await?;
+    }
+    let mut body = body.ok_or_else(|| WorkflowError::failed("step body missing"))?;
+    loop {
+        shared.check()?;
+        // Each attempt waits for its turn under a rate limit on its name, before it counts as
+        // work in flight (so the run can suspend while it waits); it starts when granted.
+        let started_at = if shared.rate_limited() { shared.turn(Some(&path)).await? } else { shared.now() };
+        let in_flight = shared.start_work();
+        let deadline = timeout.map(|t| started_at + t);
+        // Ends when dropped: after the attempt's result is journaled.
+        let span = crate::telemetry::step_span(&path, attempt);
+        let attempt_result: Result<T, StepError> = tokio::select! {
+            biased;
+            () = shared.stop.cancelled() => return Err(shared.interrupted()),
+            result = attempt_of(&mut body).instrument(span.clone()) => result,
+            () = async {
+                match deadline {
+                    Some(at) => shared.clock().sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => Err(StepError::retryable(format!("timed out after {:?}", timeout.unwrap_or_default()))),
+        };
+        match attempt_result {
+            Ok(value) => {
+                let output = shared.encode(path.as_str(), &value)?;
+                let finished = shared.now();
+                crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(finished), false);
+                span.record("status", "completed");
+                let completed =
+                    vec![Event::StepCompleted { path, ordinal, attempt, output, started_at: Some(started_at) }];
+                shared.append_at(completed, None, finished, ctx.batched).instrument(span).await?;
+                drop(in_flight);
+                return Ok(value);
+            }
+            Err(error) => {
+                let seed = RetryPolicy::seed((shared.id.as_str(), path.as_str(), attempt));
+                let delay = if error.is_retryable() { policy.delay_after(attempt, seed) } else { None };
+                let retry_at = delay.map(|d| shared.now() + d);
+                let lasted = started_at.until(shared.now());
+                crate::telemetry::step_attempt(&shared.workflow, &path, lasted, retry_at.is_some());
+                span.record("status", if retry_at.is_some() { "retrying" } else { "failed" });
+                shared
+                    .append(
+                        vec![Event::StepFailed {
+                            path: path.clone(),
+                            ordinal,
+                            attempt,
+                            error: error.message().to_owned(),
+                            retry_at,
+                            started_at: Some(started_at),
+                        }],
+                        None,
+                    )
+                    .instrument(span)
+                    .await?;
+                drop(in_flight);
+                match retry_at {
+                    None => {
+                        return Err(WorkflowError::StepFailed {
+                            path,
+                            attempts: attempt,
+                            message: error.message().into(),
+                        });
+                    }
+                    Some(at) => {
+                        shared.park(Some(at), SuspendReason::BackingOff, None).await?;
+                        attempt += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One attempt of a step body; a panic in it is a failed (retryable) attempt.
+async fn attempt_of<T, F, Fut, E>(body: &mut F) -> Result<T, StepError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Into<StepError>,
+{
+    let panicked = |message: String| StepError::retryable(format!("[CAIRN-E0107] the step body panicked: {message}"));
+    match crate::panic::catch_call(body) {
+        Ok(attempt) => match crate::panic::caught(attempt).await {
+            Ok(result) => result.map_err(Into::into),
+            Err(message) => Err(panicked(message)),
+        },
+        Err(message) => Err(panicked(message)),
+    }
+}
+
+impl Ctx {
+    /// A durable step: runs `body` and journals its result; on replay returns the journaled
+    /// result without calling `body`.
+    ///
+    /// The step's place in the run is taken when `step` is called, so steps created together
+    /// (e.g. collected for `join_all`) replay correctly whatever order they finish in. Chain
+    /// [`retry`](Step::retry) and [`timeout`](Step::timeout) before awaiting.
+    pub fn step<'a, T, F, Fut, E>(&self, name: &str, body: F) -> Step<'a, T, F>
+    where
+        T: Serialize + DeserializeOwned + Send + 'a,
+        F: FnMut() -> Fut + Send + 'a,
+        Fut: Future<Output = Result<T, E>> + Send + 'a,
+        E: Into<StepError> + 'a,
+    {
+        Step {
+            ctx: self.clone(),
+            begun: Some(self.begin(name, StepKind::Step)),
+            body: Some(Box::new(body)),
+            policy: self.shared.step_defaults().retry.clone().unwrap_or_default(),
+            timeout: self.shared.step_defaults().timeout,
+            running: None,
+            _output: PhantomData,
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! What the worker side of an engine shares between its loops, its runs and its clients; what
+//! it offers the runs it executes (`Host`, `RunSetup`) and the clients attached to it (`Attachment`).
+
+use super::config::Config;
+use crate::attach::Attachment;
+use crate::client::Client;
+use crate::clock::{Clock, wall_now};
+use crate::error::Interrupt;
+use crate::registry::Registry;
+use crate::run::{Host, RunSetup, RunShared};
+use crate::run_core::{Ended, Limits};
+use cairn_journal::FastMap;
+use cairn_store::{ClaimRequest, RunId, SignalRecord, Store, WorkerRecord};
+use serde_json::value::RawValue;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// What the worker side of an engine shares between its loops, its runs and its clients.
+pub(crate) struct Local {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) registry: Registry,
+    pub(crate) config: Config,
+    pub(crate) active: Mutex<FastMap<RunId, Arc<RunShared>>>,
+    /// Runs claimed and still loading their journals: `(epoch, last_seq)` to hand their leases
+    /// back with if the worker stops first.
+    pub(crate) loading: Mutex<FastMap<RunId, (u64, u64)>>,
+    pub(crate) running: AtomicUsize,
+    /// The last claim took as many runs as there was room for: more may be waiting.
+    pub(crate) at_capacity: AtomicBool,
+    /// The claim loop is taking runs: a claim is under way, or the last one was full.
+    pub(crate) claiming: AtomicBool,
+    /// The store reports runs ending or signalled in other processes (see
+    /// [`Local::notices_reported`]).
+    remote_notices: bool,
+    pub(crate) claimer: Notify,
+    pub(crate) waiters: Mutex<FastMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
+    /// Fired when the worker starts shutting down: stop claiming, stop runs at step boundaries.
+    pub(crate) draining: CancellationToken,
+    /// How long the drain lets steps in flight finish (set by the shutdown).
+    pub(crate) drain_for: Mutex<Duration>,
+    /// Fired once every run has stopped: the heartbeat and notice loops end.
+    pub(crate) shutdown: CancellationToken,
+    /// This worker's record in the store as of its start; [`Local::worker_record`] brings its
+    /// times up to date.
+    worker: WorkerRecord,
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Local {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        registry: Registry,
+        config: Config,
+        remote_notices: bool,
+    ) -> Local {
+        let started = wall_now();
+        let worker = WorkerRecord {
+            id: config.worker_id.clone(),
+            host: crate::workers::host_name(),
+            pid: std::process::id(),
+            started_at: started,
+            last_seen: started,
+            live_until: started + config.lease,
+            serves: registry.keys(),
+        };
+        Local {
+            store,
+            clock,
+            registry,
+            drain_for: Mutex::new(config.shutdown_grace),
+            config,
+            active: Mutex::new(FastMap::default()),
+            loading: Mutex::new(FastMap::default()),
+            running: AtomicUsize::new(0),
+            at_capacity: AtomicBool::new(false),
+            claiming: AtomicBool::new(false),
+            remote_notices,
+            claimer: Notify::new(),
+            waiters: Mutex::new(FastMap::default()),
+            draining: CancellationToken::new(),
+            shutdown: CancellationToken::new(),
+            worker,
+        }
+    }
+
+    /// This worker's record in the store, as of now: live for one lease from now.
+    fn worker_record(&self) -> WorkerRecord {
+        let now = wall_now();
+        WorkerRecord { last_seen: now, live_until: now + self.config.lease, ..self.worker.clone() }
+    }
+
+    /// Records (or refreshes) this worker in the store; a failure is logged, not fatal: the
+    /// worker still works, it is only missing from `cairn workers` until the next heartbeat.
+    pub(crate) async fn record_worker(&self) {
+        if let Err(error) = self.store.record_worker(&self.worker_record()).await {
+            tracing::warn!("could not record this worker in the store: {error}");
+        }
+    }
+
+    /// Wakes the claim loop: something may be ready.
+    pub(crate) fn wake_claimer(&self) {
+        self.claimer.notify_one();
+    }
+
+    /// Whether the claim loop is still taking ready runs: a pending run this worker can execute
+    /// is likely to be claimed here soon (and its watchers told).
+    pub(crate) fn claiming(&self) -> bool {
+        self.claiming.load(Ordering::SeqCst)
+    }
+
+    /// Whether the store tells this worker about runs ending or signalled in other processes,
+    /// so result waiters and waits in memory are woken instead of polling.
+    pub(crate) fn notices_reported(&self) -> bool {
+        self.remote_notices
+    }
+
+    /// The live run with this id, if this worker executes it now.
+    pub(crate) fn active(&self, id: &RunId) -> Option<Arc<RunShared>> {
+        lock(&self.active).get(id).cloned()
+    }
+
+    /// A receiver that fires when this worker stops executing `id`: with how it ended if it
+    /// ended here, `None` if it suspended or stopped (look at the store then).
+    pub(crate) fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>> {
+        let (sender, receiver) = oneshot::channel();
+        let mut waiters = lock(&self.waiters);
+        let list = waiters.entry(id.clone()).or_default();
+        list.retain(|s| !s.is_closed());
+        list.push(sender);
+        receiver
+    }
+
+    /// Tells everyone watching `id` how it ended, or (with `None`) to look again.
+    pub(crate) fn notify_watchers(&self, id: &RunId, ended: Option<Ended>) {
+        if let Some(list) = lock(&self.waiters).remove(id) {
+            for sender in list {
+                let _ = sender.send(ended.clone());
+            }
+        }
+    }
+
+    pub(crate) fn run_finished(&self, id: &RunId, ended: Option<Ended>) {
+        lock(&self.active).remove(id);
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.notify_watchers(id, ended);
+        // A freed slot matters only if the last claim was cut short by capacity; new, woken and
+        // signalled runs wake the claimer themselves.
+        if self.at_capacity.load(Ordering::SeqCst) {
+            self.wake_claimer();
+        }
+    }
+
+    /// Brings a claim request's clocks and limit up to date.
+    pub(crate) fn refresh(&self, request: &mut ClaimRequest, limit: usize) {
+        let lease_now = wall_now();
+        request.now = self.clock.now();
+        request.lease_now = lease_now;
+        request.lease_until = lease_now + self.config.lease;
+        request.limit = limit;
+    }
+}
+
+/// A client attached to this worker.
+pub(crate) fn attached(local: &Arc<Local>) -> Client {
+    let (store, clock) = (Arc::clone(&local.store), Arc::clone(&local.clock));
+    Client::attached(Arc::clone(local) as Arc<dyn Attachment>, store, clock, local.config.max_payload_bytes)
+}
+
+impl Host for Local {
+    fn wake_claimer(&self) {
+        Local::wake_claimer(self);
+    }
+
+    fn notices_reported(&self) -> bool {
+        Local::notices_reported(self)
+    }
+}
+
+impl Attachment for Local {
+    fn latest(&self, workflow: &str) -> Option<u32> {
+        self.registry.latest(workflow)
+    }
+
+    fn registers(&self, workflow: &str, version: u32) -> bool {
+        self.registry.get(workflow, version).is_some()
+    }
+
+    fn workflow_names(&self) -> Vec<String> {
+        self.registry.names()
+    }
+
+    fn check_input(&self, workflow: &str, version: u32, input: &RawValue) -> Option<Result<(), String>> {
+        self.registry.get(workflow, version).map(|registered| (registered.check_input)(input))
+    }
+
+    fn retention(&self, workflow: &str) -> Option<Duration> {
+        self.registry.retention(workflow)
+    }
+
+    fn max_retention(&self) -> Option<Duration> {
+        self.config.max_retention
+    }
+
+    fn wake_claimer(&self) {
+        Local::wake_claimer(self);
+    }
+
+    fn claiming(&self) -> bool {
+        Local::claiming(self)
+    }
+
+    fn notices_reported(&self) -> bool {
+        Local::notices_reported(self)
+    }
+
+    fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>> {
+        Local::watch(self, id)
+    }
+
+    fn notify_watchers(&self, id: &RunId, ended: Option<Ended>) {
+        Local::notify_watchers(self, id, ended);
+    }
+
+    fn runs_here(&self, id: &RunId) -> bool {
+        self.active(id).is_some()
+    }
+
+    fn interrupt(&self, id: &RunId, why: Interrupt) {
+        if let Some(run) = self.active(id) {
+            run.interrupt(why);
+        }
+    }
+
+    fn deliver(&self, id: &RunId, signal: SignalRecord) {
+        if let Some(run) = self.active(id) {
+            run.deliver(signal);
+        }
+    }
+
+    fn signal_may_have_arrived(&self, id: &RunId) {
+        if let Some(run) = self.active(id) {
+            run.signal_may_have_arrived();
+        }
+    }
+}
+
+/// What a run of `state`'s workflow needs from this worker.
+pub(crate) fn run_setup(local: &Arc<Local>, state: &cairn_journal::RunState) -> RunSetup {
+    let workflow = state.workflow();
+    let registry = &local.registry;
+    let latest = registry.latest(workflow);
+    RunSetup {
+        store: Arc::clone(&local.store),
+        clock: Arc::clone(&local.clock),
+        client: attached(local),
+        host: Arc::clone(local) as Arc<dyn Host>,
+        poll_interval: local.config.poll_interval,
+        limits: Limits { max_payload_bytes: local.config.max_payload_bytes, suspend_grace: local.config.suspend_grace },
+        step_defaults: registry.step_defaults(workflow),
+        rate_turns: registry.rate_limits(workflow).iter().map(|limit| limit.turns_of(state.input())).collect(),
+        successor: (
+            latest,
+            latest.and_then(|version| registry.get(workflow, version)).map(|r| Arc::clone(&r.check_input)),
+        ),
+    }
+}

@@ -1,0 +1,250 @@
+//! The worker's loops: claiming ready runs, draining at shutdown, hearing the store's notices,
+//! sweeping ended runs, heartbeating leases, and the chores of a start.
+
+use super::local::{Local, attached, lock};
+use super::runs::spawn_run;
+use crate::client::Client;
+use crate::clock::wall_now;
+use crate::error::Interrupt;
+use crate::run::RunShared;
+use cairn_store::{ClaimRequest, ForgetWorkers, HeartbeatRequest, Notice, RunId, Store};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// Most runs taken by one claim.
+const CLAIM_CHUNK: usize = 128;
+
+pub(crate) async fn claim_loop(local: Arc<Local>) {
+    let keys = local.registry.keys();
+    let mut request = ClaimRequest {
+        owner: local.config.worker_id.clone(),
+        workflows: keys.clone(),
+        now: local.clock.now(),
+        lease_now: wall_now(),
+        lease_until: wall_now(),
+        limit: 0,
+    };
+    let mut tasks = JoinSet::new();
+    let mut wakeups = local.store.wakeups();
+    let client = attached(&local);
+    loop {
+        if local.draining.is_cancelled() {
+            break;
+        }
+        let capacity = local.config.max_active_runs.saturating_sub(local.running.load(Ordering::SeqCst));
+        // Claimed in chunks, so the first runs start while the next are still being claimed.
+        let limit = capacity.min(CLAIM_CHUNK);
+        let mut full_batch = capacity == 0;
+        let mut more = false;
+        if capacity > 0 && !keys.is_empty() {
+            local.claiming.store(true, Ordering::SeqCst);
+            local.refresh(&mut request, limit);
+            match local.store.claim(&request).await {
+                Ok(runs) => {
+                    full_batch = runs.len() == capacity;
+                    more = runs.len() == limit;
+                    let now = local.clock.now();
+                    for run in runs {
+                        // Ready since its creation (never run yet) or its wake-up time.
+                        if let Some(ready) = if run.last_seq <= 1 { Some(run.created_at) } else { run.wake_at } {
+                            crate::telemetry::claim_lag(ready.until(now));
+                        }
+                        spawn_run(&local, &mut tasks, run);
+                    }
+                }
+                Err(error) => tracing::warn!("claim failed: {error}"),
+            }
+        }
+        local.at_capacity.store(full_batch, Ordering::SeqCst);
+        while tasks.try_join_next().is_some() {}
+        local.claiming.store(more, Ordering::SeqCst);
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let next_wake = local.store.next_wake_at(&keys).await.ok().flatten();
+        // Due already: a schedule's firing (a due run would have been claimed unless this worker
+        // is full). Runs a firing started are claimed at once.
+        if next_wake.is_some_and(|at| at <= local.clock.now()) && client.fire_due_schedules().await {
+            continue;
+        }
+        // A wake-up already due while this worker is full waits for a run to end (which wakes
+        // the claimer): sleeping until it would return at once, and the loop would spin on the
+        // store until a slot frees.
+        let next_wake = next_wake.filter(|at| !full_batch || *at > local.clock.now());
+        let timer = async {
+            match next_wake {
+                Some(at) => local.clock.sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let remote = async {
+            match wakeups.as_mut() {
+                // A closed channel means no more remote wake-ups: fall back to polling.
+                Some(receiver) => {
+                    if receiver.changed().await.is_err() {
+                        wakeups = None;
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = local.claimer.notified() => {}
+            () = local.draining.cancelled() => break,
+            () = tokio::time::sleep(local.config.poll_interval) => {}
+            () = timer => {}
+            () = remote => {}
+        }
+    }
+    drain(&local, tasks).await;
+}
+
+/// Stops every run at its next step boundary, letting steps in flight finish and commit for up
+/// to the drain's grace period; each run hands its lease back as it stops. Past the grace
+/// period, step bodies see their cancellation tokens fire; what is still left is aborted, and
+/// [`Engine::shutdown_within`] hands those leases back.
+async fn drain(local: &Local, mut tasks: JoinSet<()>) {
+    let active: Vec<Arc<RunShared>> = lock(&local.active).values().cloned().collect();
+    for run in &active {
+        run.interrupt(Interrupt::ShuttingDown);
+    }
+    let grace = *lock(&local.drain_for);
+    let all_done = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, all_done).await.is_err() {
+        let active: Vec<Arc<RunShared>> = lock(&local.active).values().cloned().collect();
+        for run in &active {
+            run.stop_steps();
+        }
+        // A run whose steps stopped hands its lease back at once; one stuck elsewhere is aborted.
+        let _ =
+            tokio::time::timeout(Duration::from_secs(1), async { while tasks.join_next().await.is_some() {} }).await;
+        tasks.shutdown().await;
+    }
+}
+
+/// Wakes the result waiters of runs that ended in other processes, and the waits of runs
+/// executing here that other processes signalled (all of them when the store's reports lagged
+/// behind), until shutdown.
+pub(crate) async fn notices_loop(local: Arc<Local>, mut notices: tokio::sync::broadcast::Receiver<Notice>) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let notice = tokio::select! {
+            notice = notices.recv() => notice,
+            () = local.shutdown.cancelled() => return,
+        };
+        match notice {
+            Ok(Notice::Ended(id)) => local.notify_watchers(&id, None),
+            Ok(Notice::Signalled(id)) => {
+                if let Some(run) = local.active(&id) {
+                    run.signal_may_have_arrived();
+                }
+            }
+            Ok(Notice::Missed) | Err(RecvError::Lagged(_)) => {
+                let waiting: Vec<RunId> = lock(&local.waiters).keys().cloned().collect();
+                for id in waiting {
+                    local.notify_watchers(&id, None);
+                }
+                let active: Vec<Arc<RunShared>> = lock(&local.active).values().cloned().collect();
+                for run in active {
+                    run.signal_may_have_arrived();
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Deletes ended runs past their retention every `every` (by the engine's clock), reporting what
+/// it deleted, until the worker shuts down.
+pub(crate) async fn sweep_loop(local: Arc<Local>, client: Client, every: Duration) {
+    loop {
+        tokio::select! {
+            () = local.clock.sleep_until(local.clock.now() + every) => {}
+            () = local.draining.cancelled() => break,
+        }
+        match client.sweep().await {
+            Ok(deleted) if deleted.is_empty() => {}
+            Ok(deleted) => tracing::info!(runs = deleted.len(), "swept ended runs past their retention"),
+            Err(error) => tracing::warn!("sweeping ended runs failed: {error}"),
+        }
+    }
+}
+
+/// How long a dead worker's record is kept (for `cairn workers --all`) before a starting worker
+/// deletes it.
+const FORGET_DEAD_WORKERS_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// Deletes the records of workers dead for a day.
+async fn forget_dead_workers(store: &dyn Store) {
+    let dead_before = Some(wall_now() - FORGET_DEAD_WORKERS_AFTER);
+    if let Err(error) = store.forget_workers(&ForgetWorkers { ids: Vec::new(), dead_before }).await {
+        tracing::warn!("could not forget dead workers: {error}");
+    }
+}
+
+/// What a starting worker does once, beside claiming runs: forgets workers dead for a day, then
+/// warns about stranded runs (unless it is already shutting down, when its own record is going).
+pub(crate) async fn start_up_chores(local: Arc<Local>, client: Client) {
+    forget_dead_workers(local.store.as_ref()).await;
+    if !local.draining.is_cancelled() {
+        warn_stranded(&client).await;
+    }
+}
+
+/// Logs one warning per workflow version whose runs no live worker serves, with the run count.
+async fn warn_stranded(client: &Client) {
+    match client.stranded_versions().await {
+        Ok(stranded) => {
+            for version in stranded {
+                let plural = if version.runs == 1 { "run" } else { "runs" };
+                tracing::warn!(
+                    "{} {plural} of `{}` version {} stranded: {}",
+                    version.runs,
+                    version.key.name,
+                    version.key.version,
+                    version.reason
+                );
+            }
+        }
+        Err(error) => tracing::warn!("could not look for stranded runs: {error}"),
+    }
+}
+
+pub(crate) async fn heartbeat_loop(local: Arc<Local>) {
+    let every = (local.config.lease / 3).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = local.shutdown.cancelled() => break,
+        }
+        local.record_worker().await;
+        let runs: Vec<(RunId, u64)> = lock(&local.active).values().map(|r| (r.id.clone(), r.epoch)).collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let request = HeartbeatRequest {
+            owner: local.config.worker_id.clone(),
+            runs,
+            lease_until: wall_now() + local.config.lease,
+        };
+        match local.store.heartbeat(&request).await {
+            Ok(statuses) => {
+                for status in statuses {
+                    let Some(run) = local.active(&status.run_id) else { continue };
+                    if !status.held {
+                        run.interrupt(Interrupt::LeaseLost);
+                    } else if status.cancel_requested {
+                        run.interrupt(Interrupt::Cancelled);
+                    } else if status.pause_requested {
+                        run.interrupt(Interrupt::Paused);
+                    }
+                }
+            }
+            Err(error) => tracing::warn!("heartbeat failed: {error}"),
+        }
+    }
+}
