@@ -25,6 +25,6 @@ cairn_store_conformance::conformance_tests!(sqlite_writer_thread_only, || async 
 
 cairn_store_conformance::conformance_tests!(jsonl, || async {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = cairn_store::JsonlStore::open(dir.path()).expect("open jsonl");
+    let store = cairn_jsonl::JsonlStore::open(dir.path()).expect("open jsonl");
     (Arc::new(store) as Arc<dyn Store>, dir)
 });

@@ -8,20 +8,19 @@
 //! * [`MemoryStore`]: everything in process memory, for tests and benchmarks.
 //! * `SqliteStore`, in the `cairn-sqlite` crate (re-exported by `cairn`): one file, WAL, one
 //!   writer thread that group-commits.
-//! * [`JsonlStore`]: one append-only JSON-lines file per run under a data directory; no native
-//!   dependency, human-readable, single-writer.
+//! * `JsonlStore`, in the `cairn-jsonl` crate (re-exported by `cairn::store`): one append-only
+//!   JSON-lines file per run under a data directory; no native dependency, human-readable,
+//!   single-writer.
 //!
 //! Every backend passes the conformance suite in the `cairn-store-conformance` crate.
 
 mod counting;
-mod jsonl;
 pub mod lifecycle;
 mod memory;
 mod store;
 mod types;
 
 pub use counting::{Calls, CountingStore};
-pub use jsonl::JsonlStore;
 pub use memory::MemoryStore;
 pub use store::{Notice, SPLIT_JOURNAL_AT, Store, StoreFuture, journal_halves};
 pub use types::*;

@@ -90,6 +90,7 @@ pub mod journal {
 
 /// The store layer, for tools and backends (with the SQLite store's own items, feature `sqlite`).
 pub mod store {
+    pub use cairn_jsonl::JsonlStore;
     #[cfg(feature = "sqlite")]
     pub use cairn_sqlite::*;
     pub use cairn_store::*;

@@ -23,7 +23,8 @@ pub(crate) struct Registered {
 
 #[derive(Clone, Default)]
 pub(crate) struct Registry {
-    workflows: HashMap<(String, u32), Registered>,
+    /// By name, then version: looked up by `&str` without allocating a key.
+    workflows: HashMap<String, BTreeMap<u32, Registered>>,
     latest: BTreeMap<String, u32>,
     retention: HashMap<String, Duration>,
     /// Topic patterns by workflow name.
@@ -42,8 +43,7 @@ impl Registry {
         F: Fn(Ctx, I) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, WorkflowError>> + Send + 'static,
     {
-        let key = (name.to_owned(), version);
-        if self.workflows.contains_key(&key) {
+        if self.get(name, version).is_some() {
             return false;
         }
         let body = Arc::new(body);
@@ -59,14 +59,14 @@ impl Registry {
         });
         let check_input: InputCheck =
             Arc::new(|raw: &RawValue| serde_json::from_str::<I>(raw.get()).map(drop).map_err(|e| e.to_string()));
-        self.workflows.insert(key, Registered { body: erased, check_input });
+        self.workflows.entry(name.to_owned()).or_default().insert(version, Registered { body: erased, check_input });
         let latest = self.latest.entry(name.to_owned()).or_insert(version);
         *latest = (*latest).max(version);
         true
     }
 
     pub(crate) fn get(&self, name: &str, version: u32) -> Option<&Registered> {
-        self.workflows.get(&(name.to_owned(), version))
+        self.workflows.get(name)?.get(&version)
     }
 
     pub(crate) fn set_retention(&mut self, name: &str, keep: Duration) {
@@ -163,8 +163,10 @@ impl Registry {
     pub(crate) fn keys(&self) -> Vec<WorkflowKey> {
         let mut keys: Vec<_> = self
             .workflows
-            .keys()
-            .map(|(name, version)| WorkflowKey { name: name.clone(), version: *version })
+            .iter()
+            .flat_map(|(name, versions)| {
+                versions.keys().map(|version| WorkflowKey { name: name.clone(), version: *version })
+            })
             .collect();
         keys.sort();
         keys

@@ -41,8 +41,10 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// Puts back a run as a durable store recorded it (used when a file store opens).
-    pub(crate) fn restore(&self, run: RunRecord, journal: Vec<JournalEntry>, signals: Vec<SignalRecord>) {
+    /// Puts back a run as a durable store recorded it: for a store that keeps its own files and
+    /// serves from memory (`cairn-jsonl`'s `JsonlStore`, when it opens). Concurrency groups are
+    /// counted by [`restore_concurrency`](Self::restore_concurrency), called once every run is back.
+    pub fn restore(&self, run: RunRecord, journal: Vec<JournalEntry>, signals: Vec<SignalRecord>) {
         let mut inner = self.lock();
         if let Some(key) = &run.idempotency_key {
             inner.idempotency.insert((run.workflow.clone(), key.clone()), run.id.clone());
@@ -62,7 +64,7 @@ impl MemoryStore {
     /// Counts the slots the restored runs hold and queues the pending ones again, each group's
     /// admitted in creation order up to its limit (used when a file store opens: admissions
     /// are not written to the files of the runs they admit).
-    pub(crate) fn restore_concurrency(&self, rules: Vec<ConcurrencyRule>) {
+    pub fn restore_concurrency(&self, rules: Vec<ConcurrencyRule>) {
         let mut inner = self.lock();
         let inner = &mut *inner;
         inner.rules = rules.into_iter().map(|r| (r.workflow.clone(), r)).collect();
@@ -88,12 +90,12 @@ impl MemoryStore {
     }
 
     /// Puts back the schedules a durable store recorded (used when a file store opens).
-    pub(crate) fn restore_schedules(&self, schedules: Vec<ScheduleRecord>) {
+    pub fn restore_schedules(&self, schedules: Vec<ScheduleRecord>) {
         self.lock().schedules.extend(schedules.into_iter().map(|s| (s.name.clone(), s)));
     }
 
     /// The newest run of `id`'s chain of continuations, where a signal sent to `id` goes.
-    pub(crate) fn newest(&self, id: &RunId) -> RunId {
+    pub fn newest(&self, id: &RunId) -> RunId {
         self.lock().newest(id)
     }
 

@@ -2,6 +2,7 @@
 //! a torn or uncommitted tail is dropped (never misread), and the store goes on from there.
 
 use cairn_journal::{Event, RunState, StepPath, Timestamp};
+use cairn_jsonl::JsonlStore;
 use cairn_store::*;
 use serde_json::value::RawValue;
 use std::io::Write;

@@ -5,4 +5,4 @@
 //! neither.
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-mod jsonl_recovery;
+mod recovery;

@@ -1,14 +1,15 @@
-//! The JSONL file store: one append-only, human-readable file per run.
+//! Cairn's JSONL file store: one append-only, human-readable file per run, served from a
+//! [`MemoryStore`](cairn_store::MemoryStore) restored when the store opens. `cairn::store`
+//! re-exports [`JsonlStore`].
 
-use crate::memory::MemoryStore;
-use crate::store::{Store, StoreFuture};
-use crate::types::{
+use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
+use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
     ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord,
     StartSignal, StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
+use cairn_store::{MemoryStore, Store, StoreFuture};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -63,7 +64,7 @@ fn event_lines<'a>(
 /// store next holds the lock, so every earlier lease holder is gone.
 ///
 /// ```no_run
-/// let store = cairn_store::JsonlStore::open("cairn-data")?;
+/// let store = cairn_jsonl::JsonlStore::open("cairn-data")?;
 /// # Ok::<(), cairn_store::StoreError>(())
 /// ```
 #[derive(Debug, Clone)]
