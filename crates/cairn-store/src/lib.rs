@@ -14,13 +14,17 @@
 //!
 //! Every backend passes the conformance suite in the `cairn-store-conformance` crate.
 
+#[macro_use]
+mod delegate;
 mod counting;
+mod faulty;
 pub mod lifecycle;
 mod memory;
 mod store;
 mod types;
 
 pub use counting::{Calls, CountingStore};
+pub use faulty::{Fault, Faults, FaultyStore};
 pub use memory::MemoryStore;
 pub use store::{Notice, SPLIT_JOURNAL_AT, Store, StoreFuture, journal_halves};
 pub use types::*;

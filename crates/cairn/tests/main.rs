@@ -38,6 +38,7 @@ mod retries;
 mod saga;
 mod schedules;
 mod signals;
+mod store_faults;
 mod stranded;
 mod timeout;
 mod vars;
