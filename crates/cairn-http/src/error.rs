@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use cairn::ClientError;
+use cairn::{ClientError, ErrorKind};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -57,28 +57,15 @@ impl IntoResponse for ApiError {
 
 impl From<ClientError> for ApiError {
     fn from(error: ClientError) -> Self {
-        let (status, code) = match &error {
-            ClientError::UnknownWorkflow(_) => (StatusCode::NOT_FOUND, "unknown_workflow"),
-            ClientError::UnknownVersion { .. } => (StatusCode::NOT_FOUND, "unknown_version"),
-            ClientError::InvalidPayload(_) => (StatusCode::BAD_REQUEST, "invalid_payload"),
-            ClientError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            ClientError::RunNotFound(_) => (StatusCode::NOT_FOUND, "run_not_found"),
-            ClientError::DuplicateRunId(_) => (StatusCode::CONFLICT, "duplicate_run_id"),
-            ClientError::RunFinished { .. } => (StatusCode::CONFLICT, "run_finished"),
-            ClientError::NotPaused { .. } => (StatusCode::CONFLICT, "not_paused"),
-            ClientError::NotEnded { .. } => (StatusCode::CONFLICT, "not_ended"),
-            ClientError::UnknownStep { .. } => (StatusCode::BAD_REQUEST, "unknown_step"),
-            ClientError::RunDidNotComplete { .. } => (StatusCode::CONFLICT, "run_did_not_complete"),
-            ClientError::InvalidTopic(_) => (StatusCode::BAD_REQUEST, "invalid_topic"),
-            ClientError::InvalidEventId(_) => (StatusCode::BAD_REQUEST, "invalid_event_id"),
-            ClientError::ScheduleNotFound(_) => (StatusCode::NOT_FOUND, "schedule_not_found"),
-            ClientError::InvalidSchedule(_) => (StatusCode::BAD_REQUEST, "invalid_schedule"),
-            ClientError::InvalidConcurrency(_) => (StatusCode::BAD_REQUEST, "invalid_concurrency"),
-            ClientError::InvalidFairnessKey(_) => (StatusCode::BAD_REQUEST, "invalid_fairness_key"),
-            ClientError::InvalidDebounce(_) => (StatusCode::BAD_REQUEST, "invalid_debounce"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "store_error"),
+        // Every kind has its status: a new kind does not compile until it is given one.
+        let status = match error.kind() {
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+            ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::Unavailable | ErrorKind::Corrupt => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, code, error.to_string())
+        ApiError::new(status, error.name(), error.to_string())
     }
 }
 

@@ -38,7 +38,7 @@ enum EventLine<'a> {
 }
 
 fn encode(value: &impl Serialize) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Backend(e.to_string()))
+    serde_json::to_string(value).map_err(StoreError::from_cause)
 }
 
 /// The journal lines of `events` numbered from `after_seq + 1`.
@@ -88,7 +88,7 @@ struct Shared {
 }
 
 fn io(context: &str, path: &Path, error: std::io::Error) -> StoreError {
-    StoreError::Backend(format!("{context} {}: {error}", path.display()))
+    StoreError::caused_by(format!("{context} {}", path.display()), error)
 }
 
 /// A file-name-safe form of a run id: `[A-Za-z0-9_-]` kept, everything else `%XX`.
@@ -268,7 +268,7 @@ fn ready<T>(mut future: StoreFuture<'_, T>) -> Result<T, StoreError> {
     let mut context = std::task::Context::from_waker(std::task::Waker::noop());
     match future.as_mut().poll(&mut context) {
         std::task::Poll::Ready(value) => value,
-        std::task::Poll::Pending => Err(StoreError::Backend("the in-memory index did not answer at once".into())),
+        std::task::Poll::Pending => Err(StoreError::backend("the in-memory index did not answer at once")),
     }
 }
 
@@ -286,7 +286,7 @@ impl JsonlStore {
             .open(&lock_path)
             .map_err(|e| io("cannot open", &lock_path, e))?;
         lock.try_lock().map_err(|_| {
-            StoreError::Backend(format!(
+            StoreError::backend(format!(
                 "{} is in use by another process (lock file {})",
                 dir.display(),
                 lock_path.display()
@@ -334,7 +334,7 @@ impl JsonlStore {
 
     fn check(&self) -> Result<(), StoreError> {
         if self.inner.broken.load(Ordering::SeqCst) {
-            return Err(StoreError::Backend("a write to the data directory failed; reopen the store".into()));
+            return Err(StoreError::backend("a write to the data directory failed; reopen the store"));
         }
         Ok(())
     }

@@ -8,3 +8,4 @@
 
 mod conformance;
 mod counts;
+mod errors;

@@ -280,15 +280,15 @@ impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let mut conn = Connection::open(&path).map_err(|e| StoreError::Backend(format!("{}: {e}", path.display())))?;
+        let mut conn = Connection::open(&path).map_err(|e| StoreError::caused_by(path.display(), e))?;
         configure(&conn, &options, 65_536)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Backend(format!("{} cannot use WAL mode (got {mode})", path.display())));
+            return Err(StoreError::backend(format!("{} cannot use WAL mode (got {mode})", path.display())));
         }
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(backend)?;
         if version > SCHEMA_VERSION {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend(format!(
                 "{} was written by a newer Cairn (schema {version}, this build knows {SCHEMA_VERSION})",
                 path.display()
             )));
@@ -332,7 +332,7 @@ impl SqliteStore {
                     }
                 }
             })
-            .map_err(|e| StoreError::Backend(format!("cannot start checkpoint thread: {e}")))?;
+            .map_err(|e| StoreError::caused_by("cannot start the checkpoint thread", e))?;
         let (commands, receiver) = mpsc::unbounded_channel();
         let max_batch = options.max_batch.max(1);
         let writer = Arc::new(WriterSlot {
@@ -344,7 +344,7 @@ impl SqliteStore {
         std::thread::Builder::new()
             .name("cairn-sqlite-writer".into())
             .spawn(move || slot.run(receiver, max_batch))
-            .map_err(|e| StoreError::Backend(format!("cannot start writer thread: {e}")))?;
+            .map_err(|e| StoreError::caused_by("cannot start the writer thread", e))?;
         let (reads, jobs) = std::sync::mpsc::channel::<ReadJob>();
         let jobs = Arc::new(Mutex::new(jobs));
         for i in 0..READER_THREADS {
@@ -374,7 +374,7 @@ impl SqliteStore {
                         }
                     }
                 })
-                .map_err(|e| StoreError::Backend(format!("cannot start reader thread: {e}")))?;
+                .map_err(|e| StoreError::caused_by("cannot start a reader thread", e))?;
         }
         Ok(SqliteStore {
             commands,
@@ -448,8 +448,8 @@ impl SqliteStore {
             }
         };
         async move {
-            sent.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?;
-            answer.await.map_err(|_| StoreError::Backend("the SQLite writer thread has stopped".into()))?
+            sent.map_err(|_| StoreError::backend("the SQLite writer thread has stopped"))?;
+            answer.await.map_err(|_| StoreError::backend("the SQLite writer thread has stopped"))?
         }
     }
 
@@ -491,8 +491,8 @@ impl SqliteStore {
         });
         let sent = self.reads.send(job);
         Box::pin(async move {
-            sent.map_err(|_| StoreError::Backend("the SQLite reader threads have stopped".into()))?;
-            answer.await.map_err(|_| StoreError::Backend("the SQLite reader threads have stopped".into()))?
+            sent.map_err(|_| StoreError::backend("the SQLite reader threads have stopped"))?;
+            answer.await.map_err(|_| StoreError::backend("the SQLite reader threads have stopped"))?
         })
     }
 }

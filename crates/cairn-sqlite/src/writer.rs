@@ -66,7 +66,7 @@ impl<T> Answer<T> {
         let value = match (failed, self.result) {
             (Some(error), _) => Err(error),
             (None, Some(result)) => result,
-            (None, None) => Err(StoreError::Backend("the SQLite writer committed a command it did not apply".into())),
+            (None, None) => Err(StoreError::backend("the SQLite writer committed a command it did not apply")),
         };
         let _ = self.reply.send(value);
     }
@@ -85,7 +85,7 @@ impl From<rusqlite::Error> for Failure {
 }
 
 pub(super) fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(e.to_string())
+    StoreError::from_cause(e)
 }
 
 pub(super) fn clean(error: StoreError) -> Failure {

@@ -107,7 +107,7 @@ fn injected(method: &str, fault: Fault) -> StoreError {
         Fault::Before => "before it reached the store",
         Fault::After => "after the store took it (its answer was lost)",
     };
-    StoreError::Backend(format!("injected fault: `{method}` failed {when}"))
+    StoreError::backend(format!("injected fault: `{method}` failed {when}"))
 }
 
 /// A store that passes every call to `inner` except those a fault is armed for (see [`Faults`]):

@@ -1,7 +1,7 @@
 //! Errors: what step bodies return, what workflow bodies see, what clients get.
 
 use cairn_journal::{NonDeterminism, PathError, StepPath};
-use cairn_store::{RunId, RunStatus, StoreError};
+use cairn_store::{ErrorKind, RunId, RunStatus, StoreError};
 use std::fmt;
 
 /// The error a step body returns: retryable unless marked [terminal](StepError::terminal).
@@ -325,6 +325,92 @@ impl From<StoreError> for ClientError {
     }
 }
 
+impl ClientError {
+    /// What kind of failure this is (the HTTP API answers with the status of its kind).
+    ///
+    /// ```
+    /// use cairn::{ClientError, ErrorKind, RunId};
+    /// assert_eq!(ClientError::RunNotFound(RunId::new("r")).kind(), ErrorKind::NotFound);
+    /// assert_eq!(ClientError::InvalidEventId(String::new()).kind(), ErrorKind::Invalid);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ClientError::UnknownWorkflow(_)
+            | ClientError::UnknownVersion { .. }
+            | ClientError::RunNotFound(_)
+            | ClientError::ScheduleNotFound(_) => ErrorKind::NotFound,
+            ClientError::InvalidPayload(_)
+            | ClientError::UnknownStep { .. }
+            | ClientError::InvalidTopic(_)
+            | ClientError::InvalidEventId(_)
+            | ClientError::InvalidSchedule(_)
+            | ClientError::InvalidConcurrency(_)
+            | ClientError::InvalidFairnessKey(_)
+            | ClientError::InvalidDebounce(_) => ErrorKind::Invalid,
+            ClientError::PayloadTooLarge { .. } => ErrorKind::TooLarge,
+            ClientError::DuplicateRunId(_)
+            | ClientError::RunFinished { .. }
+            | ClientError::NotPaused { .. }
+            | ClientError::NotEnded { .. }
+            | ClientError::RunDidNotComplete { .. } => ErrorKind::Conflict,
+            ClientError::Store(error) => error.kind(),
+        }
+    }
+
+    /// A stable snake_case name of what went wrong (`run_not_found`): the HTTP API's
+    /// `error.code`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClientError::UnknownWorkflow(_) => "unknown_workflow",
+            ClientError::UnknownVersion { .. } => "unknown_version",
+            ClientError::InvalidPayload(_) => "invalid_payload",
+            ClientError::PayloadTooLarge { .. } => "payload_too_large",
+            ClientError::RunNotFound(_) => "run_not_found",
+            ClientError::DuplicateRunId(_) => "duplicate_run_id",
+            ClientError::RunFinished { .. } => "run_finished",
+            ClientError::NotPaused { .. } => "not_paused",
+            ClientError::NotEnded { .. } => "not_ended",
+            ClientError::UnknownStep { .. } => "unknown_step",
+            ClientError::RunDidNotComplete { .. } => "run_did_not_complete",
+            ClientError::InvalidTopic(_) => "invalid_topic",
+            ClientError::InvalidEventId(_) => "invalid_event_id",
+            ClientError::ScheduleNotFound(_) => "schedule_not_found",
+            ClientError::InvalidSchedule(_) => "invalid_schedule",
+            ClientError::InvalidConcurrency(_) => "invalid_concurrency",
+            ClientError::InvalidFairnessKey(_) => "invalid_fairness_key",
+            ClientError::InvalidDebounce(_) => "invalid_debounce",
+            ClientError::Store(StoreError::Fenced { .. }) => "lease_lost",
+            ClientError::Store(StoreError::SequenceConflict { .. }) => "sequence_conflict",
+            ClientError::Store(StoreError::SignalUnavailable(_)) => "signal_unavailable",
+            ClientError::Store(_) => "store_error",
+        }
+    }
+
+    /// The stable code of this error (`CAIRN-E0301`; see `docs/errors.md`), if it has one.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            ClientError::UnknownWorkflow(_) | ClientError::UnknownVersion { .. } => Some("CAIRN-E0304"),
+            ClientError::InvalidPayload(_) => Some("CAIRN-E0104"),
+            ClientError::PayloadTooLarge { .. } => Some("CAIRN-E0105"),
+            ClientError::RunNotFound(_) => Some("CAIRN-E0301"),
+            ClientError::DuplicateRunId(_) => Some("CAIRN-E0302"),
+            ClientError::RunFinished { .. } => Some("CAIRN-E0303"),
+            ClientError::NotPaused { .. } => Some("CAIRN-E0305"),
+            ClientError::NotEnded { .. } => Some("CAIRN-E0306"),
+            ClientError::UnknownStep { .. } => Some("CAIRN-E0307"),
+            ClientError::InvalidTopic(_) => Some("CAIRN-E0308"),
+            ClientError::InvalidEventId(_) => Some("CAIRN-E0309"),
+            ClientError::ScheduleNotFound(_) => Some("CAIRN-E0310"),
+            ClientError::InvalidSchedule(_) => Some("CAIRN-E0311"),
+            ClientError::InvalidConcurrency(_) => Some("CAIRN-E0312"),
+            ClientError::InvalidFairnessKey(_) => Some("CAIRN-E0313"),
+            ClientError::InvalidDebounce(_) => Some("CAIRN-E0315"),
+            ClientError::RunDidNotComplete { .. } => None,
+            ClientError::Store(error) => error.code(),
+        }
+    }
+}
+
 /// The engine could not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -370,4 +456,41 @@ pub enum EngineError {
     /// The store refused the worker's subscriptions, schedules or concurrency rules.
     #[error("could not declare this worker's topic subscriptions, schedules or concurrency rules: {0}")]
     Store(StoreError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every code an error gives is the one its message starts with, so `code()` and the text
+    /// cannot drift apart.
+    #[test]
+    fn each_code_is_the_one_the_message_carries() {
+        let id = RunId::new("r");
+        let errors = [
+            ClientError::UnknownWorkflow("w".into()),
+            ClientError::UnknownVersion { name: "w".into(), version: 2 },
+            ClientError::InvalidPayload("x".into()),
+            ClientError::PayloadTooLarge { size: 2, limit: 1 },
+            ClientError::RunNotFound(id.clone()),
+            ClientError::DuplicateRunId(id.clone()),
+            ClientError::RunFinished { run_id: id.clone(), status: RunStatus::Completed },
+            ClientError::NotPaused { run_id: id.clone(), status: RunStatus::Running },
+            ClientError::NotEnded { run_id: id.clone(), status: RunStatus::Running },
+            ClientError::UnknownStep { run_id: id.clone(), path: "a".into() },
+            ClientError::InvalidEventId(String::new()),
+            ClientError::ScheduleNotFound("s".into()),
+            ClientError::InvalidSchedule("s".into()),
+            ClientError::InvalidConcurrency("c".into()),
+            ClientError::InvalidFairnessKey("k".into()),
+            ClientError::InvalidDebounce("d".into()),
+            ClientError::Store(StoreError::Fenced { run_id: id, held: 1, current: 2 }),
+        ];
+        for error in errors {
+            let code = error.code().unwrap_or_else(|| panic!("{error:?} has a code"));
+            assert!(error.to_string().starts_with(&format!("[{code}]")), "{error}: {code}");
+        }
+        let store = ClientError::Store(StoreError::backend("connection refused"));
+        assert_eq!((store.code(), store.kind(), store.name()), (None, ErrorKind::Unavailable, "store_error"));
+    }
 }

@@ -64,8 +64,9 @@ pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 #[cfg(feature = "sqlite")]
 pub use cairn_sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use cairn_store::{
-    CancelOutcome, ConcurrencyRule, Debounce, MemoryStore, PageCursor, PauseOutcome, RunConcurrency, RunFilter, RunId,
-    RunPage, RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount,
+    CancelOutcome, ConcurrencyRule, Debounce, ErrorKind, MemoryStore, PageCursor, PauseOutcome, RunConcurrency,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor,
+    WorkflowCount,
 };
 pub use child::Child;
 pub use client::{Client, DEFAULT_RETENTION, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};

@@ -99,7 +99,7 @@ impl Store for PostgresStore {
             // received and decoded on another task.
             let second = tokio::spawn(range(second));
             let mut entries = range(first).await?;
-            let second = second.await.map_err(|e| StoreError::Backend(format!("reading a journal: {e}")))??;
+            let second = second.await.map_err(|e| StoreError::caused_by("reading a journal", e))??;
             entries.extend(second);
             Ok(entries)
         })

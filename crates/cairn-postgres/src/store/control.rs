@@ -374,7 +374,7 @@ pub(super) async fn writer_outcome<T>(
     sent: Result<(), mpsc::error::SendError<Job>>,
     outcome: oneshot::Receiver<Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
-    let stopped = || StoreError::Backend("the PostgreSQL writer task has stopped".into());
+    let stopped = || StoreError::backend("the PostgreSQL writer task has stopped");
     sent.map_err(|_| stopped())?;
     outcome.await.map_err(|_| stopped())?
 }

@@ -197,7 +197,7 @@ impl PostgresStore {
         let current: i32 = row.try_get(0).map_err(backend)?;
         let known = MIGRATIONS.len() as i32;
         if current > known {
-            return Err(StoreError::Backend(format!(
+            return Err(StoreError::backend(format!(
                 "schema {schema} is at migration {current}; this build knows {known}: upgrade Cairn"
             )));
         }

@@ -568,7 +568,7 @@ pub(super) fn journal_cte(s: &str, first: usize, gate: &str) -> String {
     )
 }
 
-/// A driver's error as the store's.
-pub(crate) fn backend(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(error.to_string())
+/// A driver's error as the store's, kept as its source.
+pub(crate) fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::from_cause(error)
 }

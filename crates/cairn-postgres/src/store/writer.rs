@@ -412,7 +412,7 @@ pub(super) async fn each_alone(pool: &Pool, sql: &Sql, runs: &[&NewRun], appends
     for run in runs {
         let outcome = match pool.get().await {
             Ok(client) => create_batch(&client, sql, &[run]).await.and_then(|mut one| {
-                one.pop().unwrap_or_else(|| Err(StoreError::Backend("a create came back without an outcome".into())))
+                one.pop().unwrap_or_else(|| Err(StoreError::backend("a create came back without an outcome")))
             }),
             Err(error) => Err(backend(error)),
         };
@@ -492,7 +492,7 @@ pub(super) async fn commit_round(
             if applied.contains(append.run_id.as_str()) { Ok(()) } else { Err(refusal(&tx, sql, append).await?) }
         } else {
             match append_one(&tx, sql, append).await {
-                Err(StoreError::Backend(message)) => return Err(StoreError::Backend(message)),
+                Err(error @ StoreError::Backend { .. }) => return Err(error),
                 other => other,
             }
         };

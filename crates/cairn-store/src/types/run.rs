@@ -613,7 +613,152 @@ pub enum StoreError {
     /// Stored data could not be read back.
     #[error("corrupt data in store: {0}")]
     Corrupt(String),
-    /// The backend failed (IO, SQL, closed).
-    #[error("store backend error: {0}")]
-    Backend(String),
+    /// The backend failed (IO, SQL, closed): the message says how, with the cause's text, and
+    /// the cause (the driver's or the file system's error), when there is one, is the source.
+    #[error("store backend error: {message}")]
+    Backend {
+        /// What failed, and why.
+        message: String,
+        /// The driver's or the file system's error.
+        #[source]
+        source: Option<Cause>,
+    },
+}
+
+/// What kind of failure an error is: what a caller branches on, and what the HTTP API maps to a
+/// status. Not `#[non_exhaustive]`, so a mapping over it is checked for completeness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// What the request names does not exist (a workflow, a version, a run, a schedule).
+    NotFound,
+    /// The request is malformed or asks for something impossible (an input, a name, a rule).
+    Invalid,
+    /// A payload is over the size limit.
+    TooLarge,
+    /// The request conflicts with what is stored (an id taken, a run ended or not paused, a lease
+    /// moved on).
+    Conflict,
+    /// The store failed or could not be reached; the same request may succeed later.
+    Unavailable,
+    /// Stored data could not be read back.
+    Corrupt,
+}
+
+/// `error`'s text followed by its sources' (`a: b: c`), each once.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The cause of a [`StoreError::Backend`]: the driver's or the file system's error, shared so
+/// that errors stay `Clone`, and compared by its message.
+#[derive(Clone)]
+pub struct Cause(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    /// Keeps `error` as a cause.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+        Cause(std::sync::Arc::new(error))
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Cause) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Cause {}
+
+impl StoreError {
+    /// A backend failure described by `message` alone.
+    pub fn backend(message: impl Into<String>) -> StoreError {
+        StoreError::Backend { message: message.into(), source: None }
+    }
+
+    /// A backend failure caused by `cause` (a driver's or an IO error), while doing `context`:
+    /// the message is `"{context}: {cause}"`, and `cause` is the source.
+    ///
+    /// ```
+    /// use cairn_store::StoreError;
+    /// use std::error::Error as _;
+    /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+    /// let error = StoreError::caused_by("connecting to 127.0.0.1:5432", io);
+    /// assert_eq!(error.to_string(), "store backend error: connecting to 127.0.0.1:5432: connection refused");
+    /// assert_eq!(error.source().map(|s| s.to_string()).as_deref(), Some("connection refused"));
+    /// ```
+    pub fn caused_by(context: impl fmt::Display, cause: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::Backend { message: format!("{context}: {}", chain(&cause)), source: Some(Cause::new(cause)) }
+    }
+
+    /// A backend failure that is `cause` itself: the message is its text and its sources' (a
+    /// driver's "error connecting to server" says why only in its source), and it is the source.
+    pub fn from_cause(cause: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::Backend { message: chain(&cause), source: Some(Cause::new(cause)) }
+    }
+
+    /// What kind of failure this is.
+    ///
+    /// ```
+    /// use cairn_store::{ErrorKind, RunId, StoreError};
+    /// assert_eq!(StoreError::RunNotFound(RunId::new("r")).kind(), ErrorKind::NotFound);
+    /// assert_eq!(StoreError::backend("connection refused").kind(), ErrorKind::Unavailable);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::RunNotFound(_) | StoreError::ScheduleNotFound(_) => ErrorKind::NotFound,
+            StoreError::InvalidInput(_) => ErrorKind::Invalid,
+            StoreError::Fenced { .. }
+            | StoreError::SequenceConflict { .. }
+            | StoreError::SignalUnavailable(_)
+            | StoreError::DuplicateRunId(_)
+            | StoreError::RunFinished { .. }
+            | StoreError::NotPaused { .. } => ErrorKind::Conflict,
+            StoreError::Corrupt(_) => ErrorKind::Corrupt,
+            StoreError::Backend { .. } => ErrorKind::Unavailable,
+        }
+    }
+
+    /// The stable code of this error (`CAIRN-E0301`), if it has one.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            StoreError::Fenced { .. } => Some("CAIRN-E0201"),
+            StoreError::RunNotFound(_) => Some("CAIRN-E0301"),
+            StoreError::DuplicateRunId(_) => Some("CAIRN-E0302"),
+            StoreError::RunFinished { .. } => Some("CAIRN-E0303"),
+            StoreError::NotPaused { .. } => Some("CAIRN-E0305"),
+            StoreError::ScheduleNotFound(_) => Some("CAIRN-E0310"),
+            StoreError::SequenceConflict { .. }
+            | StoreError::SignalUnavailable(_)
+            | StoreError::InvalidInput(_)
+            | StoreError::Corrupt(_)
+            | StoreError::Backend { .. } => None,
+        }
+    }
 }

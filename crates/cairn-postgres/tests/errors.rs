@@ -1,0 +1,18 @@
+//! A driver's error keeps its cause: in the message, and as the error's source.
+
+use cairn_postgres::{PostgresOptions, PostgresStore};
+use cairn_store::{ErrorKind, StoreError};
+use std::error::Error as _;
+
+#[tokio::test]
+async fn a_refused_connection_says_why_and_keeps_the_drivers_error_as_its_source() {
+    // Nothing listens on port 1: the connection is refused (no server is needed for this test).
+    let options = PostgresOptions::new("postgres://postgres@127.0.0.1:1/postgres");
+    let error = PostgresStore::connect(options).await.unwrap_err();
+    assert!(matches!(error, StoreError::Backend { .. }), "{error:?}");
+    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    let message = error.to_string().to_lowercase();
+    assert!(message.contains("refused"), "the cause is in the message: {message}");
+    let source = error.source().expect("the driver's error is the source");
+    assert!(!source.to_string().is_empty());
+}
