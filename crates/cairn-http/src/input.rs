@@ -3,24 +3,22 @@
 
 use crate::error::ApiError;
 use crate::state::Api;
+use cairn::store::{EventName, WorkflowName};
 use cairn::{ClientError, RunId, RunRecord};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-/// A name from a path (`what`: `workflow` or `event`): 1 to 200 bytes, no control characters.
-pub(crate) fn valid_name<'a>(what: &str, code: &'static str, name: &'a str) -> Result<&'a str, ApiError> {
-    if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            code,
-            format!("{what} name {name:?} must be 1 to 200 bytes without control characters"),
-        ));
-    }
+/// A workflow name from a path, checked as `Client` checks it ([`WorkflowName`]).
+pub(crate) fn workflow_name(name: &str) -> Result<&str, ApiError> {
+    WorkflowName::new(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
     Ok(name)
 }
 
-pub(crate) fn workflow_name(name: &str) -> Result<&str, ApiError> {
-    valid_name("workflow", "invalid_workflow_name", name)
+/// An event name from a path, checked as `Client` checks it ([`EventName`]).
+pub(crate) fn event_name(name: &str) -> Result<&str, ApiError> {
+    EventName::new(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
+    Ok(name)
 }
 
 pub(crate) fn run_id(id: &str) -> Result<RunId, ApiError> {

@@ -3,8 +3,8 @@
 
 use crate::error::{Answer, ApiError, ErrorBody};
 use crate::input::{
-    ListParams, PruneBody, PublishBody, RestartBody, ResultParams, StartBody, parse, run_id, run_of, timestamp,
-    valid_name, workflow_name,
+    ListParams, PruneBody, PublishBody, RestartBody, ResultParams, StartBody, event_name, parse, run_id, run_of,
+    timestamp, workflow_name,
 };
 use crate::state::Api;
 use crate::views::{
@@ -274,7 +274,7 @@ pub(crate) async fn signal(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<SignalSent> {
     let Path((name, id, event)) = path?;
-    valid_name("event", "invalid_event_name", &event)?;
+    event_name(&event)?;
     let body = body?;
     let payload: Box<RawValue> = parse(if body.is_empty() { b"null" } else { &body })?;
     let run = run_of(&api, &name, &id).await?;

@@ -565,6 +565,13 @@ async fn bad_requests_are_refused_and_change_nothing() {
             StatusCode::BAD_REQUEST,
             "invalid_run_id",
         ),
+        (
+            "POST",
+            "/v1/workflows/approval/runs".into(),
+            Some(r#"{"idempotencyKey":"a\u0000b"}"#.into()),
+            StatusCode::BAD_REQUEST,
+            "invalid_idempotency_key",
+        ),
         ("GET", "/v1/workflows/approval/runs/missing".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
         ("GET", "/v1/workflows/hello/runs/w".into(), None, StatusCode::NOT_FOUND, "run_not_found"),
         ("GET", "/v1/workflows/approval/runs/%01".into(), None, StatusCode::BAD_REQUEST, "invalid_run_id"),

@@ -1,7 +1,7 @@
 //! Errors: what step bodies return, what workflow bodies see, what clients get.
 
 use cairn_journal::{NonDeterminism, PathError, StepPath};
-use cairn_store::{ErrorKind, RunId, RunStatus, StoreError};
+use cairn_store::{ErrorKind, NameError, RunId, RunStatus, StoreError};
 use std::fmt;
 
 /// The error a step body returns: retryable unless marked [terminal](StepError::terminal).
@@ -306,6 +306,11 @@ pub enum ClientError {
     /// what a debounced start cannot have (an idempotency key, a signal).
     #[error("[CAIRN-E0315] invalid debounce: {0}")]
     InvalidDebounce(String),
+    /// A workflow name, an event name or an idempotency key breaks its rule (see
+    /// [`WorkflowName`](cairn_store::WorkflowName), [`EventName`](cairn_store::EventName),
+    /// [`IdempotencyKey`](cairn_store::IdempotencyKey)). Nothing was stored.
+    #[error("[CAIRN-E0316] {0}")]
+    InvalidName(NameError),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -346,7 +351,8 @@ impl ClientError {
             | ClientError::InvalidSchedule(_)
             | ClientError::InvalidConcurrency(_)
             | ClientError::InvalidFairnessKey(_)
-            | ClientError::InvalidDebounce(_) => ErrorKind::Invalid,
+            | ClientError::InvalidDebounce(_)
+            | ClientError::InvalidName(_) => ErrorKind::Invalid,
             ClientError::PayloadTooLarge { .. } => ErrorKind::TooLarge,
             ClientError::DuplicateRunId(_)
             | ClientError::RunFinished { .. }
@@ -379,6 +385,12 @@ impl ClientError {
             ClientError::InvalidConcurrency(_) => "invalid_concurrency",
             ClientError::InvalidFairnessKey(_) => "invalid_fairness_key",
             ClientError::InvalidDebounce(_) => "invalid_debounce",
+            ClientError::InvalidName(error) => match error.what {
+                "workflow name" => "invalid_workflow_name",
+                "event name" => "invalid_event_name",
+                "idempotency key" => "invalid_idempotency_key",
+                _ => "invalid_name",
+            },
             ClientError::Store(StoreError::Fenced { .. }) => "lease_lost",
             ClientError::Store(StoreError::SequenceConflict { .. }) => "sequence_conflict",
             ClientError::Store(StoreError::SignalUnavailable(_)) => "signal_unavailable",
@@ -405,6 +417,7 @@ impl ClientError {
             ClientError::InvalidConcurrency(_) => Some("CAIRN-E0312"),
             ClientError::InvalidFairnessKey(_) => Some("CAIRN-E0313"),
             ClientError::InvalidDebounce(_) => Some("CAIRN-E0315"),
+            ClientError::InvalidName(_) => Some("CAIRN-E0316"),
             ClientError::RunDidNotComplete { .. } => None,
             ClientError::Store(error) => error.code(),
         }
@@ -484,6 +497,7 @@ mod tests {
             ClientError::InvalidConcurrency("c".into()),
             ClientError::InvalidFairnessKey("k".into()),
             ClientError::InvalidDebounce("d".into()),
+            ClientError::InvalidName(cairn_store::WorkflowName::new("").unwrap_err()),
             ClientError::Store(StoreError::Fenced { run_id: id, held: 1, current: 2 }),
         ];
         for error in errors {

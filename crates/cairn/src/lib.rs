@@ -64,9 +64,9 @@ pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 #[cfg(feature = "sqlite")]
 pub use cairn_sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use cairn_store::{
-    CancelOutcome, ConcurrencyRule, Debounce, ErrorKind, MemoryStore, PageCursor, PauseOutcome, RunConcurrency,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, SignalRecord, Store, StoreError, SuspendReason, WaitingFor,
-    WorkflowCount,
+    CancelOutcome, ConcurrencyRule, Debounce, ErrorKind, EventId, EventName, IdempotencyKey, MemoryStore, NameError,
+    PageCursor, PauseOutcome, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleName,
+    SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount, WorkflowName,
 };
 pub use child::Child;
 pub use client::{Client, DEFAULT_RETENTION, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};

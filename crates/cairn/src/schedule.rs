@@ -3,6 +3,7 @@
 
 use crate::error::ClientError;
 use cairn_journal::Timestamp;
+use cairn_store::ScheduleName;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::time::Duration;
@@ -168,12 +169,7 @@ impl Schedule {
 /// Checks a schedule name: 1 to 100 bytes, no `/`, `@` or control characters (a firing's run
 /// id is the name, `@` and the firing time).
 pub(crate) fn check_name(name: &str) -> Result<(), ClientError> {
-    if name.is_empty() || name.len() > 100 || name.chars().any(|c| c.is_control() || c == '/' || c == '@') {
-        return Err(ClientError::InvalidSchedule(format!(
-            "schedule name {name:?} must be 1 to 100 bytes without `/`, `@` or control characters"
-        )));
-    }
-    Ok(())
+    ScheduleName::new(name).map(drop).map_err(|error| ClientError::InvalidSchedule(error.to_string()))
 }
 
 /// The id of the run a schedule starts for its firing at `at`: `<name>@<RFC 3339 time>`, the

@@ -108,3 +108,30 @@ async fn the_default_limit_is_four_mebibytes() {
     assert!(!journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })));
     engine.shutdown().await;
 }
+
+/// Names and keys keep the same rules from every client: a key with a NUL or 3,000 characters, a
+/// workflow or event name with a control character, are refused with `InvalidName` before
+/// anything is stored (PostgreSQL answered 500 for such keys when they reached it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_and_keys_that_break_their_rules_are_refused_and_store_nothing() {
+    let (store, _dir) = sqlite();
+    let engine = Engine::builder().store(store).register("order", 1, order).start().await.unwrap();
+    let client = engine.client();
+    let input = Order { sku: "a".into(), quantity: 1 };
+    for key in ["a\0b".to_owned(), "k".repeat(3_000), String::new()] {
+        let refused = client.start("order", &input).idempotency_key(key.clone()).await.unwrap_err();
+        assert!(matches!(&refused, ClientError::InvalidName(error) if error.what == "idempotency key"), "{refused:?}");
+        assert_eq!(refused.name(), "invalid_idempotency_key");
+        assert_eq!(refused.code(), Some("CAIRN-E0316"));
+    }
+    // A client without an engine (it knows no workflows) checks the name itself.
+    let detached = Client::from_shared(client.store().clone());
+    let refused = detached.start("bad\nname", &1).await.unwrap_err();
+    assert!(matches!(&refused, ClientError::InvalidName(error) if error.what == "workflow name"), "{refused:?}");
+    assert_eq!(run_count(&client).await, 0, "nothing was stored");
+    let run = client.start("order", &input).await.unwrap();
+    let refused = client.signal(run.id(), "", &1).await.unwrap_err();
+    assert!(matches!(&refused, ClientError::InvalidName(error) if error.what == "event name"), "{refused:?}");
+    assert!(client.signals(run.id()).await.unwrap().is_empty(), "no signal was stored");
+    engine.shutdown().await;
+}

@@ -4,6 +4,7 @@
 
 mod flow;
 mod lists;
+mod names;
 mod run;
 mod schedules;
 mod workers;
@@ -11,6 +12,7 @@ mod writes;
 
 pub use flow::*;
 pub use lists::*;
+pub use names::*;
 pub use run::*;
 pub use schedules::*;
 pub use workers::*;

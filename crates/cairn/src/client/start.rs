@@ -4,7 +4,9 @@
 use super::handle::{Client, DEFAULT_RETENTION};
 use crate::error::ClientError;
 use crate::run_core::Queue;
-use cairn_store::{Debounce, NewRun, RunId, RunRecord, StartSignal, StoreError};
+use cairn_store::{
+    Debounce, EventId, EventName, IdempotencyKey, NewRun, RunId, RunRecord, StartSignal, StoreError, WorkflowName,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -104,10 +106,7 @@ impl<'a> IntoFuture for Publish<'a> {
             let payload = self.payload?;
             client.check_size(&payload)?;
             let event_id = match self.id {
-                Some(id) if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) => {
-                    return Err(ClientError::InvalidEventId(id));
-                }
-                Some(id) => id,
+                Some(id) => EventId::new(id).map_err(|error| ClientError::InvalidEventId(error.given))?.into_string(),
                 None => uuid::Uuid::now_v7().to_string(),
             };
             let mut subscribers: Vec<(String, u32)> = (client.store.subscriptions().await?.into_iter())
@@ -398,9 +397,12 @@ impl Client {
         options: StartOptions,
     ) -> Result<NewRun, ClientError> {
         let StartOptions { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
-        if workflow.is_empty() {
-            return Err(ClientError::UnknownWorkflow(String::new()));
-        }
+        let workflow = WorkflowName::new(workflow).map_err(ClientError::InvalidName)?;
+        let workflow = workflow.as_str();
+        let idempotency_key = match idempotency_key {
+            Some(key) => Some(IdempotencyKey::new(key).map_err(ClientError::InvalidName)?.into_string()),
+            None => None,
+        };
         if let Some(key) = &queue.fairness_key {
             cairn_journal::flow::check_fairness_key(key).map_err(ClientError::InvalidFairnessKey)?;
         }
@@ -455,8 +457,5 @@ impl Client {
 }
 
 pub(super) fn check_signal_name(name: &str) -> Result<(), ClientError> {
-    if name.is_empty() {
-        return Err(ClientError::InvalidPayload("signal name is empty".into()));
-    }
-    Ok(())
+    EventName::new(name).map(drop).map_err(ClientError::InvalidName)
 }

@@ -1,0 +1,164 @@
+//! The names and keys a user passes, each a type checked once where it is made, so that the same
+//! rules hold from Rust, over HTTP and from the command line: workflow names, event (signal)
+//! names, idempotency keys, schedule names, and the ids of published events. (Run ids are
+//! [`RunId::validate`](super::run::RunId::validate)d the same way.)
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A name or key that breaks its rule: which kind of name, the text given, and the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {given:?} must be {rule}")]
+pub struct NameError {
+    /// The kind of name: `workflow name`, `event name`, `idempotency key`, …
+    pub what: &'static str,
+    /// The text given.
+    pub given: String,
+    /// What it must be.
+    pub rule: &'static str,
+}
+
+/// Checks `given` against a rule: 1 to `max` bytes, no control character (NUL included), none of
+/// `forbidden`.
+fn check(
+    what: &'static str,
+    given: String,
+    max: usize,
+    forbidden: &[char],
+    rule: &'static str,
+) -> Result<String, NameError> {
+    let breaks =
+        given.is_empty() || given.len() > max || given.chars().any(|c| c.is_control() || forbidden.contains(&c));
+    match breaks {
+        true => Err(NameError { what, given, rule }),
+        false => Ok(given),
+    }
+}
+
+/// Declares a checked name type.
+macro_rules! name {
+    ($(#[$doc:meta])* $name:ident, $what:literal, $max:literal, [$($forbidden:literal),*], $rule:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// The rule, in words.
+            pub const RULE: &'static str = $rule;
+
+            /// `text`, if it keeps the rule.
+            pub fn new(text: impl Into<String>) -> Result<$name, NameError> {
+                check($what, text.into(), $max, &[$($forbidden),*], $rule).map($name)
+            }
+
+            /// The text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The text, owned.
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = NameError;
+            fn try_from(text: String) -> Result<$name, NameError> {
+                $name::new(text)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> String {
+                name.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+name!(
+    /// A workflow's name: 1 to 200 bytes, no control characters.
+    ///
+    /// ```
+    /// use cairn_store::WorkflowName;
+    /// assert!(WorkflowName::new("order").is_ok());
+    /// assert!(WorkflowName::new("").is_err());
+    /// ```
+    WorkflowName, "workflow name", 200, [], "1 to 200 bytes without control characters"
+);
+
+name!(
+    /// The name of an event a run waits for (a signal's name): 1 to 200 bytes, no control
+    /// characters.
+    EventName, "event name", 200, [], "1 to 200 bytes without control characters"
+);
+
+name!(
+    /// An idempotency key: 1 to 1,000 bytes, no control characters (NUL included). Starts with
+    /// the same workflow and key find one run.
+    ///
+    /// ```
+    /// use cairn_store::IdempotencyKey;
+    /// assert!(IdempotencyKey::new("order-7").is_ok());
+    /// assert!(IdempotencyKey::new("a\0b").is_err());
+    /// assert!(IdempotencyKey::new("k".repeat(3_000)).is_err());
+    /// ```
+    IdempotencyKey, "idempotency key", 1000, [], "1 to 1,000 bytes without control characters"
+);
+
+name!(
+    /// A schedule's name: 1 to 100 bytes, no control characters, no `/` or `@` (the runs it
+    /// starts are named `<name>@<time>`).
+    ScheduleName, "schedule name", 100, ['/', '@'], "1 to 100 bytes without `/`, `@` or control characters"
+);
+
+name!(
+    /// The id of a published event: 1 to 200 bytes, no control characters. Publishing an id
+    /// again starts nothing new.
+    EventId, "event id", 200, [], "1 to 200 bytes without control characters"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_name_keeps_its_rule() {
+        assert!(WorkflowName::new("w".repeat(200)).is_ok());
+        assert!(WorkflowName::new("w".repeat(201)).is_err());
+        assert!(WorkflowName::new("a\nb").is_err());
+        assert!(EventName::new("approved").is_ok());
+        assert!(EventName::new("").is_err());
+        assert!(IdempotencyKey::new("k".repeat(1_000)).is_ok());
+        assert!(IdempotencyKey::new("k".repeat(1_001)).is_err());
+        assert!(IdempotencyKey::new("\u{0}").is_err());
+        assert!(ScheduleName::new("nightly").is_ok());
+        assert!(ScheduleName::new("a@b").is_err());
+        assert!(ScheduleName::new("a/b").is_err());
+        assert!(EventId::new("evt-1").is_ok());
+        let error = WorkflowName::new("").unwrap_err();
+        assert_eq!(error.to_string(), "workflow name \"\" must be 1 to 200 bytes without control characters");
+    }
+
+    #[test]
+    fn a_name_read_from_json_keeps_its_rule_too() {
+        let key: IdempotencyKey = serde_json::from_str("\"order-7\"").unwrap();
+        assert_eq!(key.as_str(), "order-7");
+        assert!(serde_json::from_str::<IdempotencyKey>("\"a\\u0000b\"").is_err());
+        assert_eq!(serde_json::to_string(&key).unwrap(), "\"order-7\"");
+    }
+}
