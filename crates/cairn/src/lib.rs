@@ -77,7 +77,7 @@ pub use engine::{DEFAULT_MAX_RECOVERIES, DEFAULT_SHUTDOWN_GRACE, Engine, EngineB
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
 pub use flow::RateLimit;
 pub use repeat::LoopOptions;
-pub use run_core::DEFAULT_MAX_PAYLOAD_BYTES;
+pub use run_core::{DEFAULT_MAX_PAYLOAD_BYTES, RunInfo};
 pub use saga::Saga;
 pub use schedule::{CatchUp, Firings, MAX_CATCH_UP, ON_TIME, Schedule, ScheduleSpec, schedule_run_id};
 pub use uuid::Uuid;

@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::error::{Interrupt, WorkflowError};
 use crate::flow::RateTurns;
 use crate::run_core::{
-    Begun, Ended, Ending, InputCheck, Limits, Lineage, Mode, Outcome, Refused, RunCore, encode, successor,
+    Begun, Ended, Ending, InputCheck, Limits, Lineage, Mode, Outcome, Refused, RunCore, RunInfo, encode, successor,
 };
 use cairn_journal::{Event, LoopRecord, NonDeterminism, RunState, SignalId, StepKind, StepPath, Timestamp};
 use cairn_store::{RunId, RunStatus, RunUpdate, SignalRecord, Store, StoreError, SuspendReason};
@@ -133,6 +133,11 @@ impl RunShared {
     fn lock(&self) -> MutexGuard<'_, RunCore> {
         // Nothing panics while holding this lock except on a bug; keep going with the data as is.
         self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the run knows of itself.
+    pub(crate) fn info(&self) -> RunInfo {
+        self.lock().info(&self.id, &self.lineage)
     }
 
     /// What the run's steps use unless they say otherwise.

@@ -75,3 +75,27 @@ async fn a_replay_of_the_journal_returns_the_same_values() {
     let replayed: (Timestamp, u64, Uuid) = serde_json::from_str(output.get()).unwrap();
     assert_eq!((replayed, report.replayed), (drawn, 3));
 }
+
+/// Continues as new until generation 2, then reports what it knows of itself.
+async fn lineage(ctx: Ctx, left: u32) -> Result<(String, String, u64, bool, Option<String>), WorkflowError> {
+    let info = ctx.info();
+    if left > 0 {
+        return ctx.continue_as_new(&(left - 1));
+    }
+    let parent = info.parent.map(|p| p.to_string());
+    Ok((info.run_id.to_string(), info.first_of_chain.to_string(), info.generation, info.deadline.is_some(), parent))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_knows_its_place_in_its_chain_and_its_deadline() {
+    let engine =
+        Engine::builder().store(cairn::MemoryStore::new()).register("lineage", 1, lineage).start().await.unwrap();
+    let client = engine.client();
+    let run = client.start("lineage", &2u32).id("meter").timeout(Duration::from_secs(3_600)).await.unwrap();
+    let newest = wait_for_status(&client, &"meter~2".into(), RunStatus::Completed).await;
+    let seen: (String, String, u64, bool, Option<String>) =
+        serde_json::from_str(newest.output.as_ref().unwrap().get()).unwrap();
+    assert_eq!(seen, ("meter~2".into(), "meter".into(), 2, true, None));
+    assert_eq!(run.id().as_str(), "meter");
+    engine.shutdown().await;
+}

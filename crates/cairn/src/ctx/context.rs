@@ -3,7 +3,7 @@
 
 use crate::error::{StepError, WorkflowError};
 use crate::run::RunShared;
-use crate::run_core::Begun;
+use crate::run_core::{Begun, RunInfo};
 use cairn_journal::{StepKind, StepPath, Timestamp};
 use cairn_store::RunId;
 use serde::Serialize;
@@ -59,6 +59,29 @@ impl Ctx {
     /// The run's id.
     pub fn run_id(&self) -> &RunId {
         &self.shared.id
+    }
+
+    /// What the run knows of itself: its id, workflow and version, deadline, parent, and place in
+    /// its chain of continuations. The same on every replay (nothing is journaled).
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::MemoryStore;
+    ///
+    /// async fn whoami(ctx: Ctx, _: ()) -> Result<String, WorkflowError> {
+    ///     let info = ctx.info();
+    ///     Ok(format!("{} v{} generation {}", info.workflow, info.version, info.generation))
+    /// }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(MemoryStore::new()).register("whoami", 3, whoami).start().await?;
+    /// let text: String = engine.client().start("whoami", &()).await?.result().await?;
+    /// assert_eq!(text, "whoami v3 generation 0");
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn info(&self) -> RunInfo {
+        self.shared.info()
     }
 
     pub(crate) fn shared(&self) -> &Arc<RunShared> {

@@ -20,30 +20,30 @@ use tokio_util::sync::CancellationToken;
 
 /// What the worker side of an engine shares between its loops, its runs and its clients.
 pub(crate) struct Local {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) registry: Registry,
-    pub(crate) config: Config,
-    pub(crate) active: Mutex<FastMap<RunId, Arc<RunShared>>>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) registry: Registry,
+    pub(super) config: Config,
+    pub(super) active: Mutex<FastMap<RunId, Arc<RunShared>>>,
     /// Runs claimed and still loading their journals: `(epoch, last_seq)` to hand their leases
     /// back with if the worker stops first.
-    pub(crate) loading: Mutex<FastMap<RunId, (u64, u64)>>,
-    pub(crate) running: AtomicUsize,
+    pub(super) loading: Mutex<FastMap<RunId, (u64, u64)>>,
+    pub(super) running: AtomicUsize,
     /// The last claim took as many runs as there was room for: more may be waiting.
-    pub(crate) at_capacity: AtomicBool,
+    pub(super) at_capacity: AtomicBool,
     /// The claim loop is taking runs: a claim is under way, or the last one was full.
-    pub(crate) claiming: AtomicBool,
+    pub(super) claiming: AtomicBool,
     /// The store reports runs ending or signalled in other processes (see
     /// [`Local::notices_reported`]).
     remote_notices: bool,
-    pub(crate) claimer: Notify,
-    pub(crate) waiters: Mutex<FastMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
+    pub(super) claimer: Notify,
+    pub(super) waiters: Mutex<FastMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
     /// Fired when the worker starts shutting down: stop claiming, stop runs at step boundaries.
-    pub(crate) draining: CancellationToken,
+    pub(super) draining: CancellationToken,
     /// How long the drain lets steps in flight finish (set by the shutdown).
-    pub(crate) drain_for: Mutex<Duration>,
+    pub(super) drain_for: Mutex<Duration>,
     /// Fired once every run has stopped: the heartbeat and notice loops end.
-    pub(crate) shutdown: CancellationToken,
+    pub(super) shutdown: CancellationToken,
     /// This worker's record in the store as of its start; [`Local::worker_record`] brings its
     /// times up to date.
     worker: WorkerRecord,

@@ -141,6 +141,27 @@ pub struct Begun {
     pub record: Option<StepRecord>,
 }
 
+/// What a run knows of itself ([`Ctx::info`](crate::ctx::Ctx::info)): the same on every replay,
+/// since it comes from the journal's `started` event and the run's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunInfo {
+    /// The run's id.
+    pub run_id: RunId,
+    /// Its workflow's name.
+    pub workflow: String,
+    /// The workflow version it is pinned to.
+    pub version: u32,
+    /// When it times out, if it has a deadline.
+    pub deadline: Option<Timestamp>,
+    /// The run that started it as a child, if any.
+    pub parent: Option<RunId>,
+    /// The first run of its chain of continuations (itself, unless it continues another).
+    pub first_of_chain: RunId,
+    /// How many continuations led to it (0 for the first run of a chain).
+    pub generation: u64,
+}
+
 /// Why the core refused what the body asked for.
 #[derive(Debug)]
 pub enum Refused {
@@ -273,6 +294,20 @@ impl RunCore {
             self.interrupt = Some(why);
         }
         at_boundary
+    }
+
+    /// What run `id` (whose place among runs `lineage` describes) knows of itself.
+    pub fn info(&self, id: &RunId, lineage: &Lineage) -> RunInfo {
+        let (first, generation) = chain_position(id, lineage.continues);
+        RunInfo {
+            run_id: id.clone(),
+            workflow: self.state.workflow().to_owned(),
+            version: self.state.version(),
+            deadline: self.deadline,
+            parent: lineage.parent.clone(),
+            first_of_chain: RunId::new(first),
+            generation,
+        }
     }
 
     /// Why the run was interrupted, if it was.

@@ -261,3 +261,18 @@ fn the_payload_limit_holds_for_encoded_values() {
         Err(WorkflowError::PayloadTooLarge { size: 202, limit: 100, .. })
     ));
 }
+
+#[test]
+fn a_run_knows_its_place_among_runs_from_its_journal_and_lineage() {
+    let c = core(vec![started(Some(9_000))], Mode::Live);
+    let lineage = Lineage { parent: Some(RunId::new("order-1")), continues: true, ..Lineage::default() };
+    let info = c.info(&RunId::new("p:~child[0]~3"), &lineage);
+    assert_eq!((info.workflow.as_str(), info.version, info.deadline, info.generation), ("w", 1, Some(t(9_000)), 3));
+    assert_eq!(
+        (info.first_of_chain.as_str(), info.parent.as_ref().map(RunId::as_str)),
+        ("p:~child[0]", Some("order-1"))
+    );
+    // A run that continues nothing is the first of its chain, whatever its id looks like.
+    let first = c.info(&RunId::new("job~3"), &Lineage::default());
+    assert_eq!((first.first_of_chain.as_str(), first.generation), ("job~3", 0));
+}
