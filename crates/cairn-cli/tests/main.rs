@@ -13,3 +13,4 @@ mod dashboard;
 mod otlp;
 mod remote;
 mod serve;
+mod upgrade;
