@@ -1,0 +1,3 @@
+
+ALTER TABLE runs ADD COLUMN continued_from TEXT;
+ALTER TABLE runs ADD COLUMN continued_as TEXT;

@@ -1,0 +1,3 @@
+
+DROP TRIGGER IF EXISTS runs_flow_insert;
+DROP TRIGGER IF EXISTS runs_flow_update;
