@@ -1,4 +1,4 @@
-//! What the API reads through a [`Client`], as [`views`](crate::views): shared by its handlers,
+//! What the API reads through a [`Client`], as [`views`]: shared by its handlers,
 //! its live streams and the `cairn` command on a store, so both read a run the same way.
 
 use crate::views::{self, RunDetail, RunPage, Signals};

@@ -1,5 +1,5 @@
 //! Cairn's JSONL file store: one append-only, human-readable file per run, served from a
-//! [`MemoryStore`](cairn_store::MemoryStore) restored when the store opens. `cairn::store`
+//! [`MemoryStore`] restored when the store opens. `cairn::store`
 //! re-exports [`JsonlStore`].
 
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};

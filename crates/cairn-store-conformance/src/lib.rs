@@ -1,4 +1,4 @@
-//! The conformance suite every [`Store`] backend must pass.
+//! The conformance suite every [`Store`](cairn_store::Store) backend must pass.
 //!
 //! Each check is an async function taking a fresh, empty store. The
 //! [`conformance_tests!`] macro turns the whole suite into `#[tokio::test]`s for one backend:

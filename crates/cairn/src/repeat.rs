@@ -53,8 +53,8 @@ impl Ctx {
 
     /// A durable loop named `name`: iteration `i` runs `body` in the scope `name[i]` with the
     /// state carried from the one before (`init` first), until it returns
-    /// [`ControlFlow::Break`]. The state is journaled every [`checkpoint_every`]
-    /// (LoopOptions::checkpoint_every) iterations, and the journal entries of iterations older
+    /// [`ControlFlow::Break`]. The state is journaled every
+    /// [`checkpoint_every`](LoopOptions::checkpoint_every) iterations, and the journal entries of iterations older
     /// than the last [`keep_iterations`](LoopOptions::keep_iterations) are deleted as the
     /// checkpoint commits, so a loop of a million iterations keeps a journal (and a worker's
     /// memory) the size of a few iterations, and a replay starts at the last checkpoint, not

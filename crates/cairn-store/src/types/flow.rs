@@ -33,7 +33,7 @@ impl RunConcurrency {
 /// At most `limit` runs of `workflow` hold a slot at once, per value of `key` in their inputs
 /// (or for the whole workflow, without a key), across every worker sharing the store. A run
 /// holds a slot from when it is admitted until it ends, is paused, or suspends (unless
-/// `hold_suspended`); the others wait in creation order ([`WaitingFor::Concurrency`]) and are
+/// `hold_suspended`); the others wait in creation order ([`WaitingFor::Concurrency`](cairn_journal::flow::WaitingFor::Concurrency)) and are
 /// admitted, by the store, as slots free up. A rule applies to runs created after it was stored.
 ///
 /// ```

@@ -393,7 +393,7 @@ pub struct NewRun {
     pub restarted_from: Option<RunId>,
     /// The run that starts this one as its child.
     pub parent: Option<RunId>,
-    /// The run this one continues (it is created by that run's [`RunUpdate::Continue`]).
+    /// The run this one continues (it is created by that run's [`RunUpdate::Continue`](crate::RunUpdate::Continue)).
     pub continued_from: Option<RunId>,
     /// Workers claim ready runs of higher priority first (default 0).
     pub priority: i32,

@@ -185,7 +185,7 @@ impl EngineBuilder {
     }
 
     /// Declares a schedule of a workflow registered with this builder: the engine creates it in
-    /// the store when it starts, or updates it (see [`Client::put_schedule`]: a paused schedule
+    /// the store when it starts, or updates it (see [`Client::put_schedule`](crate::client::Client::put_schedule): a paused schedule
     /// stays paused, and its next firing stays unless its spec changed). Every worker serving the
     /// workflow fires it when due, whichever declared it; each firing starts one run.
     ///

@@ -52,7 +52,7 @@ impl Engine {
     }
 
     /// Shuts down gracefully within the grace period set with
-    /// [`EngineBuilder::shutdown_grace`] (default 30 s); see [`Engine::shutdown_within`].
+    /// [`EngineBuilder::shutdown_grace`](crate::engine::EngineBuilder::shutdown_grace) (default 30 s); see [`Engine::shutdown_within`].
     pub async fn shutdown(&self) {
         self.shutdown_within(self.local.config.shutdown_grace).await;
     }
