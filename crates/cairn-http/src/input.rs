@@ -11,13 +11,13 @@ use utoipa::{IntoParams, ToSchema};
 
 /// A workflow name from a path, checked as `Client` checks it ([`WorkflowName`]).
 pub(crate) fn workflow_name(name: &str) -> Result<&str, ApiError> {
-    WorkflowName::new(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
+    WorkflowName::check(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
     Ok(name)
 }
 
 /// An event name from a path, checked as `Client` checks it ([`EventName`]).
 pub(crate) fn event_name(name: &str) -> Result<&str, ApiError> {
-    EventName::new(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
+    EventName::check(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
     Ok(name)
 }
 

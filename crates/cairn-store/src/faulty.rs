@@ -144,23 +144,33 @@ impl<S: Store> FaultyStore<S> {
     }
 }
 
+/// The answer to a call `method` that `fault` strikes (or not): the call, passed on by `call`,
+/// is not made (`Before`), or made and its answer replaced by the error (`After`).
+fn answer<'a, T: Send + 'a>(
+    method: &'static str,
+    fault: Option<Fault>,
+    call: impl FnOnce() -> StoreFuture<'a, T>,
+) -> StoreFuture<'a, T> {
+    match fault {
+        None => call(),
+        Some(Fault::Before) => Box::pin(async move { Err(injected(method, Fault::Before)) }),
+        Some(Fault::After) => {
+            let pending = call();
+            Box::pin(async move {
+                let _ = pending.await;
+                Err(injected(method, Fault::After))
+            })
+        }
+    }
+}
+
 /// Each method counts itself, then fails if a fault strikes it, or asks the inner store.
 macro_rules! faulty {
     ($( fn $name:ident $(<$a:lifetime>)? (&$($sa:lifetime)? self $(, $arg:ident: $ty:ty)*) -> $out:ty; )*) => {
         $(
             fn $name $(<$a>)? (&$($sa)? self $(, $arg: $ty)*) -> $out {
                 let method = stringify!($name);
-                match self.faults.strike(method, None) {
-                    None => self.inner.$name($($arg),*),
-                    Some(Fault::Before) => Box::pin(async move { Err(injected(method, Fault::Before)) }),
-                    Some(Fault::After) => {
-                        let pending = self.inner.$name($($arg),*);
-                        Box::pin(async move {
-                            let _ = pending.await;
-                            Err(injected(method, Fault::After))
-                        })
-                    }
-                }
+                answer(method, self.faults.strike(method, None), || self.inner.$name($($arg),*))
             }
         )*
     };
@@ -170,17 +180,8 @@ impl<S: Store> Store for FaultyStore<S> {
     store_methods!(faulty);
 
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
-        match self.faults.strike("append", Some(&append)) {
-            None => self.inner.append(append),
-            Some(Fault::Before) => Box::pin(async move { Err(injected("append", Fault::Before)) }),
-            Some(Fault::After) => {
-                let pending = self.inner.append(append);
-                Box::pin(async move {
-                    let _ = pending.await;
-                    Err(injected("append", Fault::After))
-                })
-            }
-        }
+        let fault = self.faults.strike("append", Some(&append));
+        answer("append", fault, || self.inner.append(append))
     }
 
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

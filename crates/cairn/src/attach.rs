@@ -1,17 +1,30 @@
-//! What a [`Client`](crate::client::Client) attached to an engine in this process asks of that
-//! engine's worker: which workflows it registers, and a word with the runs it executes. A client
-//! sees the worker only through this trait, so it knows nothing of the engine's or a run's
-//! internals; the engine implements it.
+//! What a run and a [`Client`](crate::client::Client) attached to an engine in this process ask of
+//! that engine's worker: [`Host`] for both (the claim loop, the store's reports, the workflow a
+//! continuation starts), [`Attachment`] for a client besides (which workflows it registers, and a
+//! word with the runs it executes). They see the worker only through these traits, so they know
+//! nothing of the engine's internals; the engine implements them.
 
 use crate::error::Interrupt;
-use crate::run_core::Ended;
+use crate::run_core::{Ended, InputCheck};
 use cairn_store::{RunId, SignalRecord};
 use serde_json::value::RawValue;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// The worker that executes a run, or that a client is attached to.
+pub(crate) trait Host: Send + Sync {
+    /// Wakes the claim loop: something may be ready (a new run, a suspension's wake-up time).
+    fn wake_claimer(&self);
+    /// Whether the store reports runs ending or signalled in other processes, so result
+    /// waiters and waits in memory are woken instead of polling.
+    fn notices_reported(&self) -> bool;
+    /// The newest version of `workflow` the worker registers and its input check: what a run
+    /// that continues as new starts.
+    fn successor(&self, workflow: &str) -> (Option<u32>, Option<InputCheck>);
+}
+
 /// The worker of the engine a client is attached to.
-pub(crate) trait Attachment: Send + Sync {
+pub(crate) trait Attachment: Host {
     /// The newest version of `workflow` the worker registers.
     fn latest(&self, workflow: &str) -> Option<u32>;
     /// Whether the worker registers version `version` of `workflow`.
@@ -25,12 +38,8 @@ pub(crate) trait Attachment: Send + Sync {
     fn retention(&self, workflow: &str) -> Option<Duration>;
     /// The longest any run is kept, if the worker caps it.
     fn max_retention(&self) -> Option<Duration>;
-    /// Wakes the claim loop: something may be ready.
-    fn wake_claimer(&self);
     /// Whether the claim loop is still taking ready runs.
     fn claiming(&self) -> bool;
-    /// Whether the store reports endings and signals, so waiters need not poll.
-    fn notices_reported(&self) -> bool;
     /// Fires when the worker stops executing `id`: with how it ended if it ended there.
     fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>>;
     /// Tells everyone watching `id` how it ended, or (with `None`) to look again.

@@ -385,12 +385,7 @@ impl ClientError {
             ClientError::InvalidConcurrency(_) => "invalid_concurrency",
             ClientError::InvalidFairnessKey(_) => "invalid_fairness_key",
             ClientError::InvalidDebounce(_) => "invalid_debounce",
-            ClientError::InvalidName(error) => match error.what {
-                "workflow name" => "invalid_workflow_name",
-                "event name" => "invalid_event_name",
-                "idempotency key" => "invalid_idempotency_key",
-                _ => "invalid_name",
-            },
+            ClientError::InvalidName(error) => error.code,
             ClientError::Store(StoreError::Fenced { .. }) => "lease_lost",
             ClientError::Store(StoreError::SequenceConflict { .. }) => "sequence_conflict",
             ClientError::Store(StoreError::SignalUnavailable(_)) => "signal_unavailable",

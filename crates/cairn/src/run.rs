@@ -3,12 +3,13 @@
 //! carries it out: it appends to the store, sleeps on the clock, wakes the run's waits, fires the
 //! cancellation tokens of its steps, and records how the execution ended.
 
+use crate::attach::Host;
 use crate::client::Client;
 use crate::clock::Clock;
 use crate::error::{Interrupt, WorkflowError};
 use crate::flow::RateTurns;
 use crate::run_core::{
-    Begun, Ended, Ending, InputCheck, Limits, Lineage, Mode, Outcome, Refused, RunCore, RunInfo, encode, successor,
+    Begun, Ended, Ending, Limits, Lineage, Mode, Outcome, Refused, RunCore, RunInfo, encode, successor,
 };
 use cairn_journal::{Event, LoopRecord, NonDeterminism, RunState, SignalId, StepKind, StepPath, Timestamp};
 use cairn_store::{RunId, RunStatus, RunUpdate, SignalRecord, Store, StoreError, SuspendReason};
@@ -33,21 +34,9 @@ pub(crate) struct StepDefaults {
     pub(crate) timeout: Option<Duration>,
 }
 
-/// What a run asks of the worker that executes it, besides its store and clock.
-pub(crate) trait Host: Send + Sync {
-    /// Wakes the claim loop (a suspension's wake-up time is news to it).
-    fn wake_claimer(&self);
-    /// Whether the store reports signals and endings, so waits need not poll it.
-    fn notices_reported(&self) -> bool;
-}
-
 /// Everything a run needs from its worker, gathered by the worker when it loads the run.
 pub(crate) struct RunSetup {
-    /// The store the run's journal is in.
-    pub(crate) store: Arc<dyn Store>,
-    /// The worker's clock.
-    pub(crate) clock: Arc<dyn Clock>,
-    /// A client attached to the worker (children start through it).
+    /// A client attached to the worker, over its store and clock (children start through it).
     pub(crate) client: Client,
     /// The worker itself.
     pub(crate) host: Arc<dyn Host>,
@@ -60,9 +49,6 @@ pub(crate) struct RunSetup {
     pub(crate) step_defaults: StepDefaults,
     /// The turns the workflow's rate limits give the run.
     pub(crate) rate_turns: Vec<RateTurns>,
-    /// The newest version of the workflow this worker registers, and its input check: what a
-    /// continuation starts.
-    pub(crate) successor: (Option<u32>, Option<InputCheck>),
 }
 
 /// A run this worker holds the lease of.
@@ -147,7 +133,12 @@ impl RunShared {
 
     /// The worker's clock.
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
-        &self.setup.clock
+        &self.setup.client.clock
+    }
+
+    /// The worker's store.
+    fn store(&self) -> &dyn Store {
+        &*self.setup.client.store
     }
 
     /// A client attached to the worker.
@@ -191,7 +182,7 @@ impl RunShared {
         loop {
             self.check()?;
             let take = turns.at(self.now());
-            match self.setup.store.take_rate(&take).await {
+            match self.store().take_rate(&take).await {
                 Ok(None) => return Ok(take.now),
                 Ok(Some(at)) => {
                     crate::telemetry::delayed(&self.workflow, cairn_store::WaitingFor::Rate);
@@ -206,7 +197,7 @@ impl RunShared {
     }
 
     pub(crate) fn now(&self) -> Timestamp {
-        self.setup.clock.now()
+        self.setup.client.clock.now()
     }
 
     /// Records why the run must stop and stops it: at once (step code sees its cancellation
@@ -395,7 +386,7 @@ impl RunShared {
         let pending = {
             let mut core = self.lock();
             let append = core.prepare_append((&self.id, self.epoch), events, update, consume, at, batched);
-            self.setup.store.append(append)
+            self.store().append(append)
         };
         pending.await
     }
@@ -434,7 +425,7 @@ impl RunShared {
         self.changed.notify_one();
         let sleep = async {
             match wake_at {
-                Some(at) => self.setup.clock.sleep_until(at).await,
+                Some(at) => self.clock().sleep_until(at).await,
                 None => std::future::pending().await,
             }
         };
@@ -478,7 +469,7 @@ impl RunShared {
     /// Reads the run's unconsumed signals from the store again (another process may have sent
     /// some), keeping out those this execution took already.
     pub(crate) async fn refresh_signals(&self) -> Result<(), WorkflowError> {
-        let signals = self.setup.store.signals(&self.id).await.map_err(|e| {
+        let signals = self.store().signals(&self.id).await.map_err(|e| {
             self.interrupt(Interrupt::Store(e));
             self.interrupted()
         })?;
@@ -509,14 +500,14 @@ impl RunShared {
     /// The hand-over to the run this one continues as, with `input`: the newest version of the
     /// workflow this worker registers, the same parent, deadline and retention.
     fn successor(&self, input: String, now: Timestamp) -> Result<(Vec<Event>, RunUpdate), WorkflowError> {
-        let (version, check) = &self.setup.successor;
+        let (version, check) = self.setup.host.successor(&self.workflow);
         let deadline = self.lock().deadline();
         successor(
             (&self.id, &self.workflow),
             &self.lineage,
             deadline,
             (input, self.setup.limits.max_payload_bytes),
-            (*version, check.as_ref()),
+            (version, check.as_ref()),
             now,
         )
     }
@@ -530,7 +521,7 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
     // Interrupts the run at its deadline; never completes.
     let deadline = async {
         if let Some(at) = deadline_at {
-            shared.setup.clock.sleep_until(at).await;
+            shared.clock().sleep_until(at).await;
             shared.interrupt(Interrupt::TimedOut);
         }
         std::future::pending::<()>().await
@@ -576,7 +567,7 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
         }),
     };
     if let RunUpdate::Continue { successor, at } = &update
-        && let Ok(Some(_)) = shared.setup.store.get_run(&successor.id).await
+        && let Ok(Some(_)) = shared.store().get_run(&successor.id).await
     {
         // Someone created a run with this id: the chain cannot go on under it.
         let error = format!("[CAIRN-E0116] the run cannot continue as new: run id `{}` is taken", successor.id);

@@ -169,7 +169,7 @@ impl Schedule {
 /// Checks a schedule name: 1 to 100 bytes, no `/`, `@` or control characters (a firing's run
 /// id is the name, `@` and the firing time).
 pub(crate) fn check_name(name: &str) -> Result<(), ClientError> {
-    ScheduleName::new(name).map(drop).map_err(|error| ClientError::InvalidSchedule(error.to_string()))
+    ScheduleName::check(name).map_err(|error| ClientError::InvalidSchedule(error.to_string()))
 }
 
 /// The id of the run a schedule starts for its firing at `at`: `<name>@<RFC 3339 time>`, the

@@ -12,32 +12,24 @@ use std::fmt;
 pub struct NameError {
     /// The kind of name: `workflow name`, `event name`, `idempotency key`, …
     pub what: &'static str,
+    /// A stable snake_case name of the refusal (`invalid_workflow_name`): the HTTP API's
+    /// `error.code`.
+    pub code: &'static str,
     /// The text given.
     pub given: String,
     /// What it must be.
     pub rule: &'static str,
 }
 
-/// Checks `given` against a rule: 1 to `max` bytes, no control character (NUL included), none of
+/// Whether `given` keeps a rule: 1 to `max` bytes, no control character (NUL included), none of
 /// `forbidden`.
-fn check(
-    what: &'static str,
-    given: String,
-    max: usize,
-    forbidden: &[char],
-    rule: &'static str,
-) -> Result<String, NameError> {
-    let breaks =
-        given.is_empty() || given.len() > max || given.chars().any(|c| c.is_control() || forbidden.contains(&c));
-    match breaks {
-        true => Err(NameError { what, given, rule }),
-        false => Ok(given),
-    }
+fn keeps(given: &str, max: usize, forbidden: &[char]) -> bool {
+    !given.is_empty() && given.len() <= max && !given.chars().any(|c| c.is_control() || forbidden.contains(&c))
 }
 
 /// Declares a checked name type.
 macro_rules! name {
-    ($(#[$doc:meta])* $name:ident, $what:literal, $max:literal, [$($forbidden:literal),*], $rule:literal) => {
+    ($(#[$doc:meta])* $name:ident, $what:literal, $code:literal, $max:literal, [$($forbidden:literal),*], $rule:literal) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
@@ -49,7 +41,18 @@ macro_rules! name {
 
             /// `text`, if it keeps the rule.
             pub fn new(text: impl Into<String>) -> Result<$name, NameError> {
-                check($what, text.into(), $max, &[$($forbidden),*], $rule).map($name)
+                let text = text.into();
+                $name::check(&text)?;
+                Ok($name(text))
+            }
+
+            /// Whether `text` keeps the rule, without making the name (nothing is allocated
+            /// unless it does not).
+            pub fn check(text: &str) -> Result<(), NameError> {
+                match keeps(text, $max, &[$($forbidden),*]) {
+                    true => Ok(()),
+                    false => Err(NameError { what: $what, code: $code, given: text.to_owned(), rule: $rule }),
+                }
             }
 
             /// The text.
@@ -98,13 +101,13 @@ name!(
     /// assert!(WorkflowName::new("order").is_ok());
     /// assert!(WorkflowName::new("").is_err());
     /// ```
-    WorkflowName, "workflow name", 200, [], "1 to 200 bytes without control characters"
+    WorkflowName, "workflow name", "invalid_workflow_name", 200, [], "1 to 200 bytes without control characters"
 );
 
 name!(
     /// The name of an event a run waits for (a signal's name): 1 to 200 bytes, no control
     /// characters.
-    EventName, "event name", 200, [], "1 to 200 bytes without control characters"
+    EventName, "event name", "invalid_event_name", 200, [], "1 to 200 bytes without control characters"
 );
 
 name!(
@@ -117,19 +120,19 @@ name!(
     /// assert!(IdempotencyKey::new("a\0b").is_err());
     /// assert!(IdempotencyKey::new("k".repeat(3_000)).is_err());
     /// ```
-    IdempotencyKey, "idempotency key", 1000, [], "1 to 1,000 bytes without control characters"
+    IdempotencyKey, "idempotency key", "invalid_idempotency_key", 1000, [], "1 to 1,000 bytes without control characters"
 );
 
 name!(
     /// A schedule's name: 1 to 100 bytes, no control characters, no `/` or `@` (the runs it
     /// starts are named `<name>@<time>`).
-    ScheduleName, "schedule name", 100, ['/', '@'], "1 to 100 bytes without `/`, `@` or control characters"
+    ScheduleName, "schedule name", "invalid_schedule", 100, ['/', '@'], "1 to 100 bytes without `/`, `@` or control characters"
 );
 
 name!(
     /// The id of a published event: 1 to 200 bytes, no control characters. Publishing an id
     /// again starts nothing new.
-    EventId, "event id", 200, [], "1 to 200 bytes without control characters"
+    EventId, "event id", "invalid_event_id", 200, [], "1 to 200 bytes without control characters"
 );
 
 #[cfg(test)]

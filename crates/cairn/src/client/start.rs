@@ -397,8 +397,7 @@ impl Client {
         options: StartOptions,
     ) -> Result<NewRun, ClientError> {
         let StartOptions { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
-        let workflow = WorkflowName::new(workflow).map_err(ClientError::InvalidName)?;
-        let workflow = workflow.as_str();
+        WorkflowName::check(workflow).map_err(ClientError::InvalidName)?;
         let idempotency_key = match idempotency_key {
             Some(key) => Some(IdempotencyKey::new(key).map_err(ClientError::InvalidName)?.into_string()),
             None => None,
@@ -457,5 +456,5 @@ impl Client {
 }
 
 pub(super) fn check_signal_name(name: &str) -> Result<(), ClientError> {
-    EventName::new(name).map(drop).map_err(ClientError::InvalidName)
+    EventName::check(name).map_err(ClientError::InvalidName)
 }

@@ -2,6 +2,7 @@
 
 use super::local::{Local, lock};
 use super::runs::settle;
+use crate::attach::Attachment as _;
 use crate::client::Client;
 use crate::run::RunShared;
 use cairn_store::{ForgetWorkers, RunId, RunUpdate};

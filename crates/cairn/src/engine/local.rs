@@ -2,13 +2,13 @@
 //! it offers the runs it executes (`Host`, `RunSetup`) and the clients attached to it (`Attachment`).
 
 use super::config::Config;
-use crate::attach::Attachment;
+use crate::attach::{Attachment, Host};
 use crate::client::Client;
 use crate::clock::{Clock, wall_now};
 use crate::error::Interrupt;
 use crate::registry::Registry;
-use crate::run::{Host, RunSetup, RunShared};
-use crate::run_core::{Ended, Limits};
+use crate::run::{RunSetup, RunShared};
+use crate::run_core::{Ended, InputCheck, Limits};
 use cairn_journal::FastMap;
 use cairn_store::{ClaimRequest, RunId, SignalRecord, Store, WorkerRecord};
 use serde_json::value::RawValue;
@@ -34,7 +34,7 @@ pub(crate) struct Local {
     /// The claim loop is taking runs: a claim is under way, or the last one was full.
     pub(super) claiming: AtomicBool,
     /// The store reports runs ending or signalled in other processes (see
-    /// [`Local::notices_reported`]).
+    /// [`Host::notices_reported`]).
     remote_notices: bool,
     pub(super) claimer: Notify,
     pub(super) waiters: Mutex<FastMap<RunId, Vec<oneshot::Sender<Option<Ended>>>>>,
@@ -105,46 +105,9 @@ impl Local {
         }
     }
 
-    /// Wakes the claim loop: something may be ready.
-    pub(crate) fn wake_claimer(&self) {
-        self.claimer.notify_one();
-    }
-
-    /// Whether the claim loop is still taking ready runs: a pending run this worker can execute
-    /// is likely to be claimed here soon (and its watchers told).
-    pub(crate) fn claiming(&self) -> bool {
-        self.claiming.load(Ordering::SeqCst)
-    }
-
-    /// Whether the store tells this worker about runs ending or signalled in other processes,
-    /// so result waiters and waits in memory are woken instead of polling.
-    pub(crate) fn notices_reported(&self) -> bool {
-        self.remote_notices
-    }
-
     /// The live run with this id, if this worker executes it now.
     pub(crate) fn active(&self, id: &RunId) -> Option<Arc<RunShared>> {
         lock(&self.active).get(id).cloned()
-    }
-
-    /// A receiver that fires when this worker stops executing `id`: with how it ended if it
-    /// ended here, `None` if it suspended or stopped (look at the store then).
-    pub(crate) fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>> {
-        let (sender, receiver) = oneshot::channel();
-        let mut waiters = lock(&self.waiters);
-        let list = waiters.entry(id.clone()).or_default();
-        list.retain(|s| !s.is_closed());
-        list.push(sender);
-        receiver
-    }
-
-    /// Tells everyone watching `id` how it ended, or (with `None`) to look again.
-    pub(crate) fn notify_watchers(&self, id: &RunId, ended: Option<Ended>) {
-        if let Some(list) = lock(&self.waiters).remove(id) {
-            for sender in list {
-                let _ = sender.send(ended.clone());
-            }
-        }
     }
 
     pub(crate) fn run_finished(&self, id: &RunId, ended: Option<Ended>) {
@@ -176,11 +139,17 @@ pub(crate) fn attached(local: &Arc<Local>) -> Client {
 
 impl Host for Local {
     fn wake_claimer(&self) {
-        Local::wake_claimer(self);
+        self.claimer.notify_one();
     }
 
     fn notices_reported(&self) -> bool {
-        Local::notices_reported(self)
+        self.remote_notices
+    }
+
+    fn successor(&self, workflow: &str) -> (Option<u32>, Option<InputCheck>) {
+        let latest = self.registry.latest(workflow);
+        let check = latest.and_then(|version| self.registry.get(workflow, version));
+        (latest, check.map(|registered| Arc::clone(&registered.check_input)))
     }
 }
 
@@ -209,24 +178,25 @@ impl Attachment for Local {
         self.config.max_retention
     }
 
-    fn wake_claimer(&self) {
-        Local::wake_claimer(self);
-    }
-
     fn claiming(&self) -> bool {
-        Local::claiming(self)
-    }
-
-    fn notices_reported(&self) -> bool {
-        Local::notices_reported(self)
+        self.claiming.load(Ordering::SeqCst)
     }
 
     fn watch(&self, id: &RunId) -> oneshot::Receiver<Option<Ended>> {
-        Local::watch(self, id)
+        let (sender, receiver) = oneshot::channel();
+        let mut waiters = lock(&self.waiters);
+        let list = waiters.entry(id.clone()).or_default();
+        list.retain(|s| !s.is_closed());
+        list.push(sender);
+        receiver
     }
 
     fn notify_watchers(&self, id: &RunId, ended: Option<Ended>) {
-        Local::notify_watchers(self, id, ended);
+        if let Some(list) = lock(&self.waiters).remove(id) {
+            for sender in list {
+                let _ = sender.send(ended.clone());
+            }
+        }
     }
 
     fn runs_here(&self, id: &RunId) -> bool {
@@ -256,19 +226,12 @@ impl Attachment for Local {
 pub(crate) fn run_setup(local: &Arc<Local>, state: &cairn_journal::RunState) -> RunSetup {
     let workflow = state.workflow();
     let registry = &local.registry;
-    let latest = registry.latest(workflow);
     RunSetup {
-        store: Arc::clone(&local.store),
-        clock: Arc::clone(&local.clock),
         client: attached(local),
         host: Arc::clone(local) as Arc<dyn Host>,
         poll_interval: local.config.poll_interval,
         limits: Limits { max_payload_bytes: local.config.max_payload_bytes, suspend_grace: local.config.suspend_grace },
         step_defaults: registry.step_defaults(workflow),
         rate_turns: registry.rate_limits(workflow).iter().map(|limit| limit.turns_of(state.input())).collect(),
-        successor: (
-            latest,
-            latest.and_then(|version| registry.get(workflow, version)).map(|r| Arc::clone(&r.check_input)),
-        ),
     }
 }

@@ -3,6 +3,7 @@
 
 use super::local::{Local, attached, lock};
 use super::runs::spawn_run;
+use crate::attach::Attachment as _;
 use crate::client::Client;
 use crate::clock::wall_now;
 use crate::error::Interrupt;

@@ -210,8 +210,6 @@ pub struct RunCore {
     last_seq: u64,
     mode: Mode,
     limits: Limits,
-    /// When the run times out (from its `started` event).
-    deadline: Option<Timestamp>,
     /// Unconsumed signals, loaded on the first wait.
     signals: Option<Vec<SignalRecord>>,
     signals_seen: SignalId,
@@ -242,7 +240,6 @@ impl RunCore {
         RunCore {
             cursor: ReplayCursor::new(&state),
             last_seq: state.last_seq(),
-            deadline: state.deadline(),
             patches: state.patches().clone(),
             mode,
             limits,
@@ -271,9 +268,9 @@ impl RunCore {
         self.mode
     }
 
-    /// When the run times out.
+    /// When the run times out (from its `started` event).
     pub fn deadline(&self) -> Option<Timestamp> {
-        self.deadline
+        self.state.deadline()
     }
 
     /// The settings the core decides with.
@@ -303,7 +300,7 @@ impl RunCore {
             run_id: id.clone(),
             workflow: self.state.workflow().to_owned(),
             version: self.state.version(),
-            deadline: self.deadline,
+            deadline: self.deadline(),
             parent: lineage.parent.clone(),
             first_of_chain: RunId::new(first),
             generation,
@@ -572,7 +569,7 @@ impl RunCore {
         let any_wait = self.suspensions.values().any(|s| s.waits_for_signal);
         let earliest = self.suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
         // A run with a deadline is woken by it at the latest, to time out.
-        let wake_at = earliest.and_then(|s| s.wake_at).into_iter().chain(self.deadline).min();
+        let wake_at = earliest.and_then(|s| s.wake_at).into_iter().chain(self.deadline()).min();
         let reason = earliest.map_or(SuspendReason::Waiting, |s| s.reason);
         Some(RunUpdate::Suspend { reason, wake_at, signals_after: any_wait.then_some(self.signals_seen), now })
     }
