@@ -6,15 +6,52 @@
 use crate::common::{Server, await_status, http};
 use serde_json::json;
 
-/// The dumps, by the commit that wrote them: 95282e3 is the commit before issue 26's redesign.
-const DUMPS: &[(&str, &str)] = &[("95282e3", include_str!("fixtures/sqlite-95282e3.sql"))];
+/// The dumps, by the commit that wrote them (95282e3 is the commit before issue 26's redesign),
+/// each with the time it was written (its first run's creation, in Unix milliseconds).
+const DUMPS: &[(&str, &str, i64)] = &[("95282e3", include_str!("fixtures/sqlite-95282e3.sql"), 1_795_670_238_468)];
+
+/// `dump` as if written at `now`: every time in it (a number of Unix milliseconds within 60 days
+/// of `written`, in rows and in journal events alike) moves by `now - written`. Without this the
+/// `approval` run's wait would time out an hour after the dump was made, and the test would
+/// depend on the day it runs.
+fn as_if_written_at(dump: &str, written: i64, now: i64) -> String {
+    let (mut out, mut digits) = (String::with_capacity(dump.len()), String::new());
+    let window = 60 * 86_400_000;
+    let mut flush = |digits: &mut String, out: &mut String| {
+        match digits.parse::<i64>() {
+            Ok(t) if digits.len() == 13 && (t - written).abs() <= window => {
+                out.push_str(&(t + now - written).to_string())
+            }
+            _ => out.push_str(digits),
+        }
+        digits.clear();
+    };
+    for c in dump.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
+#[test]
+fn dumps_move_to_now_whole() {
+    let dump = "VALUES('r',1,1795670238477,'{\"deadline\":1795673838478}',2592000000,17956702384770)";
+    let moved = as_if_written_at(dump, 1_795_670_238_468, 1_795_670_238_468 + 1_000);
+    assert_eq!(moved, "VALUES('r',1,1795670239477,'{\"deadline\":1795673839478}',2592000000,17956702384770)");
+}
 
 #[test]
 fn a_database_written_by_an_earlier_commit_opens_and_its_runs_carry_on() {
-    for (commit, dump) in DUMPS {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    for (commit, dump, written) in DUMPS {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("cairn.db");
-        rusqlite::Connection::open(&db).unwrap().execute_batch(dump).unwrap();
+        rusqlite::Connection::open(&db).unwrap().execute_batch(&as_if_written_at(dump, *written, now)).unwrap();
         let server = Server::start_at(db, None, &[]);
         let address = server.address.as_str();
 
