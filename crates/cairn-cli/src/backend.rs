@@ -2,18 +2,17 @@
 //! (`--url`). Both answer with the HTTP API's views, so every command prints the same text and
 //! the same `--json` either way.
 
-use crate::remote::{Remote, encode};
 use crate::store_args::StoreArgs;
 use anyhow::Result;
-use cairn::{Client, PageCursor, RunFilter, RunId, RunStatus};
+use cairn::{Client, PageCursor, RunFilter, RunId, RunStatus, StartOptions};
+use cairn_client::Client as Remote;
 use cairn_http::reads;
 use cairn_http::views::{
-    self, EntryView, Outcome, Pruned, PublishedEvent, RunDetail, RunPage, SignalSent, SignalView, Signals, StartedRun,
-    Steps, Workflows,
+    self, EntryView, Outcome, Pruned, PublishedEvent, RunDetail, RunPage, SignalSent, SignalView, StartedRun, Steps,
+    Workflows,
 };
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use serde_json::value::RawValue;
 use std::time::Duration;
 
@@ -69,62 +68,18 @@ pub(crate) struct ListQuery {
     pub(crate) limit: usize,
 }
 
-/// `--input FIELD=VALUE` arguments as `("input.FIELD", "VALUE")`, the API's parameters.
-fn input_pairs(given: &[String]) -> Result<Vec<(String, &str)>> {
-    given
-        .iter()
-        .map(|pair| {
-            let (field, value) =
-                pair.split_once('=').ok_or_else(|| anyhow::anyhow!("--input {pair:?} is not FIELD=VALUE"))?;
-            Ok((format!("input.{field}"), value))
-        })
-        .collect()
+/// An `--input FIELD=VALUE` argument as its field and value.
+fn input_pair(pair: &str) -> Result<(&str, &str)> {
+    pair.split_once('=').ok_or_else(|| anyhow::anyhow!("--input {pair:?} is not FIELD=VALUE"))
 }
 
-/// `id`'s run on the server, and the path of its routes.
-async fn run_route(remote: &Remote, id: &str) -> Result<(RunDetail, String)> {
-    let run: RunDetail = remote.call("GET", &format!("/v1/runs/{}", encode(id)), None).await?;
-    let path = format!("/v1/workflows/{}/runs/{}", encode(&run.listed.run.workflow), encode(id));
-    Ok((run, path))
-}
-
-/// How `runs start` starts a run, besides its workflow and input.
-#[derive(Debug, Default)]
-pub(crate) struct StartAsk {
-    /// The run's id (default: a new one).
-    pub(crate) id: Option<String>,
-    /// Same key → the existing run.
-    pub(crate) idempotency_key: Option<String>,
-    /// The version to pin.
-    pub(crate) version: Option<u32>,
-    /// Its priority (default 0).
-    pub(crate) priority: Option<i32>,
-    /// The key it is served fairly by.
-    pub(crate) fairness_key: Option<String>,
-    /// Debounce it: key, quiet time and maximum wait, as given (`2s`).
-    pub(crate) debounce: Option<DebounceAsk>,
-}
-
-/// How `runs start --debounce` debounces a start, its durations as given.
-#[derive(Debug)]
-pub(crate) struct DebounceAsk {
-    pub(crate) key: String,
-    pub(crate) quiet: String,
-    pub(crate) max_wait: Option<String>,
-}
-
-impl DebounceAsk {
-    /// The debounce asked for; a duration that does not parse is refused.
-    fn parse(&self) -> Result<cairn::Debounce> {
-        let duration = |flag: &str, text: &str| {
-            humantime::parse_duration(text)
-                .map_err(|_| anyhow::anyhow!("{flag} {text:?} is not a duration (try `2s` or `5m`)"))
-        };
-        let mut debounce = cairn::Debounce::new(&self.key, duration("--quiet", &self.quiet)?);
-        if let Some(max_wait) = &self.max_wait {
-            debounce = debounce.max_wait(duration("--max-wait", max_wait)?);
+/// A refusal or failure of the server, as the command reports it.
+pub(crate) fn remote_error(error: cairn_client::Error) -> anyhow::Error {
+    match error {
+        cairn_client::Error::Api { status: 401, message, .. } => {
+            anyhow::anyhow!("{message} (set CAIRN_TOKEN or --token)")
         }
-        Ok(debounce)
+        other => other.into(),
     }
 }
 
@@ -138,9 +93,13 @@ impl Backend {
                 let input_contains = match query.input.is_empty() {
                     true => None,
                     false => {
-                        let pairs = input_pairs(&query.input)?;
-                        let pairs = pairs.iter().map(|(name, value)| (name.as_str(), *value));
-                        Some(views::input_filter(pairs).map_err(anyhow::Error::msg)?)
+                        let pairs = query.input.iter().map(|pair| input_pair(pair)).collect::<Result<Vec<_>>>()?;
+                        let pairs: Vec<(String, &str)> =
+                            pairs.iter().map(|(f, v)| (format!("input.{f}"), *v)).collect();
+                        Some(
+                            views::input_filter(pairs.iter().map(|(f, v)| (f.as_str(), *v)))
+                                .map_err(anyhow::Error::msg)?,
+                        )
                     }
                 };
                 let filter = RunFilter {
@@ -154,16 +113,17 @@ impl Backend {
                 Ok(reads::run_page(client, &filter, query.stranded, &live).await?)
             }
             Backend::Http(remote) => {
-                let mut params = vec![format!("limit={}", query.limit)];
-                let given = [("workflow", &query.workflow), ("status", &query.status), ("cursor", &query.cursor)];
-                params.extend(given.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v)))));
-                if query.stranded {
-                    params.push("stranded=true".into());
-                }
-                for (name, value) in input_pairs(&query.input)? {
-                    params.push(format!("{}={}", encode(&name), encode(value)));
-                }
-                remote.call("GET", &format!("/v1/runs?{}", params.join("&")), None).await
+                let input = query.input.iter().map(|pair| input_pair(pair).map(|(f, v)| (f.to_owned(), v.to_owned())));
+                let query = cairn_client::ListQuery {
+                    workflow: query.workflow.clone(),
+                    status: query.status.clone(),
+                    stranded: query.stranded,
+                    input: input.collect::<Result<_>>()?,
+                    cursor: query.cursor.clone(),
+                    limit: Some(query.limit),
+                    ..cairn_client::ListQuery::default()
+                };
+                remote.list(&query).await.map_err(remote_error)
             }
         }
     }
@@ -181,9 +141,9 @@ impl Backend {
                 })
             }
             Backend::Http(remote) => {
-                let (run, path) = run_route(remote, id).await?;
-                let steps: Steps = remote.call("GET", &format!("{path}/steps"), None).await?;
-                let signals: Signals = remote.call("GET", &format!("{path}/signals"), None).await?;
+                let run = remote.get(id).await.map_err(remote_error)?;
+                let steps = remote.steps(id).await.map_err(remote_error)?;
+                let signals = remote.signals(id).await.map_err(remote_error)?;
                 Ok(Shown { run, journal: steps.journal, signals: signals.signals, vars: steps.vars })
             }
         }
@@ -196,10 +156,7 @@ impl Backend {
                 client.get(&id).await?;
                 Ok(views::steps(&id, &client.journal(&id).await?))
             }
-            Backend::Http(remote) => {
-                let (_, path) = run_route(remote, id).await?;
-                remote.call("GET", &format!("{path}/steps"), None).await
-            }
+            Backend::Http(remote) => remote.steps(id).await.map_err(remote_error),
         }
     }
 
@@ -210,45 +167,15 @@ impl Backend {
                 let signal = client.signal(&id, event, &payload).await?;
                 Ok(SignalSent { run: id.to_string(), signal: signal.0, event: event.to_owned() })
             }
-            Backend::Http(remote) => {
-                let (_, path) = run_route(remote, id).await?;
-                remote.call("POST", &format!("{path}/signals/{}", encode(event)), Some(payload.get().to_owned())).await
-            }
+            Backend::Http(remote) => remote.signal(id, event, &payload).await.map_err(remote_error),
         }
     }
 
-    pub(crate) async fn start(&self, workflow: &str, input: Box<RawValue>, ask: StartAsk) -> Result<StartedRun> {
-        let StartAsk { id, idempotency_key, version, priority, fairness_key, debounce } = ask;
+    /// Starts a run of `workflow` as `options` (built from the flags) describe it.
+    pub(crate) async fn start(&self, workflow: &str, options: StartOptions) -> Result<StartedRun> {
         match self {
-            Backend::Store(client) => {
-                let mut start = client.start(workflow, &*input);
-                if let Some(id) = id {
-                    start = start.id(id);
-                }
-                if let Some(key) = idempotency_key {
-                    start = start.idempotency_key(key);
-                }
-                if let Some(version) = version {
-                    start = start.version(version);
-                }
-                if let Some(priority) = priority {
-                    start = start.priority(priority);
-                }
-                if let Some(key) = fairness_key {
-                    start = start.fairness_key(key);
-                }
-                if let Some(debounce) = &debounce {
-                    start = start.debounce(debounce.parse()?);
-                }
-                Ok(views::started(&start.await?))
-            }
-            Backend::Http(remote) => {
-                let debounce = debounce.map(|d| json!({"key": d.key, "quiet": d.quiet, "maxWait": d.max_wait}));
-                let body = json!({"input": input, "id": id, "idempotencyKey": idempotency_key, "version": version,
-                                  "priority": priority, "fairnessKey": fairness_key, "debounce": debounce});
-                let path = format!("/v1/workflows/{}/runs", encode(workflow));
-                remote.call("POST", &path, Some(body.to_string())).await
-            }
+            Backend::Store(client) => Ok(views::started(&client.start_with(workflow, options).await?)),
+            Backend::Http(remote) => remote.start(workflow, &options).await.map_err(remote_error),
         }
     }
 
@@ -256,12 +183,9 @@ impl Backend {
         match self {
             Backend::Store(client) => {
                 let id = RunId::new(id);
-                Ok(Outcome::cancel(&id, client.cancel(&id).await?))
+                Ok(views::cancelled(&id, client.cancel(&id).await?))
             }
-            Backend::Http(remote) => {
-                let (_, path) = run_route(remote, id).await?;
-                remote.call("DELETE", &path, None).await
-            }
+            Backend::Http(remote) => remote.cancel(id).await.map_err(remote_error),
         }
     }
 
@@ -269,12 +193,9 @@ impl Backend {
         match self {
             Backend::Store(client) => {
                 let id = RunId::new(id);
-                Ok(Outcome::pause(&id, client.pause(&id).await?))
+                Ok(views::paused(&id, client.pause(&id).await?))
             }
-            Backend::Http(remote) => {
-                let (_, path) = run_route(remote, id).await?;
-                remote.call("POST", &format!("{path}/pause"), None).await
-            }
+            Backend::Http(remote) => remote.pause(id).await.map_err(remote_error),
         }
     }
 
@@ -283,12 +204,9 @@ impl Backend {
             Backend::Store(client) => {
                 let id = RunId::new(id);
                 client.resume(&id).await?;
-                Ok(Outcome::resumed(&id))
+                Ok(views::resumed(&id))
             }
-            Backend::Http(remote) => {
-                let (_, path) = run_route(remote, id).await?;
-                remote.call("POST", &format!("{path}/resume"), None).await
-            }
+            Backend::Http(remote) => remote.resume(id).await.map_err(remote_error),
         }
     }
 
@@ -302,12 +220,7 @@ impl Backend {
                     from_step: from_step.to_owned(),
                 })
             }
-            Backend::Http(remote) => {
-                let (_, path) = run_route(remote, id).await?;
-                remote
-                    .call("POST", &format!("{path}/restart"), Some(json!({ "fromStep": from_step }).to_string()))
-                    .await
-            }
+            Backend::Http(remote) => remote.restart(id, from_step).await.map_err(remote_error),
         }
     }
 
@@ -339,8 +252,7 @@ impl Backend {
                 Ok(views::pruned(&runs, dry_run))
             }
             Backend::Http(remote) => {
-                let body = json!({ "olderThan": older_than, "dryRun": dry_run });
-                remote.call("POST", "/v1/runs/prune", Some(body.to_string())).await
+                remote.prune(&cairn_client::PruneBody { older_than, dry_run }).await.map_err(remote_error)
             }
         }
     }
@@ -356,14 +268,14 @@ impl Backend {
             Backend::Http(_) if all => {
                 anyhow::bail!("--all lists workers that are no longer live, which only the store records: drop --url")
             }
-            Backend::Http(remote) => Ok(remote.call::<views::Workers>("GET", "/v1/workers", None).await?.workers),
+            Backend::Http(remote) => Ok(remote.workers().await.map_err(remote_error)?.workers),
         }
     }
 
     pub(crate) async fn workflows(&self) -> Result<Workflows> {
         match self {
             Backend::Store(client) => Ok(views::workflows(&client.workflow_counts().await?)),
-            Backend::Http(remote) => remote.call("GET", "/v1/workflows", None).await,
+            Backend::Http(remote) => remote.workflows().await.map_err(remote_error),
         }
     }
 
@@ -382,8 +294,8 @@ impl Backend {
                 Ok(views::published(topic, &publish.await?))
             }
             Backend::Http(remote) => {
-                let body = json!({ "id": id, "payload": payload });
-                remote.call("POST", &format!("/v1/events/{}", encode(topic)), Some(body.to_string())).await
+                let event = cairn_client::PublishBody { id, payload: Some(payload) };
+                remote.publish(topic, &event).await.map_err(remote_error)
             }
         }
     }

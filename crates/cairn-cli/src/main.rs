@@ -21,7 +21,6 @@ mod events;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod progress;
-mod remote;
 mod runs;
 mod schedules;
 mod serve;

@@ -1,9 +1,10 @@
 //! `cairn runs …`: list, show, start, signal, cancel, pause, resume, restart and prune runs, in
 //! a store or through a running `cairn serve` (`--url`).
 
-use crate::backend::{ListQuery, Shown, StartAsk, Target};
+use crate::backend::{ListQuery, Shown, Target};
 use anyhow::{Context, Result};
 use cairn::journal::Event;
+use cairn::{DebounceOptions, StartOptions};
 use cairn_http::views;
 pub(crate) use cairn_http::views::time;
 use clap::Subcommand;
@@ -147,6 +148,13 @@ pub(crate) enum RunsCommand {
         /// With `--debounce`: the latest the run begins after its window's first start (`1m`).
         #[arg(long = "max-wait", requires = "debounce")]
         max_wait: Option<String>,
+        /// A deadline for the whole run, this long after the start (`30m`, `2h`); at it the run
+        /// fails with a timeout error.
+        #[arg(long)]
+        timeout: Option<String>,
+        /// Days to keep the run once it has ended (default: the workflow's, or 30).
+        #[arg(long = "retention-days")]
+        retention_days: Option<u32>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -323,12 +331,22 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             debounce,
             quiet,
             max_wait,
+            timeout,
+            retention_days,
             json,
         } => {
-            let input = json_arg("input", input)?;
-            let debounce = debounce.zip(quiet).map(|(key, quiet)| crate::backend::DebounceAsk { key, quiet, max_wait });
-            let ask = StartAsk { id, idempotency_key, version, priority, fairness_key, debounce };
-            let started = target.connect(true).await?.start(&workflow, input, ask).await?;
+            let options = StartOptions {
+                input: Some(json_arg("input", input)?),
+                id,
+                idempotency_key,
+                version,
+                retention_days,
+                priority,
+                fairness_key,
+                debounce: debounce.zip(quiet).map(|(key, quiet)| DebounceOptions { key, quiet, max_wait }),
+                timeout,
+            };
+            let started = target.connect(true).await?.start(&workflow, options).await?;
             let run = &started.run;
             if json {
                 out!("{}", json!(started));

@@ -1,7 +1,6 @@
 //! `cairn schedules …`: declare, list, pause, resume, trigger and delete schedules.
 
-use crate::backend::{Backend, Target};
-use crate::remote::encode;
+use crate::backend::{Backend, Target, remote_error};
 use crate::runs::table;
 use anyhow::Result;
 use cairn_http::views::{self, ScheduleBody, ScheduleView, Schedules, StartedRun, schedule_view};
@@ -93,64 +92,54 @@ impl Backend {
             Backend::Store(client) => {
                 Ok(Schedules { schedules: client.schedules().await?.iter().map(schedule_view).collect() })
             }
-            Backend::Http(remote) => remote.call("GET", "/v1/schedules", None).await,
+            Backend::Http(remote) => remote.schedules().await.map_err(remote_error),
         }
     }
 
     async fn show_schedule(&self, name: &str) -> Result<ScheduleView> {
         match self {
             Backend::Store(client) => Ok(schedule_view(&client.schedule(name).await?)),
-            Backend::Http(remote) => remote.call("GET", &format!("/v1/schedules/{}", encode(name)), None).await,
+            Backend::Http(remote) => remote.schedule(name).await.map_err(remote_error),
         }
     }
 
     async fn put_schedule(&self, name: &str, body: &ScheduleBody) -> Result<ScheduleView> {
         match self {
             Backend::Store(client) => {
-                let schedule = body.schedule(name).map_err(anyhow::Error::msg)?;
+                let schedule = views::schedule(body, name).map_err(anyhow::Error::msg)?;
                 Ok(schedule_view(&client.put_schedule(&schedule).await?))
             }
-            Backend::Http(remote) => {
-                let path = format!("/v1/schedules/{}", encode(name));
-                remote.call("PUT", &path, Some(serde_json::to_string(body)?)).await
-            }
+            Backend::Http(remote) => remote.put_schedule(name, body).await.map_err(remote_error),
         }
     }
 
     async fn pause_schedule(&self, name: &str) -> Result<ScheduleView> {
         match self {
             Backend::Store(client) => Ok(schedule_view(&client.pause_schedule(name).await?)),
-            Backend::Http(remote) => remote.call("POST", &action_path(name, "pause"), None).await,
+            Backend::Http(remote) => remote.pause_schedule(name).await.map_err(remote_error),
         }
     }
 
     async fn resume_schedule(&self, name: &str) -> Result<ScheduleView> {
         match self {
             Backend::Store(client) => Ok(schedule_view(&client.resume_schedule(name).await?)),
-            Backend::Http(remote) => remote.call("POST", &action_path(name, "resume"), None).await,
+            Backend::Http(remote) => remote.resume_schedule(name).await.map_err(remote_error),
         }
     }
 
     async fn trigger_schedule(&self, name: &str) -> Result<StartedRun> {
         match self {
             Backend::Store(client) => Ok(views::started(&client.trigger_schedule(name).await?)),
-            Backend::Http(remote) => remote.call("POST", &action_path(name, "trigger"), None).await,
+            Backend::Http(remote) => remote.trigger_schedule(name).await.map_err(remote_error),
         }
     }
 
     async fn delete_schedule(&self, name: &str) -> Result<()> {
         match self {
             Backend::Store(client) => Ok(client.delete_schedule(name).await?),
-            Backend::Http(remote) => {
-                remote.call::<serde_json::Value>("DELETE", &format!("/v1/schedules/{}", encode(name)), None).await?;
-                Ok(())
-            }
+            Backend::Http(remote) => remote.delete_schedule(name).await.map_err(remote_error),
         }
     }
-}
-
-fn action_path(name: &str, action: &str) -> String {
-    format!("/v1/schedules/{}/{action}", encode(name))
 }
 
 fn describe(schedule: &ScheduleView) -> String {

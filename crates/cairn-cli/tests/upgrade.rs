@@ -17,7 +17,7 @@ const DUMPS: &[(&str, &str, i64)] = &[("95282e3", include_str!("fixtures/sqlite-
 fn as_if_written_at(dump: &str, written: i64, now: i64) -> String {
     let (mut out, mut digits) = (String::with_capacity(dump.len()), String::new());
     let window = 60 * 86_400_000;
-    let mut flush = |digits: &mut String, out: &mut String| {
+    let flush = |digits: &mut String, out: &mut String| {
         match digits.parse::<i64>() {
             Ok(t) if digits.len() == 13 && (t - written).abs() <= window => {
                 out.push_str(&(t + now - written).to_string())

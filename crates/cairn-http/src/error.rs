@@ -6,8 +6,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use cairn::{ClientError, ErrorKind};
-use serde::Serialize;
-use utoipa::ToSchema;
+pub use cairn_api::{ErrorBody, ErrorDetail};
 
 /// An error answer: `{"error": {"code", "message"}}` with its status.
 #[derive(Debug)]
@@ -25,22 +24,6 @@ impl ApiError {
     pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
     }
-}
-
-/// Every error answer's body.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// What went wrong.
-    pub error: ErrorDetail,
-}
-
-/// What went wrong.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// A stable snake_case code (`run_not_found`, `invalid_json`, `run_finished`, …).
-    pub code: String,
-    /// For people.
-    pub message: String,
 }
 
 impl ApiError {

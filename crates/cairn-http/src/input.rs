@@ -6,8 +6,7 @@ use crate::state::Api;
 use cairn::store::{EventName, WorkflowName};
 use cairn::{ClientError, RunId, RunRecord};
 use serde::Deserialize;
-use serde_json::value::RawValue;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
 /// A workflow name from a path, checked as `Client` checks it ([`WorkflowName`]).
 pub(crate) fn workflow_name(name: &str) -> Result<&str, ApiError> {
@@ -38,94 +37,6 @@ pub(crate) async fn run_of(api: &Api, name: &str, id: &str) -> Result<RunRecord,
 /// JSON from a request body: malformed JSON or wrong types are `400`.
 pub(crate) fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|error| ApiError::bad_request("invalid_json", error.to_string()))
-}
-
-/// What `POST /v1/workflows/{name}/runs` takes.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct StartBody {
-    /// The run's input (default `null`).
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub(crate) input: Option<Box<RawValue>>,
-    /// The run's id (default: a new UUIDv7).
-    pub(crate) id: Option<String>,
-    /// Starting again with the same key returns the existing run.
-    pub(crate) idempotency_key: Option<String>,
-    /// The workflow version (default: the newest the server's worker registered).
-    pub(crate) version: Option<u32>,
-    /// Days to keep the run once it has ended (default: the workflow's, or 30).
-    pub(crate) retention_days: Option<u32>,
-    /// Ready runs of a higher priority are claimed first (default 0).
-    pub(crate) priority: Option<i32>,
-    /// Within a priority, ready runs are served fairly between keys (a tenant, a customer).
-    pub(crate) fairness_key: Option<String>,
-    /// Debounce the start: starts with the same key collapse into one run with the latest
-    /// input (the answer is then `200` with that run).
-    pub(crate) debounce: Option<DebounceBody>,
-}
-
-/// A start's `debounce`.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct DebounceBody {
-    /// Starts of the workflow with equal keys collapse (1 to 200 bytes).
-    key: String,
-    /// How long the key must be quiet before the run begins (`2s`, `500ms`, `5m`).
-    quiet: String,
-    /// The latest the run begins after the window's first start (default: no limit).
-    max_wait: Option<String>,
-}
-
-impl DebounceBody {
-    /// The debounce asked for; a duration that does not parse is `400 invalid_debounce`.
-    pub(crate) fn parse(self) -> Result<cairn::Debounce, ApiError> {
-        let duration = |name: &str, text: &str| {
-            humantime::parse_duration(text).map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_debounce",
-                    format!("debounce {name} {text:?} is not a duration (try `2s`)"),
-                )
-            })
-        };
-        let mut debounce = cairn::Debounce::new(self.key, duration("quiet", &self.quiet)?);
-        if let Some(max_wait) = &self.max_wait {
-            debounce = debounce.max_wait(duration("maxWait", max_wait)?);
-        }
-        Ok(debounce)
-    }
-}
-
-/// What `POST /v1/events/{topic}` takes.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PublishBody {
-    /// The event's id (default: a new UUIDv7). Publishing an id again starts no run it started.
-    pub(crate) id: Option<String>,
-    /// The event's payload, each started run's input (default `null`).
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub(crate) payload: Option<Box<RawValue>>,
-}
-
-/// What `POST /v1/runs/prune` takes.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PruneBody {
-    /// Also delete every ended run that ended longer ago than this (`90d`, `12h`), whatever its
-    /// retention.
-    pub(crate) older_than: Option<String>,
-    /// List what would be deleted, deleting nothing.
-    #[serde(default)]
-    pub(crate) dry_run: bool,
-}
-
-/// What `POST …/restart` takes.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RestartBody {
-    /// The step (or scope) to run again from, as the journal names it.
-    pub(crate) from_step: String,
 }
 
 /// The query of the list routes.

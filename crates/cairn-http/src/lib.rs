@@ -9,7 +9,7 @@
 //!
 //! | method and path | does |
 //! |---|---|
-//! | `POST /v1/workflows/{name}/runs` | start: `{input, id?, idempotencyKey?, version?, retentionDays?}`; `201` when created, `200` with the existing run for a repeated key |
+//! | `POST /v1/workflows/{name}/runs` | start: `{input, id?, idempotencyKey?, version?, retentionDays?, priority?, fairnessKey?, debounce?, timeout?}` ([`StartBody`], one type with the CLI's and the light client's start); `201` when created, `200` with the existing run for a repeated key |
 //! | `GET /v1/workflows/{name}/runs` | list, newest first: `status`, `since`, `until` (RFC 3339), `cursor`, `limit` (≤ 1,000) |
 //! | `GET /v1/runs` | the same across workflows (`workflow` as a parameter) |
 //! | `GET /v1/workflows` | every workflow with runs, with its counts by status |
@@ -67,8 +67,9 @@ use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use cairn_api::{DebounceOptions as DebounceBody, PruneBody, PublishBody, RestartBody, StartOptions as StartBody};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
-pub use input::{DebounceBody, ListParams, PruneBody, PublishBody, RestartBody, ResultParams, StartBody};
+pub use input::{ListParams, ResultParams};
 pub use state::ApiConfig;
 pub use tokio_util::sync::CancellationToken;
 

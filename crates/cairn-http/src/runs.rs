@@ -2,10 +2,7 @@
 //! cancel, pause, resume, restart, result, prune; workers and metrics.
 
 use crate::error::{Answer, ApiError, ErrorBody};
-use crate::input::{
-    ListParams, PruneBody, PublishBody, RestartBody, ResultParams, StartBody, event_name, parse, run_id, run_of,
-    timestamp, workflow_name,
-};
+use crate::input::{ListParams, ResultParams, event_name, parse, run_id, run_of, timestamp, workflow_name};
 use crate::state::Api;
 use crate::views::{
     Outcome, PublishedEvent, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows,
@@ -18,6 +15,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cairn::{Client, LiveWorkers, PageCursor, RunFilter, RunStatus};
+use cairn_api::{PruneBody, PublishBody, RestartBody, StartOptions};
 use serde_json::value::RawValue;
 use std::time::Duration;
 
@@ -34,7 +32,7 @@ pub(crate) async fn prometheus(State(api): State<Api>) -> Result<Response, ApiEr
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs", tag = "runs",
     params(("name" = String, Path, description = "Workflow name")),
-    request_body = StartBody,
+    request_body = StartOptions,
     responses(
         (status = 201, description = "Created", body = StartedRun),
         (status = 200, description = "An existing run with this idempotency key, or the debouncing run this start joined", body = StartedRun),
@@ -49,30 +47,11 @@ pub(crate) async fn start(
     let Path(name) = path?;
     let name = workflow_name(&name)?;
     let body = body?;
-    let body: StartBody = parse(if body.is_empty() { b"{}" } else { &body })?;
-    let input = body.input.unwrap_or_else(|| RawValue::NULL.to_owned());
-    let mut start = api.client.start(name, &*input);
-    if let Some(id) = body.id {
-        start = start.id(run_id(&id)?.as_str());
+    let options: StartOptions = parse(if body.is_empty() { b"{}" } else { &body })?;
+    if let Some(id) = &options.id {
+        run_id(id)?;
     }
-    if let Some(key) = body.idempotency_key {
-        start = start.idempotency_key(key);
-    }
-    if let Some(version) = body.version {
-        start = start.version(version);
-    }
-    if let Some(days) = body.retention_days {
-        start = start.retention(Duration::from_secs(u64::from(days) * 86_400));
-    }
-    if let Some(priority) = body.priority {
-        start = start.priority(priority);
-    }
-    if let Some(key) = body.fairness_key {
-        start = start.fairness_key(key);
-    }
-    if let Some(debounce) = body.debounce {
-        start = start.debounce(debounce.parse()?);
-    }
+    let start = api.client.start_with(name, options);
     let handle = start.await?;
     let status = if handle.created() { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(views::started(&handle))))
@@ -317,7 +296,7 @@ pub(crate) async fn cancel(
 ) -> Answer<Outcome> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    Ok(Json(Outcome::cancel(&run.id, api.client.cancel(&run.id).await?)))
+    Ok(Json(views::cancelled(&run.id, api.client.cancel(&run.id).await?)))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/pause", tag = "runs",
@@ -330,7 +309,7 @@ pub(crate) async fn pause(
 ) -> Answer<Outcome> {
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
-    Ok(Json(Outcome::pause(&run.id, api.client.pause(&run.id).await?)))
+    Ok(Json(views::paused(&run.id, api.client.pause(&run.id).await?)))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/resume", tag = "runs",
@@ -344,7 +323,7 @@ pub(crate) async fn resume(
     let Path((name, id)) = path?;
     let run = run_of(&api, &name, &id).await?;
     api.client.resume(&run.id).await?;
-    Ok(Json(Outcome::resumed(&run.id)))
+    Ok(Json(views::resumed(&run.id)))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/restart", tag = "runs",

@@ -30,7 +30,8 @@ pub(crate) async fn put_schedule(
 ) -> Answer<ScheduleView> {
     let Path(name) = path?;
     let body: ScheduleBody = parse(&body?)?;
-    let schedule = body.schedule(&name).map_err(|message| ApiError::bad_request("invalid_schedule", message))?;
+    let schedule =
+        views::schedule(&body, &name).map_err(|message| ApiError::bad_request("invalid_schedule", message))?;
     Ok(Json(schedule_view(&api.client.put_schedule(&schedule).await?)))
 }
 

@@ -311,6 +311,9 @@ pub enum ClientError {
     /// [`IdempotencyKey`](cairn_store::IdempotencyKey)). Nothing was stored.
     #[error("[CAIRN-E0316] {0}")]
     InvalidName(NameError),
+    /// A start's timeout is not a duration from 1 ms to 10 years (`30m`, `2h`).
+    #[error("[CAIRN-E0317] invalid timeout: {0}")]
+    InvalidTimeout(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -352,7 +355,8 @@ impl ClientError {
             | ClientError::InvalidConcurrency(_)
             | ClientError::InvalidFairnessKey(_)
             | ClientError::InvalidDebounce(_)
-            | ClientError::InvalidName(_) => ErrorKind::Invalid,
+            | ClientError::InvalidName(_)
+            | ClientError::InvalidTimeout(_) => ErrorKind::Invalid,
             ClientError::PayloadTooLarge { .. } => ErrorKind::TooLarge,
             ClientError::DuplicateRunId(_)
             | ClientError::RunFinished { .. }
@@ -386,6 +390,7 @@ impl ClientError {
             ClientError::InvalidFairnessKey(_) => "invalid_fairness_key",
             ClientError::InvalidDebounce(_) => "invalid_debounce",
             ClientError::InvalidName(error) => error.code,
+            ClientError::InvalidTimeout(_) => "invalid_timeout",
             ClientError::Store(StoreError::Fenced { .. }) => "lease_lost",
             ClientError::Store(StoreError::SequenceConflict { .. }) => "sequence_conflict",
             ClientError::Store(StoreError::SignalUnavailable(_)) => "signal_unavailable",
@@ -413,6 +418,7 @@ impl ClientError {
             ClientError::InvalidFairnessKey(_) => Some("CAIRN-E0313"),
             ClientError::InvalidDebounce(_) => Some("CAIRN-E0315"),
             ClientError::InvalidName(_) => Some("CAIRN-E0316"),
+            ClientError::InvalidTimeout(_) => Some("CAIRN-E0317"),
             ClientError::RunDidNotComplete { .. } => None,
             ClientError::Store(error) => error.code(),
         }
@@ -493,6 +499,7 @@ mod tests {
             ClientError::InvalidFairnessKey("k".into()),
             ClientError::InvalidDebounce("d".into()),
             ClientError::InvalidName(cairn_store::WorkflowName::new("").unwrap_err()),
+            ClientError::InvalidTimeout("t".into()),
             ClientError::Store(StoreError::Fenced { run_id: id, held: 1, current: 2 }),
         ];
         for error in errors {

@@ -60,6 +60,7 @@ pub mod testing;
 mod var;
 mod workers;
 
+pub use cairn_api::{DebounceOptions, StartOptions};
 pub use cairn_journal::{RetryPolicy, StepPath, Timestamp};
 #[cfg(feature = "sqlite")]
 pub use cairn_sqlite::{Durability, SqliteOptions, SqliteStore};

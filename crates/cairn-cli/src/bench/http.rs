@@ -4,21 +4,20 @@ use super::args::*;
 use super::stats::*;
 use anyhow::{Result, bail};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Runs in flight at once over HTTP (each holds a connection while it waits for its result).
 pub(super) const HTTP_CONCURRENCY: usize = 256;
 
 /// W1 or W2 against a server: starts and results over the API.
 pub(super) async fn http_bench(args: &BenchArgs, url: &str, runs: usize, steps: usize) -> Result<()> {
-    use cairn_http::views::{RunDetail, StartedRun};
-    let remote = Arc::new(crate::remote::Remote::new(url, args.token.clone())?);
-    let one = move |remote: Arc<crate::remote::Remote>| async move {
+    let remote = Arc::new(cairn_client::Client::new(url, args.token.clone())?);
+    let one = move |remote: Arc<cairn_client::Client>| async move {
         let begun = Instant::now();
-        let body = serde_json::json!({ "input": steps }).to_string();
-        let started: StartedRun = remote.call("POST", "/v1/workflows/noop/runs", Some(body)).await?;
-        let path = format!("/v1/workflows/noop/runs/{}/result?timeout=300s", crate::remote::encode(&started.run.id));
-        let run: RunDetail = remote.call("GET", &path, None).await?;
+        let input = serde_json::value::RawValue::from_string(steps.to_string())?;
+        let options = cairn_client::StartOptions { input: Some(input), ..Default::default() };
+        let started = remote.start("noop", &options).await?;
+        let run = remote.result_of("noop", &started.run.id, Duration::from_secs(300)).await?;
         if run.listed.run.status != "completed" {
             bail!("run {} ended {}: {:?}", run.listed.run.id, run.listed.run.status, run.listed.run.error);
         }

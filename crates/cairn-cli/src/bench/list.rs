@@ -67,25 +67,28 @@ pub(super) async fn list_bench(
     let url = format!("http://{}", listener.local_addr()?);
     let app = cairn_http::router(engine.client(), cairn_http::ApiConfig::default());
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
-    let remote = crate::remote::Remote::new(&url, None)?;
+    let remote = cairn_client::Client::new(&url, None)?;
     let timed = |samples: &mut Vec<f64>, began: Instant| samples.push(began.elapsed().as_secs_f64() * 1e3);
     let (mut counts_ms, mut first_ms, mut deep_ms) = (Vec::new(), Vec::new(), Vec::new());
     let mut failed = 0;
     for _ in 0..50 {
         let began = Instant::now();
-        let workflows: Workflows = remote.call("GET", "/v1/workflows", None).await?;
+        let workflows: Workflows = remote.workflows().await?;
         timed(&mut counts_ms, began);
         failed = workflows.workflows.iter().map(|w| w.runs.get("failed").copied().unwrap_or(0)).sum::<u64>();
     }
     for _ in 0..5 {
         let mut cursor: Option<String> = None;
         for page in 0..=100 {
-            let path = match &cursor {
-                Some(cursor) => format!("/v1/workflows/orders/runs?status=failed&limit=100&cursor={cursor}"),
-                None => "/v1/workflows/orders/runs?status=failed&limit=100".to_owned(),
+            let query = cairn_client::ListQuery {
+                workflow: Some("orders".into()),
+                status: Some("failed".into()),
+                limit: Some(100),
+                cursor: cursor.take(),
+                ..Default::default()
             };
             let began = Instant::now();
-            let answer: RunPage = remote.call("GET", &path, None).await?;
+            let answer: RunPage = remote.list(&query).await?;
             timed(if page == 0 { &mut first_ms } else { &mut deep_ms }, began);
             cursor = answer.next_cursor;
             if cursor.is_none() {

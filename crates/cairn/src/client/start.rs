@@ -4,6 +4,7 @@
 use super::handle::{Client, DEFAULT_RETENTION};
 use crate::error::ClientError;
 use crate::run_core::Queue;
+use cairn_api::{DebounceOptions, StartOptions};
 use cairn_store::{
     Debounce, EventId, EventName, IdempotencyKey, NewRun, RunId, RunRecord, StartSignal, StoreError, WorkflowName,
 };
@@ -51,8 +52,11 @@ pub struct StartRun<'a> {
     client: &'a Client,
     workflow: String,
     input: Result<Box<RawValue>, ClientError>,
-    options: StartOptions,
+    options: Options,
     signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
+    /// Why the options given as [`StartOptions`] cannot start a run (a duration that does not
+    /// parse), reported when the start is awaited.
+    refused: Option<ClientError>,
 }
 
 /// An event to publish, awaited to publish it. Made by [`Client::publish`].
@@ -131,7 +135,7 @@ impl<'a> IntoFuture for Publish<'a> {
 
 /// How a run is started, besides its workflow and input.
 #[derive(Debug, Clone, Default)]
-struct StartOptions {
+struct Options {
     id: Option<String>,
     idempotency_key: Option<String>,
     version: Option<u32>,
@@ -240,6 +244,9 @@ impl<'a> IntoFuture for StartRun<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
+            if let Some(refused) = self.refused {
+                return Err(refused);
+            }
             let input = self.input?;
             let run = self.client.new_run(&self.workflow, input, self.options)?;
             match self.signal {
@@ -282,11 +289,11 @@ impl Client {
         if let Some(checked) = self.local.as_ref().and_then(|l| l.check_input(workflow, version, &input)) {
             checked.map_err(ClientError::InvalidPayload)?;
         }
-        let options = StartOptions {
+        let options = Options {
             id: Some(id.to_string()),
             idempotency_key: Some(format!("child:{id}")),
             queue: queue.clone(),
-            ..StartOptions::default()
+            ..Options::default()
         };
         let mut run = self.build_run(workflow, version, input, options)?;
         run.parent = Some(parent.clone());
@@ -319,8 +326,63 @@ impl Client {
             client: self,
             workflow: workflow.to_owned(),
             input: serde_json::value::to_raw_value(input).map_err(|e| ClientError::InvalidPayload(e.to_string())),
-            options: StartOptions::default(),
+            options: Options::default(),
             signal: None,
+            refused: None,
+        }
+    }
+
+    /// Starts a run of `workflow` as `options` describe it: the form of a start's options that
+    /// the HTTP API's body, the `cairn runs start` flags and the light client share
+    /// ([`StartOptions`]). Durations in it are checked when the start is awaited: one that does
+    /// not parse is `[CAIRN-E0315]` (debounce) or `[CAIRN-E0317]` (timeout), and nothing is
+    /// stored. More options may still be chained.
+    ///
+    /// ```
+    /// # use cairn::prelude::*;
+    /// # async fn example(engine: &Engine) -> Result<(), ClientError> {
+    /// let options: cairn::StartOptions =
+    ///     serde_json::from_str(r#"{"input": {"order": 7}, "priority": 10, "timeout": "1h"}"#).expect("valid JSON");
+    /// engine.client().start_with("fulfil", options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn start_with(&self, workflow: &str, options: StartOptions) -> StartRun<'_> {
+        let StartOptions {
+            input,
+            id,
+            idempotency_key,
+            version,
+            retention_days,
+            priority,
+            fairness_key,
+            debounce,
+            timeout,
+        } = options;
+        let (debounce, timeout) =
+            match (debounce.map(parse_debounce).transpose(), timeout.map(parse_timeout).transpose()) {
+                (Ok(debounce), Ok(timeout)) => (debounce, timeout),
+                (Err(refused), _) | (_, Err(refused)) => {
+                    let mut start = self.start(workflow, &());
+                    start.refused = Some(refused);
+                    return start;
+                }
+            };
+        let options = Options {
+            id,
+            idempotency_key,
+            version,
+            timeout,
+            retention: retention_days.map(|days| Duration::from_secs(u64::from(days) * 86_400)),
+            queue: Queue { priority: priority.unwrap_or_default(), fairness_key },
+            debounce,
+        };
+        StartRun {
+            client: self,
+            workflow: workflow.to_owned(),
+            input: Ok(input.unwrap_or_else(|| RawValue::NULL.to_owned())),
+            options,
+            signal: None,
+            refused: None,
         }
     }
 
@@ -347,8 +409,7 @@ impl Client {
         idempotency_key: Option<String>,
         version: Option<u32>,
     ) -> Result<RunHandle, ClientError> {
-        let run =
-            self.new_run(workflow, input, StartOptions { id, idempotency_key, version, ..StartOptions::default() })?;
+        let run = self.new_run(workflow, input, Options { id, idempotency_key, version, ..Options::default() })?;
         self.create(run).await
     }
 
@@ -360,11 +421,11 @@ impl Client {
         if let Some(checked) = self.local.as_ref().and_then(|local| local.check_input(workflow, version, input)) {
             checked.map_err(|e| ClientError::InvalidPayload(format!("{workflow}: {e}")))?;
         }
-        let options = StartOptions { idempotency_key: Some(key.to_owned()), ..StartOptions::default() };
+        let options = Options { idempotency_key: Some(key.to_owned()), ..Options::default() };
         self.build_run(workflow, version, input.to_owned(), options)
     }
 
-    fn new_run(&self, workflow: &str, input: Box<RawValue>, options: StartOptions) -> Result<NewRun, ClientError> {
+    fn new_run(&self, workflow: &str, input: Box<RawValue>, options: Options) -> Result<NewRun, ClientError> {
         self.check_size(&input)?;
         let version = match &self.local {
             Some(local) => {
@@ -394,9 +455,9 @@ impl Client {
         workflow: &str,
         version: u32,
         input: Box<RawValue>,
-        options: StartOptions,
+        options: Options,
     ) -> Result<NewRun, ClientError> {
-        let StartOptions { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
+        let Options { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
         WorkflowName::check(workflow).map_err(ClientError::InvalidName)?;
         let idempotency_key = match idempotency_key {
             Some(key) => Some(IdempotencyKey::new(key).map_err(ClientError::InvalidName)?.into_string()),
@@ -457,4 +518,27 @@ impl Client {
 
 pub(super) fn check_signal_name(name: &str) -> Result<(), ClientError> {
     EventName::check(name).map_err(ClientError::InvalidName)
+}
+
+/// A debounce given as text ([`DebounceOptions`]); a duration that does not parse is
+/// `[CAIRN-E0315]`.
+fn parse_debounce(given: DebounceOptions) -> Result<Debounce, ClientError> {
+    let duration = |name: &str, text: &str| {
+        humantime::parse_duration(text)
+            .map_err(|_| ClientError::InvalidDebounce(format!("debounce {name} {text:?} is not a duration (try `2s`)")))
+    };
+    let mut debounce = Debounce::new(given.key, duration("quiet", &given.quiet)?);
+    if let Some(max_wait) = &given.max_wait {
+        debounce = debounce.max_wait(duration("maxWait", max_wait)?);
+    }
+    Ok(debounce)
+}
+
+/// A start's timeout given as text; `[CAIRN-E0317]` unless it is a duration from 1 ms to 10 years.
+fn parse_timeout(given: String) -> Result<Duration, ClientError> {
+    const MOST: Duration = Duration::from_secs(10 * 365 * 86_400);
+    match humantime::parse_duration(&given) {
+        Ok(limit) if limit >= Duration::from_millis(1) && limit <= MOST => Ok(limit),
+        _ => Err(ClientError::InvalidTimeout(format!("{given:?} is not a duration from 1ms to 10 years (try `30m`)"))),
+    }
 }

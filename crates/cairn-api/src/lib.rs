@@ -1,0 +1,52 @@
+//! The vocabulary of Cairn's HTTP API: what its routes take ([`requests`]) and answer
+//! ([`views`], [`ErrorBody`]), as plain serde types.
+//!
+//! These types are the contract between every program that speaks to Cairn over HTTP: the
+//! server (`cairn-http` builds them from the engine's records), the light client
+//! (`cairn-client` decodes them), the `cairn` command (its `--json` prints them) and the
+//! dashboard. They depend on nothing but serde, so a program that only triggers and reads runs
+//! compiles no engine and no store.
+//!
+//! Times are RFC 3339 in UTC with milliseconds; inputs, outputs and payloads are the JSON they
+//! were given as. Field names are snake_case in answers and camelCase in request bodies, as the
+//! API has always had them.
+//!
+//! ```
+//! use cairn_api::{DebounceOptions, StartOptions};
+//! let options = StartOptions {
+//!     idempotency_key: Some("order-42".into()),
+//!     priority: Some(10),
+//!     debounce: None,
+//!     ..StartOptions::default()
+//! };
+//! let body = serde_json::to_value(&options).unwrap();
+//! assert_eq!(body, serde_json::json!({"idempotencyKey": "order-42", "priority": 10}));
+//! let back: StartOptions = serde_json::from_value(body).unwrap();
+//! assert_eq!(back.priority, Some(10));
+//! # let _ = DebounceOptions { key: "k".into(), quiet: "2s".into(), max_wait: None };
+//! ```
+
+pub mod requests;
+pub mod views;
+
+pub use requests::{DebounceOptions, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions};
+
+use serde::{Deserialize, Serialize};
+
+/// Every error answer's body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorDetail {
+    /// A stable snake_case code (`run_not_found`, `invalid_json`, `run_finished`, …).
+    pub code: String,
+    /// For people.
+    pub message: String,
+}

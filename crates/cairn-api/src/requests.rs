@@ -1,0 +1,132 @@
+//! What the API's routes take: the bodies of starts, publishes, prunes, restarts and schedules.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// How to start a run: its input and every option of a start. The one form of a start's options
+/// everywhere: the body of `POST /v1/workflows/{name}/runs`, what `cairn runs start` builds from
+/// its flags, what the light client sends, and what `Client::start_with` takes from Rust.
+///
+/// Durations are text as people write them (`2s`, `500ms`, `5m`, `1h 30m`), checked where the
+/// start is made: a start whose duration does not parse is refused and stores nothing.
+///
+/// ```
+/// let options: cairn_api::StartOptions =
+///     serde_json::from_str(r#"{"input": {"to": "ada"}, "fairnessKey": "acme", "timeout": "1h"}"#).unwrap();
+/// assert_eq!(options.fairness_key.as_deref(), Some("acme"));
+/// assert!(serde_json::from_str::<cairn_api::StartOptions>(r#"{"colour": "red"}"#).is_err());
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema),
+    schema(as = StartBody, description = "What `POST /v1/workflows/{name}/runs` takes."))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StartOptions {
+    /// The run's input (default `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub input: Option<Box<RawValue>>,
+    /// The run's id (default: a new UUIDv7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Starting again with the same key returns the existing run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The workflow version (default: the newest the server's worker registered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+    /// Days to keep the run once it has ended (default: the workflow's, or 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
+    /// Ready runs of a higher priority are claimed first (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// Within a priority, ready runs are served fairly between keys (a tenant, a customer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness_key: Option<String>,
+    /// Debounce the start: starts with the same key collapse into one run with the latest
+    /// input (the answer is then `200` with that run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce: Option<DebounceOptions>,
+    /// A deadline for the whole run, this long after the start (`30m`, `2h`; default: none). At
+    /// the deadline the run ends `failed` with a timeout error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+/// A start's `debounce`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = DebounceBody))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DebounceOptions {
+    /// Starts of the workflow with equal keys collapse (1 to 200 bytes).
+    pub key: String,
+    /// How long the key must be quiet before the run begins (`2s`, `500ms`, `5m`).
+    pub quiet: String,
+    /// The latest the run begins after the window's first start (default: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<String>,
+}
+
+/// What `POST /v1/events/{topic}` takes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PublishBody {
+    /// The event's id (default: a new UUIDv7). Publishing an id again starts no run it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The event's payload, each started run's input (default `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub payload: Option<Box<RawValue>>,
+}
+
+/// What `POST /v1/runs/prune` takes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PruneBody {
+    /// Also delete every ended run that ended longer ago than this (`90d`, `12h`), whatever its
+    /// retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub older_than: Option<String>,
+    /// List what would be deleted, deleting nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What `POST …/restart` takes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RestartBody {
+    /// The step (or scope) to run again from, as the journal names it.
+    pub from_step: String,
+}
+
+/// What `PUT /v1/schedules/{name}` takes (and `cairn schedules put`): cron expressions or an
+/// interval, not both.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScheduleBody {
+    /// The workflow each firing starts.
+    pub workflow: String,
+    /// Cron expressions (5 fields, or 6 with seconds first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cron: Vec<String>,
+    /// The IANA time zone of the cron expressions (default `UTC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// An interval instead (`30s`, `5m`, `1h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// Each run's input (default `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub input: Option<Value>,
+    /// `skip`, `once` (the default) or `all:N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<String>,
+}

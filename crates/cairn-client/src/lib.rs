@@ -1,0 +1,316 @@
+//! A light client of Cairn's HTTP API: start, read, signal and steer the runs of a
+//! `cairn serve` (or of any server mounting `cairn_http::router`) from Rust, without compiling
+//! the engine or any store.
+//!
+//! A service that only triggers workflows and reads their results depends on this crate alone
+//! (the "trigger-only" package other durable-execution systems ship); the workers that execute
+//! the workflows run elsewhere, with `cairn`. Requests and answers are the API's own types
+//! ([`cairn_api`]), so what this client returns is what `cairn runs … --json` prints.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), cairn_client::Error> {
+//! use cairn_client::{Client, StartOptions};
+//! let cairn = Client::new("http://127.0.0.1:7700", std::env::var("CAIRN_TOKEN").ok())?;
+//! let options = StartOptions {
+//!     input: Some(serde_json::value::to_raw_value(&serde_json::json!({"name": "Ada"})).expect("JSON")),
+//!     idempotency_key: Some("greet-ada".into()),
+//!     ..StartOptions::default()
+//! };
+//! let started = cairn.start("hello", &options).await?;
+//! let greeting: String = cairn.result_as(&started.run.id, std::time::Duration::from_secs(30)).await?;
+//! println!("{greeting}");
+//! # Ok(()) }
+//! ```
+//!
+//! Every method is one route of the API (two for those that name a run by id alone: the
+//! first reads the run to find its workflow). A refused request is [`Error::Api`] with the
+//! API's stable `code` (`run_not_found`, `invalid_workflow_name`, …) and HTTP status.
+
+mod error;
+mod transport;
+
+pub use error::Error;
+
+pub use cairn_api::views::{
+    ListedRun, Outcome, Pruned, PublishedEvent, Restarted, RunDetail, RunPage, ScheduleView, Schedules, SignalSent,
+    Signals, StartedRun, Steps, Workers, Workflows,
+};
+pub use cairn_api::{DebounceOptions, PruneBody, PublishBody, ScheduleBody, StartOptions};
+pub use transport::encode;
+
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use serde_json::value::RawValue;
+use std::time::Duration;
+use transport::Transport;
+
+/// Which runs [`Client::list`] reads: every field optional, as the list route's parameters.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Only this workflow.
+    pub workflow: Option<String>,
+    /// Only this status (`running`, `completed`, …).
+    pub status: Option<String>,
+    /// Created at or after (RFC 3339).
+    pub since: Option<String>,
+    /// Created before (RFC 3339).
+    pub until: Option<String>,
+    /// Only stranded runs.
+    pub stranded: bool,
+    /// `(field, value)` input filters: only runs whose input has `value` at `field` (a dotted
+    /// path; the value read as JSON when it is JSON).
+    pub input: Vec<(String, String)>,
+    /// From a page's `next_cursor`.
+    pub cursor: Option<String>,
+    /// Page size, 1 to 1,000 (default 100).
+    pub limit: Option<usize>,
+}
+
+impl ListQuery {
+    /// The query string (without `?`).
+    fn to_query(&self) -> String {
+        let mut params = Vec::new();
+        if let Some(limit) = self.limit {
+            params.push(format!("limit={limit}"));
+        }
+        let given = [
+            ("workflow", &self.workflow),
+            ("status", &self.status),
+            ("since", &self.since),
+            ("until", &self.until),
+            ("cursor", &self.cursor),
+        ];
+        params.extend(given.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v)))));
+        if self.stranded {
+            params.push("stranded=true".into());
+        }
+        for (field, value) in &self.input {
+            params.push(format!("{}={}", encode(&format!("input.{field}")), encode(value)));
+        }
+        params.join("&")
+    }
+}
+
+/// A client of one server's API. Cheap to share (`Arc` it); connections are kept open and
+/// reused between requests.
+pub struct Client {
+    transport: Transport,
+}
+
+impl Client {
+    /// A client of the API at `url` (`http://host:port`, optionally with the path it is mounted
+    /// under), sending `token` as its bearer token when given (an empty token is none).
+    pub fn new(url: &str, token: Option<String>) -> Result<Client, Error> {
+        Ok(Client { transport: Transport::new(url, token)? })
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<T, Error> {
+        self.transport.call(method, path, body).await
+    }
+
+    /// Starts a run of `workflow` (`POST /v1/workflows/{name}/runs`); `created` is false when an
+    /// idempotency key or a debounce key found an existing run.
+    pub async fn start(&self, workflow: &str, options: &StartOptions) -> Result<StartedRun, Error> {
+        let body = serde_json::to_string(options).map_err(|source| Error::Decode {
+            method: "POST",
+            path: format!("/v1/workflows/{}/runs", encode(workflow)),
+            source,
+        })?;
+        self.call("POST", &format!("/v1/workflows/{}/runs", encode(workflow)), Some(body)).await
+    }
+
+    /// One run (`GET /v1/runs/{id}`).
+    pub async fn get(&self, id: &str) -> Result<RunDetail, Error> {
+        self.call("GET", &format!("/v1/runs/{}", encode(id)), None).await
+    }
+
+    /// The path of run `id`'s routes (`/v1/workflows/{name}/runs/{id}`), read from the run.
+    async fn run_path(&self, id: &str) -> Result<String, Error> {
+        let run = self.get(id).await?;
+        Ok(format!("/v1/workflows/{}/runs/{}", encode(&run.listed.run.workflow), encode(id)))
+    }
+
+    /// A page of runs, newest first (`GET /v1/workflows/{name}/runs` for one workflow,
+    /// `GET /v1/runs` across them).
+    pub async fn list(&self, query: &ListQuery) -> Result<RunPage, Error> {
+        match &query.workflow {
+            Some(workflow) => {
+                let query = ListQuery { workflow: None, ..query.clone() };
+                let path = format!("/v1/workflows/{}/runs?{}", encode(workflow), query.to_query());
+                self.call("GET", &path, None).await
+            }
+            None => self.call("GET", &format!("/v1/runs?{}", query.to_query()), None).await,
+        }
+    }
+
+    /// Each step of run `id` over time, its journal and its durable values.
+    pub async fn steps(&self, id: &str) -> Result<Steps, Error> {
+        let path = self.run_path(id).await?;
+        self.call("GET", &format!("{path}/steps"), None).await
+    }
+
+    /// Run `id`'s signals, buffered and consumed.
+    pub async fn signals(&self, id: &str) -> Result<Signals, Error> {
+        let path = self.run_path(id).await?;
+        self.call("GET", &format!("{path}/signals"), None).await
+    }
+
+    /// Delivers signal `event` with `payload` to run `id`.
+    pub async fn signal(&self, id: &str, event: &str, payload: &RawValue) -> Result<SignalSent, Error> {
+        let path = self.run_path(id).await?;
+        self.call("POST", &format!("{path}/signals/{}", encode(event)), Some(payload.get().to_owned())).await
+    }
+
+    /// Cancels run `id` (a run executing on a worker stops at its next heartbeat).
+    pub async fn cancel(&self, id: &str) -> Result<Outcome, Error> {
+        let path = self.run_path(id).await?;
+        self.call("DELETE", &path, None).await
+    }
+
+    /// Pauses run `id` (at its next step boundary, if it is executing).
+    pub async fn pause(&self, id: &str) -> Result<Outcome, Error> {
+        let path = self.run_path(id).await?;
+        self.call("POST", &format!("{path}/pause"), None).await
+    }
+
+    /// Resumes paused run `id`.
+    pub async fn resume(&self, id: &str) -> Result<Outcome, Error> {
+        let path = self.run_path(id).await?;
+        self.call("POST", &format!("{path}/resume"), None).await
+    }
+
+    /// Starts a new run that replays run `id`'s journal up to `from_step` and runs again from it.
+    pub async fn restart(&self, id: &str, from_step: &str) -> Result<Restarted, Error> {
+        let path = self.run_path(id).await?;
+        let body = json!({ "fromStep": from_step }).to_string();
+        self.call("POST", &format!("{path}/restart"), Some(body)).await
+    }
+
+    /// Run `id` once it has ended or is paused, or as it is when `wait` (at most 5 minutes)
+    /// passed first.
+    pub async fn result(&self, id: &str, wait: Duration) -> Result<RunDetail, Error> {
+        let path = self.run_path(id).await?;
+        self.call("GET", &format!("{path}/result?timeout={}ms", wait.as_millis()), None).await
+    }
+
+    /// [`result`](Self::result) of run `id` of `workflow`, in one request (a start's answer
+    /// names both).
+    pub async fn result_of(&self, workflow: &str, id: &str, wait: Duration) -> Result<RunDetail, Error> {
+        let path =
+            format!("/v1/workflows/{}/runs/{}/result?timeout={}ms", encode(workflow), encode(id), wait.as_millis());
+        self.call("GET", &path, None).await
+    }
+
+    /// Run `id`'s output decoded as `T`, once it has completed; [`Error::NotCompleted`] if it
+    /// ended otherwise or had not ended within `wait`.
+    pub async fn result_as<T: DeserializeOwned>(&self, id: &str, wait: Duration) -> Result<T, Error> {
+        let run = self.result(id, wait).await?;
+        if run.listed.run.status != "completed" {
+            return Err(Error::NotCompleted {
+                run: id.to_owned(),
+                status: run.listed.run.status,
+                error: run.listed.run.error,
+            });
+        }
+        serde_json::from_value(run.output).map_err(|source| Error::Decode {
+            method: "GET",
+            path: format!("/v1/runs/{}", encode(id)),
+            source,
+        })
+    }
+
+    /// Publishes an event to `topic`: one run per workflow subscribed to it.
+    pub async fn publish(&self, topic: &str, event: &PublishBody) -> Result<PublishedEvent, Error> {
+        let body = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned());
+        self.call("POST", &format!("/v1/events/{}", encode(topic)), Some(body)).await
+    }
+
+    /// Deletes ended runs past their retention (or older than `olderThan`), or lists them
+    /// (`dryRun`).
+    pub async fn prune(&self, prune: &PruneBody) -> Result<Pruned, Error> {
+        let body = serde_json::to_string(prune).unwrap_or_else(|_| "{}".to_owned());
+        self.call("POST", "/v1/runs/prune", Some(body)).await
+    }
+
+    /// Every workflow with runs, with its counts by status.
+    pub async fn workflows(&self) -> Result<Workflows, Error> {
+        self.call("GET", "/v1/workflows", None).await
+    }
+
+    /// The live workers, and the workflow versions no live worker serves.
+    pub async fn workers(&self) -> Result<Workers, Error> {
+        self.call("GET", "/v1/workers", None).await
+    }
+
+    /// Every schedule.
+    pub async fn schedules(&self) -> Result<Schedules, Error> {
+        self.call("GET", "/v1/schedules", None).await
+    }
+
+    /// Schedule `name`.
+    pub async fn schedule(&self, name: &str) -> Result<ScheduleView, Error> {
+        self.call("GET", &format!("/v1/schedules/{}", encode(name)), None).await
+    }
+
+    /// Creates or replaces schedule `name`.
+    pub async fn put_schedule(&self, name: &str, schedule: &ScheduleBody) -> Result<ScheduleView, Error> {
+        let body = serde_json::to_string(schedule).unwrap_or_else(|_| "{}".to_owned());
+        self.call("PUT", &format!("/v1/schedules/{}", encode(name)), Some(body)).await
+    }
+
+    /// Deletes schedule `name` (its runs stay).
+    pub async fn delete_schedule(&self, name: &str) -> Result<(), Error> {
+        self.call::<serde::de::IgnoredAny>("DELETE", &format!("/v1/schedules/{}", encode(name)), None).await?;
+        Ok(())
+    }
+
+    /// Pauses schedule `name`.
+    pub async fn pause_schedule(&self, name: &str) -> Result<ScheduleView, Error> {
+        self.call("POST", &format!("/v1/schedules/{}/pause", encode(name)), None).await
+    }
+
+    /// Resumes schedule `name` from its next firing after now.
+    pub async fn resume_schedule(&self, name: &str) -> Result<ScheduleView, Error> {
+        self.call("POST", &format!("/v1/schedules/{}/resume", encode(name)), None).await
+    }
+
+    /// Starts a run of schedule `name` now.
+    pub async fn trigger_schedule(&self, name: &str) -> Result<StartedRun, Error> {
+        self.call("POST", &format!("/v1/schedules/{}/trigger", encode(name)), None).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_queries_encode_every_field() {
+        let query = ListQuery {
+            workflow: Some("order flow".into()),
+            status: Some("failed".into()),
+            stranded: true,
+            input: vec![("address.city".into(), "Oslo".into())],
+            limit: Some(5),
+            ..ListQuery::default()
+        };
+        assert_eq!(
+            query.to_query(),
+            "limit=5&workflow=order%20flow&status=failed&stranded=true&input.address.city=Oslo"
+        );
+        assert_eq!(ListQuery::default().to_query(), "");
+    }
+
+    #[test]
+    fn api_errors_keep_their_code() {
+        let error = Error::Api { status: 404, code: "run_not_found".into(), message: "no run".into() };
+        assert_eq!((error.code(), error.to_string().as_str()), (Some("run_not_found"), "no run"));
+        let bare = Error::Api { status: 502, code: String::new(), message: "bad gateway".into() };
+        assert_eq!(bare.code(), None);
+    }
+}
