@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use cairn::prelude::*;
-use cairn::{Client, RunFilter, RunId, RunStatus};
+use cairn::{Client, RunFilter, RunId, RunStatus, StartError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -150,7 +150,7 @@ pub(crate) async fn run(store_args: &crate::store_args::StoreArgs) -> Result<()>
         let handle = engine.client().start(workflow, &input).id(id.clone()).idempotency_key(id.clone()).await;
         let handle = match handle {
             Ok(handle) => handle,
-            Err(ClientError::DuplicateRunId(_)) => {
+            Err(StartError::DuplicateRunId(_)) => {
                 ids.push((RunId::new(id), workflow));
                 continue;
             }

@@ -4,6 +4,7 @@
 //! from concurrent callers makes one run holding every signal.
 
 use crate::common::postgres;
+use cairn::StartError;
 use cairn::prelude::*;
 use cairn::{RunStatus, SqliteStore, Store};
 use std::sync::Arc;
@@ -125,7 +126,7 @@ async fn signal_with_start_from_concurrent_callers((worker, other): Pair) {
     assert_eq!(engine.client().result::<Vec<u32>>(&RunId::new("basket")).await.unwrap(), (0..8).collect::<Vec<_>>());
     // The run has finished: signal-with-start is refused now, and stores nothing.
     let late = client.start("collect", &()).id("basket").with_signal("item", &9u32).await;
-    assert!(matches!(late, Err(ClientError::RunFinished { .. })), "{late:?}");
+    assert!(matches!(late, Err(StartError::RunFinished { .. })), "{late:?}");
     assert_eq!(client.signals(&RunId::new("basket")).await.unwrap().len(), 8);
     engine.shutdown().await;
 }

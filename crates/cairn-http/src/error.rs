@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use cairn::{ClientError, ErrorKind};
+use cairn::{ClientError, ControlError, ErrorKind, ReadError, RestartError, SignalError, StartError};
 pub use cairn_api::{ErrorBody, ErrorDetail};
 
 /// An error answer: `{"error": {"code", "message"}}` with its status.
@@ -51,6 +51,19 @@ impl From<ClientError> for ApiError {
         ApiError::new(status, error.name(), error.to_string())
     }
 }
+
+/// Each operation's own error answers as the umbrella it converts into.
+macro_rules! answered_as_client_error {
+    ($($operation:ty),*) => {$(
+        impl From<$operation> for ApiError {
+            fn from(error: $operation) -> Self {
+                ApiError::from(ClientError::from(error))
+            }
+        }
+    )*};
+}
+
+answered_as_client_error!(StartError, SignalError, ControlError, RestartError, ReadError);
 
 impl From<BytesRejection> for ApiError {
     fn from(rejection: BytesRejection) -> Self {

@@ -2,7 +2,7 @@
 //! its live streams and the `cairn` command on a store, so both read a run the same way.
 
 use crate::views::{self, RunDetail, RunPage, Signals};
-use cairn::{Client, ClientError, LiveWorkers, RunFilter, RunId, RunRecord};
+use cairn::{Client, LiveWorkers, ReadError, RunFilter, RunId, RunRecord};
 
 /// One page of runs `filter` selects; with `stranded`, only those no live worker in `live`
 /// serves.
@@ -11,7 +11,7 @@ pub async fn run_page(
     filter: &RunFilter,
     stranded: bool,
     live: &LiveWorkers,
-) -> Result<RunPage, ClientError> {
+) -> Result<RunPage, ReadError> {
     let page = if stranded {
         client.list(&RunFilter { stranded: Some(live.served()), ..filter.clone() }).await?
     } else {
@@ -22,14 +22,14 @@ pub async fn run_page(
 }
 
 /// `run` in full: stranded or not, the runs that restart it, its children (three reads at once).
-pub async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ClientError> {
+pub async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ReadError> {
     let (restarts, children, live) =
         tokio::try_join!(client.restarts(&run.id), client.children(&run.id), client.live_workers())?;
     Ok(views::detail(run, &live, &restarts, &children))
 }
 
 /// Run `id`'s signals.
-pub async fn run_signals(client: &Client, id: &RunId) -> Result<Signals, ClientError> {
+pub async fn run_signals(client: &Client, id: &RunId) -> Result<Signals, ReadError> {
     let signals = client.signals(id).await?;
     Ok(Signals { run: id.to_string(), signals: signals.iter().map(views::signal).collect() })
 }

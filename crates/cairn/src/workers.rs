@@ -3,7 +3,7 @@
 
 use crate::client::Client;
 use crate::clock::wall_now;
-use crate::error::ClientError;
+use crate::op_error::ReadError;
 use cairn_store::{PageCursor, RunFilter, RunRecord, WorkerRecord, WorkflowKey};
 use std::collections::BTreeSet;
 
@@ -109,7 +109,7 @@ pub struct StrandedVersion {
 
 impl Client {
     /// The workers live now, as recorded in the store.
-    pub async fn live_workers(&self) -> Result<LiveWorkers, ClientError> {
+    pub async fn live_workers(&self) -> Result<LiveWorkers, ReadError> {
         Ok(LiveWorkers::at(self.store().workers().await?, wall_now()))
     }
 
@@ -117,7 +117,7 @@ impl Client {
     /// page at a time, each with the reason: runs that are pending, running or suspended while no
     /// live worker serves their `(workflow, version)`. Nothing executes them until a worker that
     /// serves the version starts; then they go on by themselves.
-    pub async fn stranded(&self, filter: &RunFilter) -> Result<StrandedPage, ClientError> {
+    pub async fn stranded(&self, filter: &RunFilter) -> Result<StrandedPage, ReadError> {
         let live = self.live_workers().await?;
         let filter = RunFilter { stranded: Some(live.served()), ..filter.clone() };
         let page = self.store().list_runs(&filter).await?;
@@ -130,7 +130,7 @@ impl Client {
     }
 
     /// Each workflow version that has stranded runs, with their count and the reason.
-    pub async fn stranded_versions(&self) -> Result<Vec<StrandedVersion>, ClientError> {
+    pub async fn stranded_versions(&self) -> Result<Vec<StrandedVersion>, ReadError> {
         let live = self.live_workers().await?;
         let counts = self.store().version_counts().await?;
         Ok(counts

@@ -3,7 +3,7 @@
 use crate::common::sqlite;
 use cairn::journal::Event;
 use cairn::prelude::*;
-use cairn::{DEFAULT_MAX_PAYLOAD_BYTES, RunFilter, RunStatus};
+use cairn::{DEFAULT_MAX_PAYLOAD_BYTES, ReadError, RunFilter, RunStatus, SignalError, StartError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -31,30 +31,27 @@ async fn bad_starts_are_refused_and_store_nothing() {
     let engine = Engine::builder().store(store).register("order", 1, order).start().await.unwrap();
 
     let unknown = engine.client().start("no-such-workflow", &1).await;
-    assert!(
-        matches!(unknown, Err(ClientError::UnknownWorkflow(ref name)) if name == "no-such-workflow"),
-        "{unknown:?}"
-    );
+    assert!(matches!(unknown, Err(StartError::UnknownWorkflow(ref name)) if name == "no-such-workflow"), "{unknown:?}");
     let version = engine.client().start("order", &Order { sku: "a".into(), quantity: 1 }).version(9).await;
-    assert!(matches!(version, Err(ClientError::UnknownVersion { version: 9, .. })), "{version:?}");
+    assert!(matches!(version, Err(StartError::UnknownVersion { version: 9, .. })), "{version:?}");
     let undecodable = engine.client().start("order", &serde_json::json!({ "sku": 5 })).await;
-    assert!(matches!(undecodable, Err(ClientError::InvalidPayload(_))), "{undecodable:?}");
+    assert!(matches!(undecodable, Err(StartError::InvalidPayload(_))), "{undecodable:?}");
     let bad_id = engine.client().start("order", &Order { sku: "a".into(), quantity: 1 }).id("a/b").await;
-    assert!(matches!(bad_id, Err(ClientError::InvalidPayload(_))), "{bad_id:?}");
+    assert!(matches!(bad_id, Err(StartError::InvalidPayload(_))), "{bad_id:?}");
     assert_eq!(run_count(&engine.client()).await, 0);
 
     let first = engine.client().start("order", &Order { sku: "a".into(), quantity: 2 }).id("order-1").await.unwrap();
     assert_eq!(first.result::<u32>().await.unwrap(), 2);
     let duplicate = engine.client().start("order", &Order { sku: "b".into(), quantity: 3 }).id("order-1").await;
-    assert!(matches!(duplicate, Err(ClientError::DuplicateRunId(_))), "{duplicate:?}");
+    assert!(matches!(duplicate, Err(StartError::DuplicateRunId(_))), "{duplicate:?}");
     let kept = engine.client().get(first.id()).await.unwrap();
     assert_eq!(kept.input.get(), r#"{"sku":"a","quantity":2}"#);
 
     let late = engine.client().signal(first.id(), "anything", &1).await;
-    assert!(matches!(late, Err(ClientError::RunFinished { status: RunStatus::Completed, .. })), "{late:?}");
+    assert!(matches!(late, Err(SignalError::RunFinished { status: RunStatus::Completed, .. })), "{late:?}");
     assert!(engine.client().signals(first.id()).await.unwrap().is_empty());
     let missing = engine.client().signal(&RunId::new("ghost"), "x", &1).await;
-    assert!(matches!(missing, Err(ClientError::RunNotFound(_))), "{missing:?}");
+    assert!(matches!(missing, Err(SignalError::RunNotFound(_))), "{missing:?}");
     assert_eq!(run_count(&engine.client()).await, 1);
     engine.shutdown().await;
 }
@@ -66,14 +63,14 @@ async fn oversized_payloads_are_refused() {
     let engine = Engine::builder().store(store).max_payload_bytes(1024).register("big", 1, big).start().await.unwrap();
 
     let input = engine.client().start("big", &"y".repeat(2048)).await;
-    assert!(matches!(input, Err(ClientError::PayloadTooLarge { limit: 1024, .. })), "{input:?}");
+    assert!(matches!(input, Err(StartError::PayloadTooLarge { limit: 1024, .. })), "{input:?}");
     assert_eq!(run_count(&engine.client()).await, 0);
 
     let small = engine.client().start("big", &10usize).await.unwrap();
     assert_eq!(small.result::<usize>().await.unwrap(), 10);
     let huge = engine.client().start("big", &5000usize).await.unwrap();
     match huge.result::<usize>().await {
-        Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
+        Err(ReadError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
             assert!(message.contains("CAIRN-E0105") && message.contains("blob"), "{message}");
         }
         other => panic!("unexpected {other:?}"),
@@ -86,7 +83,7 @@ async fn oversized_payloads_are_refused() {
     cairn::journal::RunState::fold(&journal).unwrap();
 
     let signal = engine.client().signal(huge.id(), "x", &"z".repeat(2048)).await;
-    assert!(matches!(signal, Err(ClientError::PayloadTooLarge { .. }) | Err(ClientError::RunFinished { .. })));
+    assert!(matches!(signal, Err(SignalError::PayloadTooLarge { .. }) | Err(SignalError::RunFinished { .. })));
     engine.shutdown().await;
 }
 
@@ -99,7 +96,7 @@ async fn the_default_limit_is_four_mebibytes() {
     assert_eq!(fits.result::<usize>().await.unwrap(), DEFAULT_MAX_PAYLOAD_BYTES - 2);
     let over = engine.client().start("big", &(DEFAULT_MAX_PAYLOAD_BYTES - 1)).await.unwrap();
     match over.result::<usize>().await {
-        Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
+        Err(ReadError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
             assert!(message.contains("CAIRN-E0105") && message.contains("4194305"), "{message}");
         }
         other => panic!("unexpected {other:?}"),
@@ -120,18 +117,18 @@ async fn names_and_keys_that_break_their_rules_are_refused_and_store_nothing() {
     let input = Order { sku: "a".into(), quantity: 1 };
     for key in ["a\0b".to_owned(), "k".repeat(3_000), String::new()] {
         let refused = client.start("order", &input).idempotency_key(key.clone()).await.unwrap_err();
-        assert!(matches!(&refused, ClientError::InvalidName(error) if error.what == "idempotency key"), "{refused:?}");
+        assert!(matches!(&refused, StartError::InvalidName(error) if error.what == "idempotency key"), "{refused:?}");
         assert_eq!(refused.name(), "invalid_idempotency_key");
         assert_eq!(refused.code(), Some("CAIRN-E0316"));
     }
     // A client without an engine (it knows no workflows) checks the name itself.
     let detached = Client::from_shared(client.store().clone());
     let refused = detached.start("bad\nname", &1).await.unwrap_err();
-    assert!(matches!(&refused, ClientError::InvalidName(error) if error.what == "workflow name"), "{refused:?}");
+    assert!(matches!(&refused, StartError::InvalidName(error) if error.what == "workflow name"), "{refused:?}");
     assert_eq!(run_count(&client).await, 0, "nothing was stored");
     let run = client.start("order", &input).await.unwrap();
     let refused = client.signal(run.id(), "", &1).await.unwrap_err();
-    assert!(matches!(&refused, ClientError::InvalidName(error) if error.what == "event name"), "{refused:?}");
+    assert!(matches!(&refused, SignalError::InvalidName(error) if error.what == "event name"), "{refused:?}");
     assert!(client.signals(run.id()).await.unwrap().is_empty(), "no signal was stored");
     engine.shutdown().await;
 }

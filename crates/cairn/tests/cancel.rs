@@ -3,7 +3,7 @@
 use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
-use cairn::{CancelOutcome, RunStatus};
+use cairn::{CancelOutcome, ControlError, ReadError, RunStatus};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,12 +30,12 @@ async fn cancel_a_sleeping_run() {
     wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     assert_eq!(engine.client().cancel(run.id()).await.unwrap(), CancelOutcome::Cancelled);
     let result = run.result::<()>().await;
-    assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
+    assert!(matches!(result, Err(ReadError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
     clock.advance(Duration::from_secs(86_400));
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(after.get(), 0, "a cancelled run never runs again");
     assert_eq!(engine.client().get(run.id()).await.unwrap().status, RunStatus::Cancelled);
-    assert!(matches!(engine.client().cancel(run.id()).await, Err(ClientError::RunFinished { .. })));
+    assert!(matches!(engine.client().cancel(run.id()).await, Err(ControlError::RunFinished { .. })));
     engine.shutdown().await;
 }
 
@@ -78,7 +78,7 @@ async fn cancel_a_run_inside_a_long_step() {
     }
     assert_eq!(engine.client().cancel(run.id()).await.unwrap(), CancelOutcome::Requested);
     let result = run.result::<String>().await;
-    assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
+    assert!(matches!(result, Err(ReadError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
     while saw_cancel.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -2,6 +2,7 @@
 //! on the way.
 
 use crate::common::{Body, Counter, clock, engine_of, reopen, sqlite, wait_for_status};
+use cairn::SignalError;
 use cairn::prelude::*;
 use cairn::store::JsonlStore;
 use cairn::{RunStatus, Store};
@@ -70,7 +71,7 @@ async fn a_signal_sent_during_the_hand_over_is_consumed_by_the_new_run() {
     assert_eq!(held.get(), 1, "the first run's step ran once");
     // The first run's id still takes signals: they go to the newest run, which has ended.
     let refused = engine.client().signal(run.id(), "note", &1u64).await.unwrap_err();
-    assert!(matches!(refused, ClientError::RunFinished { status: RunStatus::Completed, .. }), "{refused:?}");
+    assert!(matches!(refused, SignalError::RunFinished { status: RunStatus::Completed, .. }), "{refused:?}");
     engine.shutdown().await;
 }
 

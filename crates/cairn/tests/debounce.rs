@@ -3,6 +3,7 @@
 //! maximum wait); bad debounces are refused and store nothing.
 
 use crate::common::{clock, sqlite, wait_for_status};
+use cairn::StartError;
 use cairn::prelude::*;
 use cairn::{Debounce, ManualClock, RunFilter, RunStatus, SuspendReason, WaitingFor};
 use std::sync::{Arc, Mutex};
@@ -139,7 +140,7 @@ async fn bad_debounces_are_refused_and_store_nothing() {
             .unwrap(),
     ];
     for refused in refusals {
-        assert!(matches!(refused, ClientError::InvalidDebounce(_)), "{refused}");
+        assert!(matches!(refused, StartError::InvalidDebounce(_)), "{refused}");
         assert!(refused.to_string().contains("CAIRN-E0315"), "{refused}");
     }
     assert!(engine.client().list(&RunFilter::default()).await.unwrap().runs.is_empty());

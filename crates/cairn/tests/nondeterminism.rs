@@ -2,6 +2,7 @@
 //! leaves the journal as it was.
 
 use crate::common::{clock, sqlite, wait_for_status};
+use cairn::ReadError;
 use cairn::prelude::*;
 use cairn::{RunStatus, Store};
 use std::sync::Arc;
@@ -60,7 +61,7 @@ where
     clock.advance(Duration::from_secs(600));
     let parked = wait_for_status(&second.client(), run.id(), RunStatus::Paused).await;
     let result = second.client().result::<u32>(run.id()).await;
-    assert!(matches!(result, Err(ClientError::RunDidNotComplete { status: RunStatus::Paused, .. })));
+    assert!(matches!(result, Err(ReadError::RunDidNotComplete { status: RunStatus::Paused, .. })));
     second.shutdown().await;
     let after = journal_text(&store.read_journal(run.id()).await.unwrap());
     (parked, before, after)
@@ -107,7 +108,7 @@ async fn duplicate_paths_fail_the_run_clearly() {
     let run = engine.client().start("twice", &()).await.unwrap();
     let result = run.result::<u32>().await;
     match result {
-        Err(ClientError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
+        Err(ReadError::RunDidNotComplete { status: RunStatus::Failed, message, .. }) => {
             assert!(message.contains("CAIRN-E0102") && message.contains("same"), "{message}");
         }
         other => panic!("unexpected {other:?}"),

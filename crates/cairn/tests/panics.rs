@@ -5,6 +5,7 @@
 use crate::common::{Counter, sqlite};
 use cairn::journal::Event;
 use cairn::prelude::*;
+use cairn::{ControlError, ReadError};
 use cairn::{RunStatus, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,7 +120,7 @@ async fn a_panicking_body_parks_the_run_and_fixed_code_resumes_it() {
         .unwrap();
     let run = buggy.client().start("order", &41u32).await.unwrap();
     match run.result::<u32>().await {
-        Err(ClientError::RunDidNotComplete { status: RunStatus::Paused, message, .. }) => {
+        Err(ReadError::RunDidNotComplete { status: RunStatus::Paused, message, .. }) => {
             assert!(message.contains("CAIRN-E0108") && message.contains("a bug in the body"), "{message}");
         }
         other => panic!("unexpected {other:?}"),
@@ -140,7 +141,7 @@ async fn a_panicking_body_parks_the_run_and_fixed_code_resumes_it() {
     assert_eq!(fixed.client().result::<u32>(run.id()).await.unwrap(), 42);
     assert_eq!(charged.get(), 1, "the committed step is not executed again");
     let again = fixed.client().resume(run.id()).await;
-    assert!(matches!(again, Err(ClientError::RunFinished { .. })), "{again:?}");
+    assert!(matches!(again, Err(ControlError::RunFinished { .. })), "{again:?}");
     fixed.shutdown().await;
 }
 

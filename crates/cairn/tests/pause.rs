@@ -2,6 +2,7 @@
 //! `resume` releases runs paused by request and runs parked by an error once fixed code runs.
 
 use crate::common::{Counter, clock, sqlite, wait_for_status};
+use cairn::ControlError;
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{PauseOutcome, RunStatus, Store};
@@ -111,7 +112,7 @@ async fn a_running_run_stops_at_its_next_step_boundary() {
     assert_eq!(completed, vec!["first"], "the step in flight was committed");
     assert_eq!(second.get(), 0, "no new step starts while paused");
     let not_paused = operator.resume(&RunId::new("missing")).await;
-    assert!(matches!(not_paused, Err(ClientError::RunNotFound(_))), "{not_paused:?}");
+    assert!(matches!(not_paused, Err(ControlError::RunNotFound(_))), "{not_paused:?}");
     operator.resume(run.id()).await.unwrap();
     assert_eq!(engine.client().result::<u8>(run.id()).await.unwrap(), 3);
     assert_eq!((first.get(), second.get()), (1, 1));
@@ -162,9 +163,9 @@ async fn a_run_parked_by_non_determinism_resumes_on_fixed_code() {
     assert_eq!(fixed.client().result::<u32>(run.id()).await.unwrap(), 3);
     // Resuming a finished run is refused and changes nothing.
     let late = fixed.client().resume(run.id()).await;
-    assert!(matches!(late, Err(ClientError::RunFinished { .. })), "{late:?}");
+    assert!(matches!(late, Err(ControlError::RunFinished { .. })), "{late:?}");
     let paused = fixed.client().pause(run.id()).await;
-    assert!(matches!(paused, Err(ClientError::RunFinished { .. })), "{paused:?}");
+    assert!(matches!(paused, Err(ControlError::RunFinished { .. })), "{paused:?}");
     assert_eq!(fixed.client().get(run.id()).await.unwrap().status, RunStatus::Completed);
     fixed.shutdown().await;
 }

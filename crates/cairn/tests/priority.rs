@@ -3,6 +3,7 @@
 //! turns, so ten runs of one tenant are not stuck behind a thousand of another.
 
 use crate::common::clock;
+use cairn::StartError;
 use cairn::prelude::*;
 use cairn::{Durability, SqliteOptions, SqliteStore, Store};
 use std::sync::{Arc, Mutex};
@@ -116,7 +117,7 @@ async fn a_bad_fairness_key_starts_nothing() {
     let client = Client::new(store);
     for key in ["", "tab\there"] {
         let refused = client.start("work", &"x").id("x").fairness_key(key).await.unwrap_err();
-        assert!(matches!(refused, ClientError::InvalidFairnessKey(_)), "{refused}");
+        assert!(matches!(refused, StartError::InvalidFairnessKey(_)), "{refused}");
         assert!(refused.to_string().contains("CAIRN-E0313"), "{refused}");
     }
     let long = "k".repeat(201);

@@ -2,6 +2,7 @@
 //! again; the new run is linked to the original both ways.
 
 use crate::common::{Body, Counter, wait_for_status};
+use cairn::RestartError;
 use cairn::prelude::*;
 use cairn::{RunFilter, RunStatus};
 use std::sync::Arc;
@@ -87,14 +88,14 @@ async fn restarts_that_cannot_be_made_create_nothing() {
     let run = engine.client().start("waits", &()).await.unwrap().id().clone();
     wait_for_status(&engine.client(), &run, RunStatus::Suspended).await;
     let count = || async { engine.client().list(&RunFilter::default()).await.unwrap().runs.len() };
-    assert!(matches!(engine.client().restart(&run, "first").await, Err(ClientError::NotEnded { .. })));
+    assert!(matches!(engine.client().restart(&run, "first").await, Err(RestartError::NotEnded { .. })));
     engine.client().cancel(&run).await.unwrap();
     for bad in ["nope", "first/deeper", "", "a//b"] {
         let error = engine.client().restart(&run, bad).await.unwrap_err();
-        assert!(matches!(error, ClientError::UnknownStep { .. }), "{bad}: {error}");
+        assert!(matches!(error, RestartError::UnknownStep { .. }), "{bad}: {error}");
     }
     let missing = RunId::new("missing");
-    assert!(matches!(engine.client().restart(&missing, "first").await, Err(ClientError::RunNotFound(_))));
+    assert!(matches!(engine.client().restart(&missing, "first").await, Err(RestartError::RunNotFound(_))));
     assert_eq!(count().await, 1, "nothing was created");
     // A cancelled run restarts from its wait.
     let restarted = engine.client().restart(&run, "go").await.unwrap();

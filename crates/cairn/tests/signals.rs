@@ -1,6 +1,7 @@
 //! Signals are buffered: sent before the wait, during it, or after its timeout.
 
 use crate::common::{clock, sqlite, wait_for_status};
+use cairn::SignalError;
 use cairn::prelude::*;
 use cairn::{RunStatus, SuspendReason};
 use serde_json::json;
@@ -58,7 +59,7 @@ async fn a_signal_after_the_timeout_stays_buffered_and_visible() {
     clock.advance(Duration::from_secs(3600));
     assert_eq!(run.result::<Option<String>>().await.unwrap(), None, "timed out");
     let late = engine.client().signal(run.id(), "approve", &json!({ "user": 7, "by": "late" })).await;
-    assert!(matches!(late, Err(ClientError::RunFinished { .. })), "{late:?}");
+    assert!(matches!(late, Err(SignalError::RunFinished { .. })), "{late:?}");
 
     // A run that times out one wait and goes on still buffers signals for later waits.
     async fn twice(ctx: Ctx, (): ()) -> Result<(bool, Option<u8>), WorkflowError> {

@@ -100,7 +100,9 @@ async fn all_at_once(engine: &Engine, runs: usize) {
     let tasks: Vec<_> = (0..runs)
         .map(|_| {
             let client = client.clone();
-            tokio::spawn(async move { client.start("noop", &STEPS).await?.result::<usize>().await })
+            tokio::spawn(
+                async move { Ok::<_, ClientError>(client.start("noop", &STEPS).await?.result::<usize>().await?) },
+            )
         })
         .collect();
     for task in tasks {

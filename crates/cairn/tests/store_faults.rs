@@ -3,6 +3,7 @@
 //! from `FaultyStore`, which fails chosen calls to a real memory store as a lost connection would.
 
 use crate::common::{Counter, wait_for_status};
+use cairn::StartError;
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::store::{Append, Fault, Faults, FaultyStore, MemoryStore, RunUpdate};
@@ -137,12 +138,12 @@ async fn a_start_the_store_refused_stores_nothing_and_one_whose_answer_was_lost_
     let client = engine.client();
     faults.fail_nth("create_run", 1, Fault::Before);
     let refused = client.start("three", &1u32).id("refused").await.unwrap_err();
-    assert!(matches!(refused, ClientError::Store(_)), "{refused:?}");
+    assert!(matches!(refused, StartError::Store(_)), "{refused:?}");
     assert!(refused.to_string().contains("injected fault"), "the cause is in the message: {refused}");
     assert!(client.get(&RunId::new("refused")).await.is_err(), "nothing was stored");
     faults.fail_nth("create_run", 1, Fault::After);
     let lost = client.start("three", &1u32).idempotency_key("order-7").await.unwrap_err();
-    assert!(matches!(lost, ClientError::Store(_)), "{lost:?}");
+    assert!(matches!(lost, StartError::Store(_)), "{lost:?}");
     // The store took it: starting again with the same key finds that run instead of a second.
     let again = client.start("three", &1u32).idempotency_key("order-7").await.unwrap();
     assert!(!again.created());

@@ -3,8 +3,8 @@
 use super::args::*;
 use super::stats::*;
 use anyhow::Result;
-use cairn::Store;
 use cairn::prelude::*;
+use cairn::{StartError, Store};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,7 +21,7 @@ pub(super) async fn one_step(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
 pub(super) async fn fill<F, Fut>(what: &str, runs: usize, one: F) -> Result<f64>
 where
     F: Fn(u64) -> Fut,
-    Fut: std::future::Future<Output = Result<(), ClientError>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), StartError>> + Send + 'static,
 {
     let mut progress = crate::progress::Progress::new(what, "runs", Some(runs as u64));
     let filled = Instant::now();

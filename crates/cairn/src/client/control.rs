@@ -5,6 +5,7 @@ use super::handle::Client;
 use super::start::{RunHandle, check_signal_name};
 use crate::clock::wall_now;
 use crate::error::ClientError;
+use crate::op_error::{ControlError, RestartError, SignalError};
 use crate::run_core::{CHILD_ENDED, PAUSED_BY_REQUEST, Queue, awaited, first_of_chain};
 use cairn_journal::{SignalId, StepPath};
 use cairn_store::{
@@ -29,14 +30,19 @@ impl Client {
         id: &RunId,
         name: &str,
         payload: &P,
-    ) -> Result<SignalId, ClientError> {
+    ) -> Result<SignalId, SignalError> {
         let payload =
-            serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string()))?;
+            serde_json::value::to_raw_value(payload).map_err(|e| SignalError::InvalidPayload(e.to_string()))?;
         self.signal_raw(id, name, payload).await
     }
 
     /// Delivers a signal with a raw JSON payload.
-    pub async fn signal_raw(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, ClientError> {
+    pub async fn signal_raw(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, SignalError> {
+        self.deliver_signal(id, name, payload).await.map_err(SignalError::narrow)
+    }
+
+    /// [`signal_raw`](Self::signal_raw), failing with the umbrella error of its check or store call.
+    async fn deliver_signal(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, ClientError> {
         self.check_size(&payload)?;
         check_signal_name(name)?;
         let sent_at = self.clock.now();
@@ -58,7 +64,12 @@ impl Client {
     /// its worker, whose step code sees its cancellation token fire. The children it waits for
     /// ([`Ctx::child`](crate::ctx::Ctx::child), not detached ones) are cancelled too, and theirs. A
     /// run that continued as new: the newest run of its chain is the one cancelled.
-    pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
+    pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ControlError> {
+        self.cancel_tree(id).await.map_err(ControlError::narrow)
+    }
+
+    /// [`cancel`](Self::cancel), failing with the umbrella error of its read or store call.
+    async fn cancel_tree(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
         let id = &self.newest(id).await?.id;
         let outcome = self.cancel_one(id).await?;
         let mut parents = vec![id.clone()];
@@ -91,7 +102,7 @@ impl Client {
     pub(crate) async fn child_ended(&self, parent: &RunId, child: &RunId) {
         let payload = serde_json::json!({ "child": child.as_str() });
         match self.signal(parent, CHILD_ENDED, &payload).await {
-            Ok(_) | Err(ClientError::RunFinished { .. } | ClientError::RunNotFound(_)) => {}
+            Ok(_) | Err(SignalError::RunFinished { .. } | SignalError::RunNotFound(_)) => {}
             // The parent looks at its child again within the hour anyway.
             Err(error) => tracing::warn!("run {child} ended but could not wake its parent {parent}: {error}"),
         }
@@ -127,9 +138,14 @@ impl Client {
     /// [`RunFilter::restarted_from`](cairn_store::RunFilter::restarted_from) finds the restarts of
     /// a run. A run with a deadline gets one as far from the restart as the original's was from
     /// its start. Only a run that has ended (completed, failed or cancelled) can be restarted;
-    /// a `from` its journal does not hold is refused ([`ClientError::UnknownStep`]) and nothing
+    /// a `from` its journal does not hold is refused ([`RestartError::UnknownStep`]) and nothing
     /// is created.
-    pub async fn restart(&self, id: &RunId, from: &str) -> Result<RunHandle, ClientError> {
+    pub async fn restart(&self, id: &RunId, from: &str) -> Result<RunHandle, RestartError> {
+        self.restart_from(id, from).await.map_err(RestartError::narrow)
+    }
+
+    /// [`restart`](Self::restart), failing with the umbrella error of its check or store call.
+    async fn restart_from(&self, id: &RunId, from: &str) -> Result<RunHandle, ClientError> {
         let original = self.get(id).await?;
         if !original.status.is_terminal() {
             return Err(ClientError::NotEnded { run_id: id.clone(), status: original.status });
@@ -229,7 +245,7 @@ impl Client {
     /// holds is paused at once; a running one stops at its next step boundary (steps in flight
     /// finish and are committed, no new step starts), told at once in this process or by its
     /// worker's next heartbeat elsewhere. Pausing a paused run changes nothing.
-    pub async fn pause(&self, id: &RunId) -> Result<PauseOutcome, ClientError> {
+    pub async fn pause(&self, id: &RunId) -> Result<PauseOutcome, ControlError> {
         let outcome = self.store.pause(self.control(id, PAUSED_BY_REQUEST)).await?;
         if let Some(local) = &self.local {
             match outcome {
@@ -246,8 +262,8 @@ impl Client {
     /// non-determinism, a panicking body, poison) once fixed code is deployed. Any worker that
     /// serves its version replays it from its journal; if the code still does not match, it is
     /// parked again with the same error. A run that is not paused is refused
-    /// ([`ClientError::NotPaused`]) and nothing changes.
-    pub async fn resume(&self, id: &RunId) -> Result<(), ClientError> {
+    /// ([`ControlError::NotPaused`]) and nothing changes.
+    pub async fn resume(&self, id: &RunId) -> Result<(), ControlError> {
         self.store.resume(ResumeRequest { run_id: id.clone(), at: self.clock.now() }).await?;
         if let Some(local) = &self.local {
             local.wake_claimer();

@@ -3,7 +3,7 @@
 
 use crate::attach::Attachment;
 use crate::clock::{Clock, SystemClock};
-use crate::error::ClientError;
+use crate::op_error::ReadError;
 use crate::run_core::DEFAULT_MAX_PAYLOAD_BYTES;
 use cairn_journal::JournalEntry;
 use cairn_store::{RunFilter, RunId, RunPage, RunRecord, SignalRecord, Store};
@@ -66,7 +66,7 @@ impl Client {
     }
 
     /// The runs `id` started as its children ([`Ctx::child`](crate::ctx::Ctx::child)), oldest first.
-    pub async fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, ClientError> {
+    pub async fn children(&self, id: &RunId) -> Result<Vec<RunRecord>, ReadError> {
         let mut children = self.every_run(RunFilter { parent: Some(id.clone()), ..RunFilter::default() }).await?;
         children.reverse();
         Ok(children)
@@ -78,18 +78,18 @@ impl Client {
     }
 
     /// One run's summary.
-    pub async fn get(&self, id: &RunId) -> Result<RunRecord, ClientError> {
-        self.store.get_run(id).await?.ok_or_else(|| ClientError::RunNotFound(id.clone()))
+    pub async fn get(&self, id: &RunId) -> Result<RunRecord, ReadError> {
+        self.store.get_run(id).await?.ok_or_else(|| ReadError::RunNotFound(id.clone()))
     }
 
     /// The runs that restart `id` (newest first).
-    pub async fn restarts(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
+    pub async fn restarts(&self, id: &RunId) -> Result<Vec<RunId>, ReadError> {
         let filter = RunFilter { restarted_from: Some(id.clone()), ..RunFilter::default() };
         Ok(self.every_run(filter).await?.into_iter().map(|r| r.id).collect())
     }
 
     /// Every run `filter` lists, page after page, newest first.
-    pub(crate) async fn every_run(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, ClientError> {
+    pub(crate) async fn every_run(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, ReadError> {
         filter.limit = Some(1000);
         let mut runs = Vec::new();
         loop {
@@ -103,35 +103,35 @@ impl Client {
     }
 
     /// How many runs each workflow has in each status (no zero counts), by workflow then status.
-    pub async fn workflow_counts(&self) -> Result<Vec<cairn_store::WorkflowCount>, ClientError> {
+    pub async fn workflow_counts(&self) -> Result<Vec<cairn_store::WorkflowCount>, ReadError> {
         Ok(self.store.workflow_counts().await?)
     }
 
     /// Runs matching `filter`, newest first, one page at a time.
-    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, ClientError> {
+    pub async fn list(&self, filter: &RunFilter) -> Result<RunPage, ReadError> {
         Ok(self.store.list_runs(filter).await?)
     }
 
     /// A run's journal.
-    pub async fn journal(&self, id: &RunId) -> Result<Vec<JournalEntry>, ClientError> {
+    pub async fn journal(&self, id: &RunId) -> Result<Vec<JournalEntry>, ReadError> {
         self.get(id).await?;
         Ok(self.store.read_journal(id).await?)
     }
 
     /// A run's durable values ([`Ctx::var`](crate::ctx::Ctx::var)), each as last set, by name.
-    pub async fn vars(&self, id: &RunId) -> Result<std::collections::BTreeMap<String, serde_json::Value>, ClientError> {
+    pub async fn vars(&self, id: &RunId) -> Result<std::collections::BTreeMap<String, serde_json::Value>, ReadError> {
         Ok(cairn_journal::vars(&self.journal(id).await?))
     }
 
     /// A run's signals, consumed and buffered.
-    pub async fn signals(&self, id: &RunId) -> Result<Vec<SignalRecord>, ClientError> {
+    pub async fn signals(&self, id: &RunId) -> Result<Vec<SignalRecord>, ReadError> {
         self.get(id).await?;
         Ok(self.store.signals(id).await?)
     }
 
     /// The newest run of `id`'s chain of continuations ([`Ctx::continue_as_new`](crate::ctx::Ctx::continue_as_new)):
     /// `id` itself unless it continued as another.
-    pub async fn newest(&self, id: &RunId) -> Result<RunRecord, ClientError> {
+    pub async fn newest(&self, id: &RunId) -> Result<RunRecord, ReadError> {
         let mut run = self.get(id).await?;
         while let Some(next) = run.continued_as.take() {
             run = self.get(&next).await?;

@@ -2,7 +2,7 @@
 //! else reading the store with backoff.
 
 use super::handle::Client;
-use crate::error::ClientError;
+use crate::op_error::ReadError;
 use cairn_store::{Notice, RunId, RunStatus};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -28,14 +28,14 @@ fn outcome<O: DeserializeOwned>(
     status: RunStatus,
     output: Option<Box<RawValue>>,
     error: Option<String>,
-) -> Option<Result<O, ClientError>> {
+) -> Option<Result<O, ReadError>> {
     match status {
         RunStatus::Completed => {
             let output = output.map_or_else(|| "null".to_owned(), |o| o.get().to_owned());
-            Some(serde_json::from_str(&output).map_err(|e| ClientError::InvalidPayload(e.to_string())))
+            Some(serde_json::from_str(&output).map_err(|e| ReadError::InvalidPayload(e.to_string())))
         }
         RunStatus::Failed | RunStatus::Cancelled | RunStatus::Paused => {
-            Some(Err(ClientError::RunDidNotComplete { run_id: id.clone(), status, message: error.unwrap_or_default() }))
+            Some(Err(ReadError::RunDidNotComplete { run_id: id.clone(), status, message: error.unwrap_or_default() }))
         }
         // The chain goes on: its newest run has the result.
         RunStatus::Pending | RunStatus::Running | RunStatus::Suspended | RunStatus::Continued => None,
@@ -47,7 +47,7 @@ impl Client {
     /// (`paused`) also ends the wait, with an error. A run that continued as new
     /// ([`Ctx::continue_as_new`](crate::ctx::Ctx::continue_as_new)) has the result of the last run of
     /// its chain.
-    pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ClientError> {
+    pub async fn result<O: DeserializeOwned>(&self, id: &RunId) -> Result<O, ReadError> {
         let mut id = id.clone();
         loop {
             match self.result_of(&id).await? {
@@ -58,7 +58,7 @@ impl Client {
     }
 
     /// The result of `id`, or the run it continued as.
-    async fn result_of<O: DeserializeOwned>(&self, id: &RunId) -> Result<Result<O, RunId>, ClientError> {
+    async fn result_of<O: DeserializeOwned>(&self, id: &RunId) -> Result<Result<O, RunId>, ReadError> {
         const SAFETY_POLL: Duration = Duration::from_secs(5);
         let mut poll = Duration::from_millis(20);
         let mut first = true;

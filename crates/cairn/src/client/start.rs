@@ -3,6 +3,7 @@
 
 use super::handle::{Client, DEFAULT_RETENTION};
 use crate::error::ClientError;
+use crate::op_error::{ReadError, StartError};
 use crate::run_core::Queue;
 use cairn_api::{DebounceOptions, StartOptions};
 use cairn_store::{
@@ -41,7 +42,7 @@ impl RunHandle {
     }
 
     /// Waits for the run to end and decodes its output.
-    pub async fn result<O: DeserializeOwned>(&self) -> Result<O, ClientError> {
+    pub async fn result<O: DeserializeOwned>(&self) -> Result<O, ReadError> {
         self.client.result(&self.run.id).await
     }
 }
@@ -239,29 +240,34 @@ impl StartRun<'_> {
 }
 
 impl<'a> IntoFuture for StartRun<'a> {
-    type Output = Result<RunHandle, ClientError>;
+    type Output = Result<RunHandle, StartError>;
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            if let Some(refused) = self.refused {
-                return Err(refused);
+        Box::pin(async move { self.start().await.map_err(StartError::narrow) })
+    }
+}
+
+impl StartRun<'_> {
+    /// Starts the run; the umbrella error of whichever check or store call refused it.
+    async fn start(self) -> Result<RunHandle, ClientError> {
+        if let Some(refused) = self.refused {
+            return Err(refused);
+        }
+        let input = self.input?;
+        let run = self.client.new_run(&self.workflow, input, self.options)?;
+        match self.signal {
+            None => self.client.create(run).await,
+            Some((name, payload)) => {
+                run.check_signal_start().map_err(debounce_refused)?;
+                let payload = payload?;
+                self.client.check_size(&payload)?;
+                check_signal_name(&name)?;
+                let signal = StartSignal { name, payload };
+                let (created, _) = self.client.store.start_with_signal(run, signal).await?;
+                self.client.started(created)
             }
-            let input = self.input?;
-            let run = self.client.new_run(&self.workflow, input, self.options)?;
-            match self.signal {
-                None => self.client.create(run).await,
-                Some((name, payload)) => {
-                    run.check_signal_start().map_err(debounce_refused)?;
-                    let payload = payload?;
-                    self.client.check_size(&payload)?;
-                    check_signal_name(&name)?;
-                    let signal = StartSignal { name, payload };
-                    let (created, _) = self.client.store.start_with_signal(run, signal).await?;
-                    self.client.started(created)
-                }
-            }
-        })
+        }
     }
 }
 

@@ -1,0 +1,314 @@
+//! One error type per client operation: what a start, a signal, a cancel/pause/resume, a
+//! restart and a read can each fail with, and nothing else, so a caller's `match` is exhaustive
+//! over what can really happen. Each converts into the umbrella [`ClientError`] with `?` (or
+//! `From`), keeps the store's error (and its source) when the store failed, and answers
+//! [`code`](StartError::code) and [`kind`](StartError::kind) as the umbrella does.
+//!
+//! ```
+//! use cairn::{ClientError, ControlError, ErrorKind, RunId};
+//! let refused = ControlError::NotPaused { run_id: RunId::new("r-1"), status: cairn::RunStatus::Running };
+//! assert_eq!((refused.code(), refused.kind()), (Some("CAIRN-E0305"), ErrorKind::Conflict));
+//! let umbrella: ClientError = refused.into();
+//! assert!(matches!(umbrella, ClientError::NotPaused { .. }));
+//! ```
+
+use crate::error::ClientError;
+use cairn_store::{ErrorKind, NameError, RunId, RunStatus, StoreError};
+use std::fmt;
+
+/// What starting a run can fail with ([`StartRun`](crate::StartRun), [`Client::start_with`](crate::Client::start_with)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartError {
+    /// No live or local worker serves a workflow of that name.
+    UnknownWorkflow(String),
+    /// The workflow is served, but not in that version.
+    UnknownVersion {
+        /// Name.
+        name: String,
+        /// Version asked for.
+        version: u32,
+    },
+    /// The input is not what the workflow accepts, or a store refused what it was given.
+    InvalidPayload(String),
+    /// The input or a signal's payload is over the size limit.
+    PayloadTooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The id is taken.
+    DuplicateRunId(RunId),
+    /// Signal-with-start found the run ended.
+    RunFinished {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The workflow name, the idempotency key or a signal's name breaks its rule.
+    InvalidName(NameError),
+    /// The fairness key breaks its rule.
+    InvalidFairnessKey(String),
+    /// The debounce is not valid, or comes with an idempotency key or a signal.
+    InvalidDebounce(String),
+    /// The timeout is not a duration from 1 ms to 10 years.
+    InvalidTimeout(String),
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// What delivering a signal can fail with ([`Client::signal`](crate::Client::signal)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignalError {
+    /// No such run.
+    RunNotFound(RunId),
+    /// The run has ended.
+    RunFinished {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The signal's name breaks its rule.
+    InvalidName(NameError),
+    /// The payload is not JSON, or the store refused it.
+    InvalidPayload(String),
+    /// The payload is over the size limit.
+    PayloadTooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// What a cancel, a pause or a resume can fail with ([`Client::cancel`](crate::Client::cancel),
+/// [`Client::pause`](crate::Client::pause), [`Client::resume`](crate::Client::resume)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// No such run.
+    RunNotFound(RunId),
+    /// The run has ended.
+    RunFinished {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// A resume of a run that is not paused.
+    NotPaused {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// What a restart can fail with ([`Client::restart`](crate::Client::restart)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RestartError {
+    /// No such run.
+    RunNotFound(RunId),
+    /// The run has not ended.
+    NotEnded {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
+    /// The run's journal holds no such step.
+    UnknownStep {
+        /// The run.
+        run_id: RunId,
+        /// The path asked for.
+        path: String,
+    },
+    /// The store refused the new run.
+    InvalidPayload(String),
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// What reading runs can fail with: [`Client::get`](crate::Client::get), `list`, `journal`,
+/// `vars`, `signals`, `children`, `restarts`, `newest`, `workflow_counts` and `result`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// No such run.
+    RunNotFound(RunId),
+    /// [`result`](crate::Client::result): the run ended without an output.
+    RunDidNotComplete {
+        /// The run.
+        run_id: RunId,
+        /// `failed`, `cancelled` or `paused`.
+        status: RunStatus,
+        /// Its error or reason.
+        message: String,
+    },
+    /// [`result`](crate::Client::result): the output is not of the type asked for; or a filter
+    /// the store refused.
+    InvalidPayload(String),
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// The conversions every operation's error has: into the umbrella (variant by variant), from
+/// the umbrella's shared helpers and the store, and `Display`, `Error`, `code` and `kind` as the
+/// umbrella answers them.
+macro_rules! operation_error {
+    ($op:ident { $($variant:ident $fields:tt),* $(,)? }) => {
+        impl From<$op> for ClientError {
+            fn from(error: $op) -> Self {
+                match error {
+                    $($op::$variant $fields => ClientError::$variant $fields,)*
+                }
+            }
+        }
+
+        impl From<StoreError> for $op {
+            fn from(error: StoreError) -> Self {
+                $op::narrow(ClientError::from(error))
+            }
+        }
+
+        impl $op {
+            /// An umbrella error that one of this operation's steps (a shared check, a nested
+            /// read) produced, as this operation's error. Every operation lists what its steps
+            /// can produce; anything else would be a bug, kept as a store failure in release
+            /// builds rather than lost.
+            pub(crate) fn narrow(error: ClientError) -> Self {
+                match error {
+                    $(ClientError::$variant $fields => $op::$variant $fields,)*
+                    other => {
+                        debug_assert!(false, "{} cannot be {other:?}", stringify!($op));
+                        $op::Store(StoreError::backend(other.to_string()))
+                    }
+                }
+            }
+
+            /// The stable code of this error (`CAIRN-E0301`; see `docs/errors.md`), if it has one.
+            pub fn code(&self) -> Option<&'static str> {
+                ClientError::from(self.clone()).code()
+            }
+
+            /// The HTTP API's snake_case code for this error (`run_not_found`, …).
+            pub fn name(&self) -> &'static str {
+                ClientError::from(self.clone()).name()
+            }
+
+            /// What kind of failure this is (the HTTP API answers with the status of its kind).
+            pub fn kind(&self) -> ErrorKind {
+                ClientError::from(self.clone()).kind()
+            }
+        }
+
+        impl fmt::Display for $op {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&ClientError::from(self.clone()), f)
+            }
+        }
+
+        impl std::error::Error for $op {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                match self {
+                    // As the umbrella's `Store` is transparent: the store's own cause.
+                    $op::Store(error) => std::error::Error::source(error),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+operation_error!(StartError {
+    UnknownWorkflow(name),
+    UnknownVersion { name, version },
+    InvalidPayload(message),
+    PayloadTooLarge { size, limit },
+    DuplicateRunId(id),
+    RunFinished { run_id, status },
+    InvalidName(error),
+    InvalidFairnessKey(message),
+    InvalidDebounce(message),
+    InvalidTimeout(message),
+    Store(error),
+});
+
+operation_error!(SignalError {
+    RunNotFound(id),
+    RunFinished { run_id, status },
+    InvalidName(error),
+    InvalidPayload(message),
+    PayloadTooLarge { size, limit },
+    Store(error),
+});
+
+operation_error!(ControlError {
+    RunNotFound(id),
+    RunFinished { run_id, status },
+    NotPaused { run_id, status },
+    Store(error),
+});
+
+operation_error!(RestartError {
+    RunNotFound(id),
+    NotEnded { run_id, status },
+    UnknownStep { run_id, path },
+    InvalidPayload(message),
+    Store(error),
+});
+
+operation_error!(ReadError {
+    RunNotFound(id),
+    RunDidNotComplete { run_id, status, message },
+    InvalidPayload(message),
+    Store(error),
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_operation_error_reads_as_its_umbrella_and_converts_both_ways() {
+        let id = RunId::new("r");
+        let finished = ClientError::RunFinished { run_id: id.clone(), status: RunStatus::Completed };
+        let signal = SignalError::narrow(finished.clone());
+        assert_eq!(signal, SignalError::RunFinished { run_id: id.clone(), status: RunStatus::Completed });
+        assert_eq!(
+            (signal.to_string(), signal.code(), signal.kind()),
+            (finished.to_string(), finished.code(), finished.kind())
+        );
+        assert_eq!(ClientError::from(signal), finished);
+        // The store's errors narrow as the umbrella maps them.
+        assert_eq!(ControlError::from(StoreError::RunNotFound(id.clone())), ControlError::RunNotFound(id.clone()));
+        let paused = StoreError::NotPaused { run_id: id.clone(), status: RunStatus::Running };
+        assert!(matches!(ControlError::from(paused), ControlError::NotPaused { .. }));
+        assert!(matches!(ReadError::from(StoreError::backend("disk")), ReadError::Store(_)));
+        let timeout = StartError::InvalidTimeout("soon".into());
+        assert_eq!(timeout.code(), Some("CAIRN-E0317"));
+        assert_eq!(
+            RestartError::narrow(ClientError::UnknownStep { run_id: id, path: "a".into() }).code(),
+            Some("CAIRN-E0307")
+        );
+    }
+
+    #[test]
+    fn a_store_failure_keeps_its_cause() {
+        let cause = std::io::Error::other("connection reset");
+        let store = StoreError::from_cause(cause);
+        let read = ReadError::from(store.clone());
+        let source = std::error::Error::source(&read).map(ToString::to_string);
+        assert_eq!(source, std::error::Error::source(&store).map(ToString::to_string));
+        assert!(source.is_some_and(|s| s.contains("connection reset")));
+    }
+}
