@@ -44,22 +44,95 @@ pub async fn test_store(tag: &str) -> Option<(PostgresStore, TestSchema)> {
     let name = format!("cairn_{tag}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
     match PostgresStore::connect(PostgresOptions::new(&url).schema(&name).pool_size(4)).await {
         Ok(store) => Some((store, TestSchema { url, name })),
-        Err(error) if std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() == Ok("1") => {
-            panic!("CAIRN_REQUIRE_POSTGRES=1 but PostgreSQL at {url} is not usable: {error}")
-        }
-        Err(error) => {
-            // Once per test binary, straight to stderr.
-            static LOUD: std::sync::Once = std::sync::Once::new();
-            LOUD.call_once(|| {
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\n!!! SKIPPED: PostgreSQL tests (no server at {url}: {error}).\n!!! Set CAIRN_TEST_DATABASE_URL, or CAIRN_REQUIRE_POSTGRES=1 to fail instead.\n"
-                );
-            });
-            None
-        }
+        Err(error) => unusable(&url, &error.to_string()),
     }
+}
+
+/// A database made for one test; dropping it drops the database (its connections cut).
+#[derive(Debug)]
+pub struct TestDatabase {
+    /// The server's URL (the database the test's database was made from).
+    pub url: String,
+    /// The database's name.
+    pub name: String,
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            runtime.block_on(async {
+                if let Ok((client, connection)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                    tokio::spawn(connection);
+                    let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// `url` with its database name replaced by `database` (`postgres://u@h:5432/db?x=y` keeps its
+/// user, host and parameters).
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[scheme_end..].find('/') {
+        Some(slash) => &base[..scheme_end + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{base}/{database}?{query}"),
+        None => format!("{base}/{database}"),
+    }
+}
+
+/// A store in a database of its own, named after `tag`, with `pg_stat_statements` created in it
+/// when the server can (for tests that count the statements of one store: they name no schema,
+/// so only a database tells one store's apart); `None` when no server answers, as
+/// [`test_store`].
+pub async fn test_database_store(tag: &str) -> Option<(PostgresStore, TestDatabase)> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let url = std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_TEST_DATABASE_URL.to_owned());
+    let name = format!("cairn_{tag}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
+    let made = async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        client.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await?;
+        Ok::<_, tokio_postgres::Error>(())
+    };
+    if let Err(error) = made.await {
+        return unusable(&url, &error.to_string());
+    }
+    let database = TestDatabase { url: url.clone(), name: name.clone() };
+    let own = with_database(&url, &name);
+    if let Ok((client, connection)) = tokio_postgres::connect(&own, tokio_postgres::NoTls).await {
+        tokio::spawn(connection);
+        // Needs a superuser; without it the counts are simply unavailable.
+        let _ = client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await;
+    }
+    match PostgresStore::connect(PostgresOptions::new(&own).pool_size(4)).await {
+        Ok(store) => Some((store, database)),
+        Err(error) => unusable(&url, &error.to_string()),
+    }
+}
+
+/// No usable server at `url`: panics under `CAIRN_REQUIRE_POSTGRES=1`, else says so loudly (once
+/// per test binary) and returns `None`.
+fn unusable<T>(url: &str, error: &str) -> Option<T> {
+    if std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() == Ok("1") {
+        panic!("CAIRN_REQUIRE_POSTGRES=1 but PostgreSQL at {url} is not usable: {error}")
+    }
+    static LOUD: std::sync::Once = std::sync::Once::new();
+    LOUD.call_once(|| {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n!!! SKIPPED: PostgreSQL tests (no server at {url}: {error}).\n!!! Set CAIRN_TEST_DATABASE_URL, or CAIRN_REQUIRE_POSTGRES=1 to fail instead.\n"
+        );
+    });
+    None
 }
 
 /// A plain connection to `url` (for this crate's tests that act as another session).
@@ -69,4 +142,15 @@ pub(crate) async fn raw_client(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
     client
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_url_names_another_database() {
+        let with = super::with_database;
+        assert_eq!(with("postgres://u@h:5432/postgres", "t"), "postgres://u@h:5432/t");
+        assert_eq!(with("postgres://u@h/db?sslmode=disable", "t"), "postgres://u@h/t?sslmode=disable");
+        assert_eq!(with("postgres://u@h:5432", "t"), "postgres://u@h:5432/t");
+    }
 }

@@ -66,8 +66,20 @@ impl PostgresStore {
                 options.schema
             )));
         }
-        let config: tokio_postgres::Config =
+        let mut config: tokio_postgres::Config =
             options.url.parse().map_err(|e| StoreError::InvalidInput(format!("database URL: {e}")))?;
+        // Every connection looks for tables in the schema (and in `pg_catalog`, always first):
+        // the statements name no schema, so they are one text for every schema.
+        let search_path = format!("-c search_path=\"{}\"", options.schema);
+        let startup = match config.get_options() {
+            Some(given) => format!("{given} {search_path}"),
+            None => search_path,
+        };
+        config.options(startup);
+        // Operators (and tests) see which schema a connection serves in `pg_stat_activity`.
+        if config.get_application_name().is_none() {
+            config.application_name(format!("cairn:{}", options.schema));
+        }
         let manager =
             Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(backend)?;
@@ -137,29 +149,34 @@ impl PostgresStore {
         plan.iter().map(|row| row.try_get::<_, String>(0).map_err(backend)).collect()
     }
 
-    /// How often each statement has run in this database so far, from `pg_stat_statements`, for
-    /// the statements that name this store's schema and for transaction control (`BEGIN`,
-    /// `COMMIT`, …, whoever sent them); `None` when the extension is not installed here. Taken
-    /// before and after a workload, the difference counts its statements; since Cairn never
-    /// pipelines, each statement is also one round trip. Used by `cairn bench`.
+    /// How often each statement has run in this database so far, from `pg_stat_statements`
+    /// (every statement of the database, whoever sent it: the store's statements name no schema,
+    /// so a database of its own is what isolates one store's counts); `None` when the extension
+    /// is not installed here. Taken before and after a workload, the difference counts its
+    /// statements; since Cairn never pipelines, each statement is also one round trip. Used by
+    /// `cairn bench`.
     pub async fn statement_calls(&self) -> Result<Option<Vec<(String, i64)>>, StoreError> {
         let client = self.pool.get().await.map_err(backend)?;
+        // Where the extension's view is (the store's `search_path` is its own schema alone).
         let installed = client
-            .query_one("SELECT to_regclass('pg_stat_statements') IS NOT NULL", &[])
+            .query_opt(
+                "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                 WHERE e.extname = 'pg_stat_statements'",
+                &[],
+            )
             .await
-            .map_err(backend)?
-            .try_get::<_, bool>(0)
             .map_err(backend)?;
-        if !installed {
-            return Ok(None);
-        }
+        let Some(row) = installed else { return Ok(None) };
+        let namespace: String = row.try_get(0).map_err(backend)?;
         let rows = client
             .query(
-                "SELECT query, sum(calls)::bigint FROM pg_stat_statements
-                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                   AND (strpos(query, $1) > 0 OR query LIKE '%pg_notify%' OR query ~* '^\\s*(BEGIN|START TRANSACTION|COMMIT|ROLLBACK)')
-                 GROUP BY query",
-                &[&format!("\"{}\"", self.sql.schema)],
+                &format!(
+                    "SELECT query, sum(calls)::bigint FROM \"{namespace}\".pg_stat_statements
+                     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                       AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_extension%'
+                     GROUP BY query"
+                ),
+                &[],
             )
             .await
             // Installed but not loaded (`shared_preload_libraries`): no counts.
@@ -279,8 +296,8 @@ mod tests {
         loop {
             let waiting: i64 = sender
                 .query_one(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0",
-                    &[&s],
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1",
+                    &[&format!("cairn:{}", schema.name)],
                 )
                 .await
                 .unwrap()

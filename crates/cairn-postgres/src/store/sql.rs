@@ -1,4 +1,5 @@
-//! The statements, built once per store for its schema (`Sql`), and the SQL fragments they share.
+//! The statements, one text for every schema (`Statements`, built once per process; a
+//! connection finds the tables through its `search_path`), and the SQL fragments they share.
 
 use super::prelude::*;
 
@@ -41,34 +42,54 @@ pub(super) fn run_columns_of(alias: &str) -> String {
 /// The `SET` of a run (aliased `u`) leaving a debounce window (it wakes or is paused): it held no
 /// slot while it debounced (`flow_hold` false), and from now on keeps one while suspended as its
 /// rule says.
-pub(super) fn hold_after_debounce(s: &str) -> String {
-    format!(
-        "flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
-             THEN coalesce((SELECT c.hold FROM {s}.concurrency_rules c WHERE c.workflow = u.workflow), false)
-             ELSE u.flow_hold END"
-    )
-}
+pub(super) const HOLD_AFTER_DEBOUNCE: &str = "flow_hold = CASE WHEN u.suspend_reason = 'debouncing'
+             THEN coalesce((SELECT c.hold FROM concurrency_rules c WHERE c.workflow = u.workflow), false)
+             ELSE u.flow_hold END";
 
 /// The fairness sequence of a new run of priority `priority` and key `key` (SQL expressions)
 /// ([`cairn_journal::flow::fair_seq`]): one past the last ready run of its key and priority, and
 /// never behind the head of its priority; both read from the front of a partial index. A
 /// statement that inserts several runs of one key adds their rank among them.
-pub(super) fn fair_seq_sql(s: &str, priority: &str, key: &str) -> String {
+pub(super) fn fair_seq_sql(priority: &str, key: &str) -> String {
     format!(
         "greatest(
-             coalesce((SELECT f.fair_seq + 1 FROM {s}.runs f
+             coalesce((SELECT f.fair_seq + 1 FROM runs f
                        WHERE f.status = 'pending' AND f.waiting_for IS NULL AND f.priority = {priority}
                          AND f.fair_key = {key}
                        ORDER BY f.fair_seq DESC LIMIT 1), 0),
-             coalesce((SELECT f.fair_seq FROM {s}.runs f
+             coalesce((SELECT f.fair_seq FROM runs f
                        WHERE f.status = 'pending' AND f.waiting_for IS NULL AND f.priority = {priority}
                        ORDER BY f.priority DESC, f.fair_seq LIMIT 1), 0))"
     )
 }
 
-/// Every statement, with the schema name filled in once.
+/// A store's statements and the schema they run in: each connection's `search_path` is the
+/// schema, so the statements are one text for every schema ([`STATEMENTS`], built once per
+/// process).
 pub(super) struct Sql {
+    /// The schema holding Cairn's tables; also the name of its notification channel.
     pub(super) schema: String,
+}
+
+impl Sql {
+    pub(super) fn new(schema: &str) -> Sql {
+        Sql { schema: schema.to_owned() }
+    }
+}
+
+impl std::ops::Deref for Sql {
+    type Target = Statements;
+
+    fn deref(&self) -> &Statements {
+        &STATEMENTS
+    }
+}
+
+/// Every statement, unqualified: the tables are found through the connection's `search_path`.
+pub(super) static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(Statements::new);
+
+/// Every statement a store runs.
+pub(super) struct Statements {
     pub(super) get_run: String,
     pub(super) by_key: String,
     pub(super) create_batch: String,
@@ -134,25 +155,24 @@ pub(super) struct Sql {
     pub(super) workflow_counts: String,
 }
 
-impl Sql {
-    pub(super) fn new(schema: &str) -> Sql {
-        let s = format!("\"{schema}\"");
+impl Statements {
+    fn new() -> Statements {
         // One statement per append, so a step commits in one round trip: the run-row update checks
         // the lease epoch, the journal's end and (when the append consumes a signal) that the
         // signal is still free; the signal and journal writes happen only if it matched.
         let append = |set: &str| {
             format!(
                 "WITH upd AS (
-                     UPDATE {s}.runs SET last_seq = $1, updated_at = $2, recoveries = 0{set}
+                     UPDATE runs SET last_seq = $1, updated_at = $2, recoveries = 0{set}
                      WHERE id = $3 AND epoch = $4 AND last_seq = $5
                        AND ($6::bigint IS NULL OR EXISTS (
-                           SELECT 1 FROM {s}.signals g WHERE g.id = $6 AND g.run_id = $3 AND g.consumed_seq IS NULL))
+                           SELECT 1 FROM signals g WHERE g.id = $6 AND g.run_id = $3 AND g.consumed_seq IS NULL))
                      RETURNING id),
                  sig AS (
-                     UPDATE {s}.signals SET consumed_seq = $7
+                     UPDATE signals SET consumed_seq = $7
                      WHERE id = $6 AND run_id = $3 AND EXISTS (SELECT 1 FROM upd) RETURNING id),
                  ins AS (
-                     INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                     INSERT INTO journal (run_id, seq, at, kind, path, data)
                      SELECT $3, e.seq, $2, e.kind, e.path, e.data
                      FROM unnest($8::bigint[], $9::text[], $10::text[], $11::text[]) AS e(seq, kind, path, data)
                      WHERE EXISTS (SELECT 1 FROM upd) RETURNING 1)
@@ -160,73 +180,56 @@ impl Sql {
             )
         };
         // Ended runs past their retention (or ended before $2), through the two partial indexes.
-        let candidates = format!(
-            "(SELECT id FROM {s}.runs WHERE delete_after <= $1 AND status IN ('completed', 'failed', 'cancelled', 'continued')
+        let candidates = "(SELECT id FROM runs WHERE delete_after <= $1 AND status IN ('completed', 'failed', 'cancelled', 'continued')
               UNION
-              SELECT id FROM {s}.runs WHERE $2::bigint IS NOT NULL AND completed_at < $2
-                AND status IN ('completed', 'failed', 'cancelled', 'continued'))"
-        );
-        Sql {
+              SELECT id FROM runs WHERE $2::bigint IS NOT NULL AND completed_at < $2
+                AND status IN ('completed', 'failed', 'cancelled', 'continued'))".to_string();
+        Statements {
             // Rows another sweeper (or anything else) holds are skipped, so sweepers never wait for
             // each other or for claims, and each run is deleted once.
             prune: format!(
                 "WITH doomed AS (
-                     SELECT id FROM {s}.runs WHERE id IN {candidates} ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
-                 j AS (DELETE FROM {s}.journal WHERE run_id IN (SELECT id FROM doomed)),
-                 g AS (DELETE FROM {s}.signals WHERE run_id IN (SELECT id FROM doomed))
-                 DELETE FROM {s}.runs WHERE id IN (SELECT id FROM doomed) RETURNING id"
+                     SELECT id FROM runs WHERE id IN {candidates} ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
+                 j AS (DELETE FROM journal WHERE run_id IN (SELECT id FROM doomed)),
+                 g AS (DELETE FROM signals WHERE run_id IN (SELECT id FROM doomed))
+                 DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id"
             ),
             prune_candidates: format!("SELECT id FROM {candidates} AS c ORDER BY id LIMIT $3"),
-            record_worker: format!(
-                "INSERT INTO {s}.workers (id, host, pid, started_at, last_seen, live_until, serves)
+            record_worker: "INSERT INTO workers (id, host, pid, started_at, last_seen, live_until, serves)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
                      started_at = excluded.started_at, last_seen = excluded.last_seen,
-                     live_until = excluded.live_until, serves = excluded.serves"
-            ),
-            workers: format!(
-                "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM {s}.workers ORDER BY id"
-            ),
-            forget_workers: format!("DELETE FROM {s}.workers WHERE id = ANY($1) OR live_until < $2"),
+                     live_until = excluded.live_until, serves = excluded.serves".to_string(),
+            workers: "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM workers ORDER BY id".to_string(),
+            forget_workers: "DELETE FROM workers WHERE id = ANY($1) OR live_until < $2".to_string(),
             // One statement: the subscriptions of workflows $1 not among the new ones ($2, $3, $4)
             // go, the new ones are added or updated; a reader sees the old set or the new one.
-            set_subscriptions: format!(
-                "WITH wanted AS (SELECT * FROM unnest($2::text[], $3::text[], $4::int[]) AS w(workflow, pattern, version)),
+            set_subscriptions: "WITH wanted AS (SELECT * FROM unnest($2::text[], $3::text[], $4::int[]) AS w(workflow, pattern, version)),
                  gone AS (
-                     DELETE FROM {s}.subscriptions o WHERE o.workflow = ANY($1)
+                     DELETE FROM subscriptions o WHERE o.workflow = ANY($1)
                        AND NOT EXISTS (SELECT 1 FROM wanted w WHERE w.workflow = o.workflow AND w.pattern = o.pattern))
-                 INSERT INTO {s}.subscriptions (workflow, pattern, version) SELECT workflow, pattern, version FROM wanted
-                 ON CONFLICT (workflow, pattern) DO UPDATE SET version = excluded.version"
-            ),
-            subscriptions: format!(
-                "SELECT workflow, pattern, version FROM {s}.subscriptions ORDER BY workflow, pattern"
-            ),
-            version_counts: format!(
-                "SELECT workflow, version, count(*) FROM {s}.runs WHERE status IN ('pending', 'running', 'suspended')
-                 GROUP BY workflow, version ORDER BY workflow, version"
-            ),
+                 INSERT INTO subscriptions (workflow, pattern, version) SELECT workflow, pattern, version FROM wanted
+                 ON CONFLICT (workflow, pattern) DO UPDATE SET version = excluded.version".to_string(),
+            subscriptions: "SELECT workflow, pattern, version FROM subscriptions ORDER BY workflow, pattern".to_string(),
+            version_counts: "SELECT workflow, version, count(*) FROM runs WHERE status IN ('pending', 'running', 'suspended')
+                 GROUP BY workflow, version ORDER BY workflow, version".to_string(),
             // Concurrent folds never count a delta twice: a row one has deleted is skipped by the
             // other; counters are upserted in key order, so two folds never deadlock.
-            vacuum_deltas: format!("VACUUM {s}.ended_deltas"),
-            fold_ended_counts: format!(
-                "WITH moved AS (DELETE FROM {s}.ended_deltas RETURNING workflow, status, runs)
-                 INSERT INTO {s}.ended_counts AS c (workflow, status, runs)
+            vacuum_deltas: "VACUUM ended_deltas".to_string(),
+            fold_ended_counts: "WITH moved AS (DELETE FROM ended_deltas RETURNING workflow, status, runs)
+                 INSERT INTO ended_counts AS c (workflow, status, runs)
                  SELECT workflow, status, sum(runs) FROM moved GROUP BY workflow, status ORDER BY workflow, status
-                 ON CONFLICT (workflow, status) DO UPDATE SET runs = c.runs + excluded.runs"
-            ),
-            workflow_counts: format!(
-                "SELECT workflow, status, sum(runs)::BIGINT FROM (
-                     SELECT workflow, status, runs FROM {s}.ended_counts
-                     UNION ALL SELECT workflow, status, runs FROM {s}.ended_deltas
-                     UNION ALL SELECT workflow, 'pending', count(*) FROM {s}.runs WHERE status = 'pending' GROUP BY workflow
-                     UNION ALL SELECT workflow, 'running', count(*) FROM {s}.runs WHERE status = 'running' GROUP BY workflow
-                     UNION ALL SELECT workflow, 'suspended', count(*) FROM {s}.runs WHERE status = 'suspended' GROUP BY workflow
-                     UNION ALL SELECT workflow, 'paused', count(*) FROM {s}.runs WHERE status = 'paused' GROUP BY workflow
-                 ) counts GROUP BY workflow, status HAVING sum(runs) > 0 ORDER BY workflow, status COLLATE \"C\""
-            ),
-            schema: schema.to_owned(),
-            get_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1"),
-            by_key: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2"),
+                 ON CONFLICT (workflow, status) DO UPDATE SET runs = c.runs + excluded.runs".to_string(),
+            workflow_counts: "SELECT workflow, status, sum(runs)::BIGINT FROM (
+                     SELECT workflow, status, runs FROM ended_counts
+                     UNION ALL SELECT workflow, status, runs FROM ended_deltas
+                     UNION ALL SELECT workflow, 'pending', count(*) FROM runs WHERE status = 'pending' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'running', count(*) FROM runs WHERE status = 'running' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'suspended', count(*) FROM runs WHERE status = 'suspended' GROUP BY workflow
+                     UNION ALL SELECT workflow, 'paused', count(*) FROM runs WHERE status = 'paused' GROUP BY workflow
+                 ) counts GROUP BY workflow, status HAVING sum(runs) > 0 ORDER BY workflow, status COLLATE \"C\"".to_string(),
+            get_run: format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+            by_key: format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow = $1 AND idempotency_key = $2"),
             // New runs skip any id or idempotency-key conflict (the caller looks the winner up);
             // only inserted runs get their `started` entry; one notification wakes idle workers
             // when anything was inserted. Each (priority, key) of the batch looks its place up
@@ -250,15 +253,15 @@ impl Sql {
                      FROM (SELECT DISTINCT priority, fair_key FROM i) AS k),
                  keyed AS MATERIALIZED (
                      SELECT i.*, {flow_key} AS fkey, coalesce(r.hold, false) AS hold
-                     FROM i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow),
+                     FROM i LEFT JOIN concurrency_rules r ON r.workflow = i.workflow),
                  nth AS (
                      SELECT k.*, row_number() OVER (PARTITION BY k.workflow, k.fkey ORDER BY k.ord) AS nth FROM keyed k),
                  taken AS MATERIALIZED (
-                     SELECT g.workflow, g.fkey, {s}.flow_take(g.workflow, g.fkey, g.n::int) AS n
+                     SELECT g.workflow, g.fkey, flow_take(g.workflow, g.fkey, g.n::int) AS n
                      FROM (SELECT workflow, fkey, count(*) AS n FROM keyed WHERE fkey IS NOT NULL
                            GROUP BY workflow, fkey ORDER BY workflow, fkey) AS g),
                  ins AS (
-                     INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
+                     INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
                          last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
                          priority, fair_key, fair_seq)
                      SELECT k.id, k.workflow, k.version, 'pending', k.input, k.key, k.created_at, k.created_at,
@@ -272,7 +275,7 @@ impl Sql {
                      RETURNING id, workflow, flow_key, flow_key IS NOT NULL AND waiting_for IS NULL AS admitted,
                          fair_seq),
                  gave AS (
-                     SELECT {s}.flow_give(t.workflow, t.fkey, (t.n - count(a.id))::int)
+                     SELECT flow_give(t.workflow, t.fkey, (t.n - count(a.id))::int)
                      FROM taken t LEFT JOIN ins a ON a.workflow = t.workflow AND a.flow_key = t.fkey AND a.admitted
                      GROUP BY t.workflow, t.fkey, t.n HAVING t.n > count(a.id)),
                  {journal},
@@ -281,29 +284,21 @@ impl Sql {
                  UNION ALL
                  SELECT NULL, NULL, NULL FROM (SELECT (SELECT count(*) FROM woke) + (SELECT count(*) FROM gave) AS n) AS forced
                  WHERE forced.n < 0",
-                journal = journal_cte(&s, 7, "ins"),
+                journal = journal_cte(7, "ins"),
                 flow_key = flow_key_sql("i.input"),
-                fair_seq = fair_seq_sql(&s, "k.priority", "k.fair_key")
+                fair_seq = fair_seq_sql("k.priority", "k.fair_key")
             ),
-            trim_loop: format!(
-                "DELETE FROM {s}.journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
+            trim_loop: "DELETE FROM journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
                      AND (left(path, length($4)) = $4 OR (kind = 'loop_checkpoint' AND path = $5)
-                          OR kind = 'var_set')"
-            ),
-            insert_events: format!(
-                "INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+                          OR kind = 'var_set')".to_string(),
+            insert_events: "INSERT INTO journal (run_id, seq, at, kind, path, data)
                  SELECT $1, seq, $2, kind, path, data
-                 FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) AS e(seq, kind, path, data)"
-            ),
+                 FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) AS e(seq, kind, path, data)".to_string(),
             // Conditions are added per list (see `list_runs`), so the planner sees only those a
             // filter has and can use the index that serves them.
-            list: format!("SELECT {RUN_COLUMNS} FROM {s}.runs"),
-            journal: format!(
-                "SELECT seq, at, data FROM {s}.journal WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq"
-            ),
-            signals: format!(
-                "SELECT id, name, payload, sent_at, consumed_seq FROM {s}.signals WHERE run_id = $1 ORDER BY id"
-            ),
+            list: format!("SELECT {RUN_COLUMNS} FROM runs"),
+            journal: "SELECT seq, at, data FROM journal WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq".to_string(),
+            signals: "SELECT id, name, payload, sent_at, consumed_seq FROM signals WHERE run_id = $1 ORDER BY id".to_string(),
             // One pass of a claim (`Model::claim` in the conformance suite). Woken runs that gave
             // their slot up when they suspended wait for one again, as do debounced runs whose
             // window closed, which from then on keep their slot while suspended as their rule says
@@ -312,29 +307,29 @@ impl Sql {
             // ending with how many runs were requeued.
             claim: format!(
                 "WITH requeued AS (
-                     UPDATE {s}.runs u SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
+                     UPDATE runs u SET status = 'pending', waiting_for = 'concurrency', suspend_reason = NULL,
                          wake_at = NULL, updated_at = $3,
                          {hold}
-                     WHERE id IN (SELECT id FROM {s}.runs
+                     WHERE id IN (SELECT id FROM runs
                                   WHERE status = 'suspended' AND wake_at <= $3 AND flow_key IS NOT NULL AND NOT flow_hold
                                     AND (workflow || '@' || version) = ANY($5)
                                   FOR UPDATE SKIP LOCKED)
                      RETURNING 1),
                  pending AS (
-                     SELECT id, priority, fair_seq, created_at AS due FROM {s}.runs
+                     SELECT id, priority, fair_seq, created_at AS due FROM runs
                      WHERE status = 'pending' AND waiting_for IS NULL AND (workflow || '@' || version) = ANY($5)
                      ORDER BY priority DESC, fair_seq, created_at, id COLLATE \"C\"
                      LIMIT $6
                      FOR UPDATE SKIP LOCKED),
                  woken AS (
-                     SELECT id, priority, fair_seq, wake_at AS due FROM {s}.runs
+                     SELECT id, priority, fair_seq, wake_at AS due FROM runs
                      WHERE status = 'suspended' AND wake_at <= $3 AND (flow_key IS NULL OR flow_hold)
                        AND (workflow || '@' || version) = ANY($5)
                      ORDER BY wake_at, id COLLATE \"C\"
                      LIMIT $6
                      FOR UPDATE SKIP LOCKED),
                  lapsed AS (
-                     SELECT id, priority, fair_seq, lease_expires_at AS due FROM {s}.runs
+                     SELECT id, priority, fair_seq, lease_expires_at AS due FROM runs
                      WHERE status = 'running' AND lease_expires_at <= $4 AND (workflow || '@' || version) = ANY($5)
                      ORDER BY lease_expires_at, id COLLATE \"C\"
                      LIMIT $6
@@ -344,67 +339,59 @@ impl Sql {
                      ORDER BY priority DESC, fair_seq, due, id COLLATE \"C\"
                      LIMIT $6),
                  claimed AS (
-                     UPDATE {s}.runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
+                     UPDATE runs r SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = $1,
                          lease_expires_at = $2, epoch = r.epoch + 1, updated_at = $3,
                          recoveries = CASE WHEN r.status = 'running' THEN r.recoveries + 1 ELSE r.recoveries END
                      FROM ready WHERE r.id = ready.id
                      RETURNING {})
                  SELECT c.*, q.requeued FROM (SELECT count(*) AS requeued FROM requeued) q LEFT JOIN claimed c ON true",
                 run_columns_of("r"),
-                hold = hold_after_debounce(&s)
+                hold = HOLD_AFTER_DEBOUNCE
             ),
-            refusal: format!("SELECT epoch, last_seq FROM {s}.runs WHERE id = $1"),
+            refusal: "SELECT epoch, last_seq FROM runs WHERE id = $1".to_string(),
             // After a run suspended to wait: a signal committed while the suspending statement
             // waited for the run's row (its snapshot predates the signal) wakes it now.
-            recheck_signals: format!(
-                "UPDATE {s}.runs SET wake_at = $2
+            recheck_signals: "UPDATE runs SET wake_at = $2
                  WHERE id = $1 AND epoch = $3 AND status = 'suspended' AND (wake_at IS NULL OR wake_at > $2)
-                   AND EXISTS (SELECT 1 FROM {s}.signals g
-                               WHERE g.run_id = $1 AND g.consumed_seq IS NULL AND g.id > $4)"
-            ),
-            heartbeat: format!(
-                "UPDATE {s}.runs SET lease_expires_at = $1
+                   AND EXISTS (SELECT 1 FROM signals g
+                               WHERE g.run_id = $1 AND g.consumed_seq IS NULL AND g.id > $4)".to_string(),
+            heartbeat: "UPDATE runs SET lease_expires_at = $1
                  WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
-                 RETURNING cancel_requested, pause_requested"
-            ),
+                 RETURNING cancel_requested, pause_requested".to_string(),
             // Every lease of one worker in one statement, without waiting: rows another
             // transaction holds (an append round under way) are skipped and beaten one by one
             // afterwards, so this never waits while holding other rows (no deadlock with rounds).
-            heartbeat_batch: format!(
-                "WITH free AS (SELECT id FROM {s}.runs WHERE id = ANY($2) FOR UPDATE SKIP LOCKED),
+            heartbeat_batch: "WITH free AS (SELECT id FROM runs WHERE id = ANY($2) FOR UPDATE SKIP LOCKED),
                  beat AS (
-                     UPDATE {s}.runs r SET lease_expires_at = $1
+                     UPDATE runs r SET lease_expires_at = $1
                      FROM unnest($2::text[], $3::bigint[]) AS h(id, epoch)
                      WHERE r.id = h.id AND r.id IN (SELECT id FROM free) AND r.epoch = h.epoch
                        AND r.lease_owner = $4 AND r.status = 'running'
                      RETURNING r.id)
                  SELECT r.id, r.id IN (SELECT id FROM beat), r.cancel_requested, r.pause_requested
-                 FROM {s}.runs r WHERE r.id IN (SELECT id FROM free)"
-            ),
-            flags: format!("SELECT cancel_requested, pause_requested FROM {s}.runs WHERE id = $1"),
-            request_cancel: format!("UPDATE {s}.runs SET cancel_requested = true WHERE id = $1"),
-            request_pause: format!("UPDATE {s}.runs SET pause_requested = true WHERE id = $1"),
+                 FROM runs r WHERE r.id IN (SELECT id FROM free)".to_string(),
+            flags: "SELECT cancel_requested, pause_requested FROM runs WHERE id = $1".to_string(),
+            request_cancel: "UPDATE runs SET cancel_requested = true WHERE id = $1".to_string(),
+            request_pause: "UPDATE runs SET pause_requested = true WHERE id = $1".to_string(),
             pause_now: format!(
-                "UPDATE {s}.runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
+                "UPDATE runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
                      pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
                      lease_expires_at = NULL, waiting_for = NULL, {}
                  WHERE id = $1",
-                hold_after_debounce(&s)
+                HOLD_AFTER_DEBOUNCE
             ),
-            resume: format!(
-                "UPDATE {s}.runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2,
+            resume: "UPDATE runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2,
                      waiting_for = CASE WHEN flow_key IS NOT NULL THEN 'concurrency' END
-                 WHERE id = $1"
-            ),
+                 WHERE id = $1".to_string(),
             insert_run: format!(
-                "INSERT INTO {s}.runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
+                "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
                      last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
                      priority, fair_key, fair_seq)
                  SELECT $1, $2, $3, 'pending', $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, {flow_values}, $13, $14, {fair_seq}
-                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
+                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN concurrency_rules r ON r.workflow = i.workflow
                  ON CONFLICT DO NOTHING RETURNING id, flow_key IS NOT NULL, fair_seq",
                 flow_values = flow_values("$4::text"),
-                fair_seq = fair_seq_sql(&s, "$13::int", "$14::text")
+                fair_seq = fair_seq_sql("$13::int", "$14::text")
             ),
             // A debounced start: a new run debouncing under its key, or (the arbiter is the unique
             // partial index of debouncing runs) the one already debouncing there takes its input
@@ -414,93 +401,73 @@ impl Sql {
             // inserted). A debouncing run holds no concurrency slot and waits for none (see
             // `claim`).
             debounce_run: format!(
-                "INSERT INTO {s}.runs AS t (id, workflow, version, status, suspend_reason, wake_at, input, created_at,
+                "INSERT INTO runs AS t (id, workflow, version, status, suspend_reason, wake_at, input, created_at,
                      updated_at, last_seq, deadline_at, retention_ms, {FLOW_INSERT_COLUMNS}, priority, fair_key, fair_seq,
                      debounce_key, debounce_until)
                  SELECT $1, $2, $3, 'suspended', 'debouncing', $4, $5, $6, $6, 1, $7, $8, {flow_key}, false, NULL,
                      $9, $10, {fair_seq}, $11, $12
-                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN {s}.concurrency_rules r ON r.workflow = i.workflow
+                 FROM (SELECT $2::text AS workflow) AS i LEFT JOIN concurrency_rules r ON r.workflow = i.workflow
                  ON CONFLICT (workflow, debounce_key) WHERE status = 'suspended' AND suspend_reason = 'debouncing'
                  DO UPDATE SET input = excluded.input, updated_at = excluded.updated_at,
                      wake_at = least($13, t.debounce_until)
                  RETURNING {}, t.xmax = 0 AS created",
                 run_columns_of("t"),
                 flow_key = flow_key_sql("$5::text"),
-                fair_seq = fair_seq_sql(&s, "$9::int", "$10::text")
+                fair_seq = fair_seq_sql("$9::int", "$10::text")
             ),
-            restart_journal: format!("UPDATE {s}.journal SET data = $2 WHERE run_id = $1 AND seq = 1"),
-            flow_places: format!(
-                "SELECT id, flow_key, flow_hold, waiting_for FROM {s}.runs WHERE id = ANY($1) AND flow_key IS NOT NULL"
-            ),
-            put_rule: format!(
-                "INSERT INTO {s}.concurrency_rules (workflow, key, path, lim, hold) VALUES ($1, $2, $3, $4, $5)
+            restart_journal: "UPDATE journal SET data = $2 WHERE run_id = $1 AND seq = 1".to_string(),
+            flow_places: "SELECT id, flow_key, flow_hold, waiting_for FROM runs WHERE id = ANY($1) AND flow_key IS NOT NULL".to_string(),
+            put_rule: "INSERT INTO concurrency_rules (workflow, key, path, lim, hold) VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (workflow) DO UPDATE
-                     SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold"
-            ),
-            delete_rule: format!("DELETE FROM {s}.concurrency_rules WHERE workflow = $1"),
+                     SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold".to_string(),
+            delete_rule: "DELETE FROM concurrency_rules WHERE workflow = $1".to_string(),
             // The flow triggers exist once the store has a rule (schema migrations 15 and 18).
-            ensure_flow_triggers: format!(
-                "SELECT {s}.ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM {s}.concurrency_rules)"
-            ),
-            admit_workflow: format!(
-                "SELECT {s}.flow_admit(workflow, flow_key)
-                 FROM (SELECT DISTINCT workflow, flow_key FROM {s}.runs WHERE workflow = $1 AND waiting_for IS NOT NULL) g"
-            ),
-            rules: format!("SELECT workflow, key, lim, hold FROM {s}.concurrency_rules ORDER BY workflow"),
-            take_rate: format!("SELECT {s}.take_rate($1, $2, $3, $4)"),
+            ensure_flow_triggers: "SELECT ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM concurrency_rules)".to_string(),
+            admit_workflow: "SELECT flow_admit(workflow, flow_key)
+                 FROM (SELECT DISTINCT workflow, flow_key FROM runs WHERE workflow = $1 AND waiting_for IS NOT NULL) g".to_string(),
+            rules: "SELECT workflow, key, lim, hold FROM concurrency_rules ORDER BY workflow".to_string(),
+            take_rate: "SELECT take_rate($1, $2, $3, $4)".to_string(),
             lock_by_key: format!(
-                "SELECT {RUN_COLUMNS} FROM {s}.runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
+                "SELECT {RUN_COLUMNS} FROM runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
             ),
-            insert_signal: format!(
-                "INSERT INTO {s}.signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id"
-            ),
-            wake_waiting: format!(
-                "UPDATE {s}.runs SET wake_at = least(coalesce(wake_at, $2), $2)
-                 WHERE id = $1 AND status = 'suspended' AND suspend_reason = 'waiting'"
-            ),
-            lock_run: format!("SELECT {RUN_COLUMNS} FROM {s}.runs WHERE id = $1 FOR UPDATE"),
-            continued_as: format!("UPDATE {s}.runs SET continued_as = $2 WHERE id = $1"),
-            move_signals: format!("UPDATE {s}.signals SET run_id = $1 WHERE run_id = $2 AND consumed_seq IS NULL"),
-            cancel_now: format!(
-                "UPDATE {s}.runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
+            insert_signal: "INSERT INTO signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id".to_string(),
+            wake_waiting: "UPDATE runs SET wake_at = least(coalesce(wake_at, $2), $2)
+                 WHERE id = $1 AND status = 'suspended' AND suspend_reason = 'waiting'".to_string(),
+            lock_run: format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"),
+            continued_as: "UPDATE runs SET continued_as = $2 WHERE id = $1".to_string(),
+            move_signals: "UPDATE signals SET run_id = $1 WHERE run_id = $2 AND consumed_seq IS NULL".to_string(),
+            cancel_now: "UPDATE runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
                      status = 'cancelled', suspend_reason = NULL, error = $4, completed_at = $3, wake_at = NULL,
                      lease_owner = NULL, lease_expires_at = NULL, delete_after = $3 + retention_ms, waiting_for = NULL
-                 WHERE id = $1"
-            ),
+                 WHERE id = $1".to_string(),
             put_schedule: format!(
-                "INSERT INTO {s}.schedules AS o (name, workflow, spec, input, next_fire_at, created_at, updated_at)
+                "INSERT INTO schedules AS o (name, workflow, spec, input, next_fire_at, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $6)
                  ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, input = excluded.input,
                      next_fire_at = CASE WHEN o.spec = excluded.spec THEN o.next_fire_at ELSE excluded.next_fire_at END,
                      spec = excluded.spec, updated_at = excluded.updated_at
                  RETURNING {SCHEDULE_COLUMNS}"
             ),
-            get_schedule: format!("SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules WHERE name = $1"),
-            schedules: format!("SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules ORDER BY name"),
+            get_schedule: format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name = $1"),
+            schedules: format!("SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name"),
             due_schedules: format!(
-                "SELECT {SCHEDULE_COLUMNS} FROM {s}.schedules
+                "SELECT {SCHEDULE_COLUMNS} FROM schedules
                  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= $1 AND workflow = ANY($2)
                  ORDER BY next_fire_at LIMIT $3"
             ),
-            fire_schedule: format!(
-                "UPDATE {s}.schedules SET next_fire_at = $3, last_fired_at = coalesce($4, last_fired_at), updated_at = $5
-                 WHERE name = $1 AND NOT paused AND next_fire_at = $2"
-            ),
-            pause_schedule: format!(
-                "UPDATE {s}.schedules SET paused = $2, updated_at = $4,
+            fire_schedule: "UPDATE schedules SET next_fire_at = $3, last_fired_at = coalesce($4, last_fired_at), updated_at = $5
+                 WHERE name = $1 AND NOT paused AND next_fire_at = $2".to_string(),
+            pause_schedule: "UPDATE schedules SET paused = $2, updated_at = $4,
                      next_fire_at = CASE WHEN $2 THEN next_fire_at ELSE $3 END
-                 WHERE name = $1 AND paused <> $2"
-            ),
-            delete_schedule: format!("DELETE FROM {s}.schedules WHERE name = $1"),
+                 WHERE name = $1 AND paused <> $2".to_string(),
+            delete_schedule: "DELETE FROM schedules WHERE name = $1".to_string(),
             // The schedules' minimum goes through their partial index (few rows: the unpaused).
-            next_wake: format!(
-                "SELECT min(at) FROM (
-                     SELECT min(wake_at) AS at FROM {s}.runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+            next_wake: "SELECT min(at) FROM (
+                     SELECT min(wake_at) AS at FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
                        AND (workflow || '@' || version) = ANY($1)
                      UNION ALL
-                     SELECT min(next_fire_at) FROM {s}.schedules WHERE NOT paused AND next_fire_at IS NOT NULL
-                       AND workflow = ANY($2)) AS due"
-            ),
+                     SELECT min(next_fire_at) FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL
+                       AND workflow = ANY($2)) AS due".to_string(),
             // The channel is the schema's name: one channel per Cairn installation.
             notify: "SELECT pg_notify($1, $2)".to_owned(),
             append_batch: format!(
@@ -509,7 +476,7 @@ impl Sql {
                                           $12::bool[], $13::text[], $14::text[], $15::text[], $16::bigint[])
                          AS i(id, epoch, after_seq, new_last, at, finish, status, output, error, completed_at)),
                  upd AS (
-                     UPDATE {s}.runs r SET last_seq = i.new_last, updated_at = i.at, recoveries = 0,
+                     UPDATE runs r SET last_seq = i.new_last, updated_at = i.at, recoveries = 0,
                          status = CASE WHEN i.finish THEN i.status ELSE r.status END,
                          suspend_reason = CASE WHEN i.finish THEN NULL ELSE r.suspend_reason END,
                          output = CASE WHEN i.finish THEN i.output ELSE r.output END,
@@ -524,15 +491,13 @@ impl Sql {
                      RETURNING r.id),
                  {journal}
                  SELECT id FROM upd",
-                journal = journal_cte(&s, 6, "upd")
+                journal = journal_cte(6, "upd")
             ),
             progress: append(""),
-            suspend: append(&format!(
-                ", status = 'suspended', suspend_reason = $12, lease_owner = NULL, lease_expires_at = NULL,
+            suspend: append(", status = 'suspended', suspend_reason = $12, lease_owner = NULL, lease_expires_at = NULL,
                  wake_at = CASE WHEN cancel_requested OR pause_requested OR ($13::bigint IS NOT NULL AND EXISTS (
-                         SELECT 1 FROM {s}.signals g WHERE g.run_id = {s}.runs.id AND g.consumed_seq IS NULL AND g.id > $13))
-                     THEN $14 ELSE $15::bigint END"
-            )),
+                         SELECT 1 FROM signals g WHERE g.run_id = runs.id AND g.consumed_seq IS NULL AND g.id > $13))
+                     THEN $14 ELSE $15::bigint END"),
             finish: append(
                 ", status = $12, suspend_reason = NULL, output = $13, error = $14, completed_at = $15, wake_at = NULL,
                  lease_owner = NULL, lease_expires_at = NULL, delete_after = $15 + retention_ms",
@@ -550,11 +515,11 @@ impl Sql {
 
 /// A CTE inserting the journal rows of [`JournalColumns`] bound as parameters `$first…$first+5`,
 /// only for runs whose id the CTE `gate` returned.
-pub(super) fn journal_cte(s: &str, first: usize, gate: &str) -> String {
+pub(super) fn journal_cte(first: usize, gate: &str) -> String {
     let p = |i: usize| first + i;
     format!(
         "journal_rows AS (
-             INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
+             INSERT INTO journal (run_id, seq, at, kind, path, data)
              SELECT e.run_id, e.seq, e.at, e.kind, e.path, e.data
              FROM unnest(${}::text[], ${}::bigint[], ${}::bigint[], ${}::text[], ${}::text[], ${}::text[])
                  AS e(run_id, seq, at, kind, path, data)
