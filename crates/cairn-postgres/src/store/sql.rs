@@ -88,7 +88,9 @@ impl std::ops::Deref for Sql {
 /// Every statement, unqualified: the tables are found through the connection's `search_path`.
 pub(super) static STATEMENTS: std::sync::LazyLock<Statements> = std::sync::LazyLock::new(Statements::new);
 
-/// Every statement a store runs.
+/// Every statement a store runs: those that are one text are `sql/statements/<field>.sql`,
+/// embedded; those that share fragments (the run's columns, the journal insert, the fairness
+/// sequence, the flow columns) are composed here once per process.
 pub(super) struct Statements {
     pub(super) get_run: String,
     pub(super) by_key: String,
@@ -195,39 +197,19 @@ impl Statements {
                  DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id"
             ),
             prune_candidates: format!("SELECT id FROM {candidates} AS c ORDER BY id LIMIT $3"),
-            record_worker: "INSERT INTO workers (id, host, pid, started_at, last_seen, live_until, serves)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-                     started_at = excluded.started_at, last_seen = excluded.last_seen,
-                     live_until = excluded.live_until, serves = excluded.serves".to_string(),
-            workers: "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM workers ORDER BY id".to_string(),
-            forget_workers: "DELETE FROM workers WHERE id = ANY($1) OR live_until < $2".to_string(),
+            record_worker: include_str!("../../sql/statements/record_worker.sql").to_owned(),
+            workers: include_str!("../../sql/statements/workers.sql").to_owned(),
+            forget_workers: include_str!("../../sql/statements/forget_workers.sql").to_owned(),
             // One statement: the subscriptions of workflows $1 not among the new ones ($2, $3, $4)
             // go, the new ones are added or updated; a reader sees the old set or the new one.
-            set_subscriptions: "WITH wanted AS (SELECT * FROM unnest($2::text[], $3::text[], $4::int[]) AS w(workflow, pattern, version)),
-                 gone AS (
-                     DELETE FROM subscriptions o WHERE o.workflow = ANY($1)
-                       AND NOT EXISTS (SELECT 1 FROM wanted w WHERE w.workflow = o.workflow AND w.pattern = o.pattern))
-                 INSERT INTO subscriptions (workflow, pattern, version) SELECT workflow, pattern, version FROM wanted
-                 ON CONFLICT (workflow, pattern) DO UPDATE SET version = excluded.version".to_string(),
-            subscriptions: "SELECT workflow, pattern, version FROM subscriptions ORDER BY workflow, pattern".to_string(),
-            version_counts: "SELECT workflow, version, count(*) FROM runs WHERE status IN ('pending', 'running', 'suspended')
-                 GROUP BY workflow, version ORDER BY workflow, version".to_string(),
+            set_subscriptions: include_str!("../../sql/statements/set_subscriptions.sql").to_owned(),
+            subscriptions: include_str!("../../sql/statements/subscriptions.sql").to_owned(),
+            version_counts: include_str!("../../sql/statements/version_counts.sql").to_owned(),
             // Concurrent folds never count a delta twice: a row one has deleted is skipped by the
             // other; counters are upserted in key order, so two folds never deadlock.
-            vacuum_deltas: "VACUUM ended_deltas".to_string(),
-            fold_ended_counts: "WITH moved AS (DELETE FROM ended_deltas RETURNING workflow, status, runs)
-                 INSERT INTO ended_counts AS c (workflow, status, runs)
-                 SELECT workflow, status, sum(runs) FROM moved GROUP BY workflow, status ORDER BY workflow, status
-                 ON CONFLICT (workflow, status) DO UPDATE SET runs = c.runs + excluded.runs".to_string(),
-            workflow_counts: "SELECT workflow, status, sum(runs)::BIGINT FROM (
-                     SELECT workflow, status, runs FROM ended_counts
-                     UNION ALL SELECT workflow, status, runs FROM ended_deltas
-                     UNION ALL SELECT workflow, 'pending', count(*) FROM runs WHERE status = 'pending' GROUP BY workflow
-                     UNION ALL SELECT workflow, 'running', count(*) FROM runs WHERE status = 'running' GROUP BY workflow
-                     UNION ALL SELECT workflow, 'suspended', count(*) FROM runs WHERE status = 'suspended' GROUP BY workflow
-                     UNION ALL SELECT workflow, 'paused', count(*) FROM runs WHERE status = 'paused' GROUP BY workflow
-                 ) counts GROUP BY workflow, status HAVING sum(runs) > 0 ORDER BY workflow, status COLLATE \"C\"".to_string(),
+            vacuum_deltas: include_str!("../../sql/statements/vacuum_deltas.sql").to_owned(),
+            fold_ended_counts: include_str!("../../sql/statements/fold_ended_counts.sql").to_owned(),
+            workflow_counts: include_str!("../../sql/statements/workflow_counts.sql").to_owned(),
             get_run: format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
             by_key: format!("SELECT {RUN_COLUMNS} FROM runs WHERE workflow = $1 AND idempotency_key = $2"),
             // New runs skip any id or idempotency-key conflict (the caller looks the winner up);
@@ -288,17 +270,13 @@ impl Statements {
                 flow_key = flow_key_sql("i.input"),
                 fair_seq = fair_seq_sql("k.priority", "k.fair_key")
             ),
-            trim_loop: "DELETE FROM journal WHERE run_id = $1 AND seq > $2 AND seq <= $3
-                     AND (left(path, length($4)) = $4 OR (kind = 'loop_checkpoint' AND path = $5)
-                          OR kind = 'var_set')".to_string(),
-            insert_events: "INSERT INTO journal (run_id, seq, at, kind, path, data)
-                 SELECT $1, seq, $2, kind, path, data
-                 FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[]) AS e(seq, kind, path, data)".to_string(),
+            trim_loop: include_str!("../../sql/statements/trim_loop.sql").to_owned(),
+            insert_events: include_str!("../../sql/statements/insert_events.sql").to_owned(),
             // Conditions are added per list (see `list_runs`), so the planner sees only those a
             // filter has and can use the index that serves them.
             list: format!("SELECT {RUN_COLUMNS} FROM runs"),
-            journal: "SELECT seq, at, data FROM journal WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq".to_string(),
-            signals: "SELECT id, name, payload, sent_at, consumed_seq FROM signals WHERE run_id = $1 ORDER BY id".to_string(),
+            journal: include_str!("../../sql/statements/journal.sql").to_owned(),
+            signals: include_str!("../../sql/statements/signals.sql").to_owned(),
             // One pass of a claim (`Model::claim` in the conformance suite). Woken runs that gave
             // their slot up when they suspended wait for one again, as do debounced runs whose
             // window closed, which from then on keep their slot while suspended as their rule says
@@ -348,31 +326,18 @@ impl Statements {
                 run_columns_of("r"),
                 hold = HOLD_AFTER_DEBOUNCE
             ),
-            refusal: "SELECT epoch, last_seq FROM runs WHERE id = $1".to_string(),
+            refusal: include_str!("../../sql/statements/refusal.sql").to_owned(),
             // After a run suspended to wait: a signal committed while the suspending statement
             // waited for the run's row (its snapshot predates the signal) wakes it now.
-            recheck_signals: "UPDATE runs SET wake_at = $2
-                 WHERE id = $1 AND epoch = $3 AND status = 'suspended' AND (wake_at IS NULL OR wake_at > $2)
-                   AND EXISTS (SELECT 1 FROM signals g
-                               WHERE g.run_id = $1 AND g.consumed_seq IS NULL AND g.id > $4)".to_string(),
-            heartbeat: "UPDATE runs SET lease_expires_at = $1
-                 WHERE id = $2 AND epoch = $3 AND lease_owner = $4 AND status = 'running'
-                 RETURNING cancel_requested, pause_requested".to_string(),
+            recheck_signals: include_str!("../../sql/statements/recheck_signals.sql").to_owned(),
+            heartbeat: include_str!("../../sql/statements/heartbeat.sql").to_owned(),
             // Every lease of one worker in one statement, without waiting: rows another
             // transaction holds (an append round under way) are skipped and beaten one by one
             // afterwards, so this never waits while holding other rows (no deadlock with rounds).
-            heartbeat_batch: "WITH free AS (SELECT id FROM runs WHERE id = ANY($2) FOR UPDATE SKIP LOCKED),
-                 beat AS (
-                     UPDATE runs r SET lease_expires_at = $1
-                     FROM unnest($2::text[], $3::bigint[]) AS h(id, epoch)
-                     WHERE r.id = h.id AND r.id IN (SELECT id FROM free) AND r.epoch = h.epoch
-                       AND r.lease_owner = $4 AND r.status = 'running'
-                     RETURNING r.id)
-                 SELECT r.id, r.id IN (SELECT id FROM beat), r.cancel_requested, r.pause_requested
-                 FROM runs r WHERE r.id IN (SELECT id FROM free)".to_string(),
-            flags: "SELECT cancel_requested, pause_requested FROM runs WHERE id = $1".to_string(),
-            request_cancel: "UPDATE runs SET cancel_requested = true WHERE id = $1".to_string(),
-            request_pause: "UPDATE runs SET pause_requested = true WHERE id = $1".to_string(),
+            heartbeat_batch: include_str!("../../sql/statements/heartbeat_batch.sql").to_owned(),
+            flags: include_str!("../../sql/statements/flags.sql").to_owned(),
+            request_cancel: include_str!("../../sql/statements/request_cancel.sql").to_owned(),
+            request_pause: include_str!("../../sql/statements/request_pause.sql").to_owned(),
             pause_now: format!(
                 "UPDATE runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
                      pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
@@ -380,9 +345,7 @@ impl Statements {
                  WHERE id = $1",
                 HOLD_AFTER_DEBOUNCE
             ),
-            resume: "UPDATE runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = $2,
-                     waiting_for = CASE WHEN flow_key IS NOT NULL THEN 'concurrency' END
-                 WHERE id = $1".to_string(),
+            resume: include_str!("../../sql/statements/resume.sql").to_owned(),
             insert_run: format!(
                 "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at,
                      last_seq, deadline_at, retention_ms, restarted_from, parent, continued_from, {FLOW_INSERT_COLUMNS},
@@ -415,31 +378,24 @@ impl Statements {
                 flow_key = flow_key_sql("$5::text"),
                 fair_seq = fair_seq_sql("$9::int", "$10::text")
             ),
-            restart_journal: "UPDATE journal SET data = $2 WHERE run_id = $1 AND seq = 1".to_string(),
-            flow_places: "SELECT id, flow_key, flow_hold, waiting_for FROM runs WHERE id = ANY($1) AND flow_key IS NOT NULL".to_string(),
-            put_rule: "INSERT INTO concurrency_rules (workflow, key, path, lim, hold) VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (workflow) DO UPDATE
-                     SET key = excluded.key, path = excluded.path, lim = excluded.lim, hold = excluded.hold".to_string(),
-            delete_rule: "DELETE FROM concurrency_rules WHERE workflow = $1".to_string(),
+            restart_journal: include_str!("../../sql/statements/restart_journal.sql").to_owned(),
+            flow_places: include_str!("../../sql/statements/flow_places.sql").to_owned(),
+            put_rule: include_str!("../../sql/statements/put_rule.sql").to_owned(),
+            delete_rule: include_str!("../../sql/statements/delete_rule.sql").to_owned(),
             // The flow triggers exist once the store has a rule (schema migrations 15 and 18).
-            ensure_flow_triggers: "SELECT ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM concurrency_rules)".to_string(),
-            admit_workflow: "SELECT flow_admit(workflow, flow_key)
-                 FROM (SELECT DISTINCT workflow, flow_key FROM runs WHERE workflow = $1 AND waiting_for IS NOT NULL) g".to_string(),
-            rules: "SELECT workflow, key, lim, hold FROM concurrency_rules ORDER BY workflow".to_string(),
-            take_rate: "SELECT take_rate($1, $2, $3, $4)".to_string(),
+            ensure_flow_triggers: include_str!("../../sql/statements/ensure_flow_triggers.sql").to_owned(),
+            admit_workflow: include_str!("../../sql/statements/admit_workflow.sql").to_owned(),
+            rules: include_str!("../../sql/statements/rules.sql").to_owned(),
+            take_rate: include_str!("../../sql/statements/take_rate.sql").to_owned(),
             lock_by_key: format!(
                 "SELECT {RUN_COLUMNS} FROM runs WHERE workflow = $1 AND idempotency_key = $2 FOR UPDATE"
             ),
-            insert_signal: "INSERT INTO signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id".to_string(),
-            wake_waiting: "UPDATE runs SET wake_at = least(coalesce(wake_at, $2), $2)
-                 WHERE id = $1 AND status = 'suspended' AND suspend_reason = 'waiting'".to_string(),
+            insert_signal: include_str!("../../sql/statements/insert_signal.sql").to_owned(),
+            wake_waiting: include_str!("../../sql/statements/wake_waiting.sql").to_owned(),
             lock_run: format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"),
-            continued_as: "UPDATE runs SET continued_as = $2 WHERE id = $1".to_string(),
-            move_signals: "UPDATE signals SET run_id = $1 WHERE run_id = $2 AND consumed_seq IS NULL".to_string(),
-            cancel_now: "UPDATE runs SET cancel_requested = true, epoch = epoch + 1, last_seq = $2, updated_at = $3,
-                     status = 'cancelled', suspend_reason = NULL, error = $4, completed_at = $3, wake_at = NULL,
-                     lease_owner = NULL, lease_expires_at = NULL, delete_after = $3 + retention_ms, waiting_for = NULL
-                 WHERE id = $1".to_string(),
+            continued_as: include_str!("../../sql/statements/continued_as.sql").to_owned(),
+            move_signals: include_str!("../../sql/statements/move_signals.sql").to_owned(),
+            cancel_now: include_str!("../../sql/statements/cancel_now.sql").to_owned(),
             put_schedule: format!(
                 "INSERT INTO schedules AS o (name, workflow, spec, input, next_fire_at, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $6)
@@ -455,19 +411,11 @@ impl Statements {
                  WHERE NOT paused AND next_fire_at IS NOT NULL AND next_fire_at <= $1 AND workflow = ANY($2)
                  ORDER BY next_fire_at LIMIT $3"
             ),
-            fire_schedule: "UPDATE schedules SET next_fire_at = $3, last_fired_at = coalesce($4, last_fired_at), updated_at = $5
-                 WHERE name = $1 AND NOT paused AND next_fire_at = $2".to_string(),
-            pause_schedule: "UPDATE schedules SET paused = $2, updated_at = $4,
-                     next_fire_at = CASE WHEN $2 THEN next_fire_at ELSE $3 END
-                 WHERE name = $1 AND paused <> $2".to_string(),
-            delete_schedule: "DELETE FROM schedules WHERE name = $1".to_string(),
+            fire_schedule: include_str!("../../sql/statements/fire_schedule.sql").to_owned(),
+            pause_schedule: include_str!("../../sql/statements/pause_schedule.sql").to_owned(),
+            delete_schedule: include_str!("../../sql/statements/delete_schedule.sql").to_owned(),
             // The schedules' minimum goes through their partial index (few rows: the unpaused).
-            next_wake: "SELECT min(at) FROM (
-                     SELECT min(wake_at) AS at FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
-                       AND (workflow || '@' || version) = ANY($1)
-                     UNION ALL
-                     SELECT min(next_fire_at) FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL
-                       AND workflow = ANY($2)) AS due".to_string(),
+            next_wake: include_str!("../../sql/statements/next_wake.sql").to_owned(),
             // The channel is the schema's name: one channel per Cairn installation.
             notify: "SELECT pg_notify($1, $2)".to_owned(),
             append_batch: format!(
@@ -537,3 +485,4 @@ pub(super) fn journal_cte(first: usize, gate: &str) -> String {
 pub(crate) fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::from_cause(error)
 }
+

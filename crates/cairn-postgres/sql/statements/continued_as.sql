@@ -1,0 +1,1 @@
+UPDATE runs SET continued_as = $2 WHERE id = $1

@@ -1,0 +1,1 @@
+DELETE FROM concurrency_rules WHERE workflow = $1

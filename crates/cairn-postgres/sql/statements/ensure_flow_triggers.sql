@@ -1,0 +1,1 @@
+SELECT ensure_flow_triggers() WHERE EXISTS (SELECT 1 FROM concurrency_rules)

@@ -1,0 +1,1 @@
+SELECT cancel_requested, pause_requested FROM runs WHERE id = $1

@@ -1,0 +1,1 @@
+SELECT id, flow_key, flow_hold, waiting_for FROM runs WHERE id = ANY($1) AND flow_key IS NOT NULL

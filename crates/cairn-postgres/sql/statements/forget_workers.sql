@@ -1,0 +1,1 @@
+DELETE FROM workers WHERE id = ANY($1) OR live_until < $2

@@ -1,0 +1,1 @@
+INSERT INTO signals (run_id, name, payload, sent_at) VALUES ($1, $2, $3, $4) RETURNING id

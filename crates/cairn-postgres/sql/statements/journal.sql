@@ -1,0 +1,1 @@
+SELECT seq, at, data FROM journal WHERE run_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq

@@ -1,0 +1,1 @@
+UPDATE signals SET run_id = $1 WHERE run_id = $2 AND consumed_seq IS NULL

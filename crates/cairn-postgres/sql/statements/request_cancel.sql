@@ -1,0 +1,1 @@
+UPDATE runs SET cancel_requested = true WHERE id = $1

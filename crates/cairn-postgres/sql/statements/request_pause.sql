@@ -1,0 +1,1 @@
+UPDATE runs SET pause_requested = true WHERE id = $1

@@ -1,0 +1,1 @@
+UPDATE journal SET data = $2 WHERE run_id = $1 AND seq = 1

@@ -1,0 +1,1 @@
+SELECT workflow, key, lim, hold FROM concurrency_rules ORDER BY workflow

@@ -1,0 +1,1 @@
+SELECT id, name, payload, sent_at, consumed_seq FROM signals WHERE run_id = $1 ORDER BY id

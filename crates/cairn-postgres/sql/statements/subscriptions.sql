@@ -1,0 +1,1 @@
+SELECT workflow, pattern, version FROM subscriptions ORDER BY workflow, pattern

@@ -1,0 +1,1 @@
+SELECT take_rate($1, $2, $3, $4)

@@ -1,0 +1,1 @@
+SELECT id, host, pid, started_at, last_seen, live_until, serves FROM workers ORDER BY id
