@@ -445,6 +445,12 @@ async fn runs_start_steps_and_workflows() {
     let listed = String::from_utf8(cairn(&["runs", "list", "--workflow", "digest", "--db", db]).stdout).unwrap();
     assert!(listed.contains("suspended (waiting_for: debounce)"), "{listed}");
 
+    // A timeout and a retention from the flags: the run gets its deadline.
+    let timed = stdout_json(&cairn(&[
+        "runs", "start", "order", "3", "--id", "o-3", "--timeout", "1h", "--retention-days", "2", "--db", db, "--json",
+    ]));
+    assert!(timed["run"]["deadline"].is_string(), "{timed}");
+
     // Bad input: clear errors, non-zero exits, nothing stored.
     let before = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
     for bad in [
@@ -454,6 +460,8 @@ async fn runs_start_steps_and_workflows() {
         vec!["runs", "start", "", "1", "--db", db],
         vec!["runs", "start", "order", "1", "--fairness-key", "", "--db", db],
         vec!["runs", "start", "order", "1", "--priority", "high", "--db", db],
+        vec!["runs", "start", "order", "1", "--timeout", "soon", "--db", db],
+        vec!["runs", "start", "order", "1", "--timeout", "0s", "--db", db],
         vec!["runs", "start", "digest", "1", "--quiet", "1s", "--db", db],
         vec!["runs", "start", "digest", "1", "--debounce", "k", "--db", db],
         vec!["runs", "start", "digest", "1", "--debounce", "k", "--quiet", "soon", "--db", db],
