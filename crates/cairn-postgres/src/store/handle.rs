@@ -152,8 +152,9 @@ impl PostgresStore {
     /// How often each statement has run in this database so far, from `pg_stat_statements`
     /// (every statement of the database, whoever sent it: the store's statements name no schema,
     /// so a database of its own is what isolates one store's counts), each statement as the first
-    /// 160 characters of its text with whitespace squeezed (a database holds thousands, of
-    /// earlier schemas too); `None` when the extension is not installed here. Taken before and after a workload, the difference counts its
+    /// 160 characters of its text with whitespace squeezed, leaving out statements that name a
+    /// schema (earlier builds', and other tools'; a database holds thousands); `None` when the
+    /// extension is not installed here. Taken before and after a workload, the difference counts its
     /// statements; since Cairn never pipelines, each statement is also one round trip. Used by
     /// `cairn bench`.
     pub async fn statement_calls(&self) -> Result<Option<Vec<(String, i64)>>, StoreError> {
@@ -176,6 +177,7 @@ impl PostgresStore {
                      FROM \"{namespace}\".pg_stat_statements
                      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
                        AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_extension%'
+                       AND query !~ '\"\\w+\"\\.\\w'
                      GROUP BY q"
                 ),
                 &[],
