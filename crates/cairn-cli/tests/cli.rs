@@ -447,7 +447,19 @@ async fn runs_start_steps_and_workflows() {
 
     // A timeout and a retention from the flags: the run gets its deadline.
     let timed = stdout_json(&cairn(&[
-        "runs", "start", "order", "3", "--id", "o-3", "--timeout", "1h", "--retention-days", "2", "--db", db, "--json",
+        "runs",
+        "start",
+        "order",
+        "3",
+        "--id",
+        "o-3",
+        "--timeout",
+        "1h",
+        "--retention-days",
+        "2",
+        "--db",
+        db,
+        "--json",
     ]));
     assert!(timed["run"]["deadline"].is_string(), "{timed}");
 

@@ -22,19 +22,24 @@ pub struct TestSchema {
 
 impl Drop for TestSchema {
     fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        // A fresh runtime on a fresh thread: the test's own runtime may be shutting down.
-        let _ = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-            runtime.block_on(async {
-                if let Ok((client, connection)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
-                    tokio::spawn(connection);
-                    let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE")).await;
-                }
-            });
-        })
-        .join();
+        run_at_drop(&self.url, format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name));
     }
+}
+
+/// Runs `statement` on the server at `url`, from a fresh runtime on a fresh thread (the test's
+/// own runtime may be shutting down); errors are ignored, as in any cleanup.
+fn run_at_drop(url: &str, statement: String) {
+    let url = url.to_owned();
+    let _ = std::thread::spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        runtime.block_on(async {
+            if let Ok((client, connection)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+                tokio::spawn(connection);
+                let _ = client.batch_execute(&statement).await;
+            }
+        });
+    })
+    .join();
 }
 
 /// A store in a fresh schema named after `tag`, or `None` when no server answers (see the module).
@@ -59,17 +64,7 @@ pub struct TestDatabase {
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-            runtime.block_on(async {
-                if let Ok((client, connection)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
-                    tokio::spawn(connection);
-                    let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
-                }
-            });
-        })
-        .join();
+        run_at_drop(&self.url, format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name));
     }
 }
 

@@ -485,4 +485,3 @@ pub(super) fn journal_cte(first: usize, gate: &str) -> String {
 pub(crate) fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::from_cause(error)
 }
-
