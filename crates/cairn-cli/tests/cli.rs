@@ -461,7 +461,7 @@ async fn runs_start_steps_and_workflows() {
         db,
         "--json",
     ]));
-    assert!(timed["run"]["deadline"].is_string(), "{timed}");
+    assert!(timed["deadline"].is_string(), "{timed}");
 
     // Bad input: clear errors, non-zero exits, nothing stored.
     let before = stdout_json(&cairn(&["runs", "list", "--db", db, "--json"]));
