@@ -12,14 +12,7 @@ impl Writer {
     pub(super) fn prune(&mut self, request: &PruneRequest) -> Result<Vec<RunId>, Failure> {
         let doomed: Vec<(String, String, String)> = self
             .conn
-            .prepare_cached(
-                "SELECT id, workflow, status FROM runs
-                 WHERE delete_after <= ?1 AND status IN ('completed', 'failed', 'cancelled', 'continued')
-                 UNION
-                 SELECT id, workflow, status FROM runs WHERE ?2 IS NOT NULL AND completed_at < ?2
-                   AND status IN ('completed', 'failed', 'cancelled', 'continued')
-                 ORDER BY id LIMIT ?3",
-            )?
+            .prepare_cached(include_str!("../sql/statements/prune.sql"))?
             .query_map(
                 params![request.now.as_millis(), request.ended_before.map(Timestamp::as_millis), request.limit as i64],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -43,23 +36,15 @@ impl Writer {
     }
 
     pub(super) fn record_worker(&mut self, worker: &WorkerRecord) -> Result<(), Failure> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO workers (id, host, pid, started_at, last_seen, live_until, serves)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-                     started_at = excluded.started_at, last_seen = excluded.last_seen,
-                     live_until = excluded.live_until, serves = excluded.serves",
-            )?
-            .execute(params![
-                worker.id,
-                worker.host,
-                worker.pid,
-                worker.started_at.as_millis(),
-                worker.last_seen.as_millis(),
-                worker.live_until.as_millis(),
-                worker.serves_json()
-            ])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/record_worker.sql"))?.execute(params![
+            worker.id,
+            worker.host,
+            worker.pid,
+            worker.started_at.as_millis(),
+            worker.last_seen.as_millis(),
+            worker.live_until.as_millis(),
+            worker.serves_json()
+        ])?;
         Ok(())
     }
 
@@ -94,39 +79,25 @@ impl Writer {
     }
 
     pub(super) fn put_schedule(&mut self, put: &PutSchedule) -> Result<ScheduleRecord, Failure> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO schedules (name, workflow, spec, input, next_fire_at, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
-                 ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, input = excluded.input,
-                     next_fire_at = CASE WHEN spec = excluded.spec THEN next_fire_at ELSE excluded.next_fire_at END,
-                     spec = excluded.spec, updated_at = excluded.updated_at",
-            )?
-            .execute(params![
-                put.name,
-                put.workflow,
-                put.spec,
-                put.input.get(),
-                put.next_fire_at.map(Timestamp::as_millis),
-                put.now.as_millis()
-            ])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/put_schedule.sql"))?.execute(params![
+            put.name,
+            put.workflow,
+            put.spec,
+            put.input.get(),
+            put.next_fire_at.map(Timestamp::as_millis),
+            put.now.as_millis()
+        ])?;
         self.schedule(&put.name)?.ok_or_else(|| clean(StoreError::ScheduleNotFound(put.name.clone())))
     }
 
     pub(super) fn fire_schedule(&mut self, fire: &FireSchedule) -> Result<Option<Vec<CreatedRun>>, Failure> {
-        let moved = self
-            .conn
-            .prepare_cached(
-                "UPDATE schedules SET next_fire_at = ?3, last_fired_at = coalesce(?4, last_fired_at), updated_at = ?5
-                 WHERE name = ?1 AND paused = 0 AND next_fire_at = ?2",
-            )?
-            .execute(params![
-                fire.name,
-                fire.due.as_millis(),
-                fire.next_fire_at.map(Timestamp::as_millis),
-                fire.last_fired_at.map(Timestamp::as_millis),
-                fire.now.as_millis()
-            ])?;
+        let moved = self.conn.prepare_cached(include_str!("../sql/statements/fire_schedule.sql"))?.execute(params![
+            fire.name,
+            fire.due.as_millis(),
+            fire.next_fire_at.map(Timestamp::as_millis),
+            fire.last_fired_at.map(Timestamp::as_millis),
+            fire.now.as_millis()
+        ])?;
         if moved == 0 {
             return Ok(None);
         }
@@ -145,18 +116,12 @@ impl Writer {
     }
 
     pub(super) fn pause_schedule(&mut self, change: &PauseSchedule) -> Result<ScheduleRecord, Failure> {
-        self.conn
-            .prepare_cached(
-                "UPDATE schedules SET paused = ?2, updated_at = ?4,
-                     next_fire_at = CASE WHEN ?2 = 0 THEN ?3 ELSE next_fire_at END
-                 WHERE name = ?1 AND paused <> ?2",
-            )?
-            .execute(params![
-                change.name,
-                change.paused,
-                change.next_fire_at.map(Timestamp::as_millis),
-                change.now.as_millis()
-            ])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/pause_schedule.sql"))?.execute(params![
+            change.name,
+            change.paused,
+            change.next_fire_at.map(Timestamp::as_millis),
+            change.now.as_millis()
+        ])?;
         self.schedule(&change.name)?.ok_or_else(|| clean(StoreError::ScheduleNotFound(change.name.clone())))
     }
 }

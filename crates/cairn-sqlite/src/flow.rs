@@ -7,12 +7,12 @@ use crate::writer::{Failure, Writer, clean};
 impl Writer {
     pub(super) fn put_concurrency(&mut self, rule: &ConcurrencyRule) -> Result<(), Failure> {
         rule.check().map_err(|e| clean(StoreError::InvalidInput(e)))?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO concurrency_rules (workflow, key, lim, hold) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (workflow) DO UPDATE SET key = excluded.key, lim = excluded.lim, hold = excluded.hold",
-            )?
-            .execute(params![rule.workflow, rule.key, rule.limit, rule.hold_suspended])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/put_concurrency.sql"))?.execute(params![
+            rule.workflow,
+            rule.key,
+            rule.limit,
+            rule.hold_suspended
+        ])?;
         self.admit_workflow(&rule.workflow)
     }
 
@@ -46,12 +46,7 @@ impl Writer {
 
     /// Admits what every group of `workflow` with waiting runs has room for (its rule changed).
     pub(super) fn admit_workflow(&self, workflow: &str) -> Result<(), Failure> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO flow_admit (workflow, key)
-                 SELECT DISTINCT workflow, flow_key FROM runs WHERE workflow = ?1 AND waiting_for IS NOT NULL",
-            )?
-            .execute([workflow])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/admit_workflow.sql"))?.execute([workflow])?;
         Ok(())
     }
 
@@ -60,12 +55,7 @@ impl Writer {
     pub(super) fn take_slot(&self, workflow: &str, key: &str, limit: u32) -> Result<bool, Failure> {
         let taken = self
             .conn
-            .prepare_cached(
-                "INSERT INTO concurrency_slots (workflow, key, held) VALUES (?1, ?2, 1)
-                 ON CONFLICT (workflow, key) DO UPDATE SET held = held + 1
-                 WHERE held < ?3
-                   AND NOT EXISTS (SELECT 1 FROM runs WHERE workflow = ?1 AND flow_key = ?2 AND waiting_for IS NOT NULL)",
-            )?
+            .prepare_cached(include_str!("../sql/statements/take_slot.sql"))?
             .execute(params![workflow, key, limit])?;
         Ok(taken == 1)
     }
@@ -84,12 +74,7 @@ impl Writer {
     /// Admits the group's waiting runs, oldest first, while it has room (`flow_admit`); nothing to
     /// do when none waits.
     pub(super) fn admit(&self, workflow: &str, key: &str) -> Result<(), Failure> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO flow_admit (workflow, key) SELECT ?1, ?2
-                 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow = ?1 AND flow_key = ?2 AND waiting_for IS NOT NULL)",
-            )?
-            .execute(params![workflow, key])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/admit.sql"))?.execute(params![workflow, key])?;
         Ok(())
     }
 

@@ -47,26 +47,10 @@ impl Writer {
         // Read apart from the insert: an INSERT … RETURNING cost W1 about 25 % more than both.
         let fair_seq: i64 = self
             .conn
-            .prepare_cached(
-                "SELECT max(coalesce((SELECT fair_seq + 1 FROM runs INDEXED BY runs_fair
-                                      WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?1 AND fair_key = ?2
-                                      ORDER BY fair_seq DESC LIMIT 1), 0),
-                            coalesce((SELECT fair_seq FROM runs INDEXED BY runs_ready
-                                      WHERE status = 'pending' AND waiting_for IS NULL AND priority = ?1
-                                      ORDER BY priority DESC, fair_seq LIMIT 1), 0))",
-            )?
+            .prepare_cached(include_str!("../sql/statements/create_fair_seq.sql"))?
             .query_row(params![run.priority, fair_key], |r| r.get(0))?;
-        let inserted = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO runs (id, workflow, version, status, input, idempotency_key, created_at, updated_at, last_seq,
-                     deadline_at, retention_ms, restarted_from, parent, continued_from, flow_key, flow_hold, waiting_for,
-                     priority, fair_key, fair_seq, suspend_reason, wake_at, debounce_key, debounce_until)
-                 VALUES (?1, ?2, ?3, ?18, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-                     CASE WHEN ?23 THEN 'concurrency' END, ?15, ?16, ?17, ?19, ?20, ?21, ?22)
-                 ON CONFLICT (id) DO NOTHING",
-            )?
-            .execute(params![
+        let inserted =
+            self.conn.prepare_cached(include_str!("../sql/statements/create_insert.sql"))?.execute(params![
                 run.id.as_str(),
                 run.workflow,
                 run.version,
@@ -113,11 +97,7 @@ impl Writer {
         let quiet_after = (run.created_at + debounce.quiet).as_millis();
         let joined: Option<String> = self
             .conn
-            .prepare_cached(
-                "UPDATE runs SET input = ?3, updated_at = ?4, wake_at = min(?5, coalesce(debounce_until, ?5))
-                 WHERE workflow = ?1 AND debounce_key = ?2 AND status = 'suspended' AND suspend_reason = 'debouncing'
-                 RETURNING id",
-            )?
+            .prepare_cached(include_str!("../sql/statements/join_debounce.sql"))?
             .query_row(
                 params![run.workflow, debounce.key, run.input.get(), run.created_at.as_millis(), quiet_after],
                 |r| r.get(0),
@@ -299,19 +279,13 @@ impl Writer {
         for (path, trim) in append.events.iter().filter_map(Event::deletion) {
             // Within the range (the primary key bounds the scan): the loop's iterations by path
             // prefix, its earlier checkpoints, and the values' sets (the checkpoint holds them).
-            self.conn
-                .prepare_cached(
-                    "DELETE FROM journal WHERE run_id = ?1 AND seq > ?2 AND seq <= ?3
-                         AND (substr(path, 1, length(?4)) = ?4 OR (kind = 'loop_checkpoint' AND path = ?5)
-                              OR kind = 'var_set')",
-                )?
-                .execute(params![
-                    append.run_id.as_str(),
-                    trim.after as i64,
-                    trim.through as i64,
-                    Trim::iteration_prefix(path),
-                    path.as_str()
-                ])?;
+            self.conn.prepare_cached(include_str!("../sql/statements/trim_loop.sql"))?.execute(params![
+                append.run_id.as_str(),
+                trim.after as i64,
+                trim.through as i64,
+                Trim::iteration_prefix(path),
+                path.as_str()
+            ])?;
         }
         if let RunUpdate::Continue { successor, .. } = &append.update {
             // The run's row and journal are written: a refused successor undoes them.
@@ -347,11 +321,7 @@ impl Writer {
         for (run_id, epoch) in &request.runs {
             let held: Option<(i64, i64)> = self
                 .conn
-                .prepare_cached(
-                    "UPDATE runs SET lease_expires_at = ?1
-                     WHERE id = ?2 AND epoch = ?3 AND lease_owner = ?4 AND status = 'running'
-                     RETURNING cancel_requested, pause_requested",
-                )?
+                .prepare_cached(include_str!("../sql/statements/heartbeat.sql"))?
                 .query_row(
                     params![request.lease_until.as_millis(), run_id.as_str(), *epoch as i64, request.owner],
                     |r| Ok((r.get(0)?, r.get(1)?)),
@@ -398,12 +368,7 @@ impl Writer {
                 "INSERT INTO signals (run_id, name, payload, sent_at) VALUES (?1, ?2, ?3, ?4) RETURNING id",
             )?
             .query_row(params![run_id, signal.name, signal.payload.get(), sent_at], |r| r.get(0))?;
-        self.conn
-            .prepare_cached(
-                "UPDATE runs SET wake_at = min(coalesce(wake_at, ?2), ?2)
-                 WHERE id = ?1 AND status = 'suspended' AND suspend_reason = 'waiting'",
-            )?
-            .execute(params![run_id, sent_at])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/signal.sql"))?.execute(params![run_id, sent_at])?;
         Ok(SignalId(id))
     }
 
@@ -437,11 +402,7 @@ impl Writer {
             return Err(clean(StoreError::NotPaused { run_id: request.run_id.clone(), status: run.status }));
         }
         self.conn
-            .prepare_cached(
-                "UPDATE runs SET status = 'pending', error = NULL, recoveries = 0, updated_at = ?2,
-                     waiting_for = CASE WHEN flow_key IS NOT NULL THEN 'concurrency' END
-                 WHERE id = ?1",
-            )?
+            .prepare_cached(include_str!("../sql/statements/resume.sql"))?
             .execute(params![request.run_id.as_str(), request.at.as_millis()])?;
         if let Some(place) = &run.concurrency {
             self.admit(&run.workflow, &place.key)?;
@@ -493,14 +454,12 @@ impl Writer {
             return Ok(CancelOutcome::Requested);
         }
         let seq = run.last_seq + 1;
-        self.conn
-            .prepare_cached(
-                "UPDATE runs SET cancel_requested = 1, epoch = epoch + 1, last_seq = ?2, updated_at = ?3,
-                     status = 'cancelled', suspend_reason = NULL, error = ?4, completed_at = ?3, wake_at = NULL,
-                     lease_owner = NULL, lease_expires_at = NULL, delete_after = ?3 + retention_ms, waiting_for = NULL
-                 WHERE id = ?1",
-            )?
-            .execute(params![request.run_id.as_str(), seq as i64, request.at.as_millis(), request.reason])?;
+        self.conn.prepare_cached(include_str!("../sql/statements/cancel.sql"))?.execute(params![
+            request.run_id.as_str(),
+            seq as i64,
+            request.at.as_millis(),
+            request.reason
+        ])?;
         self.release_held(&run)?;
         self.count_ended(run.workflow, RunStatus::Cancelled, 1);
         let cancelled = Event::Cancelled { reason: request.reason.clone() };

@@ -295,18 +295,11 @@ impl Store for SqliteStore {
             let tags = serde_json::to_string(&tags).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
             let names = names?;
             // The schedules' minimum goes through their partial index (few rows: the unpaused).
-            conn.prepare_cached(
-                "SELECT min(at) FROM (
-                     SELECT min(wake_at) AS at FROM runs INDEXED BY runs_timer WHERE status = 'suspended' AND wake_at IS NOT NULL
-                       AND (workflow || '@' || version) IN (SELECT value FROM json_each(?1))
-                     UNION ALL
-                     SELECT min(next_fire_at) FROM schedules WHERE paused = 0 AND next_fire_at IS NOT NULL
-                       AND workflow IN (SELECT value FROM json_each(?2)))",
-            )
-            .map_err(backend)?
-            .query_row([tags, names], |r| r.get::<_, Option<i64>>(0))
-            .map(|v| v.map(Timestamp::from_millis))
-            .map_err(backend)
+            conn.prepare_cached(include_str!("../sql/statements/next_wake_at.sql"))
+                .map_err(backend)?
+                .query_row([tags, names], |r| r.get::<_, Option<i64>>(0))
+                .map(|v| v.map(Timestamp::from_millis))
+                .map_err(backend)
         })
     }
 

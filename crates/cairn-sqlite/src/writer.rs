@@ -198,10 +198,7 @@ impl Writer {
         for ((workflow, status), delta) in self.ended.drain() {
             if delta != 0 {
                 self.conn
-                    .prepare_cached(
-                        "INSERT INTO ended_counts (workflow, status, runs) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (workflow, status) DO UPDATE SET runs = runs + excluded.runs",
-                    )?
+                    .prepare_cached(include_str!("../sql/statements/write_ended_counts.sql"))?
                     .execute(params![workflow, status.as_str(), delta])?;
             }
         }
