@@ -43,6 +43,36 @@ fn check(given: &str, pattern: bool) -> Result<(), TopicError> {
     Ok(())
 }
 
+/// A topic events can be published to, checked once when made ([`check_topic`]'s rules).
+///
+/// ```
+/// use cairn_journal::topic::Topic;
+/// assert_eq!(Topic::new("user.signup").map(|t| t.to_string()), Ok("user.signup".to_owned()));
+/// assert!(Topic::new("user.*").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Topic(String);
+
+impl Topic {
+    /// `topic`, if it is one events can be published to.
+    pub fn new(topic: impl Into<String>) -> Result<Topic, TopicError> {
+        let topic = topic.into();
+        check_topic(&topic)?;
+        Ok(Topic(topic))
+    }
+
+    /// The topic's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Checks that `topic` is a topic events can be published to (no wildcards).
 pub fn check_topic(topic: &str) -> Result<(), TopicError> {
     check(topic, false)

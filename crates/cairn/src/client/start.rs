@@ -6,6 +6,7 @@ use crate::error::ClientError;
 use crate::op_error::{ReadError, StartError};
 use crate::run_core::Queue;
 use cairn_api::{DebounceOptions, StartOptions};
+use cairn_journal::topic::Topic;
 use cairn_store::{
     Debounce, EventId, EventName, IdempotencyKey, NewRun, RunId, RunRecord, StartSignal, StoreError, WorkflowName,
 };
@@ -107,7 +108,7 @@ impl<'a> IntoFuture for Publish<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let client = self.client;
-            cairn_journal::topic::check_topic(&self.topic).map_err(ClientError::InvalidTopic)?;
+            let topic = Topic::new(self.topic).map_err(ClientError::InvalidTopic)?;
             let payload = self.payload?;
             client.check_size(&payload)?;
             let event_id = match self.id {
@@ -115,7 +116,7 @@ impl<'a> IntoFuture for Publish<'a> {
                 None => uuid::Uuid::now_v7().to_string(),
             };
             let mut subscribers: Vec<(String, u32)> = (client.store.subscriptions().await?.into_iter())
-                .filter(|s| cairn_journal::topic::matches(&s.pattern, &self.topic))
+                .filter(|s| cairn_journal::topic::matches(&s.pattern, topic.as_str()))
                 .map(|s| (s.workflow, s.version))
                 .collect();
             subscribers.dedup_by(|a, b| a.0 == b.0);
