@@ -35,11 +35,11 @@ pub use cairn_api::views::{
     ListedRun, Outcome, Pruned, PublishedEvent, Restarted, RunDetail, RunPage, ScheduleView, Schedules, SignalSent,
     Signals, StartedRun, Steps, Workers, Workflows,
 };
-pub use cairn_api::{DebounceOptions, PruneBody, PublishBody, ScheduleBody, StartOptions};
+pub use cairn_api::{DebounceOptions, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions};
 pub use transport::encode;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
 use serde_json::value::RawValue;
 use std::time::Duration;
 use transport::Transport;
@@ -113,15 +113,25 @@ impl Client {
         self.transport.call(method, path, body).await
     }
 
+    /// `method path` with `body` as its JSON body.
+    async fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: &B,
+    ) -> Result<T, Error> {
+        let json = serde_json::to_string(body).map_err(|source| Error::Request {
+            method,
+            path: path.to_owned(),
+            source: source.into(),
+        })?;
+        self.call(method, path, Some(json)).await
+    }
+
     /// Starts a run of `workflow` (`POST /v1/workflows/{name}/runs`); `created` is false when an
     /// idempotency key or a debounce key found an existing run.
     pub async fn start(&self, workflow: &str, options: &StartOptions) -> Result<StartedRun, Error> {
-        let body = serde_json::to_string(options).map_err(|source| Error::Decode {
-            method: "POST",
-            path: format!("/v1/workflows/{}/runs", encode(workflow)),
-            source,
-        })?;
-        self.call("POST", &format!("/v1/workflows/{}/runs", encode(workflow)), Some(body)).await
+        self.send("POST", &format!("/v1/workflows/{}/runs", encode(workflow)), options).await
     }
 
     /// One run (`GET /v1/runs/{id}`).
@@ -187,8 +197,8 @@ impl Client {
     /// Starts a new run that replays run `id`'s journal up to `from_step` and runs again from it.
     pub async fn restart(&self, id: &str, from_step: &str) -> Result<Restarted, Error> {
         let path = self.run_path(id).await?;
-        let body = json!({ "fromStep": from_step }).to_string();
-        self.call("POST", &format!("{path}/restart"), Some(body)).await
+        let body = RestartBody { from_step: from_step.to_owned() };
+        self.send("POST", &format!("{path}/restart"), &body).await
     }
 
     /// Run `id` once it has ended or is paused, or as it is when `wait` (at most 5 minutes)
@@ -226,15 +236,13 @@ impl Client {
 
     /// Publishes an event to `topic`: one run per workflow subscribed to it.
     pub async fn publish(&self, topic: &str, event: &PublishBody) -> Result<PublishedEvent, Error> {
-        let body = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned());
-        self.call("POST", &format!("/v1/events/{}", encode(topic)), Some(body)).await
+        self.send("POST", &format!("/v1/events/{}", encode(topic)), event).await
     }
 
     /// Deletes ended runs past their retention (or older than `olderThan`), or lists them
     /// (`dryRun`).
     pub async fn prune(&self, prune: &PruneBody) -> Result<Pruned, Error> {
-        let body = serde_json::to_string(prune).unwrap_or_else(|_| "{}".to_owned());
-        self.call("POST", "/v1/runs/prune", Some(body)).await
+        self.send("POST", "/v1/runs/prune", prune).await
     }
 
     /// Every workflow with runs, with its counts by status.
@@ -259,8 +267,7 @@ impl Client {
 
     /// Creates or replaces schedule `name`.
     pub async fn put_schedule(&self, name: &str, schedule: &ScheduleBody) -> Result<ScheduleView, Error> {
-        let body = serde_json::to_string(schedule).unwrap_or_else(|_| "{}".to_owned());
-        self.call("PUT", &format!("/v1/schedules/{}", encode(name)), Some(body)).await
+        self.send("PUT", &format!("/v1/schedules/{}", encode(name)), schedule).await
     }
 
     /// Deletes schedule `name` (its runs stay).
