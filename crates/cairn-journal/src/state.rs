@@ -232,6 +232,11 @@ pub struct LoopRecord {
     pub trim: Option<Trim>,
     /// The run's durable values as they were at the checkpoint.
     pub vars: BTreeMap<String, Box<RawValue>>,
+    /// `(next, seq)` of each of the loop's checkpoints still in the journal, oldest first, this
+    /// one last: every entry of the iterations before `next` is before `seq`. A loop resumed
+    /// from this record trims its kept iterations by these, as the execution that journaled
+    /// them would have.
+    pub kept: Vec<(u64, u64)>,
 }
 
 impl Default for RunState {
@@ -418,7 +423,12 @@ impl RunState {
                     self.add_trim(trim.since, trim.through);
                 }
                 self.vars.extend(vars.iter().map(|(name, value)| (name.clone(), value.clone())));
-                self.loops.insert(path, LoopRecord { next, state, seq, trim, vars });
+                // Earlier checkpoints this one's trim deleted are gone from the journal.
+                let mut kept = self.loops.remove(&path).map(|record| record.kept).unwrap_or_default();
+                let through = trim.map_or(0, |trim| trim.through);
+                kept.retain(|&(_, at)| at > through);
+                kept.push((next, seq));
+                self.loops.insert(path, LoopRecord { next, state, seq, trim, vars, kept });
             }
             Event::VarSet { name, value } => {
                 self.vars.insert(name, value);

@@ -114,7 +114,9 @@ impl Ctx {
         // (j, s): every entry of the iterations before j is at or before entry s.
         let mut boundaries: VecDeque<(u64, u64)> = VecDeque::new();
         match (&record, live) {
-            (Some(record), _) => boundaries.push_back((record.next, record.seq)),
+            // Each checkpoint still journaled bounds the iterations before it: a loop resumed
+            // near its end still trims the iterations it keeps no longer.
+            (Some(record), _) => boundaries.extend(record.kept.iter().copied()),
             (None, Some(at)) => boundaries.push_back((0, at)),
             (None, None) => {}
         }

@@ -16,8 +16,12 @@ const ITERATIONS: usize = 20;
 type Calls = Arc<[Counter; ITERATIONS]>;
 
 /// Adds each iteration's index to the state, and keeps the durable value `sum` equal to it (an
-/// iteration that finds them apart fails the run); iteration 12 naps an hour after its step.
-fn counting(calls: Calls, options: LoopOptions) -> impl Fn(Ctx, ()) -> crate::common::Body<u64> + Send + Sync {
+/// iteration that finds them apart fails the run); iteration `nap_at` naps an hour after its step.
+fn counting(
+    calls: Calls,
+    options: LoopOptions,
+    nap_at: usize,
+) -> impl Fn(Ctx, ()) -> crate::common::Body<u64> + Send + Sync {
     move |ctx: Ctx, ()| {
         let calls = Arc::clone(&calls);
         Box::pin(async move {
@@ -36,7 +40,7 @@ fn counting(calls: Calls, options: LoopOptions) -> impl Fn(Ctx, ()) -> crate::co
                         .step("work", || async { Ok::<_, StepError>(calls[index].hit() as u64 * index as u64) })
                         .await?;
                     total.set(&(sum + got)).await?;
-                    if index == 12 {
+                    if index == nap_at {
                         ctx.sleep("nap", Duration::from_secs(3600)).await?;
                     }
                     let sum = sum + got;
@@ -52,22 +56,25 @@ async fn rows(dir: &tempfile::TempDir, id: &cairn::RunId) -> Vec<cairn::journal:
     reopen(dir).read_journal(id).await.unwrap()
 }
 
-async fn restart_in_the_middle(
+/// Runs the loop until iteration `nap_at` naps, stops the engine, and lets a new one finish it;
+/// the journal at the nap and at the end.
+async fn restart_at(
     options: LoopOptions,
+    nap_at: usize,
 ) -> (Calls, Vec<cairn::journal::JournalEntry>, Vec<cairn::journal::JournalEntry>) {
     let (store, dir) = sqlite();
     let clock = clock();
     let calls: Calls = Default::default();
-    let engine = engine_of(store, &clock, "count", counting(Arc::clone(&calls), options)).await;
+    let engine = engine_of(store, &clock, "count", counting(Arc::clone(&calls), options, nap_at)).await;
     let run = engine.client().start("count", &()).id("loop-1").await.unwrap();
     wait_for_status(&engine.client(), run.id(), RunStatus::Suspended).await;
     engine.shutdown().await;
     let middle = rows(&dir, run.id()).await;
     RunState::fold(&middle).unwrap();
-    assert_eq!(cairn::journal::vars(&middle)["sum"], (0..=12).sum::<u64>(), "readable while it sleeps");
+    assert_eq!(cairn::journal::vars(&middle)["sum"], (0..=nap_at as u64).sum::<u64>(), "readable while it sleeps");
 
     clock.advance(Duration::from_secs(3600));
-    let engine = engine_of(reopen(&dir), &clock, "count", counting(Arc::clone(&calls), options)).await;
+    let engine = engine_of(reopen(&dir), &clock, "count", counting(Arc::clone(&calls), options, nap_at)).await;
     let sum: u64 = engine.client().result(run.id()).await.unwrap();
     assert_eq!(sum, (0..ITERATIONS as u64).sum::<u64>());
     engine.shutdown().await;
@@ -88,7 +95,7 @@ fn iterations_in(journal: &[cairn::journal::JournalEntry]) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_resumes_at_the_last_checkpoint_and_old_iterations_are_trimmed() {
-    let (calls, middle, end) = restart_in_the_middle(LoopOptions::default().keep_iterations(3)).await;
+    let (calls, middle, end) = restart_at(LoopOptions::default().keep_iterations(3), 12).await;
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), vec![1; ITERATIONS], "no iteration ran twice");
     // Suspended in iteration 12: the store holds iterations 9 to 12 (three kept, one running).
     assert_eq!(iterations_in(&middle), [9, 10, 11, 12], "{middle:?}");
@@ -98,10 +105,23 @@ async fn a_restart_resumes_at_the_last_checkpoint_and_old_iterations_are_trimmed
     assert!(end.len() < 30, "{} rows after {ITERATIONS} iterations", end.len());
 }
 
+/// Resumed two iterations before its end, the loop still trims the iterations it keeps no longer
+/// (it once kept them until `keep` iterations after the resume, so a loop resumed near its end
+/// left them in the journal for good: the crash test `loop_kill9` found 16 to 20 rows where 15
+/// is the bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_resumed_near_its_end_still_trims_what_it_no_longer_keeps() {
+    let (calls, middle, end) = restart_at(LoopOptions::default().keep_iterations(3), ITERATIONS - 2).await;
+    assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), vec![1; ITERATIONS], "no iteration ran twice");
+    assert_eq!(iterations_in(&middle), [15, 16, 17, 18], "{middle:?}");
+    // The last checkpoint (before iteration 19) keeps iterations 16 to 18.
+    assert_eq!(iterations_in(&end), [16, 17, 18, 19], "{end:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iterations_after_a_sparse_checkpoint_replay_from_the_journal() {
     let options = LoopOptions::default().checkpoint_every(5).keep_iterations(0);
-    let (calls, middle, _) = restart_in_the_middle(options).await;
+    let (calls, middle, _) = restart_at(options, 12).await;
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), vec![1; ITERATIONS], "no iteration ran twice");
     // Checkpointed at 10: iterations 10 to 12 are in the journal and replayed, not run.
     assert_eq!(iterations_in(&middle), [10, 11, 12], "{middle:?}");
