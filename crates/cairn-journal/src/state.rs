@@ -423,12 +423,20 @@ impl RunState {
                     self.add_trim(trim.since, trim.through);
                 }
                 self.vars.extend(vars.iter().map(|(name, value)| (name.clone(), value.clone())));
-                // Earlier checkpoints this one's trim deleted are gone from the journal.
-                let mut kept = self.loops.remove(&path).map(|record| record.kept).unwrap_or_default();
-                let through = trim.map_or(0, |trim| trim.through);
-                kept.retain(|&(_, at)| at > through);
-                kept.push((next, seq));
-                self.loops.insert(path, LoopRecord { next, state, seq, trim, vars, kept });
+                match self.loops.entry(path) {
+                    std::collections::hash_map::Entry::Occupied(mut entry) => {
+                        let record = entry.get_mut();
+                        // Earlier checkpoints this one's trim deleted are gone from the journal.
+                        let through = trim.map_or(0, |trim| trim.through);
+                        record.kept.retain(|&(_, at)| at > through);
+                        record.kept.push((next, seq));
+                        (record.next, record.state, record.seq, record.trim, record.vars) =
+                            (next, state, seq, trim, vars);
+                    }
+                    std::collections::hash_map::Entry::Vacant(entry) => {
+                        entry.insert(LoopRecord { next, state, seq, trim, vars, kept: vec![(next, seq)] });
+                    }
+                }
             }
             Event::VarSet { name, value } => {
                 self.vars.insert(name, value);
