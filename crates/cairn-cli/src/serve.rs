@@ -85,6 +85,10 @@ fn listen(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListe
 }
 
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
+    // An empty token would serve without one: say so rather than guess which was meant.
+    if std::env::var_os("CAIRN_TOKEN").is_some_and(|token| token.is_empty()) {
+        anyhow::bail!("CAIRN_TOKEN is set but empty: set a token, or unset CAIRN_TOKEN to serve without one");
+    }
     // Installed before anything runs, so every number from the start is kept.
     let metrics = cairn_http::metrics::Prometheus::install();
     let store = args.store.open(true).await?;

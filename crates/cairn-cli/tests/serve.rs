@@ -128,3 +128,18 @@ fn serve_examples_over_http_then_stop_on_sigterm() {
     let _ = reader.read_to_string(&mut rest);
     drop(live);
 }
+
+#[test]
+fn an_empty_token_is_refused_rather_than_serving_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("cairn.db"))
+        .env("CAIRN_TOKEN", "")
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "it served");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("CAIRN_TOKEN is set but empty"), "{stderr}");
+    assert!(!dir.path().join("cairn.db").exists(), "it opened the store first");
+}

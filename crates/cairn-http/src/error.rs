@@ -89,4 +89,9 @@ pub(crate) async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
+/// A route that exists, asked with a method it does not take.
+pub(crate) async fn method_not_allowed(method: axum::http::Method) -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("this route does not take {method}"))
+}
+
 pub(crate) type Answer<T> = Result<Json<T>, ApiError>;

@@ -59,7 +59,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router, extract::DefaultBodyLimit};
 use cairn::Client;
-use error::not_found;
+use error::{method_not_allowed, not_found};
 use serde::Serialize;
 use state::{Api, Live};
 use std::sync::Arc;
@@ -85,7 +85,11 @@ pub fn router(client: Client, config: ApiConfig) -> Router {
     let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
     let live = Live { interval: config.live_interval, shutdown: config.shutdown };
     let api = Api { client, live, metrics: config.metrics };
-    router.fallback(not_found).layer(DefaultBodyLimit::max(config.body_limit)).with_state(api)
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .with_state(api)
 }
 
 /// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves).

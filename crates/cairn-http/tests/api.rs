@@ -738,6 +738,33 @@ async fn a_token_guards_every_route_but_healthz() {
     assert!(page.as_str().unwrap().contains("token-form"), "{page}");
     let (status, answer) = api.call_with("GET", "/v1/runs", None, Some("s3cret")).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
+    // The scheme's name is case-insensitive (RFC 9110); the token is not.
+    for (value, expected) in [
+        ("bearer s3cret", StatusCode::OK),
+        ("BEARER s3cret", StatusCode::OK),
+        ("bearer S3CRET", StatusCode::UNAUTHORIZED),
+        ("Basic s3cret", StatusCode::UNAUTHORIZED),
+    ] {
+        let request =
+            Request::builder().uri("/v1/runs").header(header::AUTHORIZATION, value).body(Body::empty()).unwrap();
+        assert_eq!(api.app.clone().oneshot(request).await.unwrap().status(), expected, "{value}");
+    }
+    api.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_a_route_does_not_take_is_405_with_an_error_body() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    for (method, uri) in [("PUT", "/v1/runs"), ("DELETE", "/v1/workflows"), ("PATCH", "/v1/workflows/hello/runs")] {
+        let request = Request::builder().method(method).uri(uri).body(Body::empty()).unwrap();
+        let response = api.app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+        assert!(response.headers().contains_key(header::ALLOW), "{method} {uri}: {:?}", response.headers());
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(code(&answer), "method_not_allowed", "{method} {uri}: {answer}");
+    }
+    assert!(api.stored().await.is_empty());
     api.engine.shutdown().await;
 }
 
