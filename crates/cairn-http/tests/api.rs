@@ -752,6 +752,51 @@ async fn a_token_guards_every_route_but_healthz() {
     api.engine.shutdown().await;
 }
 
+/// A payload nested past the limit is refused where it comes in: it was stored with `200` and
+/// failed the run that read it (serde_json's recursion limit), for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_nested_past_the_limit_are_refused_and_store_nothing() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    let (status, _) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"deep"}"#)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let mut before = api.stored().await;
+    for _ in 0..200 {
+        if before[0].1 == "suspended" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        before = api.stored().await;
+    }
+    let nested = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+    let deep = nested(128);
+    let start = format!(r#"{{"input":{}}}"#, nested(101));
+    let publish = format!(r#"{{"payload":{}}}"#, nested(101));
+    for (uri, body) in [
+        ("/v1/workflows/approval/runs/deep/signals/approve", deep.as_str()),
+        ("/v1/workflows/hello/runs", start.as_str()),
+        ("/v1/events/user.signup", publish.as_str()),
+    ] {
+        let (status, answer) = api.call("POST", uri, Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {answer}");
+        assert!(["invalid_payload", "invalid_json"].contains(&code(&answer)), "{uri}: {answer}");
+    }
+    assert_eq!(api.stored().await, before, "a refused payload was stored");
+    // At the limit it is taken, and the run reads it.
+    let (status, answer) =
+        api.call("POST", "/v1/workflows/approval/runs/deep/signals/approve", Some(&nested(100))).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let mut run = Value::Null;
+    for _ in 0..200 {
+        (_, run) = api.call("GET", "/v1/workflows/approval/runs/deep", None).await;
+        if run["status"] != json!("suspended") && run["status"] != json!("running") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(run["status"], json!("completed"), "{run}");
+    api.engine.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_method_a_route_does_not_take_is_405_with_an_error_body() {
     let api = served(cairn_http::ApiConfig::default()).await;

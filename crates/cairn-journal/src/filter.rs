@@ -41,3 +41,53 @@ mod tests {
         assert!(json_contains(&json!({"n": 1.0}), &json!({"n": 1})));
     }
 }
+
+/// The most levels of arrays and objects a payload may nest: every payload is read back with
+/// serde_json, whose recursion limit (128) a deeper one would break only when a run reads it.
+pub const MAX_NESTING: usize = 100;
+
+/// How deeply the arrays and objects of `json` (valid JSON) nest: `1` for `[1, 2]`, `0` for a
+/// scalar. One pass over the bytes, strings skipped.
+///
+/// ```
+/// use cairn_journal::nesting_depth;
+/// assert_eq!(nesting_depth(r#"{"a": [1, {"b": "[[["}]}"#), 3);
+/// assert_eq!(nesting_depth("42"), 0);
+/// ```
+pub fn nesting_depth(json: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for byte in json.bytes() {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::nesting_depth;
+
+    #[test]
+    fn strings_and_escapes_do_not_count() {
+        assert_eq!(nesting_depth(r#"["\"[", {"k": "\\"}, [[]]]"#), 3);
+        let deep = format!("{}{}", "[".repeat(128), "]".repeat(128));
+        assert_eq!(nesting_depth(&deep), 128);
+        assert_eq!(nesting_depth(r#""[{""#), 0);
+    }
+}

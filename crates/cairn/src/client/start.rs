@@ -318,10 +318,20 @@ impl Client {
         newest.ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))
     }
 
+    /// A payload (an input, a signal's or an event's) a run can read back: within the size limit,
+    /// and nested at most [`cairn_journal::MAX_NESTING`] levels (deeper, it would be stored and
+    /// then fail the run that reads it).
     pub(crate) fn check_size(&self, payload: &RawValue) -> Result<(), ClientError> {
         let size = payload.get().len();
         if size > self.max_payload_bytes {
             return Err(ClientError::PayloadTooLarge { size, limit: self.max_payload_bytes });
+        }
+        let depth = cairn_journal::nesting_depth(payload.get());
+        if depth > cairn_journal::MAX_NESTING {
+            return Err(ClientError::InvalidPayload(format!(
+                "the payload nests {depth} levels of arrays and objects, over the limit of {}",
+                cairn_journal::MAX_NESTING
+            )));
         }
         Ok(())
     }
