@@ -61,16 +61,22 @@ pub(crate) struct ListQuery {
     pub(crate) workflow: Option<String>,
     pub(crate) status: Option<String>,
     pub(crate) stranded: bool,
-    /// `FIELD=VALUE` filters on the input.
-    pub(crate) input: Vec<String>,
+    /// `(FIELD, VALUE)` filters on the input ([`input_pairs`]).
+    pub(crate) input: Vec<(String, String)>,
     pub(crate) cursor: Option<String>,
     /// 1 to 1,000.
     pub(crate) limit: usize,
 }
 
-/// An `--input FIELD=VALUE` argument as its field and value.
-fn input_pair(pair: &str) -> Result<(&str, &str)> {
-    pair.split_once('=').ok_or_else(|| anyhow::anyhow!("--input {pair:?} is not FIELD=VALUE"))
+/// `--input FIELD=VALUE` arguments as their fields and values.
+pub(crate) fn input_pairs(given: &[String]) -> Result<Vec<(String, String)>> {
+    given
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((field, value)) => Ok((field.to_owned(), value.to_owned())),
+            None => anyhow::bail!("--input {pair:?} is not FIELD=VALUE"),
+        })
+        .collect()
 }
 
 /// A refusal or failure of the server, as the command reports it.
@@ -93,13 +99,14 @@ impl Backend {
                 let input_contains = match query.input.is_empty() {
                     true => None,
                     false => {
-                        let pairs = query.input.iter().map(|pair| input_pair(pair)).collect::<Result<Vec<_>>>()?;
-                        let pairs: Vec<(String, &str)> =
-                            pairs.iter().map(|(f, v)| (format!("input.{f}"), *v)).collect();
-                        Some(
-                            views::input_filter(pairs.iter().map(|(f, v)| (f.as_str(), *v)))
-                                .map_err(anyhow::Error::msg)?,
-                        )
+                        // The API's parameter names: `input.FIELD`.
+                        let named: Vec<(String, &str)> = query
+                            .input
+                            .iter()
+                            .map(|(field, value)| (format!("input.{field}"), value.as_str()))
+                            .collect();
+                        let named = named.iter().map(|(name, value)| (name.as_str(), *value));
+                        Some(views::input_filter(named).map_err(anyhow::Error::msg)?)
                     }
                 };
                 let filter = RunFilter {
@@ -113,12 +120,11 @@ impl Backend {
                 Ok(reads::run_page(client, &filter, query.stranded, &live).await?)
             }
             Backend::Http(remote) => {
-                let input = query.input.iter().map(|pair| input_pair(pair).map(|(f, v)| (f.to_owned(), v.to_owned())));
                 let query = cairn_client::ListQuery {
                     workflow: query.workflow.clone(),
                     status: query.status.clone(),
                     stranded: query.stranded,
-                    input: input.collect::<Result<_>>()?,
+                    input: query.input.clone(),
                     cursor: query.cursor.clone(),
                     limit: Some(query.limit),
                     ..cairn_client::ListQuery::default()
@@ -142,8 +148,9 @@ impl Backend {
             }
             Backend::Http(remote) => {
                 let run = remote.get(id).await.map_err(remote_error)?;
-                let steps = remote.steps(id).await.map_err(remote_error)?;
-                let signals = remote.signals(id).await.map_err(remote_error)?;
+                let workflow = &run.listed.run.workflow;
+                let steps = remote.steps_of(workflow, id).await.map_err(remote_error)?;
+                let signals = remote.signals_of(workflow, id).await.map_err(remote_error)?;
                 Ok(Shown { run, journal: steps.journal, signals: signals.signals, vars: steps.vars })
             }
         }

@@ -1,7 +1,7 @@
 //! `cairn runs …`: list, show, start, signal, cancel, pause, resume, restart and prune runs, in
 //! a store or through a running `cairn serve` (`--url`).
 
-use crate::backend::{ListQuery, Shown, Target};
+use crate::backend::{ListQuery, Shown, Target, input_pairs};
 use anyhow::{Context, Result};
 use cairn::journal::Event;
 use cairn::{DebounceOptions, StartOptions};
@@ -261,8 +261,14 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
         RunsCommand::List { target, workflow, status, limit, cursor, stranded, input, json } => {
             let backend = target.connect(false).await?;
-            let mut query =
-                ListQuery { workflow, status, stranded, input, cursor, limit: limit.unwrap_or(1000).clamp(1, 1000) };
+            let mut query = ListQuery {
+                workflow,
+                status,
+                stranded,
+                input: input_pairs(&input)?,
+                cursor,
+                limit: limit.unwrap_or(1000).clamp(1, 1000),
+            };
             let mut runs = Vec::new();
             let mut next = None;
             loop {

@@ -142,7 +142,7 @@ impl Client {
     /// The path of run `id`'s routes (`/v1/workflows/{name}/runs/{id}`), read from the run.
     async fn run_path(&self, id: &str) -> Result<String, Error> {
         let run = self.get(id).await?;
-        Ok(format!("/v1/workflows/{}/runs/{}", encode(&run.listed.run.workflow), encode(id)))
+        Ok(route(&run.listed.run.workflow, id))
     }
 
     /// A page of runs, newest first (`GET /v1/workflows/{name}/runs` for one workflow,
@@ -164,10 +164,20 @@ impl Client {
         self.call("GET", &format!("{path}/steps"), None).await
     }
 
+    /// [`steps`](Self::steps) of run `id` of `workflow`, in one request.
+    pub async fn steps_of(&self, workflow: &str, id: &str) -> Result<Steps, Error> {
+        self.call("GET", &format!("{}/steps", route(workflow, id)), None).await
+    }
+
     /// Run `id`'s signals, buffered and consumed.
     pub async fn signals(&self, id: &str) -> Result<Signals, Error> {
         let path = self.run_path(id).await?;
         self.call("GET", &format!("{path}/signals"), None).await
+    }
+
+    /// [`signals`](Self::signals) of run `id` of `workflow`, in one request.
+    pub async fn signals_of(&self, workflow: &str, id: &str) -> Result<Signals, Error> {
+        self.call("GET", &format!("{}/signals", route(workflow, id)), None).await
     }
 
     /// Delivers signal `event` with `payload` to run `id`.
@@ -211,9 +221,7 @@ impl Client {
     /// [`result`](Self::result) of run `id` of `workflow`, in one request (a start's answer
     /// names both).
     pub async fn result_of(&self, workflow: &str, id: &str, wait: Duration) -> Result<RunDetail, Error> {
-        let path =
-            format!("/v1/workflows/{}/runs/{}/result?timeout={}ms", encode(workflow), encode(id), wait.as_millis());
-        self.call("GET", &path, None).await
+        self.call("GET", &format!("{}/result?timeout={}ms", route(workflow, id), wait.as_millis()), None).await
     }
 
     /// Run `id`'s output decoded as `T`, once it has completed; [`Error::NotCompleted`] if it
@@ -290,6 +298,11 @@ impl Client {
     pub async fn trigger_schedule(&self, name: &str) -> Result<StartedRun, Error> {
         self.call("POST", &format!("/v1/schedules/{}/trigger", encode(name)), None).await
     }
+}
+
+/// The path of run `id` of `workflow`: `/v1/workflows/{name}/runs/{id}`.
+fn route(workflow: &str, id: &str) -> String {
+    format!("/v1/workflows/{}/runs/{}", encode(workflow), encode(id))
 }
 
 #[cfg(test)]

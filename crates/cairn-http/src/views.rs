@@ -181,7 +181,7 @@ pub fn cancelled(run: &RunId, outcome: CancelOutcome) -> Outcome {
         CancelOutcome::Cancelled => "cancelled",
         CancelOutcome::Requested => "cancel-requested",
     };
-    Outcome { run: run.to_string(), outcome: outcome.to_owned() }
+    outcome_of(run, outcome)
 }
 
 /// What a pause did.
@@ -190,12 +190,16 @@ pub fn paused(run: &RunId, outcome: PauseOutcome) -> Outcome {
         PauseOutcome::Paused => "paused",
         PauseOutcome::Requested => "pause-requested",
     };
-    Outcome { run: run.to_string(), outcome: outcome.to_owned() }
+    outcome_of(run, outcome)
 }
 
 /// A resume.
 pub fn resumed(run: &RunId) -> Outcome {
-    Outcome { run: run.to_string(), outcome: "resumed".to_owned() }
+    outcome_of(run, "resumed")
+}
+
+fn outcome_of(run: &RunId, outcome: &str) -> Outcome {
+    Outcome { run: run.to_string(), outcome: outcome.to_owned() }
 }
 
 /// Groups per-status counts (ordered by workflow) by workflow.

@@ -42,11 +42,20 @@ fn run_at_drop(url: &str, statement: String) {
     .join();
 }
 
+/// The server tests use: `CAIRN_TEST_DATABASE_URL`, or [`DEFAULT_TEST_DATABASE_URL`].
+pub fn test_database_url() -> String {
+    std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_TEST_DATABASE_URL.to_owned())
+}
+
+/// A schema or database name for one test, unique in this process and across processes.
+fn unique_name(tag: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!("cairn_{tag}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst))
+}
+
 /// A store in a fresh schema named after `tag`, or `None` when no server answers (see the module).
 pub async fn test_store(tag: &str) -> Option<(PostgresStore, TestSchema)> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let url = std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_TEST_DATABASE_URL.to_owned());
-    let name = format!("cairn_{tag}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
+    let (url, name) = (test_database_url(), unique_name(tag));
     match PostgresStore::connect(PostgresOptions::new(&url).schema(&name).pool_size(4)).await {
         Ok(store) => Some((store, TestSchema { url, name })),
         Err(error) => unusable(&url, &error.to_string()),
@@ -88,9 +97,7 @@ fn with_database(url: &str, database: &str) -> String {
 /// so only a database tells one store's apart); `None` when no server answers, as
 /// [`test_store`].
 pub async fn test_database_store(tag: &str) -> Option<(PostgresStore, TestDatabase)> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let url = std::env::var("CAIRN_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_TEST_DATABASE_URL.to_owned());
-    let name = format!("cairn_{tag}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
+    let (url, name) = (test_database_url(), unique_name(tag));
     let made = async {
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
         tokio::spawn(connection);
@@ -114,8 +121,8 @@ pub async fn test_database_store(tag: &str) -> Option<(PostgresStore, TestDataba
 }
 
 /// No usable server at `url`: panics under `CAIRN_REQUIRE_POSTGRES=1`, else says so loudly (once
-/// per test binary) and returns `None`.
-fn unusable<T>(url: &str, error: &str) -> Option<T> {
+/// per test binary) and returns `None`, for the caller to skip.
+pub fn unusable<T>(url: &str, error: &str) -> Option<T> {
     if std::env::var("CAIRN_REQUIRE_POSTGRES").as_deref() == Ok("1") {
         panic!("CAIRN_REQUIRE_POSTGRES=1 but PostgreSQL at {url} is not usable: {error}")
     }

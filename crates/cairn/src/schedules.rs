@@ -53,7 +53,7 @@ impl Client {
     pub async fn put_schedule(&self, schedule: &Schedule) -> Result<ScheduleRecord, ClientError> {
         let firings = schedule.check()?;
         let input = schedule.input.clone().map_err(ClientError::InvalidPayload)?;
-        self.check_size(&input)?;
+        self.check_payload(&input)?;
         if let Some(local) = &self.local
             && let Some(version) = local.latest(&schedule.workflow)
             && let Some(checked) = local.check_input(&schedule.workflow, version, &input)

@@ -43,7 +43,7 @@ impl Client {
 
     /// [`signal_raw`](Self::signal_raw), failing with the umbrella error of its check or store call.
     async fn deliver_signal(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, ClientError> {
-        self.check_size(&payload)?;
+        self.check_payload(&payload)?;
         check_signal_name(name)?;
         let sent_at = self.clock.now();
         let signal_id = self

@@ -53,12 +53,11 @@ impl RunHandle {
 pub struct StartRun<'a> {
     client: &'a Client,
     workflow: String,
+    /// The input, or why the start is refused before it reaches the store (an input that does
+    /// not serialize, a duration in [`StartOptions`] that does not parse).
     input: Result<Box<RawValue>, ClientError>,
     options: Options,
     signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
-    /// Why the options given as [`StartOptions`] cannot start a run (a duration that does not
-    /// parse), reported when the start is awaited.
-    refused: Option<ClientError>,
 }
 
 /// An event to publish, awaited to publish it. Made by [`Client::publish`].
@@ -110,7 +109,7 @@ impl<'a> IntoFuture for Publish<'a> {
             let client = self.client;
             let topic = Topic::new(self.topic).map_err(ClientError::InvalidTopic)?;
             let payload = self.payload?;
-            client.check_size(&payload)?;
+            client.check_payload(&payload)?;
             let event_id = match self.id {
                 Some(id) => EventId::new(id).map_err(|error| ClientError::InvalidEventId(error.given))?.into_string(),
                 None => uuid::Uuid::now_v7().to_string(),
@@ -252,9 +251,6 @@ impl<'a> IntoFuture for StartRun<'a> {
 impl StartRun<'_> {
     /// Starts the run; the umbrella error of whichever check or store call refused it.
     async fn start(self) -> Result<RunHandle, ClientError> {
-        if let Some(refused) = self.refused {
-            return Err(refused);
-        }
         let input = self.input?;
         let run = self.client.new_run(&self.workflow, input, self.options)?;
         match self.signal {
@@ -262,7 +258,7 @@ impl StartRun<'_> {
             Some((name, payload)) => {
                 run.check_signal_start().map_err(debounce_refused)?;
                 let payload = payload?;
-                self.client.check_size(&payload)?;
+                self.client.check_payload(&payload)?;
                 check_signal_name(&name)?;
                 let signal = StartSignal { name, payload };
                 let (created, _) = self.client.store.start_with_signal(run, signal).await?;
@@ -291,7 +287,7 @@ impl Client {
         parent: &RunId,
         queue: &Queue,
     ) -> Result<RunHandle, ClientError> {
-        self.check_size(&input)?;
+        self.check_payload(&input)?;
         let version = self.version_to_start(workflow).await?;
         if let Some(checked) = self.local.as_ref().and_then(|l| l.check_input(workflow, version, &input)) {
             checked.map_err(ClientError::InvalidPayload)?;
@@ -321,7 +317,7 @@ impl Client {
     /// A payload (an input, a signal's or an event's) a run can read back: within the size limit,
     /// and nested at most [`cairn_journal::MAX_NESTING`] levels (deeper, it would be stored and
     /// then fail the run that reads it).
-    pub(crate) fn check_size(&self, payload: &RawValue) -> Result<(), ClientError> {
+    pub(crate) fn check_payload(&self, payload: &RawValue) -> Result<(), ClientError> {
         let size = payload.get().len();
         if size > self.max_payload_bytes {
             return Err(ClientError::PayloadTooLarge { size, limit: self.max_payload_bytes });
@@ -345,7 +341,6 @@ impl Client {
             input: serde_json::value::to_raw_value(input).map_err(|e| ClientError::InvalidPayload(e.to_string())),
             options: Options::default(),
             signal: None,
-            refused: None,
         }
     }
 
@@ -375,15 +370,11 @@ impl Client {
             debounce,
             timeout,
         } = options;
-        let (debounce, timeout) =
-            match (debounce.map(parse_debounce).transpose(), timeout.map(parse_timeout).transpose()) {
-                (Ok(debounce), Ok(timeout)) => (debounce, timeout),
-                (Err(refused), _) | (_, Err(refused)) => {
-                    let mut start = self.start(workflow, &());
-                    start.refused = Some(refused);
-                    return start;
-                }
-            };
+        let parsed = (debounce.map(parse_debounce).transpose(), timeout.map(parse_timeout).transpose());
+        let (input, debounce, timeout) = match parsed {
+            (Ok(debounce), Ok(timeout)) => (Ok(input.unwrap_or_else(|| RawValue::NULL.to_owned())), debounce, timeout),
+            (Err(refused), _) | (_, Err(refused)) => (Err(refused), None, None),
+        };
         let options = Options {
             id,
             idempotency_key,
@@ -393,14 +384,7 @@ impl Client {
             queue: Queue { priority: priority.unwrap_or_default(), fairness_key },
             debounce,
         };
-        StartRun {
-            client: self,
-            workflow: workflow.to_owned(),
-            input: Ok(input.unwrap_or_else(|| RawValue::NULL.to_owned())),
-            options,
-            signal: None,
-            refused: None,
-        }
+        StartRun { client: self, workflow: workflow.to_owned(), input, options, signal: None }
     }
 
     /// Publishes an event with `payload` to `topic` (`user.signup`): one run starts for each
@@ -443,7 +427,7 @@ impl Client {
     }
 
     fn new_run(&self, workflow: &str, input: Box<RawValue>, options: Options) -> Result<NewRun, ClientError> {
-        self.check_size(&input)?;
+        self.check_payload(&input)?;
         let version = match &self.local {
             Some(local) => {
                 let version = match options.version {
