@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 pub struct StartOptions {
     /// The run's input (default `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub input: Option<Box<RawValue>>,
     /// The run's id (default: a new UUIDv7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,13 +33,13 @@ pub struct StartOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     /// The workflow version (default: the newest the server's worker registered).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub version: Option<u32>,
     /// Days to keep the run once it has ended (default: the workflow's, or 30).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub retention_days: Option<u32>,
     /// Ready runs of a higher priority are claimed first (default 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub priority: Option<i32>,
     /// Within a priority, ready runs are served fairly between keys (a tenant, a customer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,7 +78,7 @@ pub struct PublishBody {
     pub id: Option<String>,
     /// The event's payload, each started run's input (default `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub payload: Option<Box<RawValue>>,
 }
 
@@ -124,9 +124,43 @@ pub struct ScheduleBody {
     pub every: Option<String>,
     /// Each run's input (default `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub input: Option<Value>,
     /// `skip`, `once` (the default) or `all:N`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up: Option<String>,
+}
+
+/// An optional integer field that also takes a number with no fraction (`3.0`): JSON has one
+/// number type, and JSON Schema counts `3.0` as an integer, so a client may send either.
+fn whole<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    use serde::de::Error;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else { return Ok(None) };
+    let whole = match (number.as_i64(), number.as_f64()) {
+        (Some(n), _) => Some(n),
+        (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(f as i64),
+        _ => None,
+    };
+    let value = whole.and_then(|n| T::try_from(n).ok());
+    value.map(Some).ok_or_else(|| D::Error::custom(format!("{number} is not an integer in range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartOptions;
+
+    #[test]
+    fn integers_may_be_written_with_a_zero_fraction() {
+        let options: StartOptions = serde_json::from_str(r#"{"version": 2.0, "priority": -3}"#).unwrap();
+        assert_eq!((options.version, options.priority), (Some(2), Some(-3)));
+        for refused in
+            [r#"{"version": 2.5}"#, r#"{"version": -1}"#, r#"{"priority": 3000000000}"#, r#"{"version": "2"}"#]
+        {
+            assert!(serde_json::from_str::<StartOptions>(refused).is_err(), "{refused}");
+        }
+    }
 }

@@ -94,10 +94,10 @@ pub struct RunDetail {
     #[serde(flatten)]
     pub listed: ListedRun,
     /// Its input.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub input: Value,
     /// Its output, once completed.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub output: Value,
     /// The runs that restart it.
     pub restarts: Vec<String>,
@@ -115,7 +115,7 @@ pub struct SignalView {
     /// Its name (the event a wait asks for).
     pub name: String,
     /// Its payload.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: Value,
     /// When it was delivered.
     pub sent_at: String,
@@ -134,7 +134,7 @@ pub struct EntryView {
     /// The same in milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// The event as journaled (`{"<kind>": {...}}`), the form `cairn::testing::replay` reads.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub event: Value,
 }
 
@@ -241,7 +241,6 @@ pub struct Steps {
     pub journal: Vec<EntryView>,
     /// The run's durable values (`ctx.var`), each as last set, by name.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub vars: std::collections::BTreeMap<String, Value>,
 }
 
@@ -408,7 +407,7 @@ pub struct ScheduleView {
     /// What it does about missed firings: `skip`, `once` or `all:N`.
     pub catch_up: String,
     /// Each run's input.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub input: Value,
     /// Whether it is paused.
     pub paused: bool,

@@ -17,6 +17,11 @@ pub(crate) struct ServeArgs {
     /// `flaky` and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
     #[arg(long)]
     examples: bool,
+    /// An origin (`https://app.example.com`) whose pages may start and steer runs here, with
+    /// CORS headers; repeatable, added to `CAIRN_ALLOW_ORIGINS` (comma-separated). Pages on any
+    /// other origin are refused (403).
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origins: Vec<String>,
 }
 
 /// `hello`'s input.
@@ -102,7 +107,14 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let engine = builder.start().await?;
     let listener = listen(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr().context("cannot read the listening address")?;
-    let config = cairn_http::ApiConfig { metrics, ..cairn_http::ApiConfig::from_env() };
+    let mut config = cairn_http::ApiConfig { metrics, ..cairn_http::ApiConfig::from_env() };
+    config.allowed_origins.extend(args.allow_origins);
+    if config.token.is_none() && !address.ip().is_loopback() {
+        eprintln!(
+            "cairn serve: WARNING: listening on {address} without a token: anyone who can reach it can start, \
+             signal and cancel runs. Set CAIRN_TOKEN."
+        );
+    }
     let live_streams = config.shutdown.clone();
     let app = cairn_http::router(engine.client(), config);
     out!("cairn serve: dashboard on http://{address}/ (API under /v1; store: {})", args.store.describe());

@@ -39,6 +39,14 @@ pub(crate) fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiErro
     serde_json::from_slice(body).map_err(|error| ApiError::bad_request("invalid_json", error.to_string()))
 }
 
+/// A body that is a JSON object (serde would also read a struct from an array of its fields).
+pub(crate) fn object<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => parse(body),
+        _ => Err(ApiError::bad_request("invalid_json", "the body must be a JSON object")),
+    }
+}
+
 /// The query of the list routes.
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -67,7 +75,12 @@ pub struct ListParams {
     pub(crate) rest: std::collections::BTreeMap<String, String>,
 }
 
+/// A time given as RFC 3339 (`2026-11-26T10:00:00Z`, `2026-11-26T11:00:00+01:00`), or without
+/// an offset, read as UTC (`2026-11-26 10:00:00`).
 pub(crate) fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
+    if let Ok(at) = text.parse::<jiff::Timestamp>() {
+        return Ok(cairn::Timestamp::from_millis(at.as_millisecond()));
+    }
     humantime::parse_rfc3339_weak(text).map(cairn::Timestamp::from_system_time).map_err(|error| {
         ApiError::bad_request("invalid_query", format!("{name} {text:?} is not an RFC 3339 time: {error}"))
     })

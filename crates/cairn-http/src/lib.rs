@@ -5,7 +5,9 @@
 //! `{"error": {"code": "...", "message": "..."}}` with a 4xx or 5xx status; a request that is
 //! refused changes nothing stored. Request bodies are limited ([`ApiConfig::body_limit`], 4 MiB
 //! by default); with a [token](ApiConfig::token) set, every route but `/healthz` answers `401`
-//! without `Authorization: Bearer <token>`.
+//! without `Authorization: Bearer <token>`. A request that changes something must send its body
+//! as `application/json` (`415` otherwise) and, from a browser, come from the server's own origin
+//! or one of [`ApiConfig::allowed_origins`] (`403` otherwise), which get CORS headers.
 //!
 //! | method and path | does |
 //! |---|---|
@@ -42,11 +44,13 @@
 //! ```
 
 mod auth;
+mod contract;
 mod dashboard;
 mod error;
 mod input;
 mod live;
 pub mod metrics;
+mod origin;
 pub mod reads;
 mod runs;
 mod schedules;
@@ -85,16 +89,20 @@ pub fn router(client: Client, config: ApiConfig) -> Router {
     let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
     let live = Live { interval: config.live_interval, shutdown: config.shutdown };
     let api = Api { client, live, metrics: config.metrics };
+    let origins: Arc<[String]> = config.allowed_origins.into();
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(middleware::from_fn_with_state(origins, origin::guard))
         .with_state(api)
 }
 
-/// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves).
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    documented(None).into_openapi()
+/// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves): the handlers' shapes
+/// with every rule the server enforces written in (names' patterns, enums, ranges, the bearer
+/// scheme, links), as JSON.
+pub fn openapi() -> serde_json::Value {
+    contract::written_in(&documented(None).into_openapi())
 }
 
 /// Every documented route; those under `/v1` (and the document) are guarded by `token`.
@@ -147,6 +155,6 @@ async fn healthz() -> Json<Health> {
     responses((status = 200, description = "This document", body = Object), (status = 401, body = ErrorBody)))]
 async fn openapi_json() -> Response {
     static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let text = DOCUMENT.get_or_init(|| openapi().to_json().unwrap_or_else(|_| "{}".to_owned()));
+    let text = DOCUMENT.get_or_init(|| openapi().to_string());
     ([(header::CONTENT_TYPE, "application/json")], text.as_str()).into_response()
 }

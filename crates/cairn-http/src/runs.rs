@@ -2,7 +2,7 @@
 //! cancel, pause, resume, restart, result, prune; workers and metrics.
 
 use crate::error::{Answer, ApiError, ErrorBody};
-use crate::input::{ListParams, ResultParams, event_name, parse, run_id, run_of, timestamp, workflow_name};
+use crate::input::{ListParams, ResultParams, event_name, object, parse, run_id, run_of, timestamp, workflow_name};
 use crate::state::Api;
 use crate::views::{
     Outcome, PublishedEvent, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows,
@@ -47,7 +47,7 @@ pub(crate) async fn start(
     let Path(name) = path?;
     let name = workflow_name(&name)?;
     let body = body?;
-    let options: StartOptions = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let options: StartOptions = object(if body.is_empty() { b"{}" } else { &body })?;
     if let Some(id) = &options.id {
         run_id(id)?;
     }
@@ -174,7 +174,7 @@ pub(crate) async fn show_any(State(api): State<Api>, path: Result<Path<String>, 
     responses((status = 200, body = views::Pruned), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub(crate) async fn prune(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Answer<views::Pruned> {
     let body = body?;
-    let body: PruneBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let body: PruneBody = object(if body.is_empty() { b"{}" } else { &body })?;
     let older_than = (body.older_than.as_deref())
         .map(|text| {
             humantime::parse_duration(text).map_err(|error| {
@@ -243,7 +243,7 @@ pub(crate) async fn signals(
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/signals/{event}", tag = "runs",
     params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id"),
         ("event" = String, Path, description = "Signal name")),
-    request_body(content = Object, description = "The payload (empty: `null`)"),
+    request_body(content = Value, description = "The payload, any JSON (empty: `null`)"),
     responses((status = 200, body = SignalSent), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody),
         (status = 413, body = ErrorBody)))]
@@ -275,7 +275,7 @@ pub(crate) async fn publish(
 ) -> Result<(StatusCode, Json<PublishedEvent>), ApiError> {
     let Path(topic) = path?;
     let body = body?;
-    let body: PublishBody = parse(if body.is_empty() { b"{}" } else { &body })?;
+    let body: PublishBody = object(if body.is_empty() { b"{}" } else { &body })?;
     let payload = body.payload.unwrap_or_else(|| RawValue::NULL.to_owned());
     let mut publish = api.client.publish(&topic, &*payload);
     if let Some(id) = body.id {
@@ -337,7 +337,7 @@ pub(crate) async fn restart(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Restarted>), ApiError> {
     let Path((name, id)) = path?;
-    let body: RestartBody = parse(&body?)?;
+    let body: RestartBody = object(&body?)?;
     let run = run_of(&api, &name, &id).await?;
     let restarted = api.client.restart(&run.id, &body.from_step).await?;
     let answer =

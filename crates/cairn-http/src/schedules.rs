@@ -1,7 +1,7 @@
 //! The schedules' routes: list, put, show, pause, resume, trigger and delete.
 
 use crate::error::{Answer, ApiError, ErrorBody};
-use crate::input::parse;
+use crate::input::object;
 use crate::state::Api;
 use crate::views;
 use crate::views::{ScheduleBody, ScheduleView, Schedules, StartedRun, schedule_view};
@@ -22,14 +22,15 @@ pub(crate) async fn list_schedules(State(api): State<Api>) -> Answer<Schedules> 
     params(("name" = String, Path, description = "Schedule name")),
     request_body = ScheduleBody,
     responses((status = 200, description = "Created or updated", body = ScheduleView),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, description = "Unknown workflow or time zone", body = ErrorBody)))]
 pub(crate) async fn put_schedule(
     State(api): State<Api>,
     path: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<ScheduleView> {
     let Path(name) = path?;
-    let body: ScheduleBody = parse(&body?)?;
+    let body: ScheduleBody = object(&body?)?;
     let schedule =
         views::schedule(&body, &name).map_err(|message| ApiError::bad_request("invalid_schedule", message))?;
     Ok(Json(schedule_view(&api.client.put_schedule(&schedule).await?)))

@@ -23,6 +23,10 @@ pub struct ApiConfig {
     /// What `GET /metrics` renders (Prometheus text); without it that route answers 404. See
     /// [`metrics::Prometheus::install`].
     pub metrics: Option<metrics::Prometheus>,
+    /// Origins (`https://app.example.com`, as browsers send them) whose pages may change runs
+    /// here, answered with CORS headers. Pages on any other origin may read nothing and change
+    /// nothing; the server's own page (the dashboard) always may.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ApiConfig {
@@ -33,15 +37,19 @@ impl Default for ApiConfig {
             live_interval: Duration::from_secs(1),
             shutdown: CancellationToken::new(),
             metrics: None,
+            allowed_origins: Vec::new(),
         }
     }
 }
 
 impl ApiConfig {
-    /// The default configuration with the token from `CAIRN_TOKEN` (if set and not empty).
+    /// The default configuration with the token from `CAIRN_TOKEN` (if set and not empty) and
+    /// the allowed origins from `CAIRN_ALLOW_ORIGINS` (comma-separated).
     pub fn from_env() -> Self {
         let token = std::env::var("CAIRN_TOKEN").ok().filter(|t| !t.is_empty());
-        ApiConfig { token, ..ApiConfig::default() }
+        let origins = std::env::var("CAIRN_ALLOW_ORIGINS").unwrap_or_default();
+        let allowed_origins = origins.split(',').map(str::trim).filter(|o| !o.is_empty()).map(str::to_owned).collect();
+        ApiConfig { token, allowed_origins, ..ApiConfig::default() }
     }
 }
 

@@ -157,10 +157,10 @@ pub fn holds_slot(status: &str, waiting: bool, hold_suspended: bool) -> bool {
     !waiting && (status == "pending" || status == "running" || (status == "suspended" && hold_suspended))
 }
 
-/// The longest fairness key a run may carry, in bytes.
-pub const MAX_FAIRNESS_KEY_BYTES: usize = 200;
+/// The longest fairness key a run may carry, in characters.
+pub const MAX_FAIRNESS_KEY_CHARS: usize = 200;
 
-/// Checks a fairness key a caller gave: 1 to [`MAX_FAIRNESS_KEY_BYTES`] bytes, no control
+/// Checks a fairness key a caller gave: 1 to [`MAX_FAIRNESS_KEY_CHARS`] characters, no control
 /// characters.
 ///
 /// ```
@@ -173,11 +173,11 @@ pub fn check_fairness_key(key: &str) -> Result<(), String> {
 }
 
 /// Checks a key a caller gave for a flow rule (`what`: fairness, debounce): 1 to
-/// [`MAX_FAIRNESS_KEY_BYTES`] bytes, no control characters.
+/// [`MAX_FAIRNESS_KEY_CHARS`] bytes, no control characters.
 fn check_key(what: &str, key: &str) -> Result<(), String> {
-    if key.is_empty() || key.len() > MAX_FAIRNESS_KEY_BYTES || key.chars().any(char::is_control) {
+    if key.is_empty() || key.chars().enumerate().any(|(i, c)| i >= MAX_FAIRNESS_KEY_CHARS || c.is_control()) {
         return Err(format!(
-            "the {what} key {key:?} must be 1 to {MAX_FAIRNESS_KEY_BYTES} bytes without control characters"
+            "the {what} key {key:?} must be 1 to {MAX_FAIRNESS_KEY_CHARS} characters without control characters"
         ));
     }
     Ok(())
@@ -340,8 +340,8 @@ mod tests {
 
     #[test]
     fn fairness_keys() {
-        assert!(check_fairness_key(&"k".repeat(MAX_FAIRNESS_KEY_BYTES)).is_ok());
-        assert!(check_fairness_key(&"k".repeat(MAX_FAIRNESS_KEY_BYTES + 1)).is_err());
+        assert!(check_fairness_key(&"k".repeat(MAX_FAIRNESS_KEY_CHARS)).is_ok());
+        assert!(check_fairness_key(&"k".repeat(MAX_FAIRNESS_KEY_CHARS + 1)).is_err());
         assert!(check_fairness_key("a\nb").is_err());
     }
 

@@ -288,7 +288,7 @@ pub enum ClientError {
     #[error(transparent)]
     InvalidTopic(cairn_journal::topic::TopicError),
     /// An event id is empty, over 200 bytes or holds a control character.
-    #[error("[CAIRN-E0309] event id {0:?} must be 1 to 200 bytes without control characters")]
+    #[error("[CAIRN-E0309] event id {0:?} must be 1 to 200 characters without control characters")]
     InvalidEventId(String),
     /// No schedule has that name.
     #[error("[CAIRN-E0310] no schedule named `{0}`")]
@@ -314,6 +314,9 @@ pub enum ClientError {
     /// A start's timeout is not a duration from 1 ms to 10 years (`30m`, `2h`).
     #[error("[CAIRN-E0317] invalid timeout: {0}")]
     InvalidTimeout(String),
+    /// A schedule's time zone is not in the time zone database.
+    #[error("[CAIRN-E0318] unknown time zone {0:?}")]
+    UnknownTimeZone(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -346,7 +349,8 @@ impl ClientError {
             ClientError::UnknownWorkflow(_)
             | ClientError::UnknownVersion { .. }
             | ClientError::RunNotFound(_)
-            | ClientError::ScheduleNotFound(_) => ErrorKind::NotFound,
+            | ClientError::ScheduleNotFound(_)
+            | ClientError::UnknownTimeZone(_) => ErrorKind::NotFound,
             ClientError::InvalidPayload(_)
             | ClientError::UnknownStep { .. }
             | ClientError::InvalidTopic(_)
@@ -391,6 +395,7 @@ impl ClientError {
             ClientError::InvalidDebounce(_) => "invalid_debounce",
             ClientError::InvalidName(error) => error.code,
             ClientError::InvalidTimeout(_) => "invalid_timeout",
+            ClientError::UnknownTimeZone(_) => "unknown_time_zone",
             ClientError::Store(StoreError::Fenced { .. }) => "lease_lost",
             ClientError::Store(StoreError::SequenceConflict { .. }) => "sequence_conflict",
             ClientError::Store(StoreError::SignalUnavailable(_)) => "signal_unavailable",
@@ -419,6 +424,7 @@ impl ClientError {
             ClientError::InvalidDebounce(_) => Some("CAIRN-E0315"),
             ClientError::InvalidName(_) => Some("CAIRN-E0316"),
             ClientError::InvalidTimeout(_) => Some("CAIRN-E0317"),
+            ClientError::UnknownTimeZone(_) => Some("CAIRN-E0318"),
             ClientError::RunDidNotComplete { .. } => None,
             ClientError::Store(error) => error.code(),
         }
@@ -500,6 +506,7 @@ mod tests {
             ClientError::InvalidDebounce("d".into()),
             ClientError::InvalidName(cairn_store::WorkflowName::new("").unwrap_err()),
             ClientError::InvalidTimeout("t".into()),
+            ClientError::UnknownTimeZone("Mars/Olympus".into()),
             ClientError::Store(StoreError::Fenced { run_id: id, held: 1, current: 2 }),
         ];
         for error in errors {

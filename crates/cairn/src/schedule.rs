@@ -161,6 +161,7 @@ impl Schedule {
         if self.workflow.is_empty() {
             return Err(ClientError::UnknownWorkflow(String::new()));
         }
+        cairn_store::WorkflowName::check(&self.workflow).map_err(ClientError::InvalidName)?;
         self.input.as_ref().map_err(|e| ClientError::InvalidPayload(e.clone()))?;
         Firings::new(&self.spec)
     }
@@ -235,7 +236,7 @@ impl Firings {
                     .map(|e| parser.parse(e).map_err(|error| invalid(format!("cron expression {e:?}: {error}"))))
                     .collect::<Result<Vec<_>, _>>()?;
                 let name = spec.time_zone.as_deref().unwrap_or("UTC");
-                let zone = jiff::tz::TimeZone::get(name).map_err(|e| invalid(format!("time zone {name:?}: {e}")))?;
+                let zone = jiff::tz::TimeZone::get(name).map_err(|_| ClientError::UnknownTimeZone(name.to_owned()))?;
                 When::Cron { crons, zone }
             }
         };

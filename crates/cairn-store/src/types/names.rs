@@ -21,10 +21,10 @@ pub struct NameError {
     pub rule: &'static str,
 }
 
-/// Whether `given` keeps a rule: 1 to `max` bytes, no control character (NUL included), none of
-/// `forbidden`.
-fn keeps(given: &str, max: usize, forbidden: &[char]) -> bool {
-    !given.is_empty() && given.len() <= max && !given.chars().any(|c| c.is_control() || forbidden.contains(&c))
+/// Whether `given` keeps a rule: 1 to `max` characters (Unicode scalar values, as JSON Schema's
+/// `maxLength` counts them), no control character (NUL included), none of `forbidden`.
+pub(crate) fn keeps(given: &str, max: usize, forbidden: &[char]) -> bool {
+    !given.is_empty() && !given.chars().enumerate().any(|(i, c)| i >= max || c.is_control() || forbidden.contains(&c))
 }
 
 /// Declares a checked name type.
@@ -38,6 +38,10 @@ macro_rules! name {
         impl $name {
             /// The rule, in words.
             pub const RULE: &'static str = $rule;
+            /// The most characters it may have.
+            pub const MAX_CHARS: usize = $max;
+            /// The characters it may not hold besides control characters.
+            pub const FORBIDDEN: &'static [char] = &[$($forbidden),*];
 
             /// `text`, if it keeps the rule.
             pub fn new(text: impl Into<String>) -> Result<$name, NameError> {
@@ -94,45 +98,47 @@ macro_rules! name {
 }
 
 name!(
-    /// A workflow's name: 1 to 200 bytes, no control characters.
+    /// A workflow's name: 1 to 200 characters, no control characters.
     ///
     /// ```
     /// use cairn_store::WorkflowName;
     /// assert!(WorkflowName::new("order").is_ok());
     /// assert!(WorkflowName::new("").is_err());
     /// ```
-    WorkflowName, "workflow name", "invalid_workflow_name", 200, [], "1 to 200 bytes without control characters"
+    WorkflowName, "workflow name", "invalid_workflow_name", 200, [], "1 to 200 characters without control characters"
 );
 
 name!(
-    /// The name of an event a run waits for (a signal's name): 1 to 200 bytes, no control
+    /// The name of an event a run waits for (a signal's name): 1 to 200 characters, no control
     /// characters.
-    EventName, "event name", "invalid_event_name", 200, [], "1 to 200 bytes without control characters"
+    EventName, "event name", "invalid_event_name", 200, [], "1 to 200 characters without control characters"
 );
 
 name!(
-    /// An idempotency key: 1 to 1,000 bytes, no control characters (NUL included). Starts with
-    /// the same workflow and key find one run.
+    /// An idempotency key: 1 to 400 characters, no control characters (NUL included). Starts with
+    /// the same workflow and key find one run. (400 characters of any script fit PostgreSQL's
+    /// index beside the longest workflow name.)
     ///
     /// ```
     /// use cairn_store::IdempotencyKey;
     /// assert!(IdempotencyKey::new("order-7").is_ok());
     /// assert!(IdempotencyKey::new("a\0b").is_err());
     /// assert!(IdempotencyKey::new("k".repeat(3_000)).is_err());
+    /// assert!(IdempotencyKey::new("é".repeat(400)).is_ok());
     /// ```
-    IdempotencyKey, "idempotency key", "invalid_idempotency_key", 1000, [], "1 to 1,000 bytes without control characters"
+    IdempotencyKey, "idempotency key", "invalid_idempotency_key", 400, [], "1 to 400 characters without control characters"
 );
 
 name!(
-    /// A schedule's name: 1 to 100 bytes, no control characters, no `/` or `@` (the runs it
+    /// A schedule's name: 1 to 100 characters, no control characters, no `/` or `@` (the runs it
     /// starts are named `<name>@<time>`).
-    ScheduleName, "schedule name", "invalid_schedule", 100, ['/', '@'], "1 to 100 bytes without `/`, `@` or control characters"
+    ScheduleName, "schedule name", "invalid_schedule", 100, ['/', '@'], "1 to 100 characters without `/`, `@` or control characters"
 );
 
 name!(
-    /// The id of a published event: 1 to 200 bytes, no control characters. Publishing an id
+    /// The id of a published event: 1 to 200 characters, no control characters. Publishing an id
     /// again starts nothing new.
-    EventId, "event id", "invalid_event_id", 200, [], "1 to 200 bytes without control characters"
+    EventId, "event id", "invalid_event_id", 200, [], "1 to 200 characters without control characters"
 );
 
 #[cfg(test)]
@@ -146,15 +152,17 @@ mod tests {
         assert!(WorkflowName::new("a\nb").is_err());
         assert!(EventName::new("approved").is_ok());
         assert!(EventName::new("").is_err());
-        assert!(IdempotencyKey::new("k".repeat(1_000)).is_ok());
-        assert!(IdempotencyKey::new("k".repeat(1_001)).is_err());
+        assert!(IdempotencyKey::new("k".repeat(400)).is_ok());
+        assert!(IdempotencyKey::new("k".repeat(401)).is_err());
+        assert!(WorkflowName::new("😀".repeat(200)).is_ok(), "characters are counted, not bytes");
+        assert!(WorkflowName::new("😀".repeat(201)).is_err());
         assert!(IdempotencyKey::new("\u{0}").is_err());
         assert!(ScheduleName::new("nightly").is_ok());
         assert!(ScheduleName::new("a@b").is_err());
         assert!(ScheduleName::new("a/b").is_err());
         assert!(EventId::new("evt-1").is_ok());
         let error = WorkflowName::new("").unwrap_err();
-        assert_eq!(error.to_string(), "workflow name \"\" must be 1 to 200 bytes without control characters");
+        assert_eq!(error.to_string(), "workflow name \"\" must be 1 to 200 characters without control characters");
     }
 
     #[test]

@@ -24,11 +24,14 @@ impl RunId {
         &self.0
     }
 
-    /// Checks a caller-given id: 1 to 200 bytes, no control characters, no `/`.
+    /// The most characters a caller-given id may have.
+    pub const MAX_CHARS: usize = 200;
+
+    /// Checks a caller-given id: 1 to 200 characters, no control characters, no `/`.
     pub fn validate(id: &str) -> Result<RunId, StoreError> {
-        if id.is_empty() || id.len() > 200 || id.chars().any(|c| c.is_control() || c == '/') {
+        if !super::names::keeps(id, Self::MAX_CHARS, &['/']) {
             return Err(StoreError::InvalidInput(format!(
-                "run id {id:?} must be 1 to 200 bytes without control characters or `/`"
+                "run id {id:?} must be 1 to 200 characters without control characters or `/`"
             )));
         }
         Ok(RunId(id.to_owned()))
@@ -426,7 +429,7 @@ pub struct NewRun {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Debounce {
-    /// Starts with equal keys (of one workflow) collapse: 1 to 200 bytes, no control characters.
+    /// Starts with equal keys (of one workflow) collapse: 1 to 200 characters, no control characters.
     pub key: String,
     /// How long the key must be quiet (no further start) before the run begins.
     pub quiet: Duration,

@@ -209,7 +209,7 @@ impl StartRun<'_> {
 
     /// The key it is served fairly by (a tenant, a customer): within a priority, workers take
     /// ready runs from each key in turn, so a key with 100,000 queued runs does not hold back
-    /// one with 10. Runs without a key share one. 1 to 200 bytes without control characters
+    /// one with 10. Runs without a key share one. 1 to 200 characters without control characters
     /// (`[CAIRN-E0313]` otherwise). Its children and the runs it continues as inherit it.
     pub fn fairness_key(mut self, key: impl Into<String>) -> Self {
         self.options.queue.fairness_key = Some(key.into());

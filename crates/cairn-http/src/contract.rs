@@ -1,0 +1,361 @@
+//! The rules the server enforces, written into its OpenAPI document, so that the document is the
+//! contract: a client generated from it, or a fuzzer driven by it, sends what the server takes
+//! and reads what it answers.
+//!
+//! The handlers' annotations give each route's shapes; this pass adds what they cannot say, each
+//! from the one place the server checks it:
+//!
+//! - every name and id as a pattern with its length (from the name types' rules), every status
+//!   as an enum, durations as the forms each field takes within its bounds, `limit` as a range;
+//! - bodies that may be empty as optional, and the statuses every guarded route can answer
+//!   (`401`, and `413`/`415` where a body is read);
+//! - the bearer security scheme (`/healthz` and the dashboard's page need none);
+//! - links from a started run to the routes that read and steer it, for stateful clients.
+
+use cairn::store::{EventId, EventName, IdempotencyKey, ScheduleName, WorkflowName};
+use cairn::{RunId, RunStatus};
+use serde_json::{Map, Value, json};
+use utoipa::openapi::OpenApi;
+
+/// The character class of a name: no control character (what `char::is_control` means: C0,
+/// DEL and C1) and none of `forbidden`.
+fn name_class(forbidden: &[char]) -> String {
+    let mut class = String::from("[^\\u0000-\\u001F\\u007F-\\u009F");
+    for c in forbidden {
+        class.push_str(&format!("\\u{:04X}", u32::from(*c)));
+    }
+    class.push(']');
+    class
+}
+
+/// A name's schema: 1 to `max` characters of [`name_class`].
+fn name(description: &str, max: usize, forbidden: &[char]) -> Value {
+    json!({
+        "type": "string",
+        "description": description,
+        "minLength": 1,
+        "maxLength": max,
+        "pattern": format!("^{}{{1,{max}}}$", name_class(forbidden)),
+    })
+}
+
+/// A duration as text: one term (`30s`) or two (`1h 30m`), each of at most `digits` digits and
+/// one of `units`; `zero` whether a term may be 0. Each field's forms are chosen so that any
+/// text they match is within that field's bounds.
+fn duration(description: &str, digits: usize, units: &str, terms: usize, zero: bool) -> Value {
+    let number = if zero { format!("[0-9]{{1,{digits}}}") } else { format!("[1-9][0-9]{{0,{}}}", digits - 1) };
+    let term = format!("{number}({units})");
+    json!({
+        "type": "string",
+        "description": description,
+        "pattern": format!("^{term}( ?{term}){{0,{}}}$", terms - 1),
+    })
+}
+
+/// A field of one cron expression: `*`, `*/step`, or a list of up to four values in `values`.
+fn cron_field(values: &str) -> String {
+    format!("(\\*(/[1-6])?|{values}(,{values}){{0,3}})")
+}
+
+/// A cron expression: five fields (minute, hour, day of month, month, day of week), or six
+/// with seconds first.
+fn cron() -> Value {
+    let sixty = cron_field("([0-9]|[1-5][0-9])");
+    let rest = [
+        cron_field("([0-9]|1[0-9]|2[0-3])"),
+        cron_field("([1-9]|[12][0-9]|3[01])"),
+        cron_field("([1-9]|1[0-2])"),
+        cron_field("[0-6]"),
+    ]
+    .join(" ");
+    json!({
+        "type": "string",
+        "description": "A cron expression: `minute hour day-of-month month day-of-week`, or six fields with \
+            seconds first. Each field is `*`, `*/n` (n from 1 to 6) or a list of up to four values.",
+        "pattern": format!("^({sixty} )?{sixty} {rest}$"),
+    })
+}
+
+/// The schemas of the rules, by component name.
+fn rules() -> Map<String, Value> {
+    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let rules = json!({
+        "WorkflowName": name("A workflow's name.", WorkflowName::MAX_CHARS, WorkflowName::FORBIDDEN),
+        "RunId": name("A run's id.", RunId::MAX_CHARS, &['/']),
+        "EventName": name("A signal's name: the event a wait asks for.", EventName::MAX_CHARS, EventName::FORBIDDEN),
+        "ScheduleName": name("A schedule's name.", ScheduleName::MAX_CHARS, ScheduleName::FORBIDDEN),
+        "IdempotencyKey": name("Starts of one workflow with the same key find one run.",
+            IdempotencyKey::MAX_CHARS, IdempotencyKey::FORBIDDEN),
+        "FlowKey": name("A fairness or debounce key.", cairn::journal::flow::MAX_FAIRNESS_KEY_CHARS, &[]),
+        "EventId": name("A published event's id.", EventId::MAX_CHARS, EventId::FORBIDDEN),
+        "Topic": {
+            "type": "string",
+            "description": "A topic: segments of ASCII letters, digits, `_` or `-`, joined by `.`.",
+            "minLength": 1,
+            "maxLength": 200,
+            "pattern": "^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$",
+        },
+        "RunStatus": {"type": "string", "enum": statuses},
+        "Cursor": {
+            "type": "string",
+            "description": "A page's `next_cursor`, as it was given.",
+            "pattern": "^-?[0-9]{1,15}:[^/\\u0000-\\u001F\\u007F-\\u009F]{1,200}$",
+        },
+        "RunTimeout": duration("A run's deadline after its start, from 1 ms to 10 years (`30m`, `2h`).",
+            3, "ms|s|m|h|d", 2, false),
+        "DebounceWait": duration("From 1 ms to 30 days (`2s`, `500ms`, `5m`).", 2, "ms|s|m|h", 2, false),
+        "ResultWait": duration("How long to wait (`30s`, `5m`); at most 5 minutes are waited.", 3, "ms|s|m", 1, true),
+        "Age": duration("An age (`90d`, `12h`).", 4, "ms|s|m|h|d", 2, true),
+        "Interval": duration("An interval of at least a second (`30s`, `5m`, `1h`).", 4, "s|m|h|d", 2, false),
+        "CronExpression": cron(),
+        "TimeZone": {
+            "type": "string",
+            "description": "An IANA time zone (`UTC`, `Europe/Oslo`); a name the server's time zone database does \
+                not hold is `404 unknown_time_zone`.",
+            "maxLength": 64,
+            "pattern": "^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$",
+        },
+        "CatchUp": {
+            "type": "string",
+            "description": "`skip`, `once`, or `all:N` (N from 1 to 1000).",
+            "pattern": "^(skip|once|all:([1-9][0-9]{0,2}|1000))$",
+        },
+    });
+    match rules {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn reference(component: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{component}")})
+}
+
+/// What a path parameter is, by its name and the route's path.
+fn path_parameter(path: &str, name: &str) -> Option<&'static str> {
+    Some(match name {
+        "name" if path.starts_with("/v1/schedules") => "ScheduleName",
+        "name" => "WorkflowName",
+        "id" => "RunId",
+        "event" => "EventName",
+        "topic" => "Topic",
+        _ => return None,
+    })
+}
+
+/// What a query parameter is.
+fn query_parameter(path: &str, name: &str) -> Option<Value> {
+    Some(match name {
+        "workflow" => reference("WorkflowName"),
+        "status" => reference("RunStatus"),
+        "cursor" => reference("Cursor"),
+        "since" | "until" => json!({"type": "string", "format": "date-time"}),
+        "limit" => json!({"type": "integer", "minimum": 1, "maximum": 1000}),
+        "timeout" if path.ends_with("/result") => reference("ResultWait"),
+        _ => return None,
+    })
+}
+
+/// The body fields whose rules their types do not carry: component, field, rule.
+const FIELDS: &[(&str, &str, &str)] = &[
+    ("StartBody", "id", "RunId"),
+    ("StartBody", "idempotencyKey", "IdempotencyKey"),
+    ("StartBody", "fairnessKey", "FlowKey"),
+    ("StartBody", "timeout", "RunTimeout"),
+    ("DebounceBody", "key", "FlowKey"),
+    ("DebounceBody", "quiet", "DebounceWait"),
+    ("DebounceBody", "maxWait", "DebounceWait"),
+    ("PublishBody", "id", "EventId"),
+    ("PruneBody", "olderThan", "Age"),
+    ("ScheduleBody", "workflow", "WorkflowName"),
+    ("ScheduleBody", "timeZone", "TimeZone"),
+    ("ScheduleBody", "every", "Interval"),
+    ("ScheduleBody", "catchUp", "CatchUp"),
+];
+
+/// The routes a started run's answer links to: link name, operation id (the handler's name).
+const RUN_LINKS: &[(&str, &str)] = &[
+    ("GetRun", "show"),
+    ("GetSteps", "steps"),
+    ("GetSignals", "signals"),
+    ("GetResult", "result"),
+    ("SendSignal", "signal"),
+    ("PauseRun", "pause"),
+    ("ResumeRun", "resume"),
+    ("CancelRun", "cancel"),
+    ("RestartRun", "restart"),
+];
+
+/// The routes a schedule's answer links to.
+const SCHEDULE_LINKS: &[(&str, &str)] = &[
+    ("GetSchedule", "show_schedule"),
+    ("PauseSchedule", "pause_schedule"),
+    ("ResumeSchedule", "resume_schedule"),
+    ("TriggerSchedule", "trigger_schedule"),
+    ("DeleteSchedule", "delete_schedule"),
+];
+
+fn error_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": reference("ErrorBody")}}})
+}
+
+/// `document` (the handlers') with the rules written in.
+pub(crate) fn written_in(document: &OpenApi) -> Value {
+    let mut json = serde_json::to_value(document).unwrap_or_default();
+    apply(&mut json);
+    json
+}
+
+/// Writes the rules into `document` (the handlers' document as JSON).
+fn apply(document: &mut Value) {
+    let mut rules = rules();
+    if let Some(schemas) = document.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+        for (component, field, rule) in FIELDS {
+            if let Some(property) =
+                schemas.get_mut(*component).and_then(|s| s.pointer_mut(&format!("/properties/{field}")))
+            {
+                let nullable = property.to_string().contains("\"null\"");
+                *property = match nullable {
+                    true => json!({"oneOf": [{"type": "null"}, reference(rule)]}),
+                    false => reference(rule),
+                };
+            }
+        }
+        if let Some(schedule) = schemas.get_mut("ScheduleBody") {
+            schedule["properties"]["cron"] = json!({"type": "array", "items": reference("CronExpression")});
+            // Cron expressions or an interval, not both (an empty list or a `null` is none).
+            let cron = json!({"required": ["cron"], "properties": {"cron": {"minItems": 1}}});
+            let every = json!({"required": ["every"], "properties": {"every": {"type": "string"}}});
+            schedule["oneOf"] = json!([
+                {"allOf": [cron, {"not": every}]},
+                {"allOf": [every, {"not": cron}]},
+            ]);
+        }
+        if let Some(start) = schemas.get_mut("StartBody") {
+            for (field, low, high) in [
+                ("priority", i64::from(i32::MIN), i64::from(i32::MAX)),
+                ("version", 1, i64::from(u32::MAX)),
+                ("retentionDays", 0, 36_500),
+            ] {
+                if let Some(property) = start.pointer_mut(&format!("/properties/{field}")) {
+                    property["minimum"] = json!(low);
+                    property["maximum"] = json!(high);
+                }
+            }
+        }
+        schemas.append(&mut rules);
+    }
+    document["components"]["securitySchemes"] =
+        json!({"bearer": {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <CAIRN_TOKEN>`"}});
+    document["security"] = json!([{"bearer": []}]);
+    let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else { return };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else { continue };
+        for (method, operation) in item.iter_mut() {
+            document_operation(path, method != "get", operation);
+        }
+    }
+}
+
+/// One operation's parameters, body and answers.
+fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
+    let id = operation["operationId"].as_str().unwrap_or_default().to_owned();
+    let open = path == "/healthz" || path == "/";
+    if open {
+        operation["security"] = json!([{}]);
+        return;
+    }
+    if let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) {
+        for parameter in parameters {
+            let name = parameter["name"].as_str().unwrap_or_default().to_owned();
+            if name == "workflow" && path.contains("{name}") {
+                // Given by the path here.
+                *parameter = Value::Null;
+                continue;
+            }
+            let schema = match parameter["in"].as_str() {
+                Some("path") => path_parameter(path, &name).map(reference),
+                Some("query") => query_parameter(path, &name),
+                _ => None,
+            };
+            if let Some(schema) = schema {
+                parameter["schema"] = schema;
+            }
+        }
+    }
+    if let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) {
+        parameters.retain(|parameter| !parameter.is_null());
+    }
+    // A live stream's events: OpenAPI 3.2's form, each event's `data` the JSON of the schema.
+    for status in ["200"] {
+        if let Some(stream) = operation.pointer_mut(&format!("/responses/{status}/content/text~1event-stream")) {
+            let data = stream["schema"].take();
+            stream["schema"] = json!({
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string"},
+                    "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+                },
+            });
+        }
+    }
+    let has_parameters = operation.get("parameters").is_some();
+    let responses = &mut operation["responses"];
+    responses["401"] = error_response("No token, or not this server's (`Authorization: Bearer <token>`)");
+    if has_parameters && responses.get("400").is_none() {
+        responses["400"] = error_response("A parameter breaks its rule");
+    }
+    if let Some(body) = operation.get_mut("requestBody") {
+        // A start, a signal, a publish and a prune read an empty body as their defaults.
+        if matches!(id.as_str(), "start" | "signal" | "publish" | "prune") {
+            body["required"] = json!(false);
+        }
+        let responses = &mut operation["responses"];
+        responses["413"] = error_response("The body is larger than the server takes");
+        if responses.get("400").is_none() {
+            responses["400"] = error_response("The body is not valid JSON or breaks a rule");
+        }
+    }
+    if mutating {
+        let responses = &mut operation["responses"];
+        responses["403"] = error_response("Sent by a page on an origin the server does not allow");
+        responses["415"] = error_response("A body that is not `application/json`");
+    }
+    let links = match id.as_str() {
+        "start" => Some((RUN_LINKS, "$request.path.name", Some("$response.body#/id"))),
+        "put_schedule" => Some((SCHEDULE_LINKS, "$request.path.name", None)),
+        _ => None,
+    };
+    if let Some((targets, name, run)) = links {
+        let links: Map<String, Value> = targets
+            .iter()
+            .map(|(link, target)| {
+                let mut parameters = json!({"name": name});
+                if let Some(run) = run {
+                    parameters["id"] = json!(run);
+                }
+                ((*link).to_owned(), json!({"operationId": target, "parameters": parameters}))
+            })
+            .collect();
+        for status in ["200", "201"] {
+            if let Some(response) = operation["responses"].get_mut(status) {
+                response["links"] = Value::Object(links.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_rules_are_written_into_the_document() {
+        let json = crate::openapi();
+        assert_eq!(json["security"], serde_json::json!([{"bearer": []}]));
+        assert_eq!(json["paths"]["/healthz"]["get"]["security"], serde_json::json!([{}]));
+        let start = &json["paths"]["/v1/workflows/{name}/runs"]["post"];
+        assert_eq!(start["parameters"][0]["schema"]["$ref"], "#/components/schemas/WorkflowName");
+        assert_eq!(start["requestBody"]["required"], false);
+        assert_eq!(start["responses"]["201"]["links"]["GetRun"]["parameters"]["id"], "$response.body#/id");
+    }
+}
