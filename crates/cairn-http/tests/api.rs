@@ -444,6 +444,7 @@ async fn schedules_are_declared_steered_and_deleted() {
             "unknown_time_zone",
         ),
         (r#"{"workflow":"hello","every":"soon"}"#, bad, "invalid_schedule"),
+        (r#"{"workflow":"hello","every":"1m","timeZone":"Atlantis/City"}"#, StatusCode::NOT_FOUND, "unknown_time_zone"),
         (r#"{"workflow":"hello","every":"1m","catchUp":"always"}"#, bad, "invalid_schedule"),
         (r#"{"workflow":"hello","every":"1m","input":{"nom":"x"}}"#, bad, "invalid_payload"),
         (r#"{"workflow":"hello","every":"1m","surprise":1}"#, bad, "invalid_json"),

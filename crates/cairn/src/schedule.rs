@@ -221,6 +221,9 @@ impl Firings {
     /// is not valid.
     pub fn new(spec: &ScheduleSpec) -> Result<Firings, ClientError> {
         let invalid = |message: String| ClientError::InvalidSchedule(message);
+        // Checked whether or not the spec uses it, so that no schedule stores a zone it cannot read.
+        let name = spec.time_zone.as_deref().unwrap_or("UTC");
+        let zone = jiff::tz::TimeZone::get(name).map_err(|_| ClientError::UnknownTimeZone(name.to_owned()))?;
         let when = match (&spec.cron[..], spec.every_ms) {
             ([], None) => return Err(invalid("a schedule needs cron expressions or an interval".into())),
             ([_, ..], Some(_)) => {
@@ -235,8 +238,6 @@ impl Firings {
                 let crons = (expressions.iter())
                     .map(|e| parser.parse(e).map_err(|error| invalid(format!("cron expression {e:?}: {error}"))))
                     .collect::<Result<Vec<_>, _>>()?;
-                let name = spec.time_zone.as_deref().unwrap_or("UTC");
-                let zone = jiff::tz::TimeZone::get(name).map_err(|_| ClientError::UnknownTimeZone(name.to_owned()))?;
                 When::Cron { crons, zone }
             }
         };
