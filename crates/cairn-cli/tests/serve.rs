@@ -143,3 +143,66 @@ fn an_empty_token_is_refused_rather_than_serving_without_one() {
     assert!(stderr.contains("CAIRN_TOKEN is set but empty"), "{stderr}");
     assert!(!dir.path().join("cairn.db").exists(), "it opened the store first");
 }
+
+/// One raw HTTP/1.1 request with `headers`: the status, the head and the body.
+fn raw(address: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// What a page on another origin could send without asking first (a form or `text/plain`
+/// post) changes nothing, and neither does JSON from an origin the server does not allow; the
+/// server's own origin and an allowed one may, the latter with CORS headers and a preflight.
+#[test]
+fn pages_on_other_origins_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_at(dir.path().join("cairn.db"), None, &[("CAIRN_ALLOW_ORIGINS", "https://app.example")]);
+    let address = server.address.as_str();
+    let start = |headers: &[&str], id: &str| {
+        let body = format!(r#"{{"id": "{id}", "input": {{"name": "x"}}}}"#);
+        raw(address, "POST", "/v1/workflows/hello/runs", headers, &body)
+    };
+    let exists = |id: &str| http(address, "GET", &format!("/v1/runs/{id}"), None).0 == 200;
+
+    for kind in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+        let (status, _, body) = start(&[&format!("Content-Type: {kind}")], "plain");
+        assert_eq!(status, 415, "{kind}: {body}");
+        assert!(body.contains("unsupported_media_type"), "{body}");
+    }
+    assert!(!exists("plain"));
+
+    let json = "Content-Type: application/json";
+    let (status, _, body) = start(&[json, "Origin: http://evil.example"], "evil");
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("cross_origin"), "{body}");
+    let (status, _, _) = raw(address, "POST", "/v1/workflows/hello/runs/x/pause", &["Origin: null"], "");
+    assert_eq!(status, 403, "a bodiless control from another origin is refused too");
+    assert!(!exists("evil"));
+
+    let own = format!("Origin: http://{address}");
+    assert_eq!(start(&[json, &own], "own").0, 201, "the dashboard's own origin may");
+    let (status, head, _) = start(&[json, "Origin: https://app.example"], "allowed");
+    assert_eq!(status, 201);
+    assert!(head.contains("access-control-allow-origin: https://app.example"), "{head}");
+    let (status, head, _) = raw(
+        address,
+        "OPTIONS",
+        "/v1/workflows/hello/runs",
+        &["Origin: https://app.example", "Access-Control-Request-Method: POST"],
+        "",
+    );
+    assert_eq!(status, 204);
+    assert!(head.contains("access-control-allow-headers: authorization, content-type"), "{head}");
+    assert!(exists("own") && exists("allowed"));
+}
