@@ -2,7 +2,7 @@
 //! through start → signal → completion over HTTP, events published over HTTP and with `cairn
 //! events publish` on the same store, `/metrics` counting all of it; SIGTERM stops it cleanly.
 
-use crate::common::{Server, await_status, http};
+use crate::common::{Server, await_status, http, raw};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -142,23 +142,6 @@ fn an_empty_token_is_refused_rather_than_serving_without_one() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("CAIRN_TOKEN is set but empty"), "{stderr}");
     assert!(!dir.path().join("cairn.db").exists(), "it opened the store first");
-}
-
-/// One raw HTTP/1.1 request with `headers`: the status, the head and the body.
-fn raw(address: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
 /// What a page on another origin could send without asking first (a form or `text/plain`

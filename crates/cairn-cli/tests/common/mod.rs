@@ -17,12 +17,23 @@ pub(crate) fn http_with(
     body: Option<&str>,
     token: Option<&str>,
 ) -> (u16, Value) {
+    let auth = token.map(|t| format!("Authorization: Bearer {t}")).unwrap_or_default();
+    let mut headers = vec!["Content-Type: application/json"];
+    if !auth.is_empty() {
+        headers.push(&auth);
+    }
+    let (status, _, body) = raw(address, method, path, &headers, body.unwrap_or(""));
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+/// One raw HTTP/1.1 request with `headers` (`Name: value`): the status, the head in lower case
+/// and the body.
+pub(crate) fn raw(address: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String, String) {
     let mut stream = TcpStream::connect(address).unwrap();
-    let body = body.unwrap_or("");
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -30,7 +41,7 @@ pub(crate) fn http_with(
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
 /// [`http_with`] without a token.
