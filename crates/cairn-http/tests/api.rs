@@ -761,9 +761,10 @@ async fn a_token_guards_every_route_but_healthz() {
 }
 
 /// A payload nested past the limit is refused where it comes in: it was stored with `200` and
-/// failed the run that read it (serde_json's recursion limit), for good.
+/// failed the run that read it (serde_json's recursion limit), for good. So is one holding NUL
+/// (`\u0000`), on every store: on PostgreSQL one such input made every input filter answer 500.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn payloads_nested_past_the_limit_are_refused_and_store_nothing() {
+async fn payloads_nested_past_the_limit_or_holding_nul_are_refused_and_store_nothing() {
     let api = served(cairn_http::ApiConfig::default()).await;
     let (status, _) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"deep"}"#)).await;
     assert_eq!(status, StatusCode::CREATED);
@@ -779,12 +780,16 @@ async fn payloads_nested_past_the_limit_are_refused_and_store_nothing() {
     let deep = nested(128);
     let start = format!(r#"{{"input":{}}}"#, nested(101));
     let publish = format!(r#"{{"payload":{}}}"#, nested(101));
-    for (uri, body) in [
-        ("/v1/workflows/approval/runs/deep/signals/approve", deep.as_str()),
-        ("/v1/workflows/hello/runs", start.as_str()),
-        ("/v1/events/user.signup", publish.as_str()),
+    for (method, uri, body) in [
+        ("POST", "/v1/workflows/approval/runs/deep/signals/approve", deep.as_str()),
+        ("POST", "/v1/workflows/hello/runs", start.as_str()),
+        ("POST", "/v1/events/user.signup", publish.as_str()),
+        ("POST", "/v1/workflows/approval/runs/deep/signals/approve", r#"{"note": "a\u0000b"}"#),
+        ("POST", "/v1/workflows/hello/runs", r#"{"input": {"name": "\u0000"}}"#),
+        ("POST", "/v1/events/user.signup", r#"{"payload": {"\u0000": 1}}"#),
+        ("PUT", "/v1/schedules/nul", r#"{"workflow": "hello", "every": "1h", "input": {"name": "\u0000"}}"#),
     ] {
-        let (status, answer) = api.call("POST", uri, Some(body)).await;
+        let (status, answer) = api.call(method, uri, Some(body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{uri}: {answer}");
         assert!(["invalid_payload", "invalid_json"].contains(&code(&answer)), "{uri}: {answer}");
     }

@@ -46,22 +46,38 @@ mod tests {
 /// serde_json, whose recursion limit (128) a deeper one would break only when a run reads it.
 pub const MAX_NESTING: usize = 100;
 
-/// How deeply the arrays and objects of `json` (valid JSON) nest: `1` for `[1, 2]`, `0` for a
-/// scalar. One pass over the bytes, strings skipped.
+/// What the payload rules look at in a JSON text: how deeply its arrays and objects nest, and
+/// whether a string holds NUL (`\u0000`, which PostgreSQL's `jsonb` cannot hold, so no store
+/// takes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PayloadShape {
+    /// `1` for `[1, 2]`, `0` for a scalar.
+    pub depth: usize,
+    /// Whether a string holds `\u0000`.
+    pub nul: bool,
+}
+
+/// The [`PayloadShape`] of `json` (valid JSON): one pass over its bytes.
 ///
 /// ```
-/// use cairn_journal::nesting_depth;
-/// assert_eq!(nesting_depth(r#"{"a": [1, {"b": "[[["}]}"#), 3);
-/// assert_eq!(nesting_depth("42"), 0);
+/// use cairn_journal::payload_shape;
+/// assert_eq!(payload_shape(r#"{"a": [1, {"b": "[[["}]}"#).depth, 3);
+/// assert_eq!(payload_shape("42").depth, 0);
+/// assert!(payload_shape(r#"{"a": "x\u0000y"}"#).nul);
+/// assert!(!payload_shape(r#"{"a": "x\\u0000y"}"#).nul, "an escaped backslash, then text");
 /// ```
-pub fn nesting_depth(json: &str) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for byte in json.bytes() {
+pub fn payload_shape(json: &str) -> PayloadShape {
+    let bytes = json.as_bytes();
+    let (mut depth, mut deepest, mut in_string, mut nul, mut i) = (0usize, 0usize, false, false, 0);
+    while let Some(&byte) = bytes.get(i) {
+        i += 1;
         if in_string {
-            match (escaped, byte) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
+            match byte {
+                b'\\' => {
+                    nul |= bytes.get(i..i + 5) == Some(b"u0000");
+                    i += 1;
+                }
+                b'"' => in_string = false,
                 _ => {}
             }
             continue;
@@ -76,18 +92,33 @@ pub fn nesting_depth(json: &str) -> usize {
             _ => {}
         }
     }
-    deepest
+    PayloadShape { depth: deepest, nul }
 }
 
 #[cfg(test)]
 mod depth_tests {
-    use super::nesting_depth;
+    use super::payload_shape;
 
     #[test]
     fn strings_and_escapes_do_not_count() {
-        assert_eq!(nesting_depth(r#"["\"[", {"k": "\\"}, [[]]]"#), 3);
+        assert_eq!(payload_shape(r#"["\"[", {"k": "\\"}, [[]]]"#).depth, 3);
         let deep = format!("{}{}", "[".repeat(128), "]".repeat(128));
-        assert_eq!(nesting_depth(&deep), 128);
-        assert_eq!(nesting_depth(r#""[{""#), 0);
+        assert_eq!(payload_shape(&deep).depth, 128);
+        assert_eq!(payload_shape(r#""[{""#).depth, 0);
+    }
+
+    #[test]
+    fn nul_is_found_in_keys_and_values_only_when_escaped_as_such() {
+        for (json, nul) in [
+            (r#"{"\u0000": 1}"#, true),
+            (r#"["a", "\u0000"]"#, true),
+            (r#""\\u0000""#, false),
+            (r#""\\\u0000""#, true),
+            (r#""\u00001""#, true),
+            (r#""\u0001""#, false),
+            (r#""u0000""#, false),
+        ] {
+            assert_eq!(payload_shape(json).nul, nul, "{json}");
+        }
     }
 }

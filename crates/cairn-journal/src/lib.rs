@@ -38,7 +38,7 @@ pub mod timeline;
 pub mod topic;
 
 pub use event::{Event, EventKindName, JournalEntry, SignalId, StepKind, Trim};
-pub use filter::{MAX_NESTING, json_contains, nesting_depth};
+pub use filter::{MAX_NESTING, PayloadShape, json_contains, payload_shape};
 pub use maps::{FastMap, FastSet};
 pub use path::{PathError, StepPath};
 pub use replay::{CursorError, NonDeterminism, ReplayCursor, Replayed};
