@@ -11,8 +11,26 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     store: crate::store_args::StoreArgs,
     /// Address to serve the HTTP API on (port 0: any free port, printed on start).
-    #[arg(long, default_value = "127.0.0.1:7700")]
+    #[arg(long, env = "CAIRN_LISTEN", default_value = "127.0.0.1:7700")]
     listen: std::net::SocketAddr,
+    /// The longest any ended run is kept, in days, whatever its workflow or start asked for
+    /// (default: no ceiling).
+    #[arg(long, env = "WORKFLOWS_MAX_RETENTION_DAYS", value_name = "DAYS")]
+    max_retention_days: Option<u32>,
+    /// How often this worker deletes ended runs past their retention (`1m`, `1h`; `off`: never,
+    /// when another process or `cairn runs prune` does it).
+    #[arg(long, env = "CAIRN_SWEEP_EVERY", default_value = "1m")]
+    sweep_every: String,
+    /// How long a client may take to send a request's head, and how long a connection may stay
+    /// idle between requests.
+    #[arg(long, env = "CAIRN_HEADER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
+    /// How long a client may take to send a request's body.
+    #[arg(long, env = "CAIRN_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    body_timeout: Duration,
+    /// Connections served at once (more wait to be accepted); keep it below `ulimit -n`.
+    #[arg(long, env = "CAIRN_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
     /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval`,
     /// `flaky` and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
     #[arg(long)]
@@ -77,27 +95,30 @@ async fn flaky(ctx: Ctx, input: Flaky) -> Result<String, WorkflowError> {
     Ok(format!("charged on attempt {made}"))
 }
 
-/// Connections a burst of clients may open before the server accepts them (the default, 128,
-/// dropped the SYNs of 256 clients connecting at once, which retried a second later).
-const BACKLOG: u32 = 1024;
-
-/// A listener on `address` with a [`BACKLOG`]-deep accept queue.
-fn listen(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
-    socket.set_reuseaddr(true)?;
-    socket.bind(address)?;
-    socket.listen(BACKLOG)
+/// `--sweep-every`: a duration, or `off`.
+fn sweep_interval(text: &str) -> Result<Option<Duration>, String> {
+    match text {
+        "off" | "never" => Ok(None),
+        _ => humantime::parse_duration(text).map(Some).map_err(|error| format!("{text:?}: {error} (or `off`)")),
+    }
 }
 
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
-    // An empty token would serve without one: say so rather than guess which was meant.
-    if std::env::var_os("CAIRN_TOKEN").is_some_and(|token| token.is_empty()) {
-        anyhow::bail!("CAIRN_TOKEN is set but empty: set a token, or unset CAIRN_TOKEN to serve without one");
-    }
+    // Read first: an empty token is refused before anything opens.
+    let mut service = cairn_http::Service::from_env()?;
+    service.listen = args.listen;
+    service.api.allowed_origins.extend(args.allow_origins);
+    service.api.body_timeout = args.body_timeout;
+    service.limits =
+        cairn_http::ConnectionLimits { header_timeout: args.header_timeout, max_connections: args.max_connections };
     // Installed before anything runs, so every number from the start is kept.
-    let metrics = cairn_http::metrics::Prometheus::install();
+    service.api.metrics = cairn_http::metrics::Prometheus::install();
     let store = args.store.open(true).await?;
-    let mut builder = Engine::builder().shared_store(store);
+    let sweep_every = sweep_interval(&args.sweep_every).map_err(|error| anyhow::anyhow!("--sweep-every {error}"))?;
+    let mut builder = Engine::builder().shared_store(store).sweep_every(sweep_every);
+    if let Some(days) = args.max_retention_days {
+        builder = builder.max_retention(Duration::from_secs(u64::from(days) * 86_400));
+    }
     if args.examples {
         builder = (builder.register("hello", 1, hello).subscribe("hello", "user.*"))
             .register("approval", 1, approval)
@@ -105,24 +126,16 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
             .register("noop", 1, crate::bench::noop_workflow(Default::default(), false));
     }
     let engine = builder.start().await?;
-    let listener = listen(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
-    let address = listener.local_addr().context("cannot read the listening address")?;
-    let mut config = cairn_http::ApiConfig { metrics, ..cairn_http::ApiConfig::from_env() };
-    config.allowed_origins.extend(args.allow_origins);
-    if config.token.is_none() && !address.ip().is_loopback() {
+    let listening = service.bind().await.with_context(|| format!("cannot listen on {}", args.listen))?;
+    let address = listening.address();
+    if std::env::var_os("CAIRN_TOKEN").is_none() && !address.ip().is_loopback() {
         eprintln!(
             "cairn serve: WARNING: listening on {address} without a token: anyone who can reach it can start, \
              signal and cancel runs. Set CAIRN_TOKEN."
         );
     }
-    let live_streams = config.shutdown.clone();
-    let app = cairn_http::router(engine.client(), config);
     out!("cairn serve: dashboard on http://{address}/ (API under /v1; store: {})", args.store.describe());
-    let stop = async move {
-        crate::stop::stop_requested().await;
-        live_streams.cancel();
-    };
-    let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
+    let served = listening.serve(engine.client(), cairn_http::stop_requested()).await;
     engine.shutdown().await;
     served.context("the HTTP server failed")
 }

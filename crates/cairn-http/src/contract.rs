@@ -108,6 +108,29 @@ fn rules() -> Map<String, Value> {
         "Age": duration("An age (`90d`, `12h`).", 4, "ms|s|m|h|d", 2, true),
         "Interval": duration("An interval of at least a second (`30s`, `5m`, `1h`).", 4, "s|m|h|d", 2, false),
         "CronExpression": cron(),
+        // Any JSON but NUL, said as "not a value that holds NUL", the one way a generated client
+        // still reads it as any JSON: the recursive part sits in `$defs`, where generators that
+        // cannot follow it do not look.
+        "Payload": {
+            "description": "Any JSON value without NUL (`\\u0000`) in its strings and keys, nested at most 100 \
+                levels: what a run's input and a signal's or an event's payload may be (every store keeps it).",
+            "not": {"$ref": "#/components/schemas/Payload/$defs/HoldsNul"},
+            "$defs": {
+                "HoldsNul": {
+                    "anyOf": [
+                        {"type": "string", "pattern": "\\u0000"},
+                        {"type": "array", "contains": {"$ref": "#/components/schemas/Payload/$defs/HoldsNul"}},
+                        {
+                            "type": "object",
+                            "not": {
+                                "propertyNames": {"pattern": "^[^\\u0000]*$"},
+                                "additionalProperties": {"not": {"$ref": "#/components/schemas/Payload/$defs/HoldsNul"}},
+                            },
+                        },
+                    ],
+                },
+            },
+        },
         "TimeZone": {
             "type": "string",
             "description": "An IANA time zone (`UTC`, `Europe/Oslo`); a name the server's time zone database does \
@@ -158,6 +181,9 @@ fn query_parameter(path: &str, name: &str) -> Option<Value> {
 
 /// The body fields whose rules their types do not carry: component, field, rule.
 const FIELDS: &[(&str, &str, &str)] = &[
+    ("StartBody", "input", "Payload"),
+    ("PublishBody", "payload", "Payload"),
+    ("ScheduleBody", "input", "Payload"),
     ("StartBody", "id", "RunId"),
     ("StartBody", "idempotencyKey", "IdempotencyKey"),
     ("StartBody", "fairnessKey", "FlowKey"),
@@ -214,7 +240,7 @@ fn apply(document: &mut Value) {
             if let Some(property) =
                 schemas.get_mut(*component).and_then(|s| s.pointer_mut(&format!("/properties/{field}")))
             {
-                let nullable = property.to_string().contains("\"null\"");
+                let nullable = *rule != "Payload" && property.to_string().contains("\"null\"");
                 *property = match nullable {
                     true => json!({"oneOf": [{"type": "null"}, reference(rule)]}),
                     false => reference(rule),
@@ -305,6 +331,11 @@ fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
     responses["401"] = error_response("No token, or not this server's (`Authorization: Bearer <token>`)");
     if has_parameters && responses.get("400").is_none() {
         responses["400"] = error_response("A parameter breaks its rule");
+    }
+    if id == "signal"
+        && let Some(schema) = operation.pointer_mut("/requestBody/content/application~1json/schema")
+    {
+        *schema = reference("Payload");
     }
     if let Some(body) = operation.get_mut("requestBody") {
         // A start, a signal, a publish and a prune read an empty body as their defaults.

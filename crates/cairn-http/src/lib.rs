@@ -44,6 +44,7 @@
 //! ```
 
 mod auth;
+mod body;
 mod contract;
 mod dashboard;
 mod error;
@@ -54,6 +55,7 @@ mod origin;
 pub mod reads;
 mod runs;
 mod schedules;
+mod service;
 mod state;
 pub mod views;
 
@@ -74,6 +76,7 @@ use utoipa_axum::routes;
 pub use cairn_api::{DebounceOptions as DebounceBody, PruneBody, PublishBody, RestartBody, StartOptions as StartBody};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use input::{ListParams, ResultParams};
+pub use service::{ConnectionLimits, Listening, Service, ServiceError, stop_requested};
 pub use state::ApiConfig;
 pub use tokio_util::sync::CancellationToken;
 
@@ -94,6 +97,7 @@ pub fn router(client: Client, config: ApiConfig) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(middleware::from_fn_with_state((config.body_timeout, config.body_limit), body::read_in_time))
         .layer(middleware::from_fn_with_state(origins, origin::guard))
         .with_state(api)
 }

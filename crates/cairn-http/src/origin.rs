@@ -64,7 +64,8 @@ fn same_origin(origin: &str, headers: &HeaderMap) -> bool {
     host.is_some_and(|host| authority.is_some_and(|authority| authority.eq_ignore_ascii_case(host)))
 }
 
-fn has_body(headers: &HeaderMap) -> bool {
+/// Whether a request says it carries a body.
+pub(crate) fn has_body(headers: &HeaderMap) -> bool {
     let length = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok());
     length.is_some_and(|length| length.trim() != "0") || headers.contains_key(header::TRANSFER_ENCODING)
 }

@@ -14,6 +14,9 @@ pub struct ApiConfig {
     pub token: Option<String>,
     /// Largest request body in bytes (default 4 MiB, the default payload limit).
     pub body_limit: usize,
+    /// How long a client may take to send a request's body once its head is in (default 30 s;
+    /// `408 body_timeout` after).
+    pub body_timeout: Duration,
     /// How often a live stream looks for changes (default 1 s); it sends an update only when
     /// what it shows has changed.
     pub live_interval: Duration,
@@ -34,6 +37,7 @@ impl Default for ApiConfig {
         ApiConfig {
             token: None,
             body_limit: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
             live_interval: Duration::from_secs(1),
             shutdown: CancellationToken::new(),
             metrics: None,

@@ -1,0 +1,229 @@
+//! Serving an engine as `cairn serve` does, in one call: the API, the dashboard and the metrics
+//! over your own workflows, with a token, origin checks, connection limits and a graceful stop
+//! on SIGTERM or Ctrl-C.
+
+use crate::{ApiConfig, router};
+use axum::Router;
+use axum::body::Body;
+use cairn::Engine;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tower::ServiceExt;
+
+/// How the server takes connections: every limit holds before a request is read, so a client
+/// that connects and sends nothing, or sends slowly, cannot hold the server's sockets.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// How long a client may take to send a request's head, counted from when the connection
+    /// is ready for it: a new connection, or a kept-alive one after its last answer (so it is
+    /// also how long a connection may stay idle). Default 10 s.
+    pub header_timeout: Duration,
+    /// Connections served at once; more wait in the accept queue until one closes (default
+    /// 1,024). Keep it below the process's open-file limit.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits { header_timeout: Duration::from_secs(10), max_connections: 1024 }
+    }
+}
+
+/// A refused setting of a [`Service`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// `CAIRN_TOKEN` is set but empty: that would serve without a token.
+    #[error("CAIRN_TOKEN is set but empty: set a token, or unset CAIRN_TOKEN to serve without one")]
+    EmptyToken,
+    /// An environment variable holds what it cannot.
+    #[error("{variable} {value:?}: {reason}")]
+    Setting {
+        /// The variable.
+        variable: &'static str,
+        /// What it held.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Listening or serving failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What `cairn serve` is, over any [`Engine`]: the HTTP API, the dashboard and `/metrics`.
+///
+/// ```no_run
+/// use cairn::prelude::*;
+/// # async fn greet(_ctx: Ctx, _name: String) -> Result<String, WorkflowError> { Ok(String::new()) }
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = cairn::SqliteStore::open("cairn.db")?;
+/// let engine = Engine::builder().store(store).register("greet", 1, greet).start().await?;
+/// // CAIRN_LISTEN, CAIRN_TOKEN, CAIRN_ALLOW_ORIGINS; serves until SIGTERM or Ctrl-C.
+/// cairn_http::Service::from_env()?.run(engine).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Service {
+    /// Where to listen (default `127.0.0.1:7700`; port 0: any free port).
+    pub listen: SocketAddr,
+    /// The API's configuration: token, allowed origins, body limits, metrics.
+    pub api: ApiConfig,
+    /// How connections are taken.
+    pub limits: ConnectionLimits,
+}
+
+impl Service {
+    /// The defaults, with `CAIRN_LISTEN` (an address), `CAIRN_TOKEN` (refused when set but empty:
+    /// it would serve without one) and `CAIRN_ALLOW_ORIGINS` (comma-separated) read.
+    pub fn from_env() -> Result<Service, ServiceError> {
+        if std::env::var_os("CAIRN_TOKEN").is_some_and(|token| token.is_empty()) {
+            return Err(ServiceError::EmptyToken);
+        }
+        let listen = match std::env::var("CAIRN_LISTEN") {
+            Ok(text) => text.parse().map_err(|error: std::net::AddrParseError| ServiceError::Setting {
+                variable: "CAIRN_LISTEN",
+                value: text,
+                reason: error.to_string(),
+            })?,
+            Err(_) => SocketAddr::from(([127, 0, 0, 1], 7700)),
+        };
+        Ok(Service { listen, api: ApiConfig::from_env(), limits: ConnectionLimits::default() })
+    }
+
+    /// Listens, says where (and warns when it listens beyond loopback without a token), serves
+    /// `engine` until SIGTERM or Ctrl-C, then shuts the engine down gracefully.
+    pub async fn run(self, engine: Engine) -> Result<(), ServiceError> {
+        let listening = self.bind().await?;
+        tracing::info!(address = %listening.address(), "serving the API and the dashboard");
+        let served = listening.serve(engine.client(), stop_requested()).await;
+        engine.shutdown().await;
+        served
+    }
+
+    /// Listens, without serving yet (to learn the address of port 0).
+    pub async fn bind(mut self) -> Result<Listening, ServiceError> {
+        let listener = listen(self.listen)?;
+        let address = listener.local_addr()?;
+        if self.api.token.is_none() && !address.ip().is_loopback() {
+            tracing::warn!(%address, "listening beyond loopback without a token: anyone who can reach it can start, signal and cancel runs; set CAIRN_TOKEN");
+        }
+        if self.api.metrics.is_none() {
+            self.api.metrics = crate::metrics::Prometheus::install();
+        }
+        Ok(Listening { listener, address, service: self })
+    }
+}
+
+/// A [`Service`] listening, not yet serving.
+#[derive(Debug)]
+pub struct Listening {
+    listener: TcpListener,
+    address: SocketAddr,
+    service: Service,
+}
+
+impl Listening {
+    /// Where it listens.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Serves `client` until `stop` resolves; then live streams end, connections finish their
+    /// requests (for up to 30 s) and it returns.
+    pub async fn serve(self, client: cairn::Client, stop: impl Future<Output = ()> + Send) -> Result<(), ServiceError> {
+        let streams = self.service.api.shutdown.clone();
+        let app = router(client, self.service.api);
+        accept(self.listener, app, self.service.limits, async move {
+            stop.await;
+            streams.cancel();
+        })
+        .await
+    }
+}
+
+/// Connections a burst of clients may open before the server accepts them (the default, 128,
+/// dropped the SYNs of 256 clients connecting at once, which retried a second later).
+const BACKLOG: u32 = 1024;
+
+/// A listener on `address` with a [`BACKLOG`]-deep accept queue.
+fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(BACKLOG)
+}
+
+/// Serves `app` on `listener` within `limits` until `stop`.
+async fn accept(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    stop: impl Future<Output = ()> + Send,
+) -> Result<(), ServiceError> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let (stopping, stopped) = watch::channel(false);
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot.map_err(std::io::Error::other)?,
+            () = &mut stop => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors, or a connection reset before it was taken: wait
+                    // for sockets to close rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        let service = TowerToHyperService::new(
+            app.clone().map_request(|request: axum::http::Request<Incoming>| request.map(Body::new)),
+        );
+        let mut stopped = stopped.clone();
+        let header_timeout = limits.header_timeout;
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = stopped.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+    }
+    let _ = stopping.send(true);
+    let all = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(Duration::from_secs(30), slots.acquire_many(all)).await;
+    Ok(())
+}
+
+/// Resolves when the process is asked to stop (SIGTERM or Ctrl-C).
+pub async fn stop_requested() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
