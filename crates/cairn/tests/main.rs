@@ -37,6 +37,7 @@ mod retention;
 mod retries;
 mod saga;
 mod schedules;
+mod service;
 mod signals;
 mod store_faults;
 mod stranded;
