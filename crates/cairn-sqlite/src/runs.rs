@@ -172,11 +172,12 @@ impl Writer {
 
     pub(super) fn append(&mut self, append: &Append, encoded: &[String]) -> Result<(), Failure> {
         let new_last = (append.after_seq + append.events.len() as u64) as i64;
-        // Every variant checks the lease epoch and the journal's end, and moves both forward.
+        // Every variant checks the lease (its epoch, and that the run is running) and the journal's
+        // end, and moves the journal's end forward.
         let (sql, extra): (&str, Vec<Box<dyn rusqlite::ToSql>>) = match &append.update {
             RunUpdate::Progress => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'",
                 Vec::new(),
             ),
             RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
@@ -185,7 +186,7 @@ impl Writer {
                      wake_at = CASE WHEN cancel_requested = 1 OR pause_requested = 1 OR (?7 IS NOT NULL AND EXISTS (
                              SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
                          THEN ?8 ELSE ?9 END
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",
                 vec![
                     Box::new(reason.as_str()),
@@ -198,7 +199,7 @@ impl Writer {
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = ?6, suspend_reason = NULL, output = ?7,
                      error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
                      delete_after = ?9 + retention_ms
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",
                 vec![
                     Box::new(status.as_str()),
@@ -211,21 +212,21 @@ impl Writer {
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'continued',
                      suspend_reason = NULL, continued_as = ?6, completed_at = ?7, wake_at = NULL, lease_owner = NULL,
                      lease_expires_at = NULL, delete_after = ?7 + retention_ms
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",
                 vec![Box::new(successor.id.as_str().to_owned()), Box::new(at.as_millis())],
             ),
             RunUpdate::Release => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'pending',
                      suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'",
                 Vec::new(),
             ),
             RunUpdate::Park { error } => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'paused',
                      suspend_reason = NULL, error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
                      pause_requested = 0
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",
                 vec![Box::new(error.clone())],
             ),
@@ -298,17 +299,17 @@ impl Writer {
     }
 
     pub(super) fn append_refusal(&self, append: &Append) -> Result<StoreError, Failure> {
-        let found: Option<(i64, i64)> = self
+        let found: Option<(i64, i64, String)> = self
             .conn
-            .prepare_cached("SELECT epoch, last_seq FROM runs WHERE id = ?1")?
-            .query_row([append.run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .prepare_cached("SELECT epoch, last_seq, status FROM runs WHERE id = ?1")?
+            .query_row([append.run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?;
         Ok(match found {
             None => StoreError::RunNotFound(append.run_id.clone()),
-            Some((epoch, _)) if epoch as u64 != append.epoch => {
+            Some((epoch, _, status)) if epoch as u64 != append.epoch || status != "running" => {
                 StoreError::Fenced { run_id: append.run_id.clone(), held: append.epoch, current: epoch as u64 }
             }
-            Some((_, last)) => StoreError::SequenceConflict {
+            Some((_, last, _)) => StoreError::SequenceConflict {
                 run_id: append.run_id.clone(),
                 expected: append.after_seq,
                 actual: last as u64,

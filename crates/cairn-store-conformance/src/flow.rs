@@ -361,7 +361,8 @@ macro_rules! conformance_tests {
             $crate::conformance_tests!(@each $make;
                 create_and_read_back, idempotent_create, concurrent_idempotent_create, concurrent_mixed_creates,
                 duplicate_id_is_refused,
-                claim_respects_workflows_and_versions, stale_epoch_is_fenced, append_checks_sequence,
+                claim_respects_workflows_and_versions, stale_epoch_is_fenced, a_stale_holder_cannot_write_to_a_run_created_again_under_its_id,
+                append_checks_sequence,
                 long_journals_read_back_whole, appends_sent_together_land_in_order, loop_checkpoints_trim_their_history,
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,

@@ -146,6 +146,34 @@ pub async fn stale_epoch_is_fenced(store: DynStore) {
     assert!(!lease[0].held);
 }
 
+/// A run pruned and created again under its id counts its epochs afresh, so a worker that still
+/// holds the first one's lease can carry its epoch: once the new run is cancelled its epoch is
+/// the stale holder's again. Only a running run takes appends, so that holder is fenced and the
+/// cancelled run stays as it is (the model-based test found this: the stale holder finished it).
+pub async fn a_stale_holder_cannot_write_to_a_run_created_again_under_its_id(store: DynStore) {
+    let cancel =
+        |at: i64| ControlRequest { run_id: RunId::new("again"), reason: "user".into(), at: t(at), lease_now: t(at) };
+    let mut first = new_run("again", "order", None, 1);
+    first.retention = Some(std::time::Duration::ZERO);
+    store.create_run(first).await.expect("create");
+    let stale = claim_one(&store, "order", 10).await;
+    assert_eq!(stale.epoch, 1);
+    store.cancel(cancel(2_000)).await.expect("cancel the first");
+    let pruned = store.prune(PruneRequest { now: t(2_000), ended_before: None, limit: 10, dry_run: false }).await;
+    assert_eq!(pruned.expect("prune"), vec![RunId::new("again")]);
+    store.create_run(new_run("again", "order", None, 2_000)).await.expect("create again");
+    store.cancel(cancel(2_001)).await.expect("cancel the second");
+    let second = store.get_run(&RunId::new("again")).await.expect("get").expect("exists");
+    assert_eq!((second.status, second.epoch), (RunStatus::Cancelled, stale.epoch), "the epochs meet");
+    let mut append = progress(&stale, vec![step("late", 0)]);
+    append.after_seq = second.last_seq;
+    let err = store.append(append).await.unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+    let after = store.get_run(&RunId::new("again")).await.expect("get").expect("exists");
+    assert_eq!((after.status, after.last_seq), (RunStatus::Cancelled, second.last_seq));
+    assert_eq!(store.read_journal(&after.id).await.expect("journal").len() as u64, second.last_seq);
+}
+
 /// Appends must continue the journal where it ends; events are numbered densely.
 pub async fn append_checks_sequence(store: DynStore) {
     store.create_run(new_run("s", "order", None, 1)).await.expect("create");

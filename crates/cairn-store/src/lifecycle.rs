@@ -132,10 +132,11 @@ pub fn admit(run: &mut RunRecord) {
 
 /// Whether an append by the holder of `epoch`, after the journal's entry `after_seq`, may change
 /// `run`: refused as [`StoreError::Fenced`] if the run's epoch moved on (another worker claimed
-/// it, or a cancel or pause fenced it), else as [`StoreError::SequenceConflict`] if its journal
-/// does not end at `after_seq`.
+/// it, or a cancel or pause fenced it) or it is not running (no one holds it: a run pruned and
+/// created again under its id counts its epochs afresh, so a stale holder's epoch can match it),
+/// else as [`StoreError::SequenceConflict`] if its journal does not end at `after_seq`.
 pub fn check_append(run: &RunRecord, epoch: u64, after_seq: u64) -> Result<(), StoreError> {
-    if run.epoch != epoch {
+    if run.epoch != epoch || run.status != RunStatus::Running {
         return Err(StoreError::Fenced { run_id: run.id.clone(), held: epoch, current: run.epoch });
     }
     if run.last_seq != after_seq {

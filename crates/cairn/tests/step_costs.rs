@@ -259,10 +259,11 @@ async fn sqlite_statements_per_step_stay_under_their_bounds_and_none_is_compiled
 const W2_SQLITE_STATEMENTS: f64 = 5.8;
 /// SQL statements per step on SQLite, 1,000 runs at once (W1): commands share transactions.
 const W1_SQLITE_STATEMENTS: f64 = 3.0;
-/// SQLite virtual-machine instructions per step, W2.
-const W2_SQLITE_VM_STEPS: f64 = 205.0;
-/// SQLite virtual-machine instructions per step, W1.
-const W1_SQLITE_VM_STEPS: f64 = 175.0;
+/// SQLite virtual-machine instructions per step, W2. (Raised from 205 when appends began to
+/// check the run is running as well as its epoch: about 3 instructions per append.)
+const W2_SQLITE_VM_STEPS: f64 = 208.0;
+/// SQLite virtual-machine instructions per step, W1 (raised from 175 for the same check).
+const W1_SQLITE_VM_STEPS: f64 = 178.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journal_bytes_per_step_stay_under_their_bound() {

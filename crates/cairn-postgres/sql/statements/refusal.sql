@@ -1,1 +1,1 @@
-SELECT epoch, last_seq FROM runs WHERE id = $1
+SELECT epoch, last_seq, status FROM runs WHERE id = $1

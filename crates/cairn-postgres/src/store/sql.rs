@@ -160,13 +160,13 @@ pub(super) struct Statements {
 impl Statements {
     fn new() -> Statements {
         // One statement per append, so a step commits in one round trip: the run-row update checks
-        // the lease epoch, the journal's end and (when the append consumes a signal) that the
+        // the lease (its epoch, and that the run is running), the journal's end and (when the append consumes a signal) that the
         // signal is still free; the signal and journal writes happen only if it matched.
         let append = |set: &str| {
             format!(
                 "WITH upd AS (
                      UPDATE runs SET last_seq = $1, updated_at = $2, recoveries = 0{set}
-                     WHERE id = $3 AND epoch = $4 AND last_seq = $5
+                     WHERE id = $3 AND epoch = $4 AND last_seq = $5 AND status = 'running'
                        AND ($6::bigint IS NULL OR EXISTS (
                            SELECT 1 FROM signals g WHERE g.id = $6 AND g.run_id = $3 AND g.consumed_seq IS NULL))
                      RETURNING id),
@@ -435,7 +435,7 @@ impl Statements {
                          lease_owner = CASE WHEN i.finish THEN NULL ELSE r.lease_owner END,
                          lease_expires_at = CASE WHEN i.finish THEN NULL ELSE r.lease_expires_at END
                      FROM input i
-                     WHERE r.id = i.id AND r.epoch = i.epoch AND r.last_seq = i.after_seq
+                     WHERE r.id = i.id AND r.epoch = i.epoch AND r.last_seq = i.after_seq AND r.status = 'running'
                      RETURNING r.id),
                  {journal}
                  SELECT id FROM upd",

@@ -217,7 +217,8 @@ pub(super) async fn refusal(client: &impl GenericClient, sql: &Sql, append: &App
         Some(row) => {
             let current = row.try_get::<_, i64>(0).map_err(backend)? as u64;
             let actual = row.try_get::<_, i64>(1).map_err(backend)? as u64;
-            if current != append.epoch {
+            let status = row.try_get::<_, &str>(2).map_err(backend)?;
+            if current != append.epoch || status != "running" {
                 StoreError::Fenced { run_id, held: append.epoch, current }
             } else if actual != append.after_seq {
                 StoreError::SequenceConflict { run_id, expected: append.after_seq, actual }
