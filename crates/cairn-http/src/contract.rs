@@ -376,17 +376,3 @@ fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_rules_are_written_into_the_document() {
-        let json = crate::openapi();
-        assert_eq!(json["security"], serde_json::json!([{"bearer": []}]));
-        assert_eq!(json["paths"]["/healthz"]["get"]["security"], serde_json::json!([{}]));
-        let start = &json["paths"]["/v1/workflows/{name}/runs"]["post"];
-        assert_eq!(start["parameters"][0]["schema"]["$ref"], "#/components/schemas/WorkflowName");
-        assert_eq!(start["requestBody"]["required"], false);
-        assert_eq!(start["responses"]["201"]["links"]["GetRun"]["parameters"]["id"], "$response.body#/id");
-    }
-}

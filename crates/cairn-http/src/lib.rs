@@ -53,112 +53,17 @@ mod live;
 pub mod metrics;
 mod origin;
 pub mod reads;
+mod routes;
 mod runs;
 mod schedules;
 mod service;
 mod state;
 pub mod views;
 
-use auth::authorize;
-use axum::http::header;
-use axum::middleware;
-use axum::response::{IntoResponse, Response};
-use axum::{Json, Router, extract::DefaultBodyLimit};
-use cairn::Client;
-use error::{method_not_allowed, not_found};
-use serde::Serialize;
-use state::{Api, Live};
-use std::sync::Arc;
-use utoipa::{OpenApi, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
-
 pub use cairn_api::{DebounceOptions as DebounceBody, PruneBody, PublishBody, RestartBody, StartOptions as StartBody};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use input::{ListParams, ResultParams};
+pub use routes::{Health, openapi, router};
 pub use service::{ConnectionLimits, Listening, Service, ServiceError, stop_requested};
 pub use state::ApiConfig;
 pub use tokio_util::sync::CancellationToken;
-
-#[derive(OpenApi)]
-#[openapi(info(
-    title = "Cairn",
-    description = "Start, list, inspect, signal, cancel, pause, resume and restart durable workflow runs; declare and steer their schedules."
-))]
-struct ApiDoc;
-
-/// The API's routes over `client`. Mount it with [`Router::nest`] or serve it as it is.
-pub fn router(client: Client, config: ApiConfig) -> Router {
-    let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
-    let live = Live { interval: config.live_interval, shutdown: config.shutdown };
-    let api = Api { client, live, metrics: config.metrics };
-    let origins: Arc<[String]> = config.allowed_origins.into();
-    router
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(config.body_limit))
-        .layer(middleware::from_fn_with_state((config.body_timeout, config.body_limit), body::read_in_time))
-        .layer(middleware::from_fn_with_state(origins, origin::guard))
-        .with_state(api)
-}
-
-/// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves): the handlers' shapes
-/// with every rule the server enforces written in (names' patterns, enums, ranges, the bearer
-/// scheme, links), as JSON.
-pub fn openapi() -> serde_json::Value {
-    contract::written_in(&documented(None).into_openapi())
-}
-
-/// Every documented route; those under `/v1` (and the document) are guarded by `token`.
-fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
-    let guarded = OpenApiRouter::new()
-        .routes(routes!(runs::start, runs::list_workflow))
-        .routes(routes!(runs::list_all))
-        .routes(routes!(runs::show_any))
-        .routes(routes!(runs::prune))
-        .routes(routes!(runs::workflows))
-        .routes(routes!(runs::show, runs::cancel))
-        .routes(routes!(runs::steps))
-        .routes(routes!(runs::result))
-        .routes(routes!(runs::signals))
-        .routes(routes!(runs::signal))
-        .routes(routes!(runs::pause))
-        .routes(routes!(runs::resume))
-        .routes(routes!(runs::restart))
-        .routes(routes!(runs::workers))
-        .routes(routes!(runs::publish))
-        .routes(routes!(schedules::list_schedules))
-        .routes(routes!(schedules::put_schedule, schedules::show_schedule, schedules::delete_schedule))
-        .routes(routes!(schedules::pause_schedule))
-        .routes(routes!(schedules::resume_schedule))
-        .routes(routes!(schedules::trigger_schedule))
-        .routes(routes!(live::live_runs))
-        .routes(routes!(live::live_run))
-        .routes(routes!(openapi_json))
-        .routes(routes!(runs::prometheus))
-        .route_layer(middleware::from_fn_with_state(token, authorize));
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .merge(guarded)
-        .routes(routes!(healthz))
-        .routes(routes!(dashboard::page))
-}
-
-/// The health answer.
-#[derive(Serialize, ToSchema)]
-pub struct Health {
-    /// `ok`.
-    status: String,
-}
-
-#[utoipa::path(get, path = "/healthz", tag = "service", responses((status = 200, body = Health)))]
-async fn healthz() -> Json<Health> {
-    Json(Health { status: "ok".into() })
-}
-
-#[utoipa::path(get, path = "/openapi.json", tag = "service",
-    responses((status = 200, description = "This document", body = Object), (status = 401, body = ErrorBody)))]
-async fn openapi_json() -> Response {
-    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let text = DOCUMENT.get_or_init(|| openapi().to_string());
-    ([(header::CONTENT_TYPE, "application/json")], text.as_str()).into_response()
-}

@@ -2,7 +2,8 @@
 //! over your own workflows, with a token, origin checks, connection limits and a graceful stop
 //! on SIGTERM or Ctrl-C.
 
-use crate::{ApiConfig, router};
+use crate::routes::router;
+use crate::state::ApiConfig;
 use axum::Router;
 use axum::body::Body;
 use cairn::Engine;
