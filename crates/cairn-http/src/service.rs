@@ -170,6 +170,8 @@ async fn accept(
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (stopping, stopped) = watch::channel(false);
     let mut stop = std::pin::pin!(stop);
+    // Whether accepting fails now: said once at warn when it starts failing, not every retry.
+    let mut failing = false;
     loop {
         let slot = tokio::select! {
             slot = Arc::clone(&slots).acquire_owned() => slot.map_err(std::io::Error::other)?,
@@ -177,11 +179,16 @@ async fn accept(
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    failing = false;
+                    stream
+                }
                 Err(error) => {
                     // Out of file descriptors, or a connection reset before it was taken: wait
                     // for sockets to close rather than spin.
-                    tracing::warn!(%error, "accepting a connection failed");
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!(%error, "accepting connections fails; retrying every 100 ms");
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
