@@ -165,7 +165,7 @@ pub(crate) async fn run(store_args: &crate::store_args::StoreArgs) -> Result<()>
     // A bar on a terminal; the `progress:` lines otherwise.
     let mut bar =
         Some(crate::progress::Progress::new("demo", "runs done", Some(ids.len() as u64))).filter(|p| p.is_bar());
-    let stop = crate::stop::stop_requested();
+    let stop = cairn_http::stop_requested();
     tokio::pin!(stop);
     loop {
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();

@@ -24,7 +24,6 @@ mod progress;
 mod runs;
 mod schedules;
 mod serve;
-mod stop;
 mod store_args;
 mod workers;
 mod workflows;

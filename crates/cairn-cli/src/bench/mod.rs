@@ -49,7 +49,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<()> {
     let store = cairn_postgres::PostgresStore::connect(options).await?;
     let builder = Engine::builder().store(store).max_active_runs(args.max_active_runs);
     let engine = w1_workflows(builder, noop_workflow(Arc::new(Mutex::new(Vec::new())), false)).start().await?;
-    crate::stop::stop_requested().await;
+    cairn_http::stop_requested().await;
     engine.shutdown().await;
     Ok(())
 }
