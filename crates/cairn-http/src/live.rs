@@ -24,7 +24,9 @@ where
     struct State<F> {
         snapshot: F,
         live: Live,
-        last: Option<String>,
+        /// A hash of the last event sent, not the event: a stream holds no copy of what it sent
+        /// (a run with a 3 MiB output kept 3 MiB per stream).
+        last: Option<u64>,
         first: bool,
     }
     let state = State { snapshot, live, last: None, first: true };
@@ -42,9 +44,14 @@ where
                 Err(error) => ("error", serde_json::to_string(&error.body())),
             };
             let data = data.unwrap_or_else(|_| "null".to_owned());
-            let tagged = format!("{name}\n{data}");
-            if state.last.as_ref() != Some(&tagged) {
-                state.last = Some(tagged);
+            let sent = {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                (name, &data).hash(&mut hasher);
+                hasher.finish()
+            };
+            if state.last != Some(sent) {
+                state.last = Some(sent);
                 let event = Event::default().event(name).data(data);
                 return Some((Ok::<_, Infallible>(event), state));
             }
