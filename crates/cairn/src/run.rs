@@ -576,11 +576,13 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
         update = RunUpdate::Finish { status: RunStatus::Failed, output: None, error: Some(error), at };
     }
     let ended = Ended::of(&update);
+    let ending = crate::run_core::log_line(&update);
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
     // later one.
     let suspends = matches!(update, RunUpdate::Suspend { .. });
     match shared.append_raw(events, update, None, shared.now(), false).await {
         Ok(()) => {
+            ending.log(&shared.id, Some(&shared.workflow));
             if suspends {
                 shared.setup.host.wake_claimer();
             }

@@ -105,6 +105,15 @@ impl Local {
         }
     }
 
+    /// Says at info that this worker started, with its id and the versions it serves (a client
+    /// without workflows says nothing).
+    pub(crate) fn log_started(&self) {
+        if !self.worker.serves.is_empty() {
+            let serves: Vec<String> = self.worker.serves.iter().map(|key| key.tag()).collect();
+            tracing::info!(worker = %self.worker.id, serves = %serves.join(", "), "worker started");
+        }
+    }
+
     /// The live run with this id, if this worker executes it now.
     pub(crate) fn active(&self, id: &RunId) -> Option<Arc<RunShared>> {
         lock(&self.active).get(id).cloned()

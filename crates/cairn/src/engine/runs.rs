@@ -5,7 +5,7 @@ use super::local::{Local, attached, lock, run_setup};
 use crate::ctx::Ctx;
 use crate::error::Interrupt;
 use crate::run::{BodyFuture, RunShared, drive};
-use crate::run_core::{Ended, Lineage, Mode, PAUSED_BY_REQUEST, first_of_chain};
+use crate::run_core::{Ended, Lineage, Mode, PAUSED_BY_REQUEST, first_of_chain, log_line};
 use cairn_journal::JournalEntry;
 use cairn_store::{Append, RunId, RunRecord, RunUpdate};
 use std::sync::Arc;
@@ -43,8 +43,10 @@ pub(crate) async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq:
         consume_signal: None,
         batched: false,
     };
-    if let Err(error) = local.store.append(append).await {
-        tracing::warn!("run {run_id}: cannot record that it stopped here: {error}");
+    let ending = log_line(&append.update);
+    match local.store.append(append).await {
+        Ok(()) => ending.log(run_id, None),
+        Err(error) => tracing::warn!("run {run_id}: cannot record that it stopped here: {error}"),
     }
 }
 
