@@ -189,3 +189,34 @@ fn pages_on_other_origins_change_nothing() {
     assert!(head.contains("access-control-allow-headers: authorization, content-type"), "{head}");
     assert!(exists("own") && exists("allowed"));
 }
+
+/// At the default level, `serve` says which worker started and what it serves, and gives each
+/// run that ends failed one warning line with its run id and error code.
+#[test]
+fn serve_logs_its_worker_and_each_failed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("cairn.db"))
+        .env_remove("CAIRN_TOKEN")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let address = first.split("http://").nth(1).and_then(|rest| rest.split('/').next()).unwrap().to_owned();
+    let (status, _) = http(&address, "POST", "/v1/workflows/approval/runs", Some(r#"{"id": "late", "timeout": "1s"}"#));
+    assert_eq!(status, 201);
+    await_status(&address, "/v1/runs/late", "failed", None);
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    let started = log.lines().find(|line| line.contains("worker started")).unwrap_or_else(|| panic!("{log}"));
+    assert!(started.contains("INFO") && started.contains("approval@1, flaky@1, hello@1, noop@1"), "{started}");
+    let failed = log.lines().find(|line| line.contains("run failed")).unwrap_or_else(|| panic!("{log}"));
+    assert!(failed.contains("WARN") && failed.contains("run_id=late"), "{failed}");
+    assert!(failed.contains(r#"code="CAIRN-E0110""#), "{failed}");
+}
