@@ -8,7 +8,8 @@
 //! - every name and id as a pattern with its length (from the name types' rules), every status
 //!   as an enum, durations as the forms each field takes within its bounds, `limit` as a range;
 //! - bodies that may be empty as optional, and the statuses every guarded route can answer
-//!   (`401`, and `413`/`415` where a body is read);
+//!   (`401`; `403` and `415` on those that change something; `408` and `413` where a body is
+//!   read);
 //! - the bearer security scheme (`/healthz` and the dashboard's page need none);
 //! - links from a started run to the routes that read and steer it, for stateful clients.
 
@@ -344,6 +345,7 @@ fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
         }
         let responses = &mut operation["responses"];
         responses["413"] = error_response("The body is larger than the server takes");
+        responses["408"] = error_response("The body did not arrive within the server's body timeout");
         if responses.get("400").is_none() {
             responses["400"] = error_response("The body is not valid JSON or breaks a rule");
         }
