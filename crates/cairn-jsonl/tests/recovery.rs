@@ -244,8 +244,22 @@ async fn a_hand_over_reads_back_with_its_signals_moved() {
     let ids = |signals: Vec<SignalRecord>| signals.iter().map(|s| (s.id, s.consumed_seq)).collect::<Vec<_>>();
     assert_eq!(store.signals(&run.id).await.unwrap().len(), 1, "only the consumed signal stays");
     assert_eq!(ids(store.signals(&RunId::new("run~1")).await.unwrap()), [(kept[0], None), (kept[1], None)]);
-    // The successor consumes one, then a signal sent to the first run reaches it: all survive.
+    // The successor, claimed, consumes one, then a signal sent to the first run reaches it: all
+    // survive.
     let next = store.get_run(&RunId::new("run~1")).await.unwrap().unwrap();
+    let next = store
+        .claim(&ClaimRequest {
+            owner: "w".into(),
+            workflows: vec![WorkflowKey { name: next.workflow.clone(), version: next.version }],
+            now: Timestamp::from_millis(7),
+            lease_now: Timestamp::from_millis(7),
+            lease_until: Timestamp::from_millis(10_000),
+            limit: 1,
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(next.id, RunId::new("run~1"));
     let wait = StepPath::parse("w").unwrap();
     store
         .append(Append {
