@@ -111,10 +111,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     service.api.body_timeout = args.body_timeout;
     service.limits =
         cairn_http::ConnectionLimits { header_timeout: args.header_timeout, max_connections: args.max_connections };
+    let sweep_every = sweep_interval(&args.sweep_every).map_err(|error| anyhow::anyhow!("--sweep-every {error}"))?;
     // Installed before anything runs, so every number from the start is kept.
     service.api.metrics = cairn_http::metrics::Prometheus::install();
     let store = args.store.open(true).await?;
-    let sweep_every = sweep_interval(&args.sweep_every).map_err(|error| anyhow::anyhow!("--sweep-every {error}"))?;
     let mut builder = Engine::builder().shared_store(store).sweep_every(sweep_every);
     if let Some(days) = args.max_retention_days {
         builder = builder.max_retention(Duration::from_secs(u64::from(days) * 86_400));
@@ -128,12 +128,6 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let engine = builder.start().await?;
     let listening = service.bind().await.with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listening.address();
-    if std::env::var_os("CAIRN_TOKEN").is_none() && !address.ip().is_loopback() {
-        eprintln!(
-            "cairn serve: WARNING: listening on {address} without a token: anyone who can reach it can start, \
-             signal and cancel runs. Set CAIRN_TOKEN."
-        );
-    }
     out!("cairn serve: dashboard on http://{address}/ (API under /v1; store: {})", args.store.describe());
     let served = listening.serve(engine.client(), cairn_http::stop_requested()).await;
     engine.shutdown().await;

@@ -5,7 +5,7 @@
 use crate::error::ApiError;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::time::Duration;
@@ -16,7 +16,7 @@ pub(crate) async fn read_in_time(
     request: Request,
     next: Next,
 ) -> Response {
-    if !crate::origin::has_body(request.headers()) {
+    if !has_body(request.headers()) {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
@@ -41,4 +41,10 @@ pub(crate) async fn read_in_time(
         }
         Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
     }
+}
+
+/// Whether a request says it carries a body.
+pub(crate) fn has_body(headers: &HeaderMap) -> bool {
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok());
+    length.is_some_and(|length| length.trim() != "0") || headers.contains_key(header::TRANSFER_ENCODING)
 }

@@ -77,12 +77,15 @@ fn cron() -> Value {
     })
 }
 
+// `CatchUp`'s pattern spells out its largest `all:N`.
+const _: () = assert!(cairn::MAX_CATCH_UP == 1000, "CatchUp's pattern spells out all:1000");
+
 /// The schemas of the rules, by component name.
 fn rules() -> Map<String, Value> {
     let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
     let rules = json!({
         "WorkflowName": name("A workflow's name.", WorkflowName::MAX_CHARS, WorkflowName::FORBIDDEN),
-        "RunId": name("A run's id.", RunId::MAX_CHARS, &['/']),
+        "RunId": name("A run's id.", RunId::MAX_CHARS, RunId::FORBIDDEN),
         "EventName": name("A signal's name: the event a wait asks for.", EventName::MAX_CHARS, EventName::FORBIDDEN),
         "ScheduleName": name("A schedule's name.", ScheduleName::MAX_CHARS, ScheduleName::FORBIDDEN),
         "IdempotencyKey": name("Starts of one workflow with the same key find one run.",
@@ -93,7 +96,7 @@ fn rules() -> Map<String, Value> {
             "type": "string",
             "description": "A topic: segments of ASCII letters, digits, `_` or `-`, joined by `.`.",
             "minLength": 1,
-            "maxLength": 200,
+            "maxLength": cairn::journal::topic::MAX_TOPIC_BYTES,
             "pattern": "^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$",
         },
         "RunStatus": {"type": "string", "enum": statuses},
@@ -259,10 +262,11 @@ fn apply(document: &mut Value) {
             ]);
         }
         if let Some(start) = schemas.get_mut("StartBody") {
+            // The integers' ranges are their types' (what the server reads them into).
             for (field, low, high) in [
                 ("priority", i64::from(i32::MIN), i64::from(i32::MAX)),
-                ("version", 1, i64::from(u32::MAX)),
-                ("retentionDays", 0, 36_500),
+                ("version", 0, i64::from(u32::MAX)),
+                ("retentionDays", 0, i64::from(u32::MAX)),
             ] {
                 if let Some(property) = start.pointer_mut(&format!("/properties/{field}")) {
                     property["minimum"] = json!(low);
@@ -293,13 +297,10 @@ fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
         return;
     }
     if let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) {
+        // `workflow` is given by the path where the path names one.
+        parameters.retain(|parameter| !(parameter["name"] == "workflow" && path.contains("{name}")));
         for parameter in parameters {
             let name = parameter["name"].as_str().unwrap_or_default().to_owned();
-            if name == "workflow" && path.contains("{name}") {
-                // Given by the path here.
-                *parameter = Value::Null;
-                continue;
-            }
             let schema = match parameter["in"].as_str() {
                 Some("path") => path_parameter(path, &name).map(reference),
                 Some("query") => query_parameter(path, &name),
@@ -310,22 +311,17 @@ fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
             }
         }
     }
-    if let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) {
-        parameters.retain(|parameter| !parameter.is_null());
-    }
     // A live stream's events: OpenAPI 3.2's form, each event's `data` the JSON of the schema.
-    for status in ["200"] {
-        if let Some(stream) = operation.pointer_mut(&format!("/responses/{status}/content/text~1event-stream")) {
-            let data = stream["schema"].take();
-            stream["schema"] = json!({
-                "type": "object",
-                "required": ["event", "data"],
-                "properties": {
-                    "event": {"type": "string"},
-                    "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
-                },
-            });
-        }
+    if let Some(stream) = operation.pointer_mut("/responses/200/content/text~1event-stream") {
+        let data = stream["schema"].take();
+        stream["schema"] = json!({
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"type": "string"},
+                "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+            },
+        });
     }
     let has_parameters = operation.get("parameters").is_some();
     let responses = &mut operation["responses"];

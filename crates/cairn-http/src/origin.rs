@@ -3,6 +3,7 @@
 //! asking, but not JSON) and must come from the server's own origin or one the allow-list names
 //! (`403` otherwise). Allowed origins get CORS headers, and their preflights are answered.
 
+use crate::body::has_body;
 use crate::error::ApiError;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -62,12 +63,6 @@ fn same_origin(origin: &str, headers: &HeaderMap) -> bool {
     let host = headers.get(header::HOST).and_then(|value| value.to_str().ok());
     let authority = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
     host.is_some_and(|host| authority.is_some_and(|authority| authority.eq_ignore_ascii_case(host)))
-}
-
-/// Whether a request says it carries a body.
-pub(crate) fn has_body(headers: &HeaderMap) -> bool {
-    let length = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok());
-    length.is_some_and(|length| length.trim() != "0") || headers.contains_key(header::TRANSFER_ENCODING)
 }
 
 /// Whether the body says it is JSON: `application/json` or `application/<something>+json`,

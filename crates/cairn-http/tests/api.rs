@@ -92,6 +92,20 @@ impl Served {
         }
         out
     }
+
+    /// [`stored`](Self::stored) once the only run in the store (an `approval` run just started)
+    /// has suspended on its wait, or after ten seconds as it is.
+    async fn stored_once_waiting(&self) -> Vec<(String, String, usize, usize)> {
+        let mut stored = self.stored().await;
+        for _ in 0..200 {
+            if stored[0].1 == "suspended" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            stored = self.stored().await;
+        }
+        stored
+    }
 }
 
 /// The next server-sent event on `body` (comments skipped) as `{"event", "data"}`.
@@ -470,14 +484,7 @@ async fn bad_requests_are_refused_and_change_nothing() {
     let api = served(cairn_http::ApiConfig { body_limit: 1024, ..cairn_http::ApiConfig::default() }).await;
     let (_, run) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"w"}"#)).await;
     assert_eq!(run["id"], json!("w"));
-    let mut before = api.stored().await;
-    for _ in 0..200 {
-        if before[0].1 == "suspended" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        before = api.stored().await;
-    }
+    let before = api.stored_once_waiting().await;
     let big = format!(r#"{{"input":{{"name":"{}"}}}}"#, "x".repeat(2048));
     let cases: Vec<(&str, String, Option<String>, StatusCode, &str)> = vec![
         ("POST", "/v1/workflows/hello/runs".into(), Some("{not json".into()), StatusCode::BAD_REQUEST, "invalid_json"),
@@ -768,14 +775,7 @@ async fn payloads_nested_past_the_limit_or_holding_nul_are_refused_and_store_not
     let api = served(cairn_http::ApiConfig::default()).await;
     let (status, _) = api.call("POST", "/v1/workflows/approval/runs", Some(r#"{"id":"deep"}"#)).await;
     assert_eq!(status, StatusCode::CREATED);
-    let mut before = api.stored().await;
-    for _ in 0..200 {
-        if before[0].1 == "suspended" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        before = api.stored().await;
-    }
+    let before = api.stored_once_waiting().await;
     let nested = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
     let deep = nested(128);
     let start = format!(r#"{{"input":{}}}"#, nested(101));

@@ -221,9 +221,11 @@ impl Firings {
     /// is not valid.
     pub fn new(spec: &ScheduleSpec) -> Result<Firings, ClientError> {
         let invalid = |message: String| ClientError::InvalidSchedule(message);
-        // Checked whether or not the spec uses it, so that no schedule stores a zone it cannot read.
-        let name = spec.time_zone.as_deref().unwrap_or("UTC");
-        let zone = jiff::tz::TimeZone::get(name).map_err(|_| ClientError::UnknownTimeZone(name.to_owned()))?;
+        // A zone given is checked whether or not the spec uses it, so that no schedule stores a
+        // zone it cannot read.
+        let zone = (spec.time_zone.as_deref())
+            .map(|name| jiff::tz::TimeZone::get(name).map_err(|_| ClientError::UnknownTimeZone(name.to_owned())))
+            .transpose()?;
         let when = match (&spec.cron[..], spec.every_ms) {
             ([], None) => return Err(invalid("a schedule needs cron expressions or an interval".into())),
             ([_, ..], Some(_)) => {
@@ -238,7 +240,7 @@ impl Firings {
                 let crons = (expressions.iter())
                     .map(|e| parser.parse(e).map_err(|error| invalid(format!("cron expression {e:?}: {error}"))))
                     .collect::<Result<Vec<_>, _>>()?;
-                When::Cron { crons, zone }
+                When::Cron { crons, zone: zone.unwrap_or(jiff::tz::TimeZone::UTC) }
             }
         };
         if let CatchUp::All { max } = spec.catch_up

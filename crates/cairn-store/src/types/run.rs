@@ -26,10 +26,12 @@ impl RunId {
 
     /// The most characters a caller-given id may have.
     pub const MAX_CHARS: usize = 200;
+    /// The characters a caller-given id may not hold besides control characters.
+    pub const FORBIDDEN: &'static [char] = &['/'];
 
     /// Checks a caller-given id: 1 to 200 characters, no control characters, no `/`.
     pub fn validate(id: &str) -> Result<RunId, StoreError> {
-        if !super::names::keeps(id, Self::MAX_CHARS, &['/']) {
+        if !super::names::keeps(id, Self::MAX_CHARS, Self::FORBIDDEN) {
             return Err(StoreError::InvalidInput(format!(
                 "run id {id:?} must be 1 to 200 characters without control characters or `/`"
             )));

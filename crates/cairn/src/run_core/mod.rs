@@ -30,32 +30,6 @@
 
 mod lineage;
 
-/// What an operator is told when a run's ending is recorded: a run that failed or was parked is
-/// one warning line with its error code (`CAIRN-E…`, when its error carries one).
-#[derive(Default)]
-pub(crate) struct EndingLog(Option<(&'static str, String)>);
-
-/// The [`EndingLog`] of `update`.
-pub(crate) fn log_line(update: &cairn_store::RunUpdate) -> EndingLog {
-    EndingLog(match update {
-        cairn_store::RunUpdate::Finish { status: cairn_store::RunStatus::Failed, error, .. } => {
-            Some(("failed", error.clone().unwrap_or_default()))
-        }
-        cairn_store::RunUpdate::Park { error } if error != PAUSED_BY_REQUEST => Some(("parked", error.clone())),
-        _ => None,
-    })
-}
-
-impl EndingLog {
-    /// Logs it, once the ending is recorded.
-    pub(crate) fn log(self, run_id: &cairn_store::RunId, workflow: Option<&str>) {
-        let Some((ended, error)) = self.0 else { return };
-        let code = error.strip_prefix('[').and_then(|rest| rest.split_once(']')).map_or("", |(code, _)| code);
-        let workflow = workflow.unwrap_or("");
-        tracing::warn!(run_id = %run_id, workflow, code, "run {ended}: {error}");
-    }
-}
-
 #[cfg(test)]
 mod tests;
 
@@ -664,5 +638,30 @@ fn cursor_refused(error: CursorError) -> Refused {
         CursorError::DuplicatePath(path) => Refused::Error(WorkflowError::DuplicatePath(path)),
         CursorError::NonDeterminism(error) => Refused::Interrupt(Interrupt::NonDeterminism(error)),
         other => Refused::Error(WorkflowError::Failed(other.to_string())),
+    }
+}
+
+/// What an operator is told when a run's ending is recorded: a run that failed or was parked is
+/// one warning line with its error code (`CAIRN-E…`, when its error carries one).
+pub(crate) struct EndingLog(Option<(&'static str, String)>);
+
+/// The [`EndingLog`] of `update`.
+pub(crate) fn log_line(update: &cairn_store::RunUpdate) -> EndingLog {
+    EndingLog(match update {
+        cairn_store::RunUpdate::Finish { status: cairn_store::RunStatus::Failed, error, .. } => {
+            Some(("failed", error.clone().unwrap_or_default()))
+        }
+        cairn_store::RunUpdate::Park { error } if error != PAUSED_BY_REQUEST => Some(("parked", error.clone())),
+        _ => None,
+    })
+}
+
+impl EndingLog {
+    /// Logs it, once the ending is recorded.
+    pub(crate) fn log(self, run_id: &cairn_store::RunId, workflow: Option<&str>) {
+        let Some((ended, error)) = self.0 else { return };
+        let code = error.strip_prefix('[').and_then(|rest| rest.split_once(']')).map_or("", |(code, _)| code);
+        let workflow = workflow.unwrap_or("");
+        tracing::warn!(run_id = %run_id, workflow, code, "run {ended}: {error}");
     }
 }
