@@ -142,6 +142,20 @@ fn rules() -> Map<String, Value> {
             "maxLength": 64,
             "pattern": "^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$",
         },
+        "JsonPatch": {
+            "type": "array",
+            "description": "What changed in a live stream's snapshot since the one last sent (RFC 6902; only `add`, \
+                `remove` and `replace`).",
+            "items": {
+                "type": "object",
+                "required": ["op", "path"],
+                "properties": {
+                    "op": {"type": "string", "enum": ["add", "remove", "replace"]},
+                    "path": {"type": "string", "description": "A JSON Pointer (RFC 6901)."},
+                    "value": {},
+                },
+            },
+        },
         "CatchUp": {
             "type": "string",
             "description": "`skip`, `once`, or `all:N` (N from 1 to 1000).",
@@ -311,17 +325,26 @@ fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
             }
         }
     }
-    // A live stream's events: OpenAPI 3.2's form, each event's `data` the JSON of the schema.
+    // A live stream's events: OpenAPI 3.2's form, each event's `data` the JSON of its schema (the
+    // snapshot, named for the route, a patch of it, or an error).
     if let Some(stream) = operation.pointer_mut("/responses/200/content/text~1event-stream") {
+        let snapshot = if id == "live_runs" { "runs" } else { "run" };
+        let event = |name: &str, data: Value| {
+            json!({
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"const": name},
+                    "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+                },
+            })
+        };
         let data = stream["schema"].take();
-        stream["schema"] = json!({
-            "type": "object",
-            "required": ["event", "data"],
-            "properties": {
-                "event": {"type": "string"},
-                "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
-            },
-        });
+        stream["schema"] = json!({"oneOf": [
+            event(snapshot, data),
+            event("patch", reference("JsonPatch")),
+            event("error", reference("ErrorBody")),
+        ]});
     }
     let has_parameters = operation.get("parameters").is_some();
     let responses = &mut operation["responses"];

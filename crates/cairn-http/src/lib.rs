@@ -24,8 +24,8 @@
 //! | `POST /v1/workflows/{name}/runs/{id}/resume` | resume |
 //! | `POST /v1/workflows/{name}/runs/{id}/restart` | restart from a step: `{fromStep}`; `201` with the new run |
 //! | `GET /v1/workers` | the live workers, and the workflow versions whose runs no live worker serves |
-//! | `GET /v1/live/runs` | server-sent events: the runs page (the list's query), workflows and workers whenever they change |
-//! | `GET /v1/workflows/{name}/runs/{id}/live` | server-sent events: one run, its steps and its signals whenever they change |
+//! | `GET /v1/live/runs` | server-sent events: the runs page (the list's query), workflows and workers, whole and then as JSON Patch changes (`patches=false`: whole each time) |
+//! | `GET /v1/workflows/{name}/runs/{id}/live` | server-sent events: one run, its steps and its signals, whole and then as JSON Patch changes |
 //! | `GET /` | the dashboard: one page, compiled in, that reads the routes above (open without a token; it asks for one) |
 //! | `GET /healthz` | `200` while the process serves |
 //! | `GET /openapi.json` | this API as an OpenAPI 3.1 document, generated from the handlers |
@@ -52,6 +52,7 @@ mod input;
 mod live;
 pub mod metrics;
 mod origin;
+pub mod patch;
 pub mod reads;
 mod routes;
 mod runs;

@@ -69,4 +69,6 @@ pub(crate) struct Api {
 pub(crate) struct Live {
     pub(crate) interval: Duration,
     pub(crate) shutdown: CancellationToken,
+    /// What the open streams watch, each read by one task.
+    pub(crate) topics: crate::live::Topics,
 }

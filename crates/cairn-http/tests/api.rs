@@ -348,24 +348,51 @@ async fn live_streams_send_each_change_once_and_end_on_shutdown() {
     let (status, missing) = api.call("GET", "/v1/workflows/approval/runs/nope/live", None).await;
     assert_eq!((status, code(&missing)), (StatusCode::NOT_FOUND, "run_not_found"));
 
+    // A second stream of the same run asks for whole snapshots: it shares the first one's reader.
+    let request = Request::get("/v1/workflows/approval/runs/l1/live?patches=false").body(Body::empty()).unwrap();
+    let mut wholes = api.app.clone().oneshot(request).await.unwrap().into_body();
     let request = Request::get("/v1/workflows/approval/runs/l1/live").body(Body::empty()).unwrap();
     let mut body = api.app.clone().oneshot(request).await.unwrap().into_body();
-    let mut last = first_event(&mut body).await;
-    while last["data"]["run"]["status"] != json!("suspended") {
-        last = first_event(&mut body).await;
-    }
-    assert_eq!(last["event"], json!("run"));
-    assert_eq!(last["data"]["steps"]["steps"][0]["kind"], json!("wait"), "{last}");
+    let first = first_event(&mut body).await;
+    assert_eq!(first["event"], json!("run"), "the first event is the whole run");
+    let mut snapshot = first["data"].clone();
+    let mut patched = 0;
+    // Polled every 10 ms, the stream sends only what changed: a patch of it (or the whole run
+    // when that is shorter), never an empty patch or the same snapshot again.
+    let mut follow = async |snapshot: &mut Value, until: &str| {
+        while snapshot["run"]["status"] != json!(until) {
+            let next = first_event(&mut body).await;
+            let before = snapshot.clone();
+            match next["event"].as_str() {
+                Some("patch") => {
+                    let ops = next["data"].as_array().unwrap();
+                    assert!(!ops.is_empty(), "an empty patch");
+                    cairn_http::patch::apply(snapshot, ops).unwrap();
+                    patched += 1;
+                }
+                _ => {
+                    assert_eq!(next["event"], json!("run"), "{next}");
+                    *snapshot = next["data"].clone();
+                }
+            }
+            assert_ne!(*snapshot, before, "the stream sent an unchanged snapshot again");
+        }
+    };
+    follow(&mut snapshot, "suspended").await;
+    assert_eq!(snapshot["steps"]["steps"][0]["kind"], json!("wait"), "{snapshot}");
     let (status, _) = api.call("POST", "/v1/workflows/approval/runs/l1/signals/approve", Some("1")).await;
     assert_eq!(status, StatusCode::OK);
-    // Polled every 10 ms, the stream sends only what changed: never the same snapshot twice.
-    while last["data"]["run"]["status"] != json!("completed") {
-        let next = first_event(&mut body).await;
-        assert_ne!(next, last, "the stream sent an unchanged snapshot again");
-        last = next;
+    follow(&mut snapshot, "completed").await;
+    assert!(patched > 0, "no change came as a patch");
+    assert_eq!(snapshot["run"]["output"], json!(1), "{snapshot}");
+    assert_eq!(snapshot["signals"]["signals"][0]["name"], json!("approve"), "{snapshot}");
+    // What the patches built is what a whole snapshot says.
+    let mut whole = first_event(&mut wholes).await;
+    while whole["data"]["run"]["status"] != json!("completed") {
+        whole = first_event(&mut wholes).await;
+        assert_eq!(whole["event"], json!("run"), "patches=false sent {whole}");
     }
-    assert_eq!(last["data"]["run"]["output"], json!(1), "{last}");
-    assert_eq!(last["data"]["signals"]["signals"][0]["name"], json!("approve"), "{last}");
+    assert_eq!(whole["data"], snapshot);
 
     // Shutting down ends the stream, so a graceful stop need not wait for the browser.
     shutdown.cancel();

@@ -83,6 +83,7 @@
           } else {
             setLive(true);
             const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+            const last = { name: null, snapshot: null };
             let buffer = '';
             for (;;) {
               const { value, done } = await reader.read();
@@ -90,7 +91,7 @@
               buffer += value.replace(/\r\n?/g, '\n');
               let cut;
               while ((cut = buffer.indexOf('\n\n')) >= 0) {
-                dispatch(buffer.slice(0, cut), handlers);
+                dispatch(buffer.slice(0, cut), handlers, last);
                 buffer = buffer.slice(cut + 2);
               }
             }
@@ -104,7 +105,7 @@
     })();
   }
 
-  function dispatch(frame, handlers) {
+  function dispatch(frame, handlers, last) {
     let event = 'message';
     const data = [];
     for (const line of frame.split('\n')) {
@@ -116,7 +117,39 @@
       if (field === 'event') event = value;
       else if (field === 'data') data.push(value);
     }
-    if (data.length && handlers[event]) handlers[event](JSON.parse(data.join('\n')));
+    if (!data.length) return;
+    const value = JSON.parse(data.join('\n'));
+    if (event === 'patch') {
+      // What changed since the snapshot last sent (JSON Patch): apply it and show the result.
+      if (last.snapshot === null) return;
+      last.snapshot = applyPatch(last.snapshot, value);
+      event = last.name;
+    } else if (event !== 'error') {
+      last.name = event;
+      last.snapshot = value;
+    }
+    if (handlers[event]) handlers[event](event === 'error' ? value : last.snapshot);
+  }
+
+  // Applies the add, remove and replace operations of a JSON Patch (RFC 6902) to `doc`.
+  function applyPatch(doc, ops) {
+    for (const op of ops) {
+      const tokens = op.path.split('/').slice(1).map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+      if (!tokens.length) { doc = op.value; continue; }
+      const key = tokens.pop();
+      const parent = tokens.reduce((node, token) => node[Array.isArray(node) ? Number(token) : token], doc);
+      if (Array.isArray(parent)) {
+        const i = Number(key);
+        if (op.op === 'add') parent.splice(i, 0, op.value);
+        else if (op.op === 'remove') parent.splice(i, 1);
+        else parent[i] = op.value;
+      } else if (op.op === 'remove') {
+        delete parent[key];
+      } else {
+        parent[key] = op.value;
+      }
+    }
+    return doc;
   }
 
   // ---- building the page ---------------------------------------------------------------------
