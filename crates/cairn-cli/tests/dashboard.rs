@@ -3,6 +3,7 @@
 //! follows new ones live without reloading, filters, shows one run (input, output, timeline with
 //! retries, sleeps and waits, journal, signals), and its buttons cancel, signal, pause, resume
 //! and restart; it lists schedules, triggers, pauses and resumes them. It saves a screenshot of each page under `target/tmp/` and checks it is not blank.
+//! A page on another origin, in the same browser, changes nothing.
 //!
 //! Needs `chromium` and `chromedriver` on `PATH` (Debian: `apt-get install chromium
 //! chromium-driver`; or `CAIRN_CHROMIUM` and `CAIRN_CHROMEDRIVER`). Without them it is skipped
@@ -394,4 +395,82 @@ fn the_dashboard_in_a_real_browser() {
     browser.wait_for("the fired run", "return document.querySelector('#run-status .status-completed') !== null");
     let output: Value = serde_json::from_str(&browser.text("#output")).unwrap();
     assert_eq!(output, json!("Hello, Tick!"));
+}
+
+/// Serves `page` to every request on a port of its own (another origin than the server's), for
+/// as long as the test runs; its address.
+fn serve_page(page: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    address
+}
+
+/// A page on another origin that tries, as a hostile page would, to start and pause runs on the
+/// server named in its URL's query: JSON with `fetch` (which needs CORS), and the requests a page
+/// may send without asking (a `text/plain` body, a form post, a bodiless post). It sets
+/// `window.done` with what each attempt saw, once each has its answer (the form's in a frame).
+const OTHER_ORIGIN_PAGE: &str = r#"<!doctype html><html><body>
+<form id="form" method="post" enctype="text/plain" target="sink"><input name='{"id":"form","x":"' value='"}'></form>
+<iframe name="sink"></iframe>
+<script>
+const server = 'http://' + location.search.slice(1);
+const start = server + '/v1/workflows/hello/runs';
+const attempt = (name, request) => request.then((r) => name + ':' + (r.type === 'opaque' ? 'opaque' : r.status),
+                                                  (e) => name + ':refused');
+const form = new Promise((resolve) => { document.querySelector('iframe').onload = () => resolve('form:answered'); });
+document.getElementById('form').action = start;
+document.getElementById('form').submit();
+Promise.all([
+  form,
+  attempt('json', fetch(start, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                 body: '{"id":"json","input":{"name":"x"}}' })),
+  attempt('plain', fetch(start, { method: 'POST', mode: 'no-cors', body: '{"id":"plain","input":{"name":"x"}}' })),
+  attempt('pause', fetch(server + '/v1/workflows/approval/runs/held/pause', { method: 'POST', mode: 'no-cors' })),
+]).then((results) => { window.done = results.join(' '); });
+</script></body></html>"#;
+
+/// In a real browser, a page on another origin changes nothing on a server without a token: its
+/// JSON start is refused by the browser (no CORS for that origin), and what it may send without
+/// asking is refused by the server. Allowed by `CAIRN_ALLOW_ORIGINS`, the same page's JSON start
+/// is served, so the test sees the difference.
+#[test]
+fn a_page_on_another_origin_changes_nothing_in_a_real_browser() {
+    let Some((driver, chromium)) = browser_programs() else { return };
+    let page = serve_page(OTHER_ORIGIN_PAGE);
+    let browser = Browser::start(&driver, &chromium);
+    let dir = tempfile::tempdir().unwrap();
+    for allowed in [false, true] {
+        let origins = if allowed { format!("http://{page}") } else { String::new() };
+        let db = dir.path().join(format!("allowed-{allowed}.db"));
+        let server = Server::start_at(db, None, &[("CAIRN_ALLOW_ORIGINS", &origins)]);
+        let address = server.address.clone();
+        let (status, _) = http_with(&address, "POST", "/v1/workflows/approval/runs", Some(r#"{"id":"held"}"#), None);
+        assert_eq!(status, 201);
+        await_status(&address, "/v1/workflows/approval/runs/held", "suspended", None);
+
+        browser.goto(&format!("http://{page}/?{address}"));
+        let seen = browser.wait_for("every attempt's end", "return window.done");
+        let exists = |id: &str| http_with(&address, "GET", &format!("/v1/runs/{id}"), None, None).0 == 200;
+        let held = http_with(&address, "GET", "/v1/workflows/approval/runs/held", None, None).1;
+        assert_eq!(held["pause_requested"], json!(false), "allowed={allowed} {seen}: {held}");
+        assert!(!exists("plain") && !exists("form"), "allowed={allowed}: {seen}");
+        if allowed {
+            assert!(seen.as_str().unwrap().contains("json:201"), "{seen}");
+            assert!(exists("json"), "the allowed origin's JSON start was not served: {seen}");
+        } else {
+            assert!(seen.as_str().unwrap().contains("json:refused"), "{seen}");
+            assert!(!exists("json"), "a page on another origin started a run: {seen}");
+        }
+    }
 }
