@@ -39,8 +39,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "cairn", version, about)]
 struct Cli {
+    /// How logs are written to stderr: `text` (one line each) or `json` (one JSON object per
+    /// line, with the span's fields, for a log collector). `RUST_LOG` filters either.
+    #[arg(long, global = true, value_enum, env = "CAIRN_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How logs are written.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -87,9 +98,9 @@ struct Telemetry {
     _exporter: Option<otlp::Exporter>,
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (`target=level` directives; default `info`), and, with
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` set, Cairn's spans exported over OTLP/HTTP.
-fn init_telemetry() -> Telemetry {
+/// Logs to stderr in `format`, filtered by `RUST_LOG` (`target=level` directives; default
+/// `info`), and, with `OTEL_EXPORTER_OTLP_ENDPOINT` set, Cairn's spans exported over OTLP/HTTP.
+fn init_telemetry(format: LogFormat) -> Telemetry {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -101,7 +112,9 @@ fn init_telemetry() -> Telemetry {
         }),
         _ => Targets::new().with_default(tracing::Level::INFO),
     };
-    let registry = tracing_subscriber::registry().with(fmt::layer().with_writer(std::io::stderr).with_filter(logs));
+    let text = matches!(format, LogFormat::Text).then(|| fmt::layer().with_writer(std::io::stderr));
+    let json = matches!(format, LogFormat::Json).then(|| fmt::layer().json().with_writer(std::io::stderr));
+    let registry = tracing_subscriber::registry().with(text.with_filter(logs.clone())).with(json.with_filter(logs));
     #[cfg(feature = "otlp")]
     {
         let (layer, exporter) = match otlp::Endpoint::from_env() {
@@ -128,7 +141,7 @@ fn init_telemetry() -> Telemetry {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let telemetry = init_telemetry();
+    let telemetry = init_telemetry(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -191,34 +191,49 @@ fn pages_on_other_origins_change_nothing() {
 }
 
 /// At the default level, `serve` says which worker started and what it serves, and gives each
-/// run that ends failed one warning line with its run id and error code.
+/// run that ends failed one warning line with its run id and error code; `--log-format json`
+/// writes the same as one JSON object per line.
 #[test]
 fn serve_logs_its_worker_and_each_failed_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--db"])
-        .arg(dir.path().join("cairn.db"))
-        .env_remove("CAIRN_TOKEN")
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let address = first.split("http://").nth(1).and_then(|rest| rest.split('/').next()).unwrap().to_owned();
-    let (status, _) = http(&address, "POST", "/v1/workflows/approval/runs", Some(r#"{"id": "late", "timeout": "1s"}"#));
-    assert_eq!(status, 201);
-    await_status(&address, "/v1/runs/late", "failed", None);
-    let _ = child.kill();
-    let _ = child.wait();
-    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
-    let started = log.lines().find(|line| line.contains("worker started")).unwrap_or_else(|| panic!("{log}"));
-    assert!(started.contains("INFO") && started.contains("approval@1, flaky@1, hello@1, noop@1"), "{started}");
-    let failed = log.lines().find(|line| line.contains("run failed")).unwrap_or_else(|| panic!("{log}"));
-    assert!(failed.contains("WARN") && failed.contains("run_id=late"), "{failed}");
-    assert!(failed.contains(r#"code="CAIRN-E0110""#), "{failed}");
+    for format in ["text", "json"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--log-format", format, "--db"])
+            .arg(dir.path().join("cairn.db"))
+            .env_remove("CAIRN_TOKEN")
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        let address = first.split("http://").nth(1).and_then(|rest| rest.split('/').next()).unwrap().to_owned();
+        let start = r#"{"id": "late", "timeout": "1s"}"#;
+        assert_eq!(http(&address, "POST", "/v1/workflows/approval/runs", Some(start)).0, 201);
+        await_status(&address, "/v1/runs/late", "failed", None);
+        let _ = child.kill();
+        let _ = child.wait();
+        let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+        let line = |what: &str| log.lines().find(|line| line.contains(what)).unwrap_or_else(|| panic!("{log}"));
+        let (started, failed) = (line("worker started"), line("run failed"));
+        if format == "json" {
+            let started: Value = serde_json::from_str(started).unwrap();
+            assert_eq!(started["level"], json!("INFO"), "{started}");
+            assert_eq!(started["fields"]["serves"], json!("approval@1, flaky@1, hello@1, noop@1"), "{started}");
+            let failed: Value = serde_json::from_str(failed).unwrap();
+            assert_eq!(failed["level"], json!("WARN"), "{failed}");
+            assert_eq!(
+                (&failed["fields"]["run_id"], &failed["fields"]["code"]),
+                (&json!("late"), &json!("CAIRN-E0110"))
+            );
+        } else {
+            assert!(started.contains("INFO") && started.contains("approval@1, flaky@1, hello@1, noop@1"), "{started}");
+            assert!(failed.contains("WARN") && failed.contains("run_id=late"), "{failed}");
+            assert!(failed.contains(r#"code="CAIRN-E0110""#), "{failed}");
+        }
+    }
 }
 
 /// The server's peak resident memory in MiB (`VmHWM`).
