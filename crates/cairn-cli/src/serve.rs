@@ -32,7 +32,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "CAIRN_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
     /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval`,
-    /// `flaky` and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
+    /// `flaky` (input `{"failures": n, "attempts": m}`: fewer attempts than n + 1 end failed)
+    /// and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
     #[arg(long)]
     examples: bool,
     /// An origin (`https://app.example.com`) whose pages may start and steer runs here, with
@@ -67,6 +68,9 @@ struct Flaky {
     /// How many attempts of its step fail before one succeeds (default 2).
     #[serde(default = "two")]
     failures: u32,
+    /// How many attempts its step may make (default `failures + 1`, so that it succeeds); fewer
+    /// than `failures + 1` and the run ends failed.
+    attempts: Option<u32>,
 }
 
 fn two() -> u32 {
@@ -75,19 +79,19 @@ fn two() -> u32 {
 
 /// `flaky`: a step that fails `failures` times before it succeeds (retried after 300 ms each
 /// time), then a one-second sleep; it shows retries and sleeps on the dashboard's timeline.
+/// Which attempt it is comes from the journal, so a restart of the server resumes the count;
+/// given fewer `attempts` than that, the run ends failed.
 async fn flaky(ctx: Ctx, input: Flaky) -> Result<String, WorkflowError> {
     let failures = input.failures.min(10);
-    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let policy = RetryPolicy::fixed(Duration::from_millis(300)).attempts(failures + 1);
+    let attempts = input.attempts.unwrap_or(failures + 1).clamp(1, 11);
+    let policy = RetryPolicy::fixed(Duration::from_millis(300)).attempts(attempts);
     let made = ctx
-        .step("charge", move || {
-            let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            async move {
-                if attempt <= failures {
-                    return Err(StepError::retryable(format!("attempt {attempt}: the card service is down")));
-                }
-                Ok(attempt)
+        .step("charge", move || async move {
+            let attempt = cairn::step_attempt().unwrap_or(1);
+            if attempt <= failures {
+                return Err(StepError::retryable(format!("attempt {attempt}: the card service is down")));
             }
+            Ok(attempt)
         })
         .retry(policy)
         .await?;

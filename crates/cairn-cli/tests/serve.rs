@@ -306,3 +306,42 @@ fn a_hundred_live_streams_of_a_large_run_share_one_snapshot() {
     assert!(peak < before + 512, "100 streams of a 3 MiB run took the server from {before} to {peak} MiB");
     drop(streams);
 }
+
+/// `flaky` counts its attempts from the journal, so a server killed between them and started
+/// again still succeeds on the right attempt; given fewer attempts than failures, it ends failed.
+#[test]
+fn the_flaky_example_survives_a_restart_and_can_end_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cairn.db");
+    let server = Server::start_at(db.clone(), None, &[]);
+    let address = server.address.clone();
+    let (status, _) =
+        http(&address, "POST", "/v1/workflows/flaky/runs", Some(r#"{"id": "f", "input": {"failures": 3}}"#));
+    assert_eq!(status, 201);
+    let (status, _) = http(
+        &address,
+        "POST",
+        "/v1/workflows/flaky/runs",
+        Some(r#"{"id": "doomed", "input": {"failures": 3, "attempts": 2}}"#),
+    );
+    assert_eq!(status, 201);
+    // Stopped (SIGTERM: its runs' leases are handed back at once) once the first attempt has
+    // failed; what it kept in memory is gone.
+    for _ in 0..600 {
+        let steps = http(&address, "GET", "/v1/workflows/flaky/runs/f/steps", None).1;
+        if steps["steps"][0]["attempts"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut server = server;
+    Command::new("kill").arg("-TERM").arg(server.process.id().to_string()).status().unwrap();
+    server.process.wait().unwrap();
+
+    let restarted = Server::start_at(db, None, &[]);
+    let address = restarted.address.as_str();
+    let done = await_status(address, "/v1/workflows/flaky/runs/f", "completed", None);
+    assert_eq!(done["output"], json!("charged on attempt 4"), "{done}");
+    let failed = await_status(address, "/v1/workflows/flaky/runs/doomed", "failed", None);
+    assert!(failed["error"].as_str().unwrap().contains("attempt 2: the card service is down"), "{failed}");
+}

@@ -74,7 +74,7 @@ pub use child::Child;
 pub use client::{Client, DEFAULT_RETENTION, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use continuations::{Continuations, Transition};
-pub use ctx::{Branch, Ctx, EventFilter, Step};
+pub use ctx::{Branch, Ctx, EventFilter, Step, step_attempt};
 pub use engine::{DEFAULT_MAX_RECOVERIES, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder};
 pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
 pub use flow::RateLimit;

@@ -7,7 +7,8 @@ use cairn::{RunStatus, Store, SuspendReason};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Fails its first `failures` attempts, then returns the attempt number.
+/// Fails its first `failures` calls, then returns the call count; each failure names the attempt
+/// the engine says it is ([`cairn::step_attempt`]).
 fn flaky(
     failures: usize,
     calls: Counter,
@@ -17,7 +18,8 @@ fn flaky(
         Box::pin(async move {
             ctx.step("flaky", || async {
                 let n = calls.hit();
-                if n <= failures { Err(StepError::retryable(format!("attempt {n} failed"))) } else { Ok(n) }
+                let attempt = cairn::step_attempt().unwrap_or_default();
+                if n <= failures { Err(StepError::retryable(format!("attempt {attempt} failed"))) } else { Ok(n) }
             })
             .retry(RetryPolicy::exponential().attempts(5).base(Duration::from_secs(10)).jitter(0.0))
             .await
@@ -83,6 +85,17 @@ async fn backoff_schedule_survives_a_restart() {
         })
         .collect();
     assert_eq!(attempts, vec![(1, false), (2, false), (3, true)]);
+    // The body knew which attempt it was, the second one in a new engine with no memory of the
+    // first: the count comes from the journal.
+    let errors: Vec<&str> = journal
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::StepFailed { error, .. } => Some(error.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, ["attempt 1 failed", "attempt 2 failed"]);
+    assert_eq!(cairn::step_attempt(), None, "outside a step body");
     second.shutdown().await;
 }
 

@@ -12,5 +12,5 @@ mod waits;
 
 pub use branches::Branch;
 pub use context::Ctx;
-pub use steps::Step;
+pub use steps::{Step, step_attempt};
 pub use waits::EventFilter;

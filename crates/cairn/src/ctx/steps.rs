@@ -126,7 +126,7 @@ where
         let attempt_result: Result<T, StepError> = tokio::select! {
             biased;
             () = shared.stop.cancelled() => return Err(shared.interrupted()),
-            result = attempt_of(&mut body).instrument(span.clone()) => result,
+            result = ATTEMPT.scope(attempt, attempt_of(&mut body)).instrument(span.clone()) => result,
             () = async {
                 match deadline {
                     Some(at) => shared.clock().sleep_until(at).await,
@@ -184,6 +184,32 @@ where
             }
         }
     }
+}
+
+tokio::task_local! {
+    /// The attempt of the step body being polled.
+    static ATTEMPT: u32;
+}
+
+/// The attempt of the step body this code runs in: 1 for its first, then counted across
+/// retries, and across restarts of the worker too (the journal holds the attempts before).
+/// `None` outside a step body, and in tasks a body spawns.
+///
+/// A body can use it to behave differently on a retry, or to report which attempt did the work,
+/// without keeping a counter of its own (one in process memory starts from zero after a restart).
+///
+/// ```no_run
+/// # use cairn::{Ctx, StepError, WorkflowError};
+/// async fn charge(ctx: Ctx, (): ()) -> Result<u32, WorkflowError> {
+///     ctx.step("charge", || async {
+///         let attempt = cairn::step_attempt().unwrap_or(1);
+///         if attempt < 3 { Err(StepError::retryable("the card service is down")) } else { Ok(attempt) }
+///     })
+///     .await
+/// }
+/// ```
+pub fn step_attempt() -> Option<u32> {
+    ATTEMPT.try_with(|attempt| *attempt).ok()
 }
 
 /// One attempt of a step body; a panic in it is a failed (retryable) attempt.
