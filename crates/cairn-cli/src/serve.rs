@@ -17,6 +17,11 @@ pub(crate) struct ServeArgs {
     /// (default: no ceiling).
     #[arg(long, env = "WORKFLOWS_MAX_RETENTION_DAYS", value_name = "DAYS")]
     max_retention_days: Option<u32>,
+    /// The timeout of every run started here without one of its own (`30m`, `2h`; default:
+    /// none): such a run still going this long after its start ends failed (CAIRN-E0110).
+    #[arg(long, env = "CAIRN_DEFAULT_RUN_TIMEOUT", value_name = "DURATION",
+        value_parser = |text: &str| cairn::parse_run_timeout(text).map_err(|error| error.to_string()))]
+    default_run_timeout: Option<Duration>,
     /// How often this worker deletes ended runs past their retention (`1m`, `1h`; `off`: never,
     /// when another process or `cairn runs prune` does it).
     #[arg(long, env = "CAIRN_SWEEP_EVERY", default_value = "1m")]
@@ -120,6 +125,9 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     service.api.metrics = cairn_http::metrics::Prometheus::install();
     let store = args.store.open(true).await?;
     let mut builder = Engine::builder().shared_store(store).sweep_every(sweep_every);
+    if let Some(limit) = args.default_run_timeout {
+        builder = builder.default_run_timeout(limit);
+    }
     if let Some(days) = args.max_retention_days {
         builder = builder.max_retention(Duration::from_secs(u64::from(days) * 86_400));
     }

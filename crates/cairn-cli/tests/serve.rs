@@ -345,3 +345,26 @@ fn the_flaky_example_survives_a_restart_and_can_end_failed() {
     let failed = await_status(address, "/v1/workflows/flaky/runs/doomed", "failed", None);
     assert!(failed["error"].as_str().unwrap().contains("attempt 2: the card service is down"), "{failed}");
 }
+
+/// `--default-run-timeout` (here through its variable) fails a run started without a timeout
+/// once it has run that long; a value out of range is refused before anything opens.
+#[test]
+fn a_default_run_timeout_ends_runs_that_set_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_at(dir.path().join("cairn.db"), None, &[("CAIRN_DEFAULT_RUN_TIMEOUT", "1s")]);
+    let (status, _) = http(&server.address, "POST", "/v1/workflows/approval/runs", Some(r#"{"id": "waits"}"#));
+    assert_eq!(status, 201);
+    let failed = await_status(&server.address, "/v1/runs/waits", "failed", None);
+    assert!(failed["error"].as_str().unwrap().contains("CAIRN-E0110"), "{failed}");
+    assert!(failed["deadline"].is_string(), "{failed}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--default-run-timeout", "0s", "--db"])
+        .arg(dir.path().join("other.db"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--default-run-timeout") && stderr.contains("CAIRN-E0317"), "{stderr}");
+    assert!(!dir.path().join("other.db").exists(), "it opened the store first");
+}

@@ -38,6 +38,8 @@ pub(crate) trait Attachment: Host {
     fn retention(&self, workflow: &str) -> Option<Duration>;
     /// The longest any run is kept, if the worker caps it.
     fn max_retention(&self) -> Option<Duration>;
+    /// The timeout of runs started without one, if the worker sets it.
+    fn default_run_timeout(&self) -> Option<Duration>;
     /// Whether the claim loop is still taking ready runs.
     fn claiming(&self) -> bool;
     /// Fires when the worker stops executing `id`: with how it ended if it ended there.

@@ -71,7 +71,10 @@ pub use cairn_store::{
     SignalRecord, Store, StoreError, SuspendReason, WaitingFor, WorkflowCount, WorkflowName,
 };
 pub use child::Child;
-pub use client::{Client, DEFAULT_RETENTION, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun};
+pub use client::{
+    Client, DEFAULT_RETENTION, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun,
+    parse_run_timeout,
+};
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use continuations::{Continuations, Transition};
 pub use ctx::{Branch, Ctx, EventFilter, Step, step_attempt};

@@ -146,6 +146,7 @@ impl Client {
             self.clock.now(),
         );
         run.retention = Some(self.retention_of(&schedule.workflow, None));
+        run.deadline = self.timeout_of(None).map(|limit| run.created_at + limit);
         run
     }
 

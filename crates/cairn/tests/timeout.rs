@@ -116,3 +116,35 @@ async fn a_step_in_flight_at_the_deadline_is_cancelled_and_its_result_discarded(
     engine.client().cancel(plain.id()).await.unwrap();
     engine.shutdown().await;
 }
+
+/// An engine's default run timeout applies to runs started without one, and not to a run that
+/// asks for its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_default_times_out_runs_that_set_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let after = Counter::default();
+    let engine = Engine::builder()
+        .store(SqliteStore::open(dir.path().join("cairn.db")).unwrap())
+        .clock(clock.clone())
+        .register("sleeper", 1, sleeper(&after))
+        .default_run_timeout(10 * MINUTE)
+        .start()
+        .await
+        .unwrap();
+    let client = engine.client();
+    let started_at = clock.now();
+    let defaulted = client.start("sleeper", &()).await.unwrap().id().clone();
+    let own = client.start("sleeper", &()).timeout(120 * MINUTE).await.unwrap().id().clone();
+    assert_eq!(
+        wait_for_status(&client, &defaulted, RunStatus::Suspended).await.deadline,
+        Some(started_at + 10 * MINUTE)
+    );
+    assert_eq!(wait_for_status(&client, &own, RunStatus::Suspended).await.deadline, Some(started_at + 120 * MINUTE));
+    clock.advance(10 * MINUTE);
+    let error = client.result::<u8>(&defaulted).await.unwrap_err().to_string();
+    assert!(error.contains("CAIRN-E0110"), "{error}");
+    clock.advance(60 * MINUTE);
+    assert_eq!(client.result::<u8>(&own).await.unwrap(), 2, "its own timeout, longer than the default, held");
+    engine.shutdown().await;
+}

@@ -13,4 +13,4 @@ mod start;
 
 pub use control::{PRUNE_BATCH, SWEEP_PAUSE_FACTOR};
 pub use handle::{Client, DEFAULT_RETENTION};
-pub use start::{Publish, Published, RunHandle, StartRun};
+pub use start::{Publish, Published, RunHandle, StartRun, parse_run_timeout};

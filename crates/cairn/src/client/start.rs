@@ -480,12 +480,17 @@ impl Client {
         let now = self.clock.now();
         let mut run = NewRun::new(id, workflow, version, input, now);
         run.idempotency_key = idempotency_key;
-        run.deadline = timeout.map(|limit| now + limit);
+        run.deadline = self.timeout_of(timeout).map(|limit| now + limit);
         run.retention = Some(self.retention_of(workflow, retention));
         queue.apply(&mut run);
         run.debounce = debounce;
         run.check_debounce().map_err(debounce_refused)?;
         Ok(run)
+    }
+
+    /// The timeout of a new run: `asked`, or the engine's default.
+    pub(crate) fn timeout_of(&self, asked: Option<Duration>) -> Option<Duration> {
+        asked.or_else(|| self.local.as_ref().and_then(|local| local.default_run_timeout()))
     }
 
     /// How long a new run of `workflow` is kept once it has ended: `asked`, or the workflow's
@@ -543,8 +548,21 @@ fn parse_debounce(given: DebounceOptions) -> Result<Debounce, ClientError> {
 
 /// A start's timeout given as text; `[CAIRN-E0317]` unless it is a duration from 1 ms to 10 years.
 fn parse_timeout(given: String) -> Result<Duration, ClientError> {
+    parse_run_timeout(&given)
+}
+
+/// A run timeout given as text (`30m`, `2h 30m`), as a start's `timeout` and
+/// `cairn serve --default-run-timeout` take it: `[CAIRN-E0317]` unless it is a duration from
+/// 1 ms to 10 years.
+///
+/// ```
+/// assert_eq!(cairn::parse_run_timeout("30m")?, std::time::Duration::from_secs(1800));
+/// assert!(cairn::parse_run_timeout("0s").is_err());
+/// # Ok::<(), cairn::ClientError>(())
+/// ```
+pub fn parse_run_timeout(given: &str) -> Result<Duration, ClientError> {
     const MOST: Duration = Duration::from_secs(10 * 365 * 86_400);
-    match humantime::parse_duration(&given) {
+    match humantime::parse_duration(given) {
         Ok(limit) if limit >= Duration::from_millis(1) && limit <= MOST => Ok(limit),
         _ => Err(ClientError::InvalidTimeout(format!("{given:?} is not a duration from 1ms to 10 years (try `30m`)"))),
     }

@@ -176,6 +176,15 @@ impl EngineBuilder {
         self
     }
 
+    /// The timeout of every run this engine starts (through its client, HTTP, events and
+    /// schedules) without one of its own (default: none): such a run still going this long after
+    /// it was started ends `failed` with `[CAIRN-E0110]`, as with
+    /// [`StartRun::timeout`](crate::client::StartRun::timeout).
+    pub fn default_run_timeout(mut self, limit: Duration) -> Self {
+        self.config.default_run_timeout = Some(limit);
+        self
+    }
+
     /// How often the worker deletes ended runs past their retention (default every minute;
     /// `None`: never, e.g. when a dedicated process or `cairn runs prune` does it). Many workers
     /// may sweep one store at once.

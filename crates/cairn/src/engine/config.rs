@@ -15,6 +15,7 @@ pub(crate) struct Config {
     pub(crate) max_recoveries: u32,
     pub(crate) shutdown_grace: Duration,
     pub(crate) max_retention: Option<Duration>,
+    pub(crate) default_run_timeout: Option<Duration>,
     pub(crate) sweep_every: Option<Duration>,
 }
 
@@ -37,6 +38,7 @@ impl Default for Config {
             max_recoveries: DEFAULT_MAX_RECOVERIES,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_retention: None,
+            default_run_timeout: None,
             sweep_every: Some(Duration::from_secs(60)),
         }
     }

@@ -187,6 +187,10 @@ impl Attachment for Local {
         self.config.max_retention
     }
 
+    fn default_run_timeout(&self) -> Option<Duration> {
+        self.config.default_run_timeout
+    }
+
     fn claiming(&self) -> bool {
         self.claiming.load(Ordering::SeqCst)
     }
