@@ -33,9 +33,10 @@ pub(crate) struct ServeArgs {
     /// How long a client may take to send a request's body.
     #[arg(long, env = "CAIRN_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     body_timeout: Duration,
-    /// Connections served at once (more wait to be accepted); keep it below `ulimit -n`.
-    #[arg(long, env = "CAIRN_MAX_CONNECTIONS", default_value_t = 1024)]
-    max_connections: usize,
+    /// Connections served at once (more wait to be accepted). Default: 1,024, or `ulimit -n`
+    /// less 64 when that is lower; keep it below `ulimit -n`.
+    #[arg(long, env = "CAIRN_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
     /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval`,
     /// `flaky` (input `{"failures": n, "attempts": m}`: fewer attempts than n + 1 end failed)
     /// and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
@@ -118,8 +119,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     service.listen = args.listen;
     service.api.allowed_origins.extend(args.allow_origins);
     service.api.body_timeout = args.body_timeout;
-    service.limits =
-        cairn_http::ConnectionLimits { header_timeout: args.header_timeout, max_connections: args.max_connections };
+    service.limits = cairn_http::ConnectionLimits {
+        header_timeout: args.header_timeout,
+        max_connections: args.max_connections.unwrap_or_else(cairn_http::ConnectionLimits::default_max_connections),
+    };
     let sweep_every = sweep_interval(&args.sweep_every).map_err(|error| anyhow::anyhow!("--sweep-every {error}"))?;
     // Installed before anything runs, so every number from the start is kept.
     service.api.metrics = cairn_http::metrics::Prometheus::install();

@@ -368,3 +368,43 @@ fn a_default_run_timeout_ends_runs_that_set_none() {
     assert!(stderr.contains("--default-run-timeout") && stderr.contains("CAIRN-E0317"), "{stderr}");
     assert!(!dir.path().join("other.db").exists(), "it opened the store first");
 }
+
+/// Under `ulimit -n 256`, 300 connections that send nothing (with a header timeout of an hour,
+/// so none times out here) do not keep `/healthz` out: the connection cap follows the
+/// open-file limit, and a new connection closes the one silent the longest when every slot is
+/// taken.
+#[test]
+fn idle_connections_cannot_keep_others_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 256 && exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_cairn"))
+        .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--header-timeout", "1h", "--db"])
+        .arg(dir.path().join("cairn.db"))
+        .env_remove("CAIRN_TOKEN")
+        .env_remove("CAIRN_MAX_CONNECTIONS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let address = first.split("http://").nth(1).and_then(|rest| rest.split('/').next()).unwrap().to_owned();
+    let idle: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(&address).unwrap()).collect();
+    // Every connection the server took, including the last ones, is in place before the check.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    let since = std::time::Instant::now();
+    let mut stream = TcpStream::connect(&address).unwrap();
+    // Not a speed check: an hour-long wait is turned into a failure.
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    write!(stream, "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    let read = stream.read_to_string(&mut response);
+    eprintln!("/healthz behind 300 idle connections under ulimit -n 256: {:?}", since.elapsed());
+    assert!(read.is_ok() && response.starts_with("HTTP/1.1 200"), "{read:?} {response:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(idle);
+}

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 /// How the server takes connections: every limit holds before a request is read, so a client
@@ -25,14 +26,36 @@ pub struct ConnectionLimits {
     /// is ready for it: a new connection, or a kept-alive one after its last answer (so it is
     /// also how long a connection may stay idle). Default 10 s.
     pub header_timeout: Duration,
-    /// Connections served at once; more wait in the accept queue until one closes (default
-    /// 1,024). Keep it below the process's open-file limit.
+    /// Connections served at once; more wait in the accept queue until one closes. Default
+    /// [`ConnectionLimits::default_max_connections`]: 1,024, or fewer under a lower open-file
+    /// limit.
     pub max_connections: usize,
 }
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        ConnectionLimits { header_timeout: Duration::from_secs(10), max_connections: 1024 }
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(10),
+            max_connections: ConnectionLimits::default_max_connections(),
+        }
+    }
+}
+
+/// Open files the server keeps for itself beyond its connections: the store's files or its
+/// database connections, logs, the listener.
+const RESERVED_FILES: u64 = 64;
+
+impl ConnectionLimits {
+    /// 1,024, or the process's open-file limit (`ulimit -n`) less 64 for the store and the
+    /// rest, when that is lower (at least 16): past it, accepting fails with "too many open
+    /// files" and the server stops answering even `/healthz` until connections close.
+    pub fn default_max_connections() -> usize {
+        #[cfg(unix)]
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        #[cfg(not(unix))]
+        let limit: Option<u64> = None;
+        let most = limit.map_or(1024, |files| files.saturating_sub(RESERVED_FILES).clamp(16, 1024));
+        usize::try_from(most).unwrap_or(1024)
     }
 }
 
@@ -160,6 +183,21 @@ fn listen(address: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(BACKLOG)
 }
 
+/// The connections that have not sent a request yet, oldest first: when every slot is taken,
+/// a new connection closes the oldest of them, so that idle sockets opened by one client cannot
+/// keep everyone else out until the header timeout.
+#[derive(Default)]
+struct Silent {
+    next: u64,
+    connections: std::collections::BTreeMap<u64, CancellationToken>,
+}
+
+impl Silent {
+    fn lock(silent: &std::sync::Mutex<Silent>) -> std::sync::MutexGuard<'_, Silent> {
+        silent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 /// Serves `app` on `listener` within `limits` until `stop`.
 async fn accept(
     listener: TcpListener,
@@ -168,15 +206,12 @@ async fn accept(
     stop: impl Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let silent = Arc::new(std::sync::Mutex::new(Silent::default()));
     let (stopping, stopped) = watch::channel(false);
     let mut stop = std::pin::pin!(stop);
     // Whether accepting fails now: said once at warn when it starts failing, not every retry.
     let mut failing = false;
     loop {
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => slot.map_err(std::io::Error::other)?,
-            () = &mut stop => break,
-        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
@@ -195,9 +230,41 @@ async fn accept(
             },
             () = &mut stop => break,
         };
-        let service = TowerToHyperService::new(
-            app.clone().map_request(|request: axum::http::Request<Incoming>| request.map(Body::new)),
-        );
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                // Full: make room by closing the connection silent the longest, if there is one;
+                // otherwise this one waits for a slot (the accept queue holds the rest).
+                if let Some((_, oldest)) = Silent::lock(&silent).connections.pop_first() {
+                    oldest.cancel();
+                }
+                tokio::select! {
+                    slot = Arc::clone(&slots).acquire_owned() => slot.map_err(std::io::Error::other)?,
+                    () = &mut stop => break,
+                }
+            }
+        };
+        let (id, closed) = {
+            let mut silent = Silent::lock(&silent);
+            let id = silent.next;
+            silent.next += 1;
+            let closed = CancellationToken::new();
+            silent.connections.insert(id, closed.clone());
+            (id, closed)
+        };
+        let spoke = {
+            let silent = Arc::clone(&silent);
+            move || drop(Silent::lock(&silent).connections.remove(&id))
+        };
+        let said = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let on_request = spoke.clone();
+        let service =
+            TowerToHyperService::new(app.clone().map_request(move |request: axum::http::Request<Incoming>| {
+                if !said.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    on_request();
+                }
+                request.map(Body::new)
+            }));
         let mut stopped = stopped.clone();
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
@@ -208,11 +275,13 @@ async fn accept(
             let mut connection = std::pin::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => {}
+                () = closed.cancelled() => {}
                 _ = stopped.changed() => {
                     connection.as_mut().graceful_shutdown();
                     let _ = connection.await;
                 }
             }
+            spoke();
         });
     }
     let _ = stopping.send(true);
