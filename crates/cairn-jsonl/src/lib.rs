@@ -6,8 +6,9 @@ use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
-    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, SetSubscriptions, SignalRecord,
-    StartSignal, StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions,
+    SignalRecord, StartSignal, StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount,
+    WorkflowKey,
 };
 use cairn_store::{MemoryStore, Store, StoreFuture};
 use serde::{Deserialize, Serialize};
@@ -621,6 +622,16 @@ impl Store for JsonlStore {
 
     fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
         self.inner.memory.forget_workers(request)
+    }
+
+    // The served versions too: those of the runs in the directory (counted when it opens) and
+    // those this process's workers serve.
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        self.inner.memory.record_served(serves, at)
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        self.inner.memory.served_workflows()
     }
 
     // Subscriptions too: only the process holding the directory's lock declares or reads them.

@@ -23,6 +23,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../sql/migrations/17.sql"),
     include_str!("../sql/migrations/18.sql"),
     include_str!("../sql/migrations/19.sql"),
+    include_str!("../sql/migrations/20.sql"),
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

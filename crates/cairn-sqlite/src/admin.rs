@@ -48,6 +48,20 @@ impl Writer {
         Ok(())
     }
 
+    pub(super) fn record_served(&mut self, serves: &[WorkflowKey], at: Timestamp) -> Result<(), Failure> {
+        for key in serves {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO served_workflows (name, version, first_served, last_served) VALUES (?1, ?2, ?3, ?3)
+                        ON CONFLICT (name, version) DO UPDATE SET
+                            first_served = min(first_served, excluded.first_served),
+                            last_served = max(last_served, excluded.last_served)",
+                )?
+                .execute(params![key.name, key.version, at.as_millis()])?;
+        }
+        Ok(())
+    }
+
     pub(super) fn forget_workers(&mut self, request: &ForgetWorkers) -> Result<u64, Failure> {
         let ids = serde_json::to_string(&request.ids).map_err(|e| clean(StoreError::InvalidInput(e.to_string())))?;
         let forgotten = self

@@ -6,8 +6,8 @@ pub(crate) use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor, PauseOutcome, PauseSchedule, PruneRequest,
     PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate,
-    ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
-    SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
+    ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture,
+    Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 pub(crate) use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 pub(crate) use serde_json::value::RawValue;

@@ -51,6 +51,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../sql/migrations/16.sql"),
     include_str!("../sql/migrations/17.sql"),
     include_str!("../sql/migrations/18.sql"),
+    include_str!("../sql/migrations/19.sql"),
 ];
 
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -181,6 +181,31 @@ impl Store for SqliteStore {
         Box::pin(self.send(|r| Command::RecordWorker(worker, r)))
     }
 
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        let serves = serves.to_vec();
+        Box::pin(self.send(|r| Command::RecordServed(serves, at, r)))
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT name, version, first_served, last_served FROM served_workflows ORDER BY name, version",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(ServedWorkflow {
+                        key: WorkflowKey { name: r.get(0)?, version: r.get(1)? },
+                        first_served: Timestamp::from_millis(r.get(2)?),
+                        last_served: Timestamp::from_millis(r.get(3)?),
+                    })
+                })
+                .map_err(backend)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(backend)
+        })
+    }
+
     fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
         let request = request.clone();
         Box::pin(self.send(|r| Command::SetSubscriptions(request, r)))

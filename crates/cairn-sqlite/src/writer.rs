@@ -25,6 +25,7 @@ pub(super) enum Command {
     StartWithSignal(Box<(NewRun, StartSignal, Answer<StartedWithSignal>)>),
     Prune(PruneRequest, Answer<Vec<RunId>>),
     RecordWorker(WorkerRecord, Answer<()>),
+    RecordServed(Vec<WorkflowKey>, Timestamp, Answer<()>),
     ForgetWorkers(ForgetWorkers, Answer<u64>),
     SetSubscriptions(SetSubscriptions, Answer<()>),
     PutSchedule(Box<(PutSchedule, Answer<ScheduleRecord>)>),
@@ -226,6 +227,7 @@ impl Writer {
             }
             Command::Prune(request, a) => a.keep(self.prune(request)),
             Command::RecordWorker(worker, a) => a.keep(self.record_worker(worker)),
+            Command::RecordServed(serves, at, a) => a.keep(self.record_served(serves, *at)),
             Command::ForgetWorkers(request, a) => a.keep(self.forget_workers(request)),
             Command::SetSubscriptions(request, a) => a.keep(self.set_subscriptions(request)),
             Command::PutSchedule(job) => {
@@ -261,6 +263,7 @@ impl Command {
             Command::StartWithSignal(job) => job.2.send(failed),
             Command::Prune(_, a) => a.send(failed),
             Command::RecordWorker(_, a) => a.send(failed),
+            Command::RecordServed(_, _, a) => a.send(failed),
             Command::ForgetWorkers(_, a) => a.send(failed),
             Command::SetSubscriptions(_, a) => a.send(failed),
             Command::PutSchedule(job) => job.1.send(failed),

@@ -130,6 +130,26 @@ pub async fn workers_are_recorded_and_forgotten(store: DynStore) {
     assert!(store.workers().await.expect("workers").is_empty());
 }
 
+/// The versions workers serve are recorded for good (after the workers are forgotten), each with
+/// when it was first and last recorded, listed by name then version.
+pub async fn served_workflows_outlive_their_workers(store: DynStore) {
+    let key = |name: &str, version: u32| WorkflowKey { name: name.into(), version };
+    assert!(store.served_workflows().await.expect("served").is_empty());
+    store.record_served(&[key("order", 2), key("order", 1)], t(10)).await.expect("record");
+    store.record_served(&[key("order", 2), key("ship@eu", 3)], t(30)).await.expect("record");
+    store.record_served(&[key("order", 2)], t(20)).await.expect("record an older start");
+    store.record_served(&[], t(40)).await.expect("record nothing");
+    let served =
+        |key: WorkflowKey, first: i64, last: i64| ServedWorkflow { key, first_served: t(first), last_served: t(last) };
+    assert_eq!(
+        store.served_workflows().await.expect("served"),
+        [served(key("order", 1), 10, 10), served(key("order", 2), 10, 30), served(key("ship@eu", 3), 30, 30)]
+    );
+    let gone = ForgetWorkers { ids: vec![], dead_before: Some(t(1_000_000)) };
+    store.forget_workers(&gone).await.expect("forget");
+    assert_eq!(store.served_workflows().await.expect("served").len(), 3, "kept after every worker is forgotten");
+}
+
 /// Lists keep only runs whose input contains the filter's JSON (as PostgreSQL's `@>`), page by
 /// page.
 pub async fn list_filters_by_input(store: DynStore) {

@@ -23,6 +23,8 @@ macro_rules! store_methods {
             fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()>;
             fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>>;
             fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64>;
+            fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()>;
+            fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>>;
             fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()>;
             fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>>;
             fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>>;

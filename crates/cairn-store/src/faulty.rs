@@ -5,8 +5,9 @@ use crate::store::{Notice, Store, StoreFuture};
 use crate::types::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
-    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal,
-    StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, ScheduleRecord, ServedWorkflow, SetSubscriptions,
+    SignalRecord, StartSignal, StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount,
+    WorkflowKey,
 };
 use cairn_journal::{JournalEntry, SignalId, Timestamp};
 use std::collections::BTreeMap;

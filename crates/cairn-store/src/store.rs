@@ -97,6 +97,16 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes the worker records `request` selects; returns how many it deleted.
     fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64>;
 
+    /// Records that a worker serves the workflow versions `serves` (when it starts, at `at`):
+    /// the registry [`served_workflows`](Store::served_workflows) reads, which outlives the
+    /// workers, so that a start of a workflow no worker has ever served can be refused.
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()>;
+
+    /// Every workflow version a worker has ever served on this store (recorded by
+    /// [`record_served`](Store::record_served)), by name then version, with when it was first
+    /// and last recorded.
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>>;
+
     /// Replaces the topic subscriptions of `request.workflows` with `request.subscriptions`, in
     /// one operation.
     fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()>;

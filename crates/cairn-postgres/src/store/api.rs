@@ -283,6 +283,35 @@ impl Store for PostgresStore {
         })
     }
 
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.record_served).await.map_err(backend)?;
+            let names: Vec<&str> = serves.iter().map(|key| key.name.as_str()).collect();
+            let versions: Vec<i32> = serves.iter().map(|key| i32::try_from(key.version).unwrap_or(i32::MAX)).collect();
+            client.execute(&statement, &[&names, &versions, &at.as_millis()]).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        Box::pin(async move {
+            let rows = self.rows(&self.sql.served_workflows, &[]).await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(ServedWorkflow {
+                        key: WorkflowKey {
+                            name: row.try_get(0).map_err(backend)?,
+                            version: row.try_get::<_, i32>(1).map_err(backend)?.max(0) as u32,
+                        },
+                        first_served: Timestamp::from_millis(row.try_get(2).map_err(backend)?),
+                        last_served: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+                    })
+                })
+                .collect()
+        })
+    }
+
     fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
         Box::pin(async move {
             let rows = self.rows(&self.sql.subscriptions, &[]).await?;

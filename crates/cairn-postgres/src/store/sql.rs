@@ -147,6 +147,8 @@ pub(super) struct Statements {
     pub(super) prune_candidates: String,
     pub(super) prune: String,
     pub(super) record_worker: String,
+    pub(super) record_served: String,
+    pub(super) served_workflows: String,
     pub(super) workers: String,
     pub(super) forget_workers: String,
     pub(super) set_subscriptions: String,
@@ -198,6 +200,8 @@ impl Statements {
             ),
             prune_candidates: format!("SELECT id FROM {candidates} AS c ORDER BY id LIMIT $3"),
             record_worker: include_str!("../../sql/statements/record_worker.sql").to_owned(),
+            record_served: include_str!("../../sql/statements/record_served.sql").to_owned(),
+            served_workflows: include_str!("../../sql/statements/served_workflows.sql").to_owned(),
             workers: include_str!("../../sql/statements/workers.sql").to_owned(),
             forget_workers: include_str!("../../sql/statements/forget_workers.sql").to_owned(),
             // One statement: the subscriptions of workflows $1 not among the new ones ($2, $3, $4)

@@ -6,8 +6,8 @@ use crate::store::{Store, StoreFuture};
 use crate::types::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
     LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter,
-    RunId, RunPage, RunRecord, RunStatus, ScheduleRecord, SetSubscriptions, SignalRecord, StartSignal, StoreError,
-    Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    RunId, RunPage, RunRecord, RunStatus, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal,
+    StoreError, Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use crate::types::{ConcurrencyRule, TakeRate};
 use cairn_journal::flow::WaitingFor;
@@ -57,6 +57,10 @@ impl MemoryStore {
         }
         let (id, place) = (run.id.clone(), due_key(&run));
         inner.grouped |= run.concurrency.is_some();
+        // A restored run's version counts as served, as SQL stores' migration counts their runs'.
+        let key = crate::WorkflowKey { name: run.workflow.clone(), version: run.version };
+        let (first, last) = inner.served.entry(key).or_insert((run.created_at, run.created_at));
+        (*first, *last) = ((*first).min(run.created_at), (*last).max(run.created_at));
         inner.runs.insert(id.clone(), Box::new(run));
         inner.move_due(&id, None, place);
     }
@@ -273,6 +277,23 @@ impl Store for MemoryStore {
     fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
         let workers = self.lock().workers.values().cloned().collect();
         Box::pin(async move { Ok(workers) })
+    }
+
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        let mut inner = self.lock();
+        for key in serves {
+            let (first, last) = inner.served.entry(key.clone()).or_insert((at, at));
+            (*first, *last) = ((*first).min(at), (*last).max(at));
+        }
+        drop(inner);
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        let served = (self.lock().served.iter())
+            .map(|(key, (first, last))| ServedWorkflow { key: key.clone(), first_served: *first, last_served: *last })
+            .collect();
+        Box::pin(async move { Ok(served) })
     }
 
     fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {

@@ -27,6 +27,8 @@ pub(super) struct Inner {
     /// key queues ([`fair_seq`]).
     pub(super) fair: BTreeSet<(i32, String, i64, RunId)>,
     pub(super) workers: BTreeMap<String, WorkerRecord>,
+    /// Every workflow version a worker has served: first and last recorded.
+    pub(super) served: BTreeMap<crate::WorkflowKey, (Timestamp, Timestamp)>,
     /// Topic subscriptions: the version each (workflow, pattern) starts.
     pub(super) subscriptions: BTreeMap<(String, String), u32>,
     /// Schedules by name.

@@ -52,6 +52,17 @@ impl WorkerRecord {
     }
 }
 
+/// A workflow version some worker has served on a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedWorkflow {
+    /// The workflow version.
+    pub key: WorkflowKey,
+    /// When a worker serving it was first recorded.
+    pub first_served: Timestamp,
+    /// When a worker serving it was last recorded (started).
+    pub last_served: Timestamp,
+}
+
 /// Which worker records [`Store::forget_workers`](crate::Store::forget_workers) deletes.
 #[derive(Debug, Clone, Default)]
 pub struct ForgetWorkers {

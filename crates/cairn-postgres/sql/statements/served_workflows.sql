@@ -1,0 +1,1 @@
+SELECT name, version, first_served, last_served FROM served_workflows ORDER BY name, version
