@@ -52,6 +52,11 @@ pub struct StartOptions {
     /// the deadline the run ends `failed` with a timeout error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Start it even if no worker has ever served this workflow (or version) on the store: it
+    /// waits, pending, for one that will. Without it such a start is `404 unknown_workflow`
+    /// (or `unknown_version`), since the run would wait for nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unknown: Option<bool>,
 }
 
 /// A start's `debounce`.
@@ -129,6 +134,10 @@ pub struct ScheduleBody {
     /// `skip`, `once` (the default) or `all:N`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up: Option<String>,
+    /// Declare it even if no worker has ever served its workflow on the store (default false:
+    /// `404 unknown_workflow`, since its firings would wait for nobody).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_unknown: Option<bool>,
 }
 
 /// An optional integer field that also takes a number with no fraction (`3.0`): JSON has one

@@ -155,6 +155,10 @@ pub(crate) enum RunsCommand {
         /// Days to keep the run once it has ended (default: the workflow's, or 30).
         #[arg(long = "retention-days")]
         retention_days: Option<u32>,
+        /// Start it even if no worker has ever served this workflow (or version) on the store;
+        /// it waits for one. Without it such a start is refused (unknown workflow).
+        #[arg(long = "allow-unknown")]
+        allow_unknown: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -339,6 +343,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             max_wait,
             timeout,
             retention_days,
+            allow_unknown,
             json,
         } => {
             let options = StartOptions {
@@ -351,6 +356,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 fairness_key,
                 debounce: debounce.zip(quiet).map(|(key, quiet)| DebounceOptions { key, quiet, max_wait }),
                 timeout,
+                allow_unknown: allow_unknown.then_some(true),
             };
             let started = target.connect(true).await?.start(&workflow, options).await?;
             let run = &started.run;

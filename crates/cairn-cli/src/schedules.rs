@@ -52,6 +52,10 @@ pub(crate) enum SchedulesCommand {
         /// Missed firings: `skip`, `once` (default) or `all:N`.
         #[arg(long = "catch-up")]
         catch_up: Option<String>,
+        /// Declare it even if no worker has ever served its workflow on the store. Without it
+        /// such a schedule is refused (unknown workflow).
+        #[arg(long = "allow-unknown")]
+        allow_unknown: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -194,12 +198,24 @@ pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
                 false => print(&schedule),
             }
         }
-        SchedulesCommand::Put { target, name, workflow, cron, time_zone, every, input, catch_up, json } => {
+        SchedulesCommand::Put {
+            target,
+            name,
+            workflow,
+            cron,
+            time_zone,
+            every,
+            input,
+            catch_up,
+            allow_unknown,
+            json,
+        } => {
             let input = input
                 .map(|text| serde_json::from_str(&text))
                 .transpose()
                 .map_err(|e| anyhow::anyhow!("--input is not JSON: {e}"))?;
-            let body = ScheduleBody { workflow, cron, time_zone, every, input, catch_up };
+            let allow_unknown = allow_unknown.then_some(true);
+            let body = ScheduleBody { workflow, cron, time_zone, every, input, catch_up, allow_unknown };
             let schedule = target.connect(true).await?.put_schedule(&name, &body).await?;
             match json {
                 true => out!("{}", serde_json::to_string(&schedule)?),

@@ -18,8 +18,9 @@ fn stdout_json(output: &Output) -> Value {
 
 async fn seed(db: &Path) {
     let client = Client::new(SqliteStore::open(db).unwrap());
-    client.start("order", &serde_json::json!({ "n": 1 })).id("run-a").await.unwrap();
-    client.start("refund", &2).id("run-b").await.unwrap();
+    // No worker has served these: runs that wait for one (of a service deployed later).
+    client.start("order", &serde_json::json!({ "n": 1 })).id("run-a").allow_unknown().await.unwrap();
+    client.start("refund", &2).id("run-b").allow_unknown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,8 +399,25 @@ async fn a_starting_worker_warns_about_stranded_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_start_steps_and_workflows() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("cli.db");
-    let db = db.to_str().unwrap();
+    let path = dir.path().join("cli.db");
+    let db = path.to_str().unwrap();
+
+    // A workflow no worker has ever served here is refused, unless the start says it means it.
+    let refused = cairn(&["runs", "start", "order", "1", "--id", "o-0", "--db", db]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("unknown workflow `order`"), "{stderr}");
+    let anyway =
+        stdout_json(&cairn(&["runs", "start", "order", "1", "--id", "o-0", "--allow-unknown", "--db", db, "--json"]));
+    assert_eq!((&anyway["version"], &anyway["status"]), (&1.into(), &"pending".into()));
+    stdout_json(&cairn(&["runs", "cancel", "o-0", "--db", db, "--json"]));
+    stdout_json(&cairn(&["runs", "prune", "--older-than", "0s", "--db", db, "--json"]));
+    // Workers have served these here (and are gone): starts need no more, and get the newest.
+    use cairn::Store as _;
+    let store = SqliteStore::open(&path).unwrap();
+    let served = |name: &str, version| cairn::store::WorkflowKey { name: name.into(), version };
+    let at = cairn::Timestamp::from_millis(0);
+    store.record_served(&[served("order", 1), served("order", 2), served("digest", 1)], at).await.unwrap();
+    drop(store);
 
     let start = ["runs", "start", "order", r#"{"n":7}"#, "--id", "o-1", "--priority", "3", "--fairness-key", "acme"];
     let started = stdout_json(&cairn(&[&start[..], &["--db", db, "--json"]].concat()));
@@ -407,7 +425,7 @@ async fn runs_start_steps_and_workflows() {
         (&started["id"], &started["workflow"], &started["status"]),
         (&"o-1".into(), &"order".into(), &"pending".into())
     );
-    assert_eq!(started["created"], true);
+    assert_eq!((&started["created"], &started["version"]), (&true.into(), &2.into()), "the newest served");
     let shown = String::from_utf8(cairn(&["runs", "show", "o-1", "--db", db]).stdout).unwrap();
     assert!(shown.contains("priority  3, fairness key acme\n"), "{shown}");
     let keyed = ["runs", "start", "order", "1", "--idempotency-key", "k", "--version", "2", "--db", db, "--json"];

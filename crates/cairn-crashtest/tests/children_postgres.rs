@@ -56,7 +56,7 @@ async fn parents_and_children_run_in_different_processes_and_a_cancel_reaches_th
     assert_eq!(pid_of("m1"), [children.id()]);
 
     // A parent whose child waits an hour: cancelling the parent cancels the child.
-    client.start("family", &100u64).id("long").await.unwrap();
+    client.start("family", &100u64).id("long").allow_unknown().await.unwrap();
     let long = RunId::new("long");
     wait_status(&client, &long, RunStatus::Suspended).await;
     let child = client.children(&long).await.unwrap().pop().unwrap().id;

@@ -23,7 +23,7 @@ async fn a_small_tenant_and_high_priorities_go_first_across_three_workers() {
     let client = Client::new(store.clone());
     let total = A_RUNS + B_RUNS + HIGH_RUNS;
     for i in 0..total {
-        let start = client.start("ticker", &i).id(format!("run-{i:03}"));
+        let start = client.start("ticker", &i).id(format!("run-{i:03}")).allow_unknown();
         let start = match i {
             i if i < A_RUNS => start.fairness_key("a"),
             i if i < A_RUNS + B_RUNS => start.fairness_key("b"),

@@ -20,7 +20,7 @@ async fn a_run_that_crashes_its_workers_is_parked_as_poison() {
     let client = Client::new(SqliteStore::open(&db).unwrap());
     create_runs(&client, RUNS).await;
     let poison = RunId::new("run-099");
-    client.start("crashy", &99u64).id(poison.as_str()).await.unwrap();
+    client.start("crashy", &99u64).id(poison.as_str()).allow_unknown().await.unwrap();
     signal_range(&client, 0..RUNS).await;
     client.signal(&poison, "go", &serde_json::json!({ "run": 99, "n": 1 })).await.unwrap();
 

@@ -35,7 +35,7 @@ async fn no_firing_lost_or_doubled_while_workers_are_killed() {
     let log = dir.path().join("steps.log");
     let mut rng = Rng::seeded();
     let client = Client::new(store.clone());
-    let schedule = Schedule::every("tick", "ticker", Duration::from_millis(EVERY_MS)).input(&7u64);
+    let schedule = Schedule::every("tick", "ticker", Duration::from_millis(EVERY_MS)).input(&7u64).allow_unknown();
     let first = client.put_schedule(&schedule).await.unwrap().next_fire_at.unwrap();
     // Steps long enough that a killed worker has some in flight.
     let options = ["--schema", schema.name.as_str(), "--only", "ticker", "--pause-ms", "200"];

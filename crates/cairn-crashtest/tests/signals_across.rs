@@ -113,7 +113,13 @@ async fn signal_with_start_from_concurrent_callers((worker, other): Pair) {
     for i in 0..8u32 {
         let client = client.clone();
         callers.push(tokio::spawn(async move {
-            client.start("collect", &()).id("basket").with_signal("item", &i).await.map(|run| run.created())
+            client
+                .start("collect", &())
+                .id("basket")
+                .allow_unknown()
+                .with_signal("item", &i)
+                .await
+                .map(|run| run.created())
         }));
     }
     let mut created = 0;
@@ -125,7 +131,7 @@ async fn signal_with_start_from_concurrent_callers((worker, other): Pair) {
     let engine = Engine::builder().shared_store(worker).register("collect", 1, collect).start().await.unwrap();
     assert_eq!(engine.client().result::<Vec<u32>>(&RunId::new("basket")).await.unwrap(), (0..8).collect::<Vec<_>>());
     // The run has finished: signal-with-start is refused now, and stores nothing.
-    let late = client.start("collect", &()).id("basket").with_signal("item", &9u32).await;
+    let late = client.start("collect", &()).id("basket").allow_unknown().with_signal("item", &9u32).await;
     assert!(matches!(late, Err(StartError::RunFinished { .. })), "{late:?}");
     assert_eq!(client.signals(&RunId::new("basket")).await.unwrap().len(), 8);
     engine.shutdown().await;

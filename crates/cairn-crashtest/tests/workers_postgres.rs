@@ -40,7 +40,7 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
     let Some((store, schema)) = main.block_on(postgres("fencing")) else { return };
     let store: Arc<dyn Store> = Arc::new(store);
     let client = Client::from_shared(Arc::clone(&store));
-    let run = main.block_on(async { client.start("race", &()).id("contested").await }).unwrap();
+    let run = main.block_on(async { client.start("race", &()).id("contested").allow_unknown().await }).unwrap();
 
     // Worker A lives on a one-thread runtime whose thread its step body blocks: no heartbeats.
     // Like a separate process, it has its own store (its connections are driven by its runtime).
@@ -111,12 +111,12 @@ async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
     // A client with no workflows starts runs of workflows and versions no process here has yet.
     let client = Client::from_shared(Arc::clone(&store));
     for i in 0..3 {
-        client.start("alpha", &i).id(format!("alpha-{i}")).await.unwrap();
-        client.start("beta", &i).id(format!("beta-{i}")).await.unwrap();
+        client.start("alpha", &i).id(format!("alpha-{i}")).allow_unknown().await.unwrap();
+        client.start("beta", &i).id(format!("beta-{i}")).allow_unknown().await.unwrap();
     }
-    client.start("alpha", &9).id("alpha-v2").version(2).await.unwrap();
-    let waiting = client.start("gamma", &()).id("gamma").await.unwrap();
-    let doomed = client.start("gamma", &()).id("doomed").await.unwrap();
+    client.start("alpha", &9).id("alpha-v2").version(2).allow_unknown().await.unwrap();
+    let waiting = client.start("gamma", &()).id("gamma").allow_unknown().await.unwrap();
+    let doomed = client.start("gamma", &()).id("doomed").allow_unknown().await.unwrap();
 
     let worker = Engine::builder()
         .shared_store(Arc::clone(&store))

@@ -59,6 +59,7 @@ mod runs;
 mod schedules;
 mod service;
 mod state;
+mod topics;
 pub mod views;
 
 pub use cairn_api::{DebounceOptions as DebounceBody, PruneBody, PublishBody, RestartBody, StartOptions as StartBody};

@@ -1,62 +1,17 @@
-//! Server-sent events: the runs page and one run, pushed whenever they change.
-//!
-//! Every stream that watches the same thing (one run, or one list query) shares one topic: a
-//! single task reads and serialises the snapshot once per interval while any stream is open, and
-//! each stream sends the shared bytes (reference-counted, not copied). After the first whole
-//! snapshot a stream is sent JSON Patch (RFC 6902) `patch` events with only what changed, or the
-//! whole snapshot again when that is shorter or when it fell behind; `?patches=false` asks for
-//! whole snapshots only.
+//! Server-sent events: the runs page and one run, pushed whenever they change (through
+//! [`topics`](crate::topics), shared by every stream of the same thing): the whole snapshot
+//! first, then JSON Patch `patch` events; `?patches=false` asks for whole snapshots only.
 
 use crate::error::{ApiError, ErrorBody};
 use crate::input::{ListParams, run_of};
 use crate::runs::{list_request, workers_view};
-use crate::state::{Api, Live};
-use crate::{patch, reads, views};
-use axum::body::{Body, Bytes};
+use crate::state::Api;
+use crate::{reads, views};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use std::collections::HashMap;
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
-use tokio::sync::watch;
+use axum::response::Response;
+use serde::Deserialize;
 use utoipa::IntoParams;
-
-/// The open topics by what they watch, held weakly: a topic ends when its last stream does.
-#[derive(Clone, Default)]
-pub(crate) struct Topics(Arc<Mutex<HashMap<String, Weak<Topic>>>>);
-
-/// What the streams of one topic hold: the newest frame, and (through the `Arc`) the reader task
-/// alive.
-struct Topic {
-    frames: watch::Receiver<Option<Arc<Frame>>>,
-}
-
-/// One change of a topic, ready to send.
-struct Frame {
-    /// Counts changes from 1.
-    version: u64,
-    /// The whole snapshot as an event (`error` when reading it failed).
-    whole: Bytes,
-    /// The `patch` event from the version before, when there is one shorter than `whole`.
-    patch: Option<(u64, Bytes)>,
-}
-
-/// An SSE event's bytes: `data` is one line of compact JSON.
-fn event_bytes(name: &str, data: &str) -> Bytes {
-    let mut bytes = Vec::with_capacity(name.len() + data.len() + 16);
-    for part in ["event: ", name, "\ndata: ", data, "\n\n"] {
-        bytes.extend_from_slice(part.as_bytes());
-    }
-    Bytes::from(bytes)
-}
-
-/// How often an idle stream sends a comment, so that proxies keep it open.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The query of the live routes beyond the list's.
 #[derive(Deserialize, IntoParams)]
@@ -65,123 +20,6 @@ pub(crate) struct LiveParams {
     /// After the first whole snapshot, send `patch` events with what changed (default true);
     /// `false` sends the whole snapshot on every change.
     patches: Option<bool>,
-}
-
-impl Live {
-    /// A server-sent event stream of `event` for `key`: the snapshot now and whenever it changes
-    /// (polled every interval by one task per key, however many streams watch it), until the
-    /// client goes away or the server shuts down.
-    fn stream<T, F, Fut>(&self, key: String, event: &'static str, patches: bool, snapshot: F) -> Response
-    where
-        T: Serialize + Send + 'static,
-        F: FnMut() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
-    {
-        let topic = self.topic(key, event, snapshot);
-        let shutdown = self.shutdown.clone();
-        let mut frames = topic.frames.clone();
-        frames.mark_changed();
-        let state = (topic, frames, 0u64);
-        let events = futures::stream::unfold(state, move |(topic, mut frames, sent)| {
-            let shutdown = shutdown.clone();
-            async move {
-                loop {
-                    tokio::select! {
-                        changed = frames.changed() => changed.ok()?,
-                        () = tokio::time::sleep(KEEP_ALIVE) => {
-                            return Some((Ok::<_, Infallible>(Bytes::from_static(b":\n\n")), (topic, frames, sent)));
-                        }
-                        () = shutdown.cancelled() => return None,
-                    }
-                    let Some(frame) = frames.borrow_and_update().clone() else { continue };
-                    if frame.version == sent {
-                        continue;
-                    }
-                    let bytes = match &frame.patch {
-                        Some((from, patch)) if patches && *from == sent => patch.clone(),
-                        _ => frame.whole.clone(),
-                    };
-                    return Some((Ok(bytes), (topic, frames, frame.version)));
-                }
-            }
-        });
-        ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events))
-            .into_response()
-    }
-
-    /// The open topic for `key`, or a new one with its reader task.
-    fn topic<T, F, Fut>(&self, key: String, event: &'static str, snapshot: F) -> Arc<Topic>
-    where
-        T: Serialize + Send + 'static,
-        F: FnMut() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
-    {
-        let mut topics = self.topics.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(topic) = topics.get(&key).and_then(Weak::upgrade) {
-            return topic;
-        }
-        let (sender, frames) = watch::channel(None);
-        let topic = Arc::new(Topic { frames });
-        topics.insert(key.clone(), Arc::downgrade(&topic));
-        tokio::spawn(read_topic(self.clone(), key, event, sender, snapshot));
-        topic
-    }
-}
-
-/// Reads a topic's snapshot every interval and publishes each change, until no stream watches it
-/// or the server shuts down.
-async fn read_topic<T, F, Fut>(
-    live: Live,
-    key: String,
-    event: &'static str,
-    sender: watch::Sender<Option<Arc<Frame>>>,
-    mut snapshot: F,
-) where
-    T: Serialize + Send + 'static,
-    F: FnMut() -> Fut + Send + 'static,
-    Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
-{
-    // The last snapshot sent (to patch from), or the last error sent.
-    let mut last: Option<Result<Value, Value>> = None;
-    let mut version = 0;
-    loop {
-        let now = match snapshot().await.and_then(|value| {
-            serde_json::to_value(value)
-                .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string()))
-        }) {
-            Ok(value) => Ok(value),
-            Err(error) => Err(serde_json::to_value(error.body()).unwrap_or(Value::Null)),
-        };
-        if last.as_ref() != Some(&now) {
-            version += 1;
-            let frame = match &now {
-                Ok(value) => {
-                    let whole = event_bytes(event, &value.to_string());
-                    let patch = match &last {
-                        Some(Ok(before)) => {
-                            Some(event_bytes("patch", &Value::from(patch::diff(before, value)).to_string()))
-                                .filter(|patch| patch.len() < whole.len())
-                                .map(|patch| (version - 1, patch))
-                        }
-                        _ => None,
-                    };
-                    Frame { version, whole, patch }
-                }
-                Err(error) => Frame { version, whole: event_bytes("error", &error.to_string()), patch: None },
-            };
-            sender.send_replace(Some(Arc::new(frame)));
-            last = Some(now);
-        }
-        tokio::select! {
-            () = tokio::time::sleep(live.interval) => {}
-            () = sender.closed() => break,
-            () = live.shutdown.cancelled() => break,
-        }
-    }
-    let mut topics = live.topics.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if topics.get(&key).is_some_and(|topic| topic.strong_count() == 0) {
-        topics.remove(&key);
-    }
 }
 
 /// Takes `patches` out of a list query (whose other parameters are filters).
@@ -207,7 +45,7 @@ pub(crate) async fn live_runs(
     let request = list_request(params.workflow.take(), params)?;
     let key = format!("runs {:?} {}", request.filter, request.stranded);
     let client = api.client.clone();
-    Ok(api.live.stream(key, "runs", patches, move || {
+    Ok(api.live.topics.stream(&api.live.polling, key, "runs", patches, move || {
         let (client, request) = (client.clone(), request.clone());
         async move {
             let live = client.live_workers().await?;
@@ -236,7 +74,8 @@ pub(crate) async fn live_run(
     let Query(params) = params?;
     let id = run_of(&api, &name, &id).await?.id;
     let client = api.client.clone();
-    Ok(api.live.stream(format!("run {id}"), "run", params.patches.unwrap_or(true), move || {
+    let patches = params.patches.unwrap_or(true);
+    Ok(api.live.topics.stream(&api.live.polling, format!("run {id}"), "run", patches, move || {
         let (client, id) = (client.clone(), id.clone());
         async move {
             let run = client.get(&id).await?;

@@ -26,7 +26,8 @@ struct ApiDoc;
 /// The API's routes over `client`. Mount it with [`Router::nest`] or serve it as it is.
 pub fn router(client: Client, config: ApiConfig) -> Router {
     let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
-    let live = Live { interval: config.live_interval, shutdown: config.shutdown, topics: Default::default() };
+    let polling = crate::topics::Polling { interval: config.live_interval, shutdown: config.shutdown };
+    let live = Live { polling, topics: Default::default() };
     let api = Api { client, live, metrics: config.metrics };
     let origins: Arc<[String]> = config.allowed_origins.into();
     router

@@ -67,8 +67,7 @@ pub(crate) struct Api {
 /// How live streams run.
 #[derive(Clone)]
 pub(crate) struct Live {
-    pub(crate) interval: Duration,
-    pub(crate) shutdown: CancellationToken,
+    pub(crate) polling: crate::topics::Polling,
     /// What the open streams watch, each read by one task.
-    pub(crate) topics: crate::live::Topics,
+    pub(crate) topics: crate::topics::Topics,
 }

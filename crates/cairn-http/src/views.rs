@@ -278,5 +278,7 @@ pub fn schedule(body: &ScheduleBody, name: &str) -> Result<cairn::Schedule, Stri
         None => None,
     };
     let spec = cairn::ScheduleSpec { cron: body.cron.clone(), time_zone: body.time_zone.clone(), every_ms, catch_up };
-    Ok(cairn::Schedule::with_spec(name, &body.workflow, spec).input(&body.input.clone().unwrap_or(Value::Null)))
+    let schedule =
+        cairn::Schedule::with_spec(name, &body.workflow, spec).input(&body.input.clone().unwrap_or(Value::Null));
+    Ok(if body.allow_unknown == Some(true) { schedule.allow_unknown() } else { schedule })
 }

@@ -252,7 +252,7 @@ async fn start_get_steps_and_list() {
 
     // Stranded runs: a run of a workflow no live worker serves (started by a detached client).
     let detached = cairn::Client::new(SqliteStore::open(api._dir.path().join("cairn.db")).unwrap());
-    detached.start("retired", &1).id("orphan").await.unwrap();
+    detached.start("retired", &1).id("orphan").allow_unknown().await.unwrap();
     let (status, stranded) = api.call("GET", "/v1/runs?stranded=true", None).await;
     assert_eq!(status, StatusCode::OK);
     let stranded: Vec<&Value> = stranded["runs"].as_array().unwrap().iter().map(|r| &r["id"]).collect();
@@ -929,5 +929,41 @@ async fn the_openapi_document_matches_the_router() {
             "{method} {path} answered {status}, not documented: {responses}"
         );
     }
+    api.engine.shutdown().await;
+}
+
+/// A workflow this server's engine does not register starts when some worker has served it on
+/// the store (at the newest version served), and is refused with `unknown_workflow` when none
+/// ever has, unless the start or schedule says `allowUnknown`; a refused one stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starts_of_workflows_nobody_serves_are_refused_unless_asked_for() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    let store = api.engine.client().store().clone();
+    let billing = |version| cairn::store::WorkflowKey { name: "billing".into(), version };
+    store.record_served(&[billing(2), billing(3)], cairn::Timestamp::from_millis(0)).await.unwrap();
+
+    let (status, started) = api.call("POST", "/v1/workflows/billing/runs", Some(r#"{"id":"b1","input":1}"#)).await;
+    assert_eq!((status, &started["version"]), (StatusCode::CREATED, &json!(3)), "{started}");
+    let (status, pinned) = api.call("POST", "/v1/workflows/billing/runs", Some(r#"{"input":1,"version":2}"#)).await;
+    assert_eq!((status, &pinned["version"]), (StatusCode::CREATED, &json!(2)), "{pinned}");
+    let (status, body) = api.call("POST", "/v1/workflows/billing/runs", Some(r#"{"input":1,"version":9}"#)).await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "unknown_version"));
+
+    let (status, body) = api.call("POST", "/v1/workflows/nobody/runs", Some(r#"{"id":"n1"}"#)).await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "unknown_workflow"), "{body}");
+    let (status, _) = api.call("GET", "/v1/runs/n1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the refused start stored nothing");
+    let every = r#"{"workflow":"nobody","every":"1h"}"#;
+    let (status, body) = api.call("PUT", "/v1/schedules/nightly-nobody", Some(every)).await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "unknown_workflow"), "{body}");
+    let (status, _) = api.call("GET", "/v1/schedules/nightly-nobody", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the refused schedule stored nothing");
+
+    let (status, anyway) =
+        api.call("POST", "/v1/workflows/nobody/runs", Some(r#"{"id":"n1","allowUnknown":true}"#)).await;
+    assert_eq!((status, &anyway["status"]), (StatusCode::CREATED, &json!("pending")), "{anyway}");
+    let every = r#"{"workflow":"nobody","every":"1h","allowUnknown":true}"#;
+    let (status, body) = api.call("PUT", "/v1/schedules/nightly-nobody", Some(every)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     api.engine.shutdown().await;
 }

@@ -215,7 +215,7 @@ impl WorkflowError {
 #[non_exhaustive]
 pub enum ClientError {
     /// No workflow of that name is registered with this engine.
-    #[error("[CAIRN-E0304] unknown workflow `{0}`")]
+    #[error("[CAIRN-E0304] unknown workflow `{0}`: not registered here, and no worker has served it on this store")]
     UnknownWorkflow(String),
     /// The workflow is registered, but not in that version.
     #[error("[CAIRN-E0304] workflow `{name}` has no version {version}")]

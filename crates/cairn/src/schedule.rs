@@ -105,6 +105,9 @@ pub struct Schedule {
     pub spec: ScheduleSpec,
     /// Each run's input (default `null`).
     pub input: Result<Box<RawValue>, String>,
+    /// Declare it even if no worker has ever served its workflow (see
+    /// [`allow_unknown`](Schedule::allow_unknown)).
+    pub allow_unknown: bool,
 }
 
 impl Schedule {
@@ -134,7 +137,8 @@ impl Schedule {
 
     /// A schedule with this spec.
     pub fn with_spec(name: impl Into<String>, workflow: impl Into<String>, spec: ScheduleSpec) -> Schedule {
-        Schedule { name: name.into(), workflow: workflow.into(), spec, input: Ok(RawValue::NULL.to_owned()) }
+        let input = Ok(RawValue::NULL.to_owned());
+        Schedule { name: name.into(), workflow: workflow.into(), spec, input, allow_unknown: false }
     }
 
     /// The time zone of its cron expressions (IANA name, e.g. `America/New_York`).
@@ -146,6 +150,14 @@ impl Schedule {
     /// Each run's input.
     pub fn input<I: Serialize + ?Sized>(mut self, input: &I) -> Schedule {
         self.input = serde_json::value::to_raw_value(input).map_err(|e| e.to_string());
+        self
+    }
+
+    /// Declares the schedule even if no worker has ever served its workflow on the store (a
+    /// worker deployed later will): without it, [`Client::put_schedule`](crate::Client::put_schedule)
+    /// refuses such a schedule with `[CAIRN-E0304]`, since its firings would wait for nobody.
+    pub fn allow_unknown(mut self) -> Schedule {
+        self.allow_unknown = true;
         self
     }
 

@@ -54,11 +54,14 @@ impl Client {
         let firings = schedule.check()?;
         let input = schedule.input.clone().map_err(ClientError::InvalidPayload)?;
         self.check_payload(&input)?;
-        if let Some(local) = &self.local
-            && let Some(version) = local.latest(&schedule.workflow)
-            && let Some(checked) = local.check_input(&schedule.workflow, version, &input)
-        {
-            checked.map_err(ClientError::InvalidPayload)?;
+        match self.local.as_ref().and_then(|local| Some((local, local.latest(&schedule.workflow)?))) {
+            Some((local, version)) => {
+                if let Some(checked) = local.check_input(&schedule.workflow, version, &input) {
+                    checked.map_err(ClientError::InvalidPayload)?;
+                }
+            }
+            None if schedule.allow_unknown => {}
+            None => drop(self.served_version(&schedule.workflow, None, false).await?),
         }
         let spec = schedule.spec.to_stored()?;
         let now = self.clock.now();

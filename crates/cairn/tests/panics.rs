@@ -170,7 +170,7 @@ async fn a_run_reclaimed_too_often_without_progress_is_parked_as_poison() {
         }
     };
     let client = Client::from_shared(Arc::clone(&store));
-    let run = client.start("poison", &()).id("poison-1").await.unwrap();
+    let run = client.start("poison", &()).id("poison-1").allow_unknown().await.unwrap();
     // Workers claim it and let their leases expire, in the past by the wall clock leases use:
     // the first commits `first`, the next three commit nothing (they "die" in `crashes`).
     let past = cairn::Timestamp::from_system_time(std::time::SystemTime::now()) + Duration::ZERO;

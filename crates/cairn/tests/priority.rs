@@ -56,6 +56,9 @@ where
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions { durability: Durability::Normal, ..SqliteOptions::default() };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(dir.path().join("cairn.db"), options).unwrap());
+    // Queued while no worker is up; one served `work` here before.
+    let served = cairn::store::WorkflowKey { name: "work".into(), version: 1 };
+    store.record_served(&[served], cairn::Timestamp::from_millis(0)).await.unwrap();
     queue(Client::from_shared(Arc::clone(&store))).await;
     let began = Began::default();
     let engine = Engine::builder()
@@ -123,7 +126,7 @@ async fn a_bad_fairness_key_starts_nothing() {
     let long = "k".repeat(201);
     assert!(client.start("work", &"x").id("x").fairness_key(long).await.is_err());
     assert!(client.get(&RunId::new("x")).await.is_err(), "nothing was stored");
-    let run = client.start("work", &"x").id("x").priority(-3).fairness_key("t").await.unwrap();
+    let run = client.start("work", &"x").id("x").priority(-3).fairness_key("t").allow_unknown().await.unwrap();
     assert_eq!((run.record().priority, run.record().fairness_key.as_deref()), (-3, Some("t")));
 }
 

@@ -19,7 +19,7 @@ async fn a_signal_sent_before_the_wait_is_kept() {
     let (store, _dir) = sqlite();
     // A detached client delivers the signal before any worker exists.
     let client = Client::new(store.clone());
-    let run = client.start("approval", &7u64).id("early").await.unwrap();
+    let run = client.start("approval", &7u64).id("early").allow_unknown().await.unwrap();
     client.signal(run.id(), "approve", &json!({ "user": 7, "by": "ana" })).await.unwrap();
     let engine = Engine::builder().store(store).clock(clock()).register("approval", 1, approval).start().await.unwrap();
     assert_eq!(engine.client().result::<Option<String>>(run.id()).await.unwrap().as_deref(), Some("ana"));

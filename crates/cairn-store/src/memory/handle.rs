@@ -58,7 +58,7 @@ impl MemoryStore {
         let (id, place) = (run.id.clone(), due_key(&run));
         inner.grouped |= run.concurrency.is_some();
         // A restored run's version counts as served, as SQL stores' migration counts their runs'.
-        let key = crate::WorkflowKey { name: run.workflow.clone(), version: run.version };
+        let key = crate::types::WorkflowKey { name: run.workflow.clone(), version: run.version };
         let (first, last) = inner.served.entry(key).or_insert((run.created_at, run.created_at));
         (*first, *last) = ((*first).min(run.created_at), (*last).max(run.created_at));
         inner.runs.insert(id.clone(), Box::new(run));

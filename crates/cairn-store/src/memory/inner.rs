@@ -28,7 +28,7 @@ pub(super) struct Inner {
     pub(super) fair: BTreeSet<(i32, String, i64, RunId)>,
     pub(super) workers: BTreeMap<String, WorkerRecord>,
     /// Every workflow version a worker has served: first and last recorded.
-    pub(super) served: BTreeMap<crate::WorkflowKey, (Timestamp, Timestamp)>,
+    pub(super) served: BTreeMap<crate::types::WorkflowKey, (Timestamp, Timestamp)>,
     /// Topic subscriptions: the version each (workflow, pattern) starts.
     pub(super) subscriptions: BTreeMap<(String, String), u32>,
     /// Schedules by name.

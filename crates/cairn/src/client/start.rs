@@ -144,6 +144,7 @@ struct Options {
     retention: Option<Duration>,
     queue: Queue,
     debounce: Option<Debounce>,
+    allow_unknown: bool,
 }
 
 impl StartRun<'_> {
@@ -166,6 +167,15 @@ impl StartRun<'_> {
     /// Starting again with the same workflow and key returns the existing run (`created: false`).
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.options.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Start it even if no worker has ever served this workflow (or this version) on the store:
+    /// it waits, pending, for a worker that does. Without it a client whose engine does not
+    /// register the workflow refuses such a start (`[CAIRN-E0304]`), since
+    /// the run would wait for nobody.
+    pub fn allow_unknown(mut self) -> Self {
+        self.options.allow_unknown = true;
         self
     }
 
@@ -252,7 +262,7 @@ impl StartRun<'_> {
     /// Starts the run; the umbrella error of whichever check or store call refused it.
     async fn start(self) -> Result<RunHandle, ClientError> {
         let input = self.input?;
-        let run = self.client.new_run(&self.workflow, input, self.options)?;
+        let run = self.client.new_run(&self.workflow, input, self.options).await?;
         match self.signal {
             None => self.client.create(run).await,
             Some((name, payload)) => {
@@ -375,6 +385,7 @@ impl Client {
             fairness_key,
             debounce,
             timeout,
+            allow_unknown,
         } = options;
         let parsed = (debounce.map(parse_debounce).transpose(), timeout.map(parse_timeout).transpose());
         let (input, debounce, timeout) = match parsed {
@@ -389,6 +400,7 @@ impl Client {
             retention: retention_days.map(|days| Duration::from_secs(u64::from(days) * 86_400)),
             queue: Queue { priority: priority.unwrap_or_default(), fairness_key },
             debounce,
+            allow_unknown: allow_unknown.unwrap_or(false),
         };
         StartRun { client: self, workflow: workflow.to_owned(), input, options, signal: None }
     }
@@ -416,7 +428,7 @@ impl Client {
         idempotency_key: Option<String>,
         version: Option<u32>,
     ) -> Result<RunHandle, ClientError> {
-        let run = self.new_run(workflow, input, Options { id, idempotency_key, version, ..Options::default() })?;
+        let run = self.new_run(workflow, input, Options { id, idempotency_key, version, ..Options::default() }).await?;
         self.create(run).await
     }
 
@@ -432,27 +444,47 @@ impl Client {
         self.build_run(workflow, version, input.to_owned(), options)
     }
 
-    fn new_run(&self, workflow: &str, input: Box<RawValue>, options: Options) -> Result<NewRun, ClientError> {
+    /// A run to start: a workflow this client's engine registers is checked against its
+    /// registration (version, input); any other against the store's registry of served versions
+    /// ([`served_version`](Client::served_version)).
+    async fn new_run(&self, workflow: &str, input: Box<RawValue>, options: Options) -> Result<NewRun, ClientError> {
         self.check_payload(&input)?;
-        let version = match &self.local {
-            Some(local) => {
-                let version = match options.version {
-                    Some(v) => v,
-                    None => local.latest(workflow).ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))?,
-                };
-                let checked = local.check_input(workflow, version, &input).ok_or_else(|| {
-                    if local.latest(workflow).is_none() {
-                        ClientError::UnknownWorkflow(workflow.into())
-                    } else {
-                        ClientError::UnknownVersion { name: workflow.into(), version }
-                    }
-                })?;
-                checked.map_err(ClientError::InvalidPayload)?;
-                version
-            }
-            None => options.version.unwrap_or(1),
-        };
-        self.build_run(workflow, version, input, options)
+        let registered = self.local.as_ref().and_then(|local| Some((local, local.latest(workflow)?)));
+        if let Some((local, latest)) = registered {
+            let version = options.version.unwrap_or(latest);
+            let checked = local
+                .check_input(workflow, version, &input)
+                .ok_or_else(|| ClientError::UnknownVersion { name: workflow.into(), version })?;
+            checked.map_err(ClientError::InvalidPayload)?;
+            return self.build_run(workflow, version, input, options);
+        }
+        // Built (and so checked) first: a bad name or option is refused for what it is.
+        let (asked, allow_unknown) = (options.version, options.allow_unknown);
+        let mut run = self.build_run(workflow, asked.unwrap_or(1), input, options)?;
+        run.version = self.served_version(workflow, asked, allow_unknown).await?;
+        Ok(run)
+    }
+
+    /// The version to start of `workflow`, which this client's engine does not register: `asked`
+    /// if some worker has served it on this store, or else the newest served. A workflow (or a
+    /// version) no worker has ever served is refused, unless `allow_unknown` (then `asked`, or 1).
+    pub(crate) async fn served_version(
+        &self,
+        workflow: &str,
+        asked: Option<u32>,
+        allow_unknown: bool,
+    ) -> Result<u32, ClientError> {
+        if allow_unknown {
+            return Ok(asked.unwrap_or(1));
+        }
+        let served = self.store.served_workflows().await?;
+        let versions: Vec<u32> = served.iter().filter(|s| s.key.name == workflow).map(|s| s.key.version).collect();
+        match (asked, versions.iter().max()) {
+            (_, None) => Err(ClientError::UnknownWorkflow(workflow.into())),
+            (Some(version), Some(_)) if versions.contains(&version) => Ok(version),
+            (Some(version), Some(_)) => Err(ClientError::UnknownVersion { name: workflow.into(), version }),
+            (None, Some(newest)) => Ok(*newest),
+        }
     }
 
     /// The new run of `workflow` version `version` (checked by the caller) with `options` (their

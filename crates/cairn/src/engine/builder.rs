@@ -319,6 +319,7 @@ impl EngineBuilder {
         let notices = store.notices();
         let local = Arc::new(Local::new(store, self.clock, self.registry, self.config, notices.is_some()));
         local.record_worker().await;
+        local.record_served().await;
         local.log_started();
         let client = attached(&local);
         client.declare_schedules(&self.schedules).await.map_err(|e| match e {

@@ -105,6 +105,19 @@ impl Local {
         }
     }
 
+    /// Records the versions this worker serves in the store's registry, which outlives it (what
+    /// lets a client refuse a start of a workflow nobody serves). A failure is logged: a start
+    /// of these versions from a client without them may then be refused until a worker records
+    /// them.
+    pub(crate) async fn record_served(&self) {
+        if self.worker.serves.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.record_served(&self.worker.serves, wall_now()).await {
+            tracing::warn!("could not record the workflows this worker serves: {error}");
+        }
+    }
+
     /// Says at info that this worker started, with its id and the versions it serves (a client
     /// without workflows says nothing).
     pub(crate) fn log_started(&self) {

@@ -1,0 +1,183 @@
+//! Live topics: every stream that watches the same thing (one run, or one list query) shares
+//! one, read and serialised once per interval by a single task while any stream is open; each
+//! stream sends the shared bytes (reference-counted, not copied). After the first whole snapshot
+//! a stream is sent JSON Patch (RFC 6902) `patch` events with only what changed, or the whole
+//! snapshot again when that is shorter or when it fell behind.
+
+use crate::error::ApiError;
+use crate::patch;
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The open topics by what they watch, held weakly: a topic ends when its last stream does.
+#[derive(Clone, Default)]
+pub(crate) struct Topics(Arc<Mutex<HashMap<String, Weak<Topic>>>>);
+
+/// What the streams of one topic hold: the newest frame, and (through the `Arc`) the reader task
+/// alive.
+struct Topic {
+    frames: watch::Receiver<Option<Arc<Frame>>>,
+}
+
+/// One change of a topic, ready to send.
+struct Frame {
+    /// Counts changes from 1.
+    version: u64,
+    /// The whole snapshot as an event (`error` when reading it failed).
+    whole: Bytes,
+    /// The `patch` event from the version before, when there is one shorter than `whole`.
+    patch: Option<(u64, Bytes)>,
+}
+
+/// An SSE event's bytes: `data` is one line of compact JSON.
+fn event_bytes(name: &str, data: &str) -> Bytes {
+    let mut bytes = Vec::with_capacity(name.len() + data.len() + 16);
+    for part in ["event: ", name, "\ndata: ", data, "\n\n"] {
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    Bytes::from(bytes)
+}
+
+/// How often an idle stream sends a comment, so that proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// How often topics are read, and when they stop.
+#[derive(Clone)]
+pub(crate) struct Polling {
+    pub(crate) interval: Duration,
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl Topics {
+    /// A server-sent event stream of `event` for `key`: the snapshot now and whenever it changes
+    /// (polled every interval by one task per key, however many streams watch it), until the
+    /// client goes away or the server shuts down.
+    pub(crate) fn stream<T, F, Fut>(
+        &self,
+        polling: &Polling,
+        key: String,
+        event: &'static str,
+        patches: bool,
+        snapshot: F,
+    ) -> Response
+    where
+        T: Serialize + Send + 'static,
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
+    {
+        let topic = self.topic(polling, key, event, snapshot);
+        let shutdown = polling.shutdown.clone();
+        let mut frames = topic.frames.clone();
+        frames.mark_changed();
+        let state = (topic, frames, 0u64);
+        let events = futures::stream::unfold(state, move |(topic, mut frames, sent)| {
+            let shutdown = shutdown.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        changed = frames.changed() => changed.ok()?,
+                        () = tokio::time::sleep(KEEP_ALIVE) => {
+                            return Some((Ok::<_, Infallible>(Bytes::from_static(b":\n\n")), (topic, frames, sent)));
+                        }
+                        () = shutdown.cancelled() => return None,
+                    }
+                    let Some(frame) = frames.borrow_and_update().clone() else { continue };
+                    if frame.version == sent {
+                        continue;
+                    }
+                    let bytes = match &frame.patch {
+                        Some((from, patch)) if patches && *from == sent => patch.clone(),
+                        _ => frame.whole.clone(),
+                    };
+                    return Some((Ok(bytes), (topic, frames, frame.version)));
+                }
+            }
+        });
+        ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(events))
+            .into_response()
+    }
+
+    /// The open topic for `key`, or a new one with its reader task.
+    fn topic<T, F, Fut>(&self, polling: &Polling, key: String, event: &'static str, snapshot: F) -> Arc<Topic>
+    where
+        T: Serialize + Send + 'static,
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
+    {
+        let mut topics = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(topic) = topics.get(&key).and_then(Weak::upgrade) {
+            return topic;
+        }
+        let (sender, frames) = watch::channel(None);
+        let topic = Arc::new(Topic { frames });
+        topics.insert(key.clone(), Arc::downgrade(&topic));
+        tokio::spawn(read_topic(self.clone(), polling.clone(), key, event, sender, snapshot));
+        topic
+    }
+}
+
+/// Reads a topic's snapshot every interval and publishes each change, until no stream watches it
+/// or the server shuts down.
+async fn read_topic<T, F, Fut>(
+    topics: Topics,
+    polling: Polling,
+    key: String,
+    event: &'static str,
+    sender: watch::Sender<Option<Arc<Frame>>>,
+    mut snapshot: F,
+) where
+    T: Serialize + Send + 'static,
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
+{
+    // The last snapshot sent (to patch from), or the last error sent.
+    let mut last: Option<Result<Value, Value>> = None;
+    let mut version = 0;
+    loop {
+        let now = match snapshot().await.and_then(|value| {
+            serde_json::to_value(value)
+                .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string()))
+        }) {
+            Ok(value) => Ok(value),
+            Err(error) => Err(serde_json::to_value(error.body()).unwrap_or(Value::Null)),
+        };
+        if last.as_ref() != Some(&now) {
+            version += 1;
+            let frame = match &now {
+                Ok(value) => {
+                    let whole = event_bytes(event, &value.to_string());
+                    let patch = match &last {
+                        Some(Ok(before)) => {
+                            Some(event_bytes("patch", &Value::from(patch::diff(before, value)).to_string()))
+                                .filter(|patch| patch.len() < whole.len())
+                                .map(|patch| (version - 1, patch))
+                        }
+                        _ => None,
+                    };
+                    Frame { version, whole, patch }
+                }
+                Err(error) => Frame { version, whole: event_bytes("error", &error.to_string()), patch: None },
+            };
+            sender.send_replace(Some(Arc::new(frame)));
+            last = Some(now);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(polling.interval) => {}
+            () = sender.closed() => break,
+            () = polling.shutdown.cancelled() => break,
+        }
+    }
+    let mut topics = topics.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if topics.get(&key).is_some_and(|topic| topic.strong_count() == 0) {
+        topics.remove(&key);
+    }
+}
