@@ -198,6 +198,9 @@ fn a_runs_spans_share_one_trace_across_a_restart() {
         201
     );
     await_status(&address, "/v1/workflows/hello/runs/h-1", "completed", None);
+    let flaky = r#"{"id":"f-1","input":{"failures":0}}"#;
+    assert_eq!(http(&address, "POST", "/v1/workflows/flaky/runs", Some(flaky)).0, 201);
+    await_status(&address, "/v1/workflows/flaky/runs/f-1", "completed", None);
     assert_eq!(http(&address, "POST", "/v1/workflows/approval/runs", Some(r#"{"id":"a-1"}"#)).0, 201);
     await_status(&address, "/v1/workflows/approval/runs/a-1", "suspended", None);
     stop(first);
@@ -246,6 +249,26 @@ fn a_runs_spans_share_one_trace_across_a_restart() {
     assert_eq!(statuses, ["suspended", "completed"], "{approval:#?}");
     assert_eq!(approval[0].trace, approval[1].trace, "one trace across the restart");
     assert_ne!(approval[0].trace, hello.trace, "one trace per run");
-    let [signal] = children_of(approval[1], "workflow.signal")[..] else { panic!("a-1's signal: {spans:#?}") };
+    // Its wait for the signal is a step span in each execution, the consumed signal inside the
+    // second.
+    for execution in &approval {
+        let [wait] = children_of(execution, "workflow.step")[..] else { panic!("a-1's wait: {spans:#?}") };
+        assert_eq!((attribute(wait, "step.name"), attribute(wait, "step.kind")), ("approve".into(), "wait".into()));
+    }
+    let wait = children_of(approval[1], "workflow.step")[0];
+    let [signal] = children_of(wait, "workflow.signal")[..] else { panic!("a-1's signal: {spans:#?}") };
     assert_eq!((attribute(signal, "event"), &signal.trace), ("approve".into(), &approval[0].trace));
+
+    // `flaky`: its step, then its sleep, as step spans of their kinds.
+    let [flaky] = runs_of("f-1")[..] else { panic!("f-1's run spans: {spans:#?}") };
+    let mut steps = children_of(flaky, "workflow.step");
+    steps.sort_by_key(|span| span.start);
+    let kinds: Vec<(String, String)> =
+        steps.iter().map(|span| (attribute(span, "step.name"), attribute(span, "step.kind"))).collect();
+    assert_eq!(kinds, [("charge".into(), "step".into()), ("cool-down".into(), "sleep".into())], "{spans:#?}");
+
+    // Every span says which workflow and run it belongs to.
+    for span in &spans {
+        assert!(!attribute(span, "workflow.name").is_empty() && !attribute(span, "run_id").is_empty(), "{span:#?}");
+    }
 }

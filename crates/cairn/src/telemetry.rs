@@ -10,9 +10,11 @@
 //!
 //! The same points are [`tracing`] spans: `workflow.run` (one per execution of a run on a worker:
 //! `workflow.name`, `workflow.version`, `run_id`, `status`), `workflow.step` inside it (one per
-//! attempt: `step.name`, `step.kind`, `step.attempt`, `status`) and `workflow.signal` (a wait
-//! consuming a signal: `event`). An exporter can derive a run's trace from `run_id`, so its spans
-//! share one trace across resumes and processes.
+//! attempt: `step.name`, `step.kind` `step`, `step.attempt`, `status`; and one per sleep or wait
+//! for a signal while the run is on the worker: `step.kind` `sleep` or `wait`) and
+//! `workflow.signal` (a wait consuming a signal: `event`). Every span carries `workflow.name` and
+//! `run_id`. An exporter can derive a run's trace from `run_id`, so its spans share one trace
+//! across resumes and processes.
 //!
 //! Runs and steps are labelled by workflow; steps also by their path with loop indices left out
 //! (`expedition/analyze`, not `expedition[2]/analyze[5]`), so labels stay few.
@@ -173,10 +175,12 @@ pub(crate) fn run_span(run: &cairn_store::RunRecord) -> tracing::Span {
     )
 }
 
-/// The span of one attempt of step `path`.
-pub(crate) fn step_span(path: &StepPath, attempt: u32) -> tracing::Span {
+/// The span of one attempt of step `path` of run `run_id` (of `workflow`).
+pub(crate) fn step_span(workflow: &str, run_id: &cairn_store::RunId, path: &StepPath, attempt: u32) -> tracing::Span {
     tracing::debug_span!(
         "workflow.step",
+        "workflow.name" = %workflow,
+        run_id = %run_id,
         "step.name" = %path,
         "step.kind" = "step",
         "step.attempt" = attempt,
@@ -184,9 +188,33 @@ pub(crate) fn step_span(path: &StepPath, attempt: u32) -> tracing::Span {
     )
 }
 
+/// The span of a sleep or a wait for a signal (`kind`: `sleep` or `wait`) at `path`: from when
+/// the body reaches it until it ends, or until the run suspends on it (a resumed run that finds
+/// it over in its journal opens none).
+pub(crate) fn wait_span(
+    workflow: &str,
+    run_id: &cairn_store::RunId,
+    path: &StepPath,
+    kind: &'static str,
+) -> tracing::Span {
+    tracing::debug_span!(
+        "workflow.step",
+        "workflow.name" = %workflow,
+        run_id = %run_id,
+        "step.name" = %path,
+        "step.kind" = kind,
+    )
+}
+
 /// The span of a wait consuming signal `event`.
-pub(crate) fn signal_span(event: &str, id: i64) -> tracing::Span {
-    tracing::debug_span!("workflow.signal", event = %event, "signal.id" = id)
+pub(crate) fn signal_span(workflow: &str, run_id: &cairn_store::RunId, event: &str, id: i64) -> tracing::Span {
+    tracing::debug_span!(
+        "workflow.signal",
+        "workflow.name" = %workflow,
+        run_id = %run_id,
+        event = %event,
+        "signal.id" = id,
+    )
 }
 
 /// A run of `workflow` was held back by a flow rule.

@@ -122,7 +122,7 @@ where
         let in_flight = shared.start_work();
         let deadline = timeout.map(|t| started_at + t);
         // Ends when dropped: after the attempt's result is journaled.
-        let span = crate::telemetry::step_span(&path, attempt);
+        let span = crate::telemetry::step_span(&shared.workflow, &shared.id, &path, attempt);
         let attempt_result: Result<T, StepError> = tokio::select! {
             biased;
             () = shared.stop.cancelled() => return Err(shared.interrupted()),

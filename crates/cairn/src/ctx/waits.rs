@@ -55,6 +55,7 @@ impl Ctx {
         deadline: Timestamp,
     ) -> impl Future<Output = Result<(), WorkflowError>> + Send + 'static {
         let shared = Arc::clone(&self.shared);
+        let span = self.wait_span(&begun, "sleep");
         async move {
             let (path, Begun { ordinal, record }) = begun?;
             let wake_at = match record.map(|r| r.status) {
@@ -69,6 +70,21 @@ impl Ctx {
             };
             shared.park(Some(wake_at), SuspendReason::Sleeping, None).await?;
             shared.append(vec![Event::TimerFired { path }], None).await
+        }
+        .instrument(span)
+    }
+
+    /// The span of the sleep or wait `begun` (`kind`), or none when the journal holds it over.
+    fn wait_span(&self, begun: &Result<(StepPath, Begun), WorkflowError>, kind: &'static str) -> tracing::Span {
+        match begun {
+            Ok((path, Begun { record, .. }))
+                if !record
+                    .as_ref()
+                    .is_some_and(|r| matches!(r.status, StepStatus::Slept | StepStatus::Received { .. })) =>
+            {
+                crate::telemetry::wait_span(&self.shared.workflow, &self.shared.id, path, kind)
+            }
+            _ => tracing::Span::none(),
         }
     }
 
@@ -108,6 +124,7 @@ impl Ctx {
         let deadline = self.shared.now() + timeout;
         let shared = Arc::clone(&self.shared);
         let event = event.to_owned();
+        let span = self.wait_span(&begun, "wait");
         async move {
             let (path, Begun { ordinal, record }) = begun?;
             let (event, filter, deadline) = match record.map(|r| r.status) {
@@ -144,7 +161,7 @@ impl Ctx {
                 }
                 if let Some(signal) = signal {
                     crate::telemetry::signal(&shared.workflow, &signal.name);
-                    let span = crate::telemetry::signal_span(&signal.name, signal.id.0);
+                    let span = crate::telemetry::signal_span(&shared.workflow, &shared.id, &signal.name, signal.id.0);
                     let value = decode(&path, signal.payload.get());
                     shared
                         .append(
@@ -162,5 +179,6 @@ impl Ctx {
                 shared.park(deadline, SuspendReason::Waiting, Some(changes)).await?;
             }
         }
+        .instrument(span)
     }
 }
