@@ -2,7 +2,7 @@
 //! (`--url`). Both answer with the HTTP API's views, so every command prints the same text and
 //! the same `--json` either way.
 
-use crate::store_args::StoreArgs;
+use crate::store_args::{Access, StoreArgs};
 use anyhow::Result;
 use cairn::{Client, PageCursor, RunFilter, RunId, RunStatus, StartOptions};
 use cairn_client::Client as Remote;
@@ -31,11 +31,11 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// The server, or the store opened (`create`: an SQLite file may be created).
-    pub(crate) async fn connect(&self, create: bool) -> Result<Backend> {
+    /// The server, or the store opened for `access`.
+    pub(crate) async fn connect(&self, access: Access) -> Result<Backend> {
         match &self.url {
             Some(url) => Ok(Backend::Http(Remote::new(url, self.token.clone())?)),
-            None => Ok(Backend::Store(Client::from_shared(self.store.open(create).await?))),
+            None => Ok(Backend::Store(Client::from_shared(self.store.open(access).await?))),
         }
     }
 }

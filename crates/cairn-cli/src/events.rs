@@ -2,6 +2,7 @@
 
 use crate::backend::Target;
 use crate::runs::json_arg;
+use crate::store_args::Access;
 use anyhow::Result;
 use clap::Subcommand;
 use serde_json::json;
@@ -31,7 +32,7 @@ pub(crate) async fn run(command: EventsCommand) -> Result<()> {
     match command {
         EventsCommand::Publish { target, topic, payload, id, json } => {
             let payload = json_arg("payload", payload)?;
-            let published = target.connect(true).await?.publish(&topic, payload, id).await?;
+            let published = target.connect(Access::Create).await?.publish(&topic, payload, id).await?;
             if json {
                 out!("{}", json!(published));
                 return Ok(());

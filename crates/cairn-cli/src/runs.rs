@@ -2,6 +2,7 @@
 //! a store or through a running `cairn serve` (`--url`).
 
 use crate::backend::{ListQuery, Shown, Target, input_pairs};
+use crate::store_args::Access;
 use anyhow::{Context, Result};
 use cairn::journal::Event;
 use cairn::{DebounceOptions, StartOptions};
@@ -264,7 +265,7 @@ fn describe(event: &Event) -> (String, String) {
 pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
         RunsCommand::List { target, workflow, status, limit, cursor, stranded, input, json } => {
-            let backend = target.connect(false).await?;
+            let backend = target.connect(Access::Read).await?;
             let mut query = ListQuery {
                 workflow,
                 status,
@@ -313,7 +314,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Show { target, id, json } => {
-            let shown = target.connect(false).await?.show(&id).await?;
+            let shown = target.connect(Access::Read).await?.show(&id).await?;
             if json {
                 out!("{}", json!(shown));
             } else {
@@ -322,7 +323,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
         }
         RunsCommand::Signal { target, id, event, payload, json } => {
             let payload = json_arg("payload", payload)?;
-            let sent = target.connect(false).await?.signal(&id, &event, payload).await?;
+            let sent = target.connect(Access::Write).await?.signal(&id, &event, payload).await?;
             if json {
                 out!("{}", json!(sent));
             } else {
@@ -358,7 +359,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 timeout,
                 allow_unknown: allow_unknown.then_some(true),
             };
-            let started = target.connect(true).await?.start(&workflow, options).await?;
+            let started = target.connect(Access::Create).await?.start(&workflow, options).await?;
             let run = &started.run;
             if json {
                 out!("{}", json!(started));
@@ -379,7 +380,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Steps { target, id, json } => {
-            let steps = target.connect(false).await?.steps(&id).await?;
+            let steps = target.connect(Access::Read).await?.steps(&id).await?;
             if json {
                 out!("{}", json!(steps));
             } else {
@@ -406,7 +407,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Cancel { target, id, json } => {
-            let outcome = target.connect(false).await?.cancel(&id).await?;
+            let outcome = target.connect(Access::Write).await?.cancel(&id).await?;
             if json {
                 out!("{}", json!(outcome));
             } else if outcome.outcome == "cancelled" {
@@ -416,7 +417,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Pause { target, id, json } => {
-            let outcome = target.connect(false).await?.pause(&id).await?;
+            let outcome = target.connect(Access::Write).await?.pause(&id).await?;
             if json {
                 out!("{}", json!(outcome));
             } else if outcome.outcome == "paused" {
@@ -426,7 +427,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Restart { target, id, from_step, json } => {
-            let restarted = target.connect(false).await?.restart(&id, &from_step).await?;
+            let restarted = target.connect(Access::Write).await?.restart(&id, &from_step).await?;
             if json {
                 out!("{}", json!(restarted));
             } else {
@@ -434,7 +435,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Prune { target, older_than, dry_run, json } => {
-            let pruned = target.connect(false).await?.prune(older_than, dry_run).await?;
+            let pruned = target.connect(Access::Write).await?.prune(older_than, dry_run).await?;
             if json {
                 out!("{}", json!(pruned));
             } else if dry_run {
@@ -447,7 +448,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Resume { target, id, json } => {
-            let outcome = target.connect(false).await?.resume(&id).await?;
+            let outcome = target.connect(Access::Write).await?.resume(&id).await?;
             if json {
                 out!("{}", json!(outcome));
             } else {

@@ -2,6 +2,7 @@
 
 use crate::backend::{Backend, Target, remote_error};
 use crate::runs::table;
+use crate::store_args::Access;
 use anyhow::Result;
 use cairn_http::views::{self, ScheduleBody, ScheduleView, Schedules, StartedRun, schedule_view};
 use clap::Subcommand;
@@ -171,7 +172,7 @@ fn print(schedule: &ScheduleView) {
 pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
     match command {
         SchedulesCommand::List { target, json } => {
-            let schedules = target.connect(false).await?.schedules().await?;
+            let schedules = target.connect(Access::Read).await?.schedules().await?;
             if json {
                 out!("{}", serde_json::to_string(&schedules)?);
                 return Ok(());
@@ -192,7 +193,7 @@ pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
             out!("{}", table(&["NAME", "WORKFLOW", "FIRES", "CATCH-UP", "STATE", "NEXT", "LAST"], &rows));
         }
         SchedulesCommand::Show { target, name, json } => {
-            let schedule = target.connect(false).await?.show_schedule(&name).await?;
+            let schedule = target.connect(Access::Read).await?.show_schedule(&name).await?;
             match json {
                 true => out!("{}", serde_json::to_string(&schedule)?),
                 false => print(&schedule),
@@ -216,26 +217,26 @@ pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("--input is not JSON: {e}"))?;
             let allow_unknown = allow_unknown.then_some(true);
             let body = ScheduleBody { workflow, cron, time_zone, every, input, catch_up, allow_unknown };
-            let schedule = target.connect(true).await?.put_schedule(&name, &body).await?;
+            let schedule = target.connect(Access::Create).await?.put_schedule(&name, &body).await?;
             match json {
                 true => out!("{}", serde_json::to_string(&schedule)?),
                 false => print(&schedule),
             }
         }
         SchedulesCommand::Pause { target, name } => {
-            let schedule = target.connect(false).await?.pause_schedule(&name).await?;
+            let schedule = target.connect(Access::Write).await?.pause_schedule(&name).await?;
             out!("paused {}", schedule.name);
         }
         SchedulesCommand::Resume { target, name } => {
-            let schedule = target.connect(false).await?.resume_schedule(&name).await?;
+            let schedule = target.connect(Access::Write).await?.resume_schedule(&name).await?;
             out!("resumed {}; next firing {}", schedule.name, schedule.next_fire_at.as_deref().unwrap_or("-"));
         }
         SchedulesCommand::Trigger { target, name } => {
-            let started = target.connect(false).await?.trigger_schedule(&name).await?;
+            let started = target.connect(Access::Write).await?.trigger_schedule(&name).await?;
             out!("started {} ({} v{})", started.run.id, started.run.workflow, started.run.version);
         }
         SchedulesCommand::Delete { target, name } => {
-            target.connect(false).await?.delete_schedule(&name).await?;
+            target.connect(Access::Write).await?.delete_schedule(&name).await?;
             out!("deleted {name}");
         }
     }

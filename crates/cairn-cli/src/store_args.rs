@@ -23,9 +23,22 @@ pub(crate) struct StoreArgs {
     data_dir: Option<PathBuf>,
 }
 
+/// What a command does with the store it opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Only reads: an SQLite file is opened read-only and nothing is written, not even a
+    /// migration (so it works on a read-only file and on a full disk).
+    Read,
+    /// Reads and writes an existing store.
+    Write,
+    /// Reads and writes, creating an SQLite file or data directory if there is none.
+    Create,
+}
+
 impl StoreArgs {
-    /// Opens the store; an SQLite file must already exist (`create` says whether to make one).
-    pub(crate) async fn open(&self, create: bool) -> Result<std::sync::Arc<dyn cairn::Store>> {
+    /// Opens the store for `access`; an SQLite file must already exist unless `Create`.
+    pub(crate) async fn open(&self, access: Access) -> Result<std::sync::Arc<dyn cairn::Store>> {
+        let create = access == Access::Create;
         if let Some(url) = &self.database_url {
             let options = cairn_postgres::PostgresOptions::new(url).schema(&self.schema);
             let store = cairn_postgres::PostgresStore::connect(options)
@@ -44,7 +57,11 @@ impl StoreArgs {
         if !create && !self.db.exists() {
             bail!("no Cairn database at {} (use --db PATH or --database-url URL)", self.db.display());
         }
-        let store = SqliteStore::open(&self.db).with_context(|| format!("cannot open {}", self.db.display()))?;
+        let store = match access {
+            Access::Read => SqliteStore::open_read_only(&self.db),
+            Access::Write | Access::Create => SqliteStore::open(&self.db),
+        }
+        .with_context(|| format!("cannot open {}", self.db.display()))?;
         Ok(std::sync::Arc::new(store))
     }
 

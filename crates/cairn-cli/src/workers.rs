@@ -2,6 +2,7 @@
 
 use crate::backend::Target;
 use crate::runs::table;
+use crate::store_args::Access;
 use anyhow::Result;
 use clap::Args;
 
@@ -19,7 +20,7 @@ pub(crate) struct WorkersArgs {
 }
 
 pub(crate) async fn run(args: WorkersArgs) -> Result<()> {
-    let workers = args.target.connect(false).await?.workers(args.all).await?;
+    let workers = args.target.connect(Access::Read).await?.workers(args.all).await?;
     if args.json {
         out!("{}", serde_json::to_string(&workers)?);
         return Ok(());

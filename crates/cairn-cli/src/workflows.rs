@@ -2,6 +2,7 @@
 
 use crate::backend::Target;
 use crate::runs::table;
+use crate::store_args::Access;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
@@ -18,7 +19,7 @@ pub(crate) struct WorkflowsArgs {
 
 /// Every workflow with runs in the store, with its counts by status.
 pub(crate) async fn run(args: WorkflowsArgs) -> Result<()> {
-    let workflows = args.target.connect(false).await?.workflows().await?;
+    let workflows = args.target.connect(Access::Read).await?.workflows().await?;
     if args.json {
         out!("{}", json!(workflows));
         return Ok(());

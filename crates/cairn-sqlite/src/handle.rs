@@ -271,6 +271,50 @@ impl IdleWal {
     }
 }
 
+/// How every read-only connection opens.
+fn read_only_flags() -> OpenFlags {
+    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI
+}
+
+/// `path` as a read-only SQLite URI; `immutable` tells SQLite the file cannot change.
+fn read_only_uri(path: &Path, immutable: bool) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str(if immutable { "?mode=ro&immutable=1" } else { "?mode=ro" });
+    uri
+}
+
+/// A read-only connection to the database at `path`, and the URI it was opened by (the readers
+/// open the same). Reading a WAL database needs its shared-memory file, which SQLite creates if
+/// missing; where it cannot (a read-only directory, a full disk) and no WAL file is there (the
+/// database was closed cleanly, and no writer has it open, or there would be one), the file is
+/// opened `immutable`, which needs none.
+fn open_read_only(path: &Path) -> Result<(Connection, String), StoreError> {
+    let attempt = |immutable: bool| -> rusqlite::Result<(Connection, String)> {
+        let uri = read_only_uri(path, immutable);
+        let conn = Connection::open_with_flags(&uri, read_only_flags())?;
+        conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))?;
+        Ok((conn, uri))
+    };
+    attempt(false)
+        .or_else(|error| {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            match Path::new(&wal).exists() || !path.exists() {
+                true => Err(error),
+                false => attempt(true),
+            }
+        })
+        .map_err(|e| StoreError::caused_by(path.display(), e))
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path` with default options.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
@@ -279,19 +323,51 @@ impl SqliteStore {
 
     /// Opens (creating if needed) the database file at `path`.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
-        let path = path.as_ref().to_path_buf();
-        let mut conn = Connection::open(&path).map_err(|e| StoreError::caused_by(path.display(), e))?;
+        Self::open_inner(path.as_ref().to_path_buf(), options, false)
+    }
+
+    /// Opens the existing database file at `path` to read it, writing nothing: no migration, no
+    /// change of journal mode, no checkpoints, so it works on a read-only file or directory and
+    /// on a full disk. Every write through it fails (the database is read-only). A database
+    /// that an older build wrote, and that no writer has migrated yet, is refused: open it for
+    /// writing once.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        Self::open_inner(path.as_ref().to_path_buf(), SqliteOptions::default(), true)
+    }
+
+    fn open_inner(
+        path: std::path::PathBuf,
+        options: SqliteOptions,
+        read_only: bool,
+    ) -> Result<SqliteStore, StoreError> {
+        let opened = |e| StoreError::caused_by(path.display(), e);
+        let (conn, reading) = match read_only {
+            true => open_read_only(&path).map(|(conn, uri)| (conn, Some(uri)))?,
+            false => (Connection::open(&path).map_err(opened)?, None),
+        };
         configure(&conn, &options, 65_536)?;
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::backend(format!("{} cannot use WAL mode (got {mode})", path.display())));
+        if !read_only {
+            let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(backend)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError::backend(format!("{} cannot use WAL mode (got {mode})", path.display())));
+            }
         }
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(backend)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(opened)?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::backend(format!(
                 "{} was written by a newer Cairn (schema {version}, this build knows {SCHEMA_VERSION})",
                 path.display()
             )));
+        }
+        if read_only {
+            if version < SCHEMA_VERSION {
+                return Err(StoreError::backend(format!(
+                    "{} has schema {version} and needs migrating to {SCHEMA_VERSION}, which reading does not do: \
+                     run a command that writes (or a worker) on it once",
+                    path.display()
+                )));
+            }
+            return Self::start_threads(path, options, conn, None, reading);
         }
         conn.execute_batch("BEGIN IMMEDIATE").map_err(backend)?;
         let migrated = (|| {
@@ -309,30 +385,28 @@ impl SqliteStore {
         // Checkpoints run on their own thread so the writer does not stall on them; the writer
         // checkpoints by itself only if the WAL grows past ~40 MB anyway.
         conn.execute_batch("PRAGMA wal_autocheckpoint = 10000;").map_err(backend)?;
+        let checkpointer = Connection::open(&path).map_err(backend)?;
+        configure(&checkpointer, &options, 2_000)?;
+        Self::start_threads(path, options, conn, Some(checkpointer), None)
+    }
+
+    /// The store over `conn` (the writer's), with its reader threads and, given a connection
+    /// for it, its checkpoint thread; a read-only store's readers open `reading` (a URI).
+    fn start_threads(
+        path: std::path::PathBuf,
+        options: SqliteOptions,
+        mut conn: Connection,
+        checkpointer: Option<Connection>,
+        reading: Option<String>,
+    ) -> Result<SqliteStore, StoreError> {
         let statements = options.count_statements.then(StatementCounts::default);
         if let Some(counts) = &statements {
             counts.watch(&mut conn)?;
         }
         let (checkpoints, stop) = std::sync::mpsc::channel::<()>();
-        let checkpointer = Connection::open(&path).map_err(backend)?;
-        configure(&checkpointer, &options, 2_000)?;
-        std::thread::Builder::new()
-            .name("cairn-sqlite-checkpoint".into())
-            .spawn(move || {
-                let mut idle = IdleWal::default();
-                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY) {
-                    // A busy or failed checkpoint is retried at the next tick.
-                    let passive = checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-                    });
-                    if let Ok((busy, frames, copied)) = passive
-                        && idle.should_truncate(busy != 0, frames, copied)
-                    {
-                        let _ = checkpointer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-                    }
-                }
-            })
-            .map_err(|e| StoreError::caused_by("cannot start the checkpoint thread", e))?;
+        if let Some(checkpointer) = checkpointer {
+            Self::checkpoint_thread(checkpointer, stop)?;
+        }
         let (commands, receiver) = mpsc::unbounded_channel();
         let max_batch = options.max_batch.max(1);
         let writer = Arc::new(WriterSlot {
@@ -348,10 +422,10 @@ impl SqliteStore {
         let (reads, jobs) = std::sync::mpsc::channel::<ReadJob>();
         let jobs = Arc::new(Mutex::new(jobs));
         for i in 0..READER_THREADS {
-            let mut reader = Connection::open_with_flags(
-                &path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
-            )
+            let mut reader = match &reading {
+                Some(uri) => Connection::open_with_flags(uri, read_only_flags()),
+                None => Connection::open_with_flags(&path, read_only_flags()),
+            }
             .map_err(backend)?;
             configure(&reader, &options, 16_384)?;
             add_functions(&reader)?;
@@ -384,6 +458,29 @@ impl SqliteStore {
             statements,
             _checkpoints: Arc::new(checkpoints),
         })
+    }
+
+    /// Checkpoints the WAL every [`CHECKPOINT_EVERY`] on `checkpointer` (a passive checkpoint,
+    /// and a truncating one once the writer is idle) until `stop`'s sender is dropped.
+    fn checkpoint_thread(checkpointer: Connection, stop: std::sync::mpsc::Receiver<()>) -> Result<(), StoreError> {
+        std::thread::Builder::new()
+            .name("cairn-sqlite-checkpoint".into())
+            .spawn(move || {
+                let mut idle = IdleWal::default();
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY) {
+                    // A busy or failed checkpoint is retried at the next tick.
+                    let passive = checkpointer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+                    });
+                    if let Ok((busy, frames, copied)) = passive
+                        && idle.should_truncate(busy != 0, frames, copied)
+                    {
+                        let _ = checkpointer.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                    }
+                }
+            })
+            .map_err(|e| StoreError::caused_by("cannot start the checkpoint thread", e))?;
+        Ok(())
     }
 
     /// The statements this store's connections executed, if it was opened with

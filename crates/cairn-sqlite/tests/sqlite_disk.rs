@@ -1,5 +1,6 @@
 //! SQLite disk use stays bounded: the WAL file gives its space back once writes stop, and the
 //! database file reuses the space that pruning freed instead of growing with every batch of runs.
+//! A read-only open writes nothing at all.
 
 use cairn_journal::Timestamp;
 use cairn_sqlite::*;
@@ -217,4 +218,58 @@ async fn unended_status_queries_read_their_partial_indexes() {
     }
     // Two counts, the next wake-up, six lists and the claim.
     assert_eq!(checked, 10, "{:#?}", counts.snapshot().keys().collect::<Vec<_>>());
+}
+
+/// The database's files as bytes: the database and its WAL, if any (not the shared-memory
+/// index, where readers take their read locks).
+fn files_of(path: &Path) -> Vec<Option<Vec<u8>>> {
+    ["", "-wal"]
+        .iter()
+        .map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::read(name).ok()
+        })
+        .collect()
+}
+
+/// A read-only open reads everything and writes nothing, not a byte of the database or its WAL
+/// (opening for writing, the control, does write); a write through it fails and changes nothing;
+/// a database a newer build must migrate first is refused rather than migrated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_opens_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = dir.path().join("written.db");
+    let input = RawValue::from_string("{\"n\":1}".into()).unwrap();
+    let store = SqliteStore::open(&written).unwrap();
+    let run = NewRun::new(RunId::new("r1"), "order", 1, input.clone(), Timestamp::from_millis(1));
+    store.create_run(run).await.unwrap();
+    // A copy no other connection touches (the store's threads close theirs in their own time).
+    let path = dir.path().join("cairn.db");
+    let copy = format!("VACUUM INTO '{}'", path.display());
+    rusqlite::Connection::open(&written).unwrap().execute_batch(&copy).unwrap();
+    drop(store);
+    let before = files_of(&path);
+    {
+        let store = SqliteStore::open_read_only(&path).unwrap();
+        let run = store.get_run(&RunId::new("r1")).await.unwrap().expect("the run");
+        assert_eq!(run.input.get(), "{\"n\":1}");
+        assert_eq!(store.list_runs(&RunFilter::default()).await.unwrap().runs.len(), 1);
+        let refused = NewRun::new(RunId::new("r2"), "order", 1, input.clone(), Timestamp::from_millis(2));
+        let error = store.create_run(refused).await.unwrap_err().to_string();
+        assert!(error.contains("readonly"), "{error}");
+    }
+    assert_eq!(files_of(&path), before, "a read-only open changed the database's files");
+    drop(SqliteStore::open(&path).unwrap());
+    assert_ne!(files_of(&path), before, "the control: opening for writing writes");
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA user_version = 1").unwrap();
+    drop(conn);
+    let error = SqliteStore::open_read_only(&path).map(drop).expect_err("an old schema is refused").to_string();
+    assert!(error.contains("needs migrating"), "{error}");
+    let missing =
+        SqliteStore::open_read_only(dir.path().join("absent.db")).map(drop).expect_err("a missing file").to_string();
+    assert!(missing.contains("absent.db"), "{missing}");
+    assert!(!dir.path().join("absent.db").exists(), "reading created the file");
 }
