@@ -276,6 +276,11 @@ fn apply(document: &mut Value) {
             ]);
         }
         if let Some(start) = schemas.get_mut("StartBody") {
+            // A debounced start has no idempotency key (its runs collapse by the debounce key).
+            start["not"] = json!({
+                "required": ["debounce", "idempotencyKey"],
+                "properties": {"debounce": {"type": "object"}, "idempotencyKey": {"type": "string"}},
+            });
             // The integers' ranges are their types' (what the server reads them into).
             for (field, low, high) in [
                 ("priority", i64::from(i32::MIN), i64::from(i32::MAX)),
