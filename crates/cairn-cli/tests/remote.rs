@@ -178,3 +178,75 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         String::from_utf8_lossy(&nobody.stderr)
     );
 }
+
+/// A TLS proxy on a port of its own in front of `backend` (plain HTTP), serving `certificate`
+/// (PEM) with `key` (PEM); its port. It runs on a thread of its own for the rest of the test.
+fn tls_proxy(backend: String, certificate: &str, key: &str) -> u16 {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+    let chain = vec![rustls::pki_types::CertificateDer::from_pem_slice(certificate.as_bytes()).unwrap()];
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                let (acceptor, backend) = (acceptor.clone(), backend.clone());
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends the handshake: nothing to serve.
+                    let Ok(mut secured) = acceptor.accept(stream).await else { return };
+                    let mut plain = tokio::net::TcpStream::connect(backend).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut secured, &mut plain).await;
+                });
+            }
+        });
+    });
+    port
+}
+
+/// `--url https://…` speaks TLS: through a TLS proxy in front of `cairn serve`, trusting its
+/// certificate (`SSL_CERT_FILE`), a start and a list work and print what they print over plain
+/// HTTP; trusting another certificate, the command fails on the certificate and starts nothing.
+#[test]
+fn https_urls_are_spoken_and_checked() {
+    let server = Server::start(None);
+    let dir = tempfile::tempdir().unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let trusted = dir.path().join("proxy.pem");
+    std::fs::write(&trusted, made.cert.pem()).unwrap();
+    let port = tls_proxy(server.address.clone(), &made.cert.pem(), &made.signing_key.serialize_pem());
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let untrusted = dir.path().join("other.pem");
+    std::fs::write(&untrusted, other.cert.pem()).unwrap();
+
+    let https = format!("https://localhost:{port}");
+    let trusting = [("SSL_CERT_FILE", trusted.to_str().unwrap())];
+    let start = ["runs", "start", "hello", r#"{"name":"Ada"}"#, "--id", "tls-1", "--json"];
+    let started = json_of(&cairn(&[&start[..], &["--url", &https]].concat(), &trusting));
+    assert_eq!((&started["id"], &started["created"]), (&json!("tls-1"), &json!(true)), "{started}");
+    await_status(&server.address, "/v1/runs/tls-1", "completed", None);
+    let plain = format!("http://{}", server.address);
+    let list = ["runs", "list", "--workflow", "hello", "--json"];
+    assert_eq!(
+        json_of(&cairn(&[&list[..], &["--url", &https]].concat(), &trusting)),
+        json_of(&cairn(&[&list[..], &["--url", &plain]].concat(), &[]))
+    );
+
+    let doubting = [("SSL_CERT_FILE", untrusted.to_str().unwrap())];
+    let start = ["runs", "start", "hello", r#"{"name":"Bo"}"#, "--id", "tls-2", "--url", &https];
+    let refused = cairn(&start, &doubting);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.to_lowercase().contains("certificate"), "{stderr}");
+    assert_eq!(http_with(&server.address, "GET", "/v1/runs/tls-2", None, None).0, 404, "nothing started");
+}

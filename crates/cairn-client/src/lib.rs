@@ -98,7 +98,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the API at `url` (`http://host:port`, optionally with the path it is mounted
+    /// A client of the API at `url` (`http://host:port` or `https://host:port`, the port
+    /// optional; `https` checks the server's certificate against the system's roots, or those
+    /// `SSL_CERT_FILE` names; optionally with the path it is mounted
     /// under), sending `token` as its bearer token when given (an empty token is none).
     pub fn new(url: &str, token: Option<String>) -> Result<Client, Error> {
         Ok(Client { transport: Transport::new(url, token)? })
