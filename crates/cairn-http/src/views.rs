@@ -8,8 +8,19 @@ pub use cairn_api::ScheduleBody;
 pub use cairn_api::views::*;
 use serde_json::Value;
 
-/// A time as RFC 3339 in UTC with milliseconds (`2026-11-23T10:00:00.000Z`).
+/// A time as RFC 3339 in UTC with milliseconds (`2026-11-23T10:00:00.000Z`). RFC 3339 ends with
+/// the year 9999: a later time (a run kept for `u32::MAX` days has one) shows as its last
+/// millisecond, `9999-12-31T23:59:59.999Z`, and one before 1970 as `1970-01-01T00:00:00.000Z`.
+///
+/// ```
+/// use cairn::Timestamp;
+/// assert_eq!(cairn_http::views::time(Timestamp::from_millis(1_000)), "1970-01-01T00:00:01.000Z");
+/// assert_eq!(cairn_http::views::time(Timestamp::from_millis(i64::MAX)), "9999-12-31T23:59:59.999Z");
+/// ```
 pub fn time(t: Timestamp) -> String {
+    /// 9999-12-31T23:59:59.999Z in milliseconds since 1970.
+    const LAST: i64 = 253_402_300_799_999;
+    let t = Timestamp::from_millis(t.as_millis().clamp(0, LAST));
     humantime::format_rfc3339_millis(t.to_system_time()).to_string()
 }
 

@@ -310,7 +310,7 @@ async fn signal_cancel_pause_resume_restart() {
     assert_eq!(original["restarts"], json!([new_id]));
     let (status, body) =
         api.call("POST", "/v1/workflows/approval/runs/a1/restart", Some(r#"{"fromStep":"nowhere"}"#)).await;
-    assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "unknown_step"));
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "unknown_step"));
 
     // Pause and resume the restarted run, then cancel it.
     let (status, paused) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/pause"), None).await;
@@ -965,5 +965,22 @@ async fn starts_of_workflows_nobody_serves_are_refused_unless_asked_for() {
     let every = r#"{"workflow":"nobody","every":"1h","allowUnknown":true}"#;
     let (status, body) = api.call("PUT", "/v1/schedules/nightly-nobody", Some(every)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    api.engine.shutdown().await;
+}
+
+/// A run kept for the longest retention a start may ask (`u32::MAX` days) ends past the year
+/// 9999: it is shown with the last time RFC 3339 can write, not a panic that drops the
+/// connection (what Schemathesis found).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_kept_past_the_year_9999_is_shown() {
+    let api = served(cairn_http::ApiConfig::default()).await;
+    let start = r#"{"id":"forever","input":{"name":"Ada"},"retentionDays":4294967295}"#;
+    let (status, _) = api.call("POST", "/v1/workflows/hello/runs", Some(start)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    api.engine.client().result::<String>(&cairn::RunId::new("forever")).await.unwrap();
+    let (status, run) = api.call("GET", "/v1/runs/forever", None).await;
+    assert_eq!((status, &run["delete_after"]), (StatusCode::OK, &json!("9999-12-31T23:59:59.999Z")), "{run}");
+    let (status, page) = api.call("GET", "/v1/runs", None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
     api.engine.shutdown().await;
 }

@@ -350,9 +350,9 @@ impl ClientError {
             | ClientError::UnknownVersion { .. }
             | ClientError::RunNotFound(_)
             | ClientError::ScheduleNotFound(_)
+            | ClientError::UnknownStep { .. }
             | ClientError::UnknownTimeZone(_) => ErrorKind::NotFound,
             ClientError::InvalidPayload(_)
-            | ClientError::UnknownStep { .. }
             | ClientError::InvalidTopic(_)
             | ClientError::InvalidEventId(_)
             | ClientError::InvalidSchedule(_)
