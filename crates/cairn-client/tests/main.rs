@@ -218,5 +218,6 @@ async fn refusals_keep_their_codes_and_nothing_is_stored() {
 
     let unreachable = Client::new("http://127.0.0.1:9", None).unwrap().get("x").await.unwrap_err();
     assert!(matches!(unreachable, Error::Unreachable { .. }), "{unreachable:?}");
-    assert!(matches!(Client::new("https://example.com", None), Err(Error::InvalidUrl { .. })));
+    assert!(matches!(Client::new("ftp://example.com", None), Err(Error::InvalidUrl { .. })));
+    assert!(Client::new("https://example.com", None).is_ok(), "https is spoken");
 }

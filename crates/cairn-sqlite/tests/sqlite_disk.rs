@@ -90,7 +90,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         let store = SqliteStore::open(&path).unwrap();
         write_ended_runs(&store, 0, 3).await;
     }
-    // What schema 5 left on disk: none of 6's to 18's tables, indexes, triggers and columns, and
+    // What schema 5 left on disk: none of 6's to 19's tables, indexes, triggers and columns, and
     // the status indexes over every run that 18 replaced.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -107,6 +107,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
              ALTER TABLE runs DROP COLUMN debounce_until;
              DROP INDEX runs_timer; DROP INDEX runs_leased; DROP INDEX runs_open;
              CREATE INDEX runs_wake ON runs(status, wake_at); CREATE INDEX runs_lease ON runs(status, lease_expires_at);
+             DROP TABLE served_workflows;
              PRAGMA user_version = 5;",
         )
         .unwrap();
@@ -138,7 +139,11 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes, gone), (18, 11, 0));
+    assert_eq!((version, indexes, gone), (19, 11, 0));
+    // The registry of served versions starts with those of the runs already there.
+    let served: (String, i64) =
+        conn.query_row("SELECT name, version FROM served_workflows", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    assert_eq!(served, ("order".to_owned(), 1));
     // The status list goes through its partial index.
     let plan: String = conn
         .query_row(
