@@ -26,8 +26,9 @@ pub(crate) struct StoreArgs {
 /// What a command does with the store it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
-    /// Only reads: an SQLite file is opened read-only and nothing is written, not even a
-    /// migration (so it works on a read-only file and on a full disk).
+    /// Only reads: an SQLite file is opened read-only and nothing is written (so it works on a
+    /// read-only file and on a full disk), unless an older build wrote it: then it is migrated
+    /// first, as any command does.
     Read,
     /// Reads and writes an existing store.
     Write,
@@ -57,9 +58,11 @@ impl StoreArgs {
         if !create && !self.db.exists() {
             bail!("no Cairn database at {} (use --db PATH or --database-url URL)", self.db.display());
         }
+        // A file an older build wrote is migrated first (which writes) even to be read.
+        let migrate = access == Access::Read && SqliteStore::needs_migrating(&self.db).unwrap_or(false);
         let store = match access {
-            Access::Read => SqliteStore::open_read_only(&self.db),
-            Access::Write | Access::Create => SqliteStore::open(&self.db),
+            Access::Read if !migrate => SqliteStore::open_read_only(&self.db),
+            _ => SqliteStore::open(&self.db),
         }
         .with_context(|| format!("cannot open {}", self.db.display()))?;
         Ok(std::sync::Arc::new(store))

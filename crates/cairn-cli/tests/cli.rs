@@ -547,3 +547,24 @@ async fn bad_events_are_refused_and_start_nothing() {
     assert_eq!(again["runs"], serde_json::json!([]));
     assert_eq!(client.list(&Default::default()).await.unwrap().runs.len(), 1);
 }
+
+/// Read commands open a current file read-only (tested in cairn-sqlite), but one an older build
+/// wrote (here: schema 18, before the served-workflows registry) is migrated first, so `runs
+/// list` still lists its runs right after an upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_commands_write_nothing_but_migrate_an_older_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    seed(&db).await;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("DROP TABLE served_workflows; PRAGMA user_version = 18;").unwrap();
+    drop(conn);
+    let path = db.to_str().unwrap();
+    let listed = stdout_json(&cairn(&["runs", "list", "--db", path, "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert!(version > 18, "not migrated: {version}");
+    drop(conn);
+    assert!(!SqliteStore::needs_migrating(&db).unwrap());
+}

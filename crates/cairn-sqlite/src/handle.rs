@@ -335,6 +335,18 @@ impl SqliteStore {
         Self::open_inner(path.as_ref().to_path_buf(), SqliteOptions::default(), true)
     }
 
+    /// Whether the existing database at `path` was written by an older build and needs
+    /// migrating before [`open_read_only`](SqliteStore::open_read_only) can read it (what
+    /// [`open`](SqliteStore::open) does first). Reads its schema version, writing nothing.
+    pub fn needs_migrating(path: impl AsRef<Path>) -> Result<bool, StoreError> {
+        let path = path.as_ref();
+        let (conn, _) = open_read_only(path)?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| StoreError::caused_by(path.display(), e))?;
+        Ok(version < SCHEMA_VERSION)
+    }
+
     fn open_inner(
         path: std::path::PathBuf,
         options: SqliteOptions,

@@ -268,9 +268,11 @@ async fn read_only_opens_write_nothing() {
     drop(SqliteStore::open(&path).unwrap());
     assert_ne!(files_of(&path), before, "the control: opening for writing writes");
 
+    assert!(!SqliteStore::needs_migrating(&path).unwrap());
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch("PRAGMA user_version = 1").unwrap();
     drop(conn);
+    assert!(SqliteStore::needs_migrating(&path).unwrap());
     let error = SqliteStore::open_read_only(&path).map(drop).expect_err("an old schema is refused").to_string();
     assert!(error.contains("needs migrating"), "{error}");
     let missing =
