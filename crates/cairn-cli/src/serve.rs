@@ -119,10 +119,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     service.listen = args.listen;
     service.api.allowed_origins.extend(args.allow_origins);
     service.api.body_timeout = args.body_timeout;
-    service.limits = cairn_http::ConnectionLimits {
-        header_timeout: args.header_timeout,
-        max_connections: args.max_connections.unwrap_or_else(cairn_http::ConnectionLimits::default_max_connections),
-    };
+    service.limits.header_timeout = args.header_timeout;
+    if let Some(connections) = args.max_connections {
+        service.limits.max_connections = connections;
+    }
     let sweep_every = sweep_interval(&args.sweep_every).map_err(|error| anyhow::anyhow!("--sweep-every {error}"))?;
     // Installed before anything runs, so every number from the start is kept.
     service.api.metrics = cairn_http::metrics::Prometheus::install();

@@ -291,17 +291,18 @@ fn read_only_uri(path: &Path, immutable: bool) -> String {
     uri
 }
 
-/// A read-only connection to the database at `path`, and the URI it was opened by (the readers
-/// open the same). Reading a WAL database needs its shared-memory file, which SQLite creates if
+/// A read-only connection to the database at `path`, the URI it was opened by (the readers open
+/// the same) and the schema version it holds. Reading a WAL database needs its shared-memory file, which SQLite creates if
 /// missing; where it cannot (a read-only directory, a full disk) and no WAL file is there (the
 /// database was closed cleanly, and no writer has it open, or there would be one), the file is
 /// opened `immutable`, which needs none.
-fn open_read_only(path: &Path) -> Result<(Connection, String), StoreError> {
-    let attempt = |immutable: bool| -> rusqlite::Result<(Connection, String)> {
+fn open_read_only(path: &Path) -> Result<(Connection, String, i64), StoreError> {
+    let attempt = |immutable: bool| -> rusqlite::Result<(Connection, String, i64)> {
         let uri = read_only_uri(path, immutable);
         let conn = Connection::open_with_flags(&uri, read_only_flags())?;
-        conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))?;
-        Ok((conn, uri))
+        // The first read: where the file cannot be read this way, this is what fails.
+        let version = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        Ok((conn, uri, version))
     };
     attempt(false)
         .or_else(|error| {
@@ -339,11 +340,7 @@ impl SqliteStore {
     /// migrating before [`open_read_only`](SqliteStore::open_read_only) can read it (what
     /// [`open`](SqliteStore::open) does first). Reads its schema version, writing nothing.
     pub fn needs_migrating(path: impl AsRef<Path>) -> Result<bool, StoreError> {
-        let path = path.as_ref();
-        let (conn, _) = open_read_only(path)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| StoreError::caused_by(path.display(), e))?;
+        let (_, _, version) = open_read_only(path.as_ref())?;
         Ok(version < SCHEMA_VERSION)
     }
 
@@ -354,7 +351,7 @@ impl SqliteStore {
     ) -> Result<SqliteStore, StoreError> {
         let opened = |e| StoreError::caused_by(path.display(), e);
         let (conn, reading) = match read_only {
-            true => open_read_only(&path).map(|(conn, uri)| (conn, Some(uri)))?,
+            true => open_read_only(&path).map(|(conn, uri, _)| (conn, Some(uri)))?,
             false => (Connection::open(&path).map_err(opened)?, None),
         };
         configure(&conn, &options, 65_536)?;

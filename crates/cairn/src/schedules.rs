@@ -60,8 +60,7 @@ impl Client {
                     checked.map_err(ClientError::InvalidPayload)?;
                 }
             }
-            None if schedule.allow_unknown => {}
-            None => drop(self.served_version(&schedule.workflow, None, false).await?),
+            None => drop(self.served_version(&schedule.workflow, None, schedule.allow_unknown).await?),
         }
         let spec = schedule.spec.to_stored()?;
         let now = self.clock.now();

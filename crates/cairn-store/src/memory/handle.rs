@@ -58,9 +58,10 @@ impl MemoryStore {
         let (id, place) = (run.id.clone(), due_key(&run));
         inner.grouped |= run.concurrency.is_some();
         // A restored run's version counts as served, as SQL stores' migration counts their runs'.
-        let key = crate::types::WorkflowKey { name: run.workflow.clone(), version: run.version };
-        let (first, last) = inner.served.entry(key).or_insert((run.created_at, run.created_at));
-        (*first, *last) = ((*first).min(run.created_at), (*last).max(run.created_at));
+        inner.note_served(
+            crate::types::WorkflowKey { name: run.workflow.clone(), version: run.version },
+            run.created_at,
+        );
         inner.runs.insert(id.clone(), Box::new(run));
         inner.move_due(&id, None, place);
     }
@@ -282,8 +283,7 @@ impl Store for MemoryStore {
     fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
         let mut inner = self.lock();
         for key in serves {
-            let (first, last) = inner.served.entry(key.clone()).or_insert((at, at));
-            (*first, *last) = ((*first).min(at), (*last).max(at));
+            inner.note_served(key.clone(), at);
         }
         drop(inner);
         Box::pin(async move { Ok(()) })

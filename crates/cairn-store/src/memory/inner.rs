@@ -89,6 +89,12 @@ pub(super) fn group_of(run: &RunRecord) -> (String, String) {
 }
 
 impl Inner {
+    /// Counts `key` as served at `at`: its first and last times widened to take it in.
+    pub(super) fn note_served(&mut self, key: crate::types::WorkflowKey, at: Timestamp) {
+        let (first, last) = self.served.entry(key).or_insert((at, at));
+        (*first, *last) = ((*first).min(at), (*last).max(at));
+    }
+
     /// A copy of run `id`'s record.
     pub(super) fn run(&self, id: &RunId) -> Option<RunRecord> {
         self.runs.get(id).map(|run| RunRecord::clone(run))

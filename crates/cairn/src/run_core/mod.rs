@@ -29,7 +29,6 @@
 //! ```
 
 mod lineage;
-
 #[cfg(test)]
 mod tests;
 
