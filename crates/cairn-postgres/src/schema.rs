@@ -24,6 +24,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../sql/migrations/18.sql"),
     include_str!("../sql/migrations/19.sql"),
     include_str!("../sql/migrations/20.sql"),
+    include_str!("../sql/migrations/21.sql"),
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.
@@ -40,7 +41,7 @@ mod tests {
     use super::MIGRATIONS;
     use crate::testing::{raw_client as client, test_store};
     use crate::{PostgresOptions, PostgresStore};
-    use cairn_store::{ClaimRequest, RunId, Store, WorkflowKey};
+    use cairn_store::{ClaimRequest, RunFilter, RunId, Store, WorkflowKey};
 
     /// FNV-1a, 64 bits: a fingerprint of a migration's text.
     fn fingerprint(text: &str) -> u64 {
@@ -51,7 +52,7 @@ mod tests {
     /// exactly these, so none may change (add a migration instead).
     #[test]
     fn shipped_migrations_keep_their_text() {
-        const SHIPPED: [u64; 19] = [
+        const SHIPPED: [u64; 20] = [
             0x38d211eff51715eb,
             0x0b37c69f30a0f8a5,
             0x60ee938850e129c4,
@@ -71,6 +72,7 @@ mod tests {
             0x292e77702c68c6bb,
             0x0b252176186a9ce7,
             0x619c48a4263f24c4,
+            0x342a4ec3f5e8c22d,
         ];
         let now: Vec<u64> = MIGRATIONS.iter().map(|text| fingerprint(text)).collect();
         assert_eq!(now[..SHIPPED.len()], SHIPPED, "a shipped migration's text changed");
@@ -114,7 +116,9 @@ mod tests {
                  {}
                  INSERT INTO {s}.migrations (version) VALUES (1);
                  INSERT INTO {s}.runs (id, workflow, version, status, input, created_at, updated_at, last_seq)
-                     VALUES ('old-run', 'order', 1, 'pending', '{{}}', 5, 5, 1);
+                     VALUES ('old-run', 'order', 1, 'pending', '{{}}', 5, 5, 1),
+                            ('old-sharded', 'order', 1, 'cancelled', '{{\"shard\": 1}}', 6, 6, 0),
+                            ('old-nul', 'order', 1, 'cancelled', '{{\"shard\": 1, \"a\": \"\\u0000\"}}', 7, 7, 0);
                  INSERT INTO {s}.journal (run_id, seq, at, kind, path, data)
                      VALUES ('old-run', 1, 5, 'started', NULL, '{{\"started\":{{\"workflow\":\"order\",\"version\":1,\"input\":{{}}}}}}');",
                 MIGRATIONS[0].replace("{schema}", &s)
@@ -138,6 +142,17 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec!["old-run"]);
+        // The inputs are indexed, but for one with a NUL, which no filter can match and which
+        // fails neither an indexed filter nor a scan.
+        for (needle, expected) in [
+            (serde_json::json!({"shard": 1}), vec!["old-sharded"]),
+            (serde_json::json!({"a": "x"}), vec![]),
+            (serde_json::json!({"tags": ["x"]}), vec![]),
+        ] {
+            let filter = RunFilter { input_contains: Some(needle.clone()), ..RunFilter::default() };
+            let page = store.list_runs(&filter).await.unwrap();
+            assert_eq!(page.runs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), expected, "{needle}");
+        }
         let collation: Option<String> = client
             .query_one(
                 "SELECT collation_name::text FROM information_schema.columns

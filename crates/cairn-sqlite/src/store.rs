@@ -26,6 +26,23 @@ impl Store for SqliteStore {
             let mut conditions: Vec<&str> = Vec::new();
             let mut values: Vec<rusqlite::types::Value> = Vec::new();
             let text = |t: &str| rusqlite::types::Value::Text(t.to_owned());
+            // An input filter with a value the input index holds reads the runs that hold that
+            // value from `run_inputs` (migration 20), in list order; its columns `at` and `run`
+            // are the run's `created_at` and `id`.
+            let needle = filter.input_json();
+            let leaf = match &needle {
+                Some(needle) => input_leaf(conn, needle)?,
+                None => None,
+            };
+            let (created_at, id) = if leaf.is_some() { ("at", "run") } else { ("created_at", "id") };
+            let (from, order) = match leaf {
+                Some((path, kind, value)) => {
+                    conditions.push("path = ? AND kind = ? AND value = ?");
+                    values.extend([path.into(), kind.into(), value]);
+                    ("run_inputs CROSS JOIN runs ON runs.id = run_inputs.run", "at DESC, run DESC")
+                }
+                None => ("runs", "created_at DESC, id DESC"),
+            };
             if let Some(workflow) = &filter.workflow {
                 conditions.push("workflow = ?");
                 values.push(text(workflow));
@@ -36,16 +53,18 @@ impl Store for SqliteStore {
             if let Some(status) = &status {
                 conditions.push(status);
             }
-            if let Some(after) = filter.created_after {
-                conditions.push("created_at >= ?");
-                values.push(after.as_millis().into());
+            let (after, before, cursor) =
+                (format!("{created_at} >= ?"), format!("{created_at} < ?"), format!("({created_at}, {id}) < (?, ?)"));
+            if let Some(at) = filter.created_after {
+                conditions.push(&after);
+                values.push(at.as_millis().into());
             }
-            if let Some(before) = filter.created_before {
-                conditions.push("created_at < ?");
-                values.push(before.as_millis().into());
+            if let Some(at) = filter.created_before {
+                conditions.push(&before);
+                values.push(at.as_millis().into());
             }
             if let Some(PageCursor { created_at, id }) = &filter.cursor {
-                conditions.push("(created_at, id) < (?, ?)");
+                conditions.push(&cursor);
                 values.extend([created_at.as_millis().into(), text(id.as_str())]);
             }
             if let Some(original) = &filter.restarted_from {
@@ -63,7 +82,7 @@ impl Store for SqliteStore {
                 ));
                 values.push(serde_json::Value::from(tags).to_string().into());
             }
-            if let Some(needle) = filter.input_json() {
+            if let Some(needle) = needle {
                 conditions.push("cairn_json_contains(input, ?)");
                 values.push(needle.into());
             }
@@ -71,9 +90,7 @@ impl Store for SqliteStore {
                 if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
             values.push(((size + 1) as i64).into());
             let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT {RUN_COLUMNS} FROM runs {conditions} ORDER BY created_at DESC, id DESC LIMIT ?"
-                ))
+                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM {from} {conditions} ORDER BY {order} LIMIT ?"))
                 .map_err(backend)?;
             let runs = query_rows(&mut stmt, rusqlite::params_from_iter(values), row_to_run)?;
             Ok(RunPage::cut(runs, size))
@@ -399,4 +416,25 @@ impl Store for SqliteStore {
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
         })
     }
+}
+
+/// The first value of an input filter that the input index holds, as its `(path, kind, value)`
+/// key: the selection migration 20's triggers make of each run's input, made of the filter's
+/// JSON, so both sides are written alike. `None` when the filter holds no such value (it is not
+/// an object, or holds only arrays, empty objects or long texts), or when some run's input had
+/// too many values to index (a key of kind `many`): the list then reads every run.
+fn input_leaf(conn: &Connection, needle: &str) -> Result<Option<(String, String, rusqlite::types::Value)>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT fullkey, CASE WHEN type IN ('integer', 'real') THEN 'number' ELSE type END,
+                    CASE type WHEN 'integer' THEN CAST(atom AS REAL) WHEN 'real' THEN atom WHEN 'text' THEN atom
+                    ELSE 0 END
+             FROM json_tree(?1)
+             WHERE json_type(?1) = 'object' AND type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0
+               AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)
+               AND NOT EXISTS (SELECT 1 FROM run_inputs WHERE path = '' AND kind = 'many')
+             LIMIT 1",
+        )
+        .map_err(backend)?;
+    stmt.query_row([needle], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional().map_err(backend)
 }

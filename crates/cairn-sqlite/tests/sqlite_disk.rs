@@ -80,8 +80,9 @@ async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
 
 /// A file written before migrations 6 (subscriptions), 7 (status indexes), 8 (parents), 9
 /// (continuations), 10 (schedules), 11 (concurrency limits), 12 (their triggers only with a rule), 13
-/// (priority with fairness), 14 (rate limits), 15 (debounce) and 18 (status indexes over unended
-/// runs only) opens, is brought up to date in place, and keeps its runs.
+/// (priority with fairness), 14 (rate limits), 15 (debounce), 18 (status indexes over unended
+/// runs only), 19 (served versions) and 20 (the index of inputs) opens, is brought up to date in
+/// place, and keeps its runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,12 +91,14 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         let store = SqliteStore::open(&path).unwrap();
         write_ended_runs(&store, 0, 3).await;
     }
-    // What schema 5 left on disk: none of 6's to 19's tables, indexes, triggers and columns, and
+    // What schema 5 left on disk: none of 6's to 20's tables, indexes, triggers and columns, and
     // the status indexes over every run that 18 replaced.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP TABLE subscriptions; DROP INDEX runs_failed; DROP INDEX runs_cancelled; DROP INDEX runs_paused;
+            "DROP TRIGGER run_inputs_insert; DROP TRIGGER run_inputs_delete; DROP TRIGGER run_inputs_update;
+             DROP TABLE run_inputs; UPDATE runs SET input = '{\"shard\": 1}';
+             DROP TABLE subscriptions; DROP INDEX runs_failed; DROP INDEX runs_cancelled; DROP INDEX runs_paused;
              DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent; ALTER TABLE runs DROP COLUMN continued_from;
              ALTER TABLE runs DROP COLUMN continued_as; DROP TABLE schedules;
              DROP TRIGGER flow_admit; DROP VIEW flow_admit;
@@ -116,6 +119,8 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     let cancelled =
         RunFilter { workflow: Some("order".into()), status: Some(RunStatus::Cancelled), ..RunFilter::default() };
     assert_eq!(store.list_runs(&cancelled).await.unwrap().runs.len(), 3, "the runs are all there");
+    let by_input = RunFilter { input_contains: Some(serde_json::json!({"shard": 1})), ..RunFilter::default() };
+    assert_eq!(store.list_runs(&by_input).await.unwrap().runs.len(), 3, "the runs' inputs are indexed");
     let subscription = Subscription { workflow: "order".into(), pattern: "shop.*".into(), version: 1 };
     let declared = SetSubscriptions { workflows: vec!["order".into()], subscriptions: vec![subscription.clone()] };
     store.set_subscriptions(&declared).await.unwrap();
@@ -139,7 +144,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes, gone), (19, 11, 0));
+    assert_eq!((version, indexes, gone), (20, 11, 0));
     // The registry of served versions starts with those of the runs already there.
     let served: (String, i64) =
         conn.query_row("SELECT name, version FROM served_workflows", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();

@@ -151,14 +151,21 @@ pub async fn served_workflows_outlive_their_workers(store: DynStore) {
 }
 
 /// Lists keep only runs whose input contains the filter's JSON (as PostgreSQL's `@>`), page by
-/// page.
+/// page, with the other filters, whatever the values' kinds and the fields' names (the SQL stores
+/// read such a filter from an index of inputs).
 pub async fn list_filters_by_input(store: DynStore) {
+    let long = "x".repeat(300);
+    let long_input = format!(r#"{{"note":"{long}","customer":8}}"#);
     let inputs = [
         ("r1", r#"{"customer":42,"tags":["a","b"],"address":{"city":"Oslo","zip":"0150"}}"#),
         ("r2", r#"{"customer":7,"tags":["b"]}"#),
         ("r3", r#"{"customer":42.0}"#),
         ("r4", r#""customer""#),
         ("r5", "[1,2]"),
+        ("r6", r#"{"vip":true,"coupon":null,"a.b":{"c d":"é\"q"},"n":4.2e1,"big":9007199254740993}"#),
+        ("r7", r#"{"vip":false,"customer":"42","tags":[{"x":1}]}"#),
+        ("r8", long_input.as_str()),
+        ("r9", "42"),
     ];
     for (i, (id, input)) in inputs.iter().enumerate() {
         let input = RawValue::from_string((*input).to_owned()).unwrap();
@@ -171,7 +178,21 @@ pub async fn list_filters_by_input(store: DynStore) {
         (serde_json::json!({"tags": ["b"]}), vec!["r2", "r1"]),
         (serde_json::json!({"address": {"city": "Oslo"}}), vec!["r1"]),
         (serde_json::json!({"address": {"city": "Bergen"}}), vec![]),
-        (serde_json::json!({}), vec!["r3", "r2", "r1"]),
+        (serde_json::json!({}), vec!["r8", "r7", "r6", "r3", "r2", "r1"]),
+        (serde_json::json!({"vip": true}), vec!["r6"]),
+        (serde_json::json!({"vip": false}), vec!["r7"]),
+        (serde_json::json!({"coupon": null}), vec!["r6"]),
+        (serde_json::json!({"customer": "42"}), vec!["r7"]),
+        (serde_json::json!({"n": 42}), vec!["r6"]),
+        (serde_json::json!({"big": 9007199254740993_u64}), vec!["r6"]),
+        (serde_json::json!({"a.b": {"c d": "é\"q"}}), vec!["r6"]),
+        (serde_json::json!({"a": {"b": {"c d": "é\"q"}}}), vec![]),
+        (serde_json::json!({"tags": [{"x": 1}]}), vec!["r7"]),
+        (serde_json::json!({"note": long, "customer": 8}), vec!["r8"]),
+        (serde_json::json!({"note": "x"}), vec![]),
+        (serde_json::json!(42), vec!["r9"]),
+        (serde_json::json!("customer"), vec!["r4"]),
+        (serde_json::json!([2]), vec!["r5"]),
     ];
     for (needle, expected) in cases {
         let page = store.list_runs(&filtered(needle.clone())).await.expect("list");
@@ -184,6 +205,37 @@ pub async fn list_filters_by_input(store: DynStore) {
     filter.cursor = first.next_cursor;
     let second = store.list_runs(&filter).await.expect("list");
     assert_eq!((ids(&second), second.next_cursor), (vec!["r1".to_owned()], None));
+    // With the other filters: a workflow, a time range, a status.
+    let other = RunFilter { workflow: Some("other".into()), ..filtered(serde_json::json!({"customer": 42})) };
+    assert_eq!(ids(&store.list_runs(&other).await.expect("list")), Vec::<String>::new());
+    let range = RunFilter {
+        created_after: Some(t(1)),
+        created_before: Some(t(3)),
+        ..filtered(serde_json::json!({"customer": 42}))
+    };
+    assert_eq!(ids(&store.list_runs(&range).await.expect("list")), ["r3"]);
+    let pending = RunFilter { status: Some(RunStatus::Pending), ..filtered(serde_json::json!({"customer": 7})) };
+    assert_eq!(ids(&store.list_runs(&pending).await.expect("list")), ["r2"]);
+
+    // An input with more scalars than the SQL stores index still matches, and so do the others.
+    let many: serde_json::Map<String, serde_json::Value> =
+        (0..100).map(|i| (format!("f{i}"), serde_json::json!(i))).collect();
+    let many_input = RawValue::from_string(serde_json::Value::Object(many).to_string()).unwrap();
+    store.create_run(NewRun::new(RunId::new("r-many"), "order", 1, many_input, t(10))).await.expect("create");
+    for (needle, expected) in
+        [(serde_json::json!({"f99": 99}), vec!["r-many"]), (serde_json::json!({"customer": 42}), vec!["r3", "r1"])]
+    {
+        let page = store.list_runs(&filtered(needle.clone())).await.expect("list");
+        assert_eq!(ids(&page), expected, "input containing {needle}, with a run of many values");
+    }
+
+    // A debounced start that joins a waiting run replaces its input, and the filter follows.
+    store.create_run(crate::flow::debounced("d1", "k", 1, 20)).await.expect("create");
+    store.create_run(crate::flow::debounced("d2", "k", 2, 21)).await.expect("join");
+    for (n, expected) in [(1, vec![]), (2, vec!["d1"])] {
+        let page = store.list_runs(&filtered(serde_json::json!({"n": n}))).await.expect("list");
+        assert_eq!(ids(&page), expected, "debounced input n = {n}");
+    }
 }
 
 /// Runs that need a worker are counted per workflow version, and listed as stranded when no

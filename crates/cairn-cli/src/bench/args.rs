@@ -19,9 +19,11 @@ pub(crate) enum Workload {
     /// no-op step each, checkpointed every iteration with the last 10 kept; iterations/s, the
     /// process's peak RSS and the journal rows left at the end.
     W6,
-    /// Lists at scale: fill the store with --runs finished runs of one step (1 % failed), then
-    /// time the HTTP API's `GET /v1/workflows` and `GET /v1/workflows/{name}/runs?status=failed`
-    /// (first page, and pages 1 to 100 by cursor), served in this process.
+    /// Lists at scale: fill the store with --runs finished runs of one step (1 % failed; the input
+    /// is an order number and one of 1,000 customers), then time the HTTP API's `GET
+    /// /v1/workflows`, `GET /v1/workflows/{name}/runs?status=failed` (first page, and pages 1 to
+    /// 100 by cursor), a customer's runs by `?input.customer=` (up to 10 pages by cursor) and one
+    /// run by `?input.n=`, served in this process.
     List,
     /// Priority at scale: queue --runs runs (default 100,000; no worker) over 10 priorities and
     /// 100 fairness keys (half of them one key's), then print the plan of a claim of the first

@@ -8,8 +8,23 @@ use cairn::{StartError, Store};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One step; fails (for good) when its input is a multiple of 100.
-pub(super) async fn one_step(ctx: Ctx, n: u64) -> Result<u64, WorkflowError> {
+/// An order: its number, and one of 1,000 customers.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct Order {
+    n: u64,
+    customer: String,
+}
+
+impl Order {
+    /// Order `n`, of customer `c{n % 1000}`.
+    fn new(n: u64) -> Self {
+        Order { n, customer: format!("c{}", n % 1000) }
+    }
+}
+
+/// One step; fails (for good) when the order's number is a multiple of 100.
+pub(super) async fn one_step(ctx: Ctx, order: Order) -> Result<u64, WorkflowError> {
+    let n = order.n;
     ctx.step("only", || async move {
         if n.is_multiple_of(100) { Err(StepError::terminal(format!("{n} is a multiple of 100"))) } else { Ok(n) }
     })
@@ -56,7 +71,7 @@ pub(super) async fn list_bench(
     let fill_seconds = fill("list: filling", runs, |n| {
         let client = client.clone();
         async move {
-            let handle = client.start("orders", &n).await?;
+            let handle = client.start("orders", &Order::new(n)).await?;
             let _ = handle.result::<u64>().await;
             Ok(())
         }
@@ -96,8 +111,37 @@ pub(super) async fn list_bench(
             }
         }
     }
+    // Input filters: a customer's orders (1 in 1,000 runs), first page and then by cursor, each
+    // time another customer; and one order by its number.
+    let (mut customer_ms, mut order_ms) = (Vec::new(), Vec::new());
+    for sample in 0..50_u64 {
+        let mut cursor: Option<String> = None;
+        for _ in 0..10 {
+            let query = cairn_client::ListQuery {
+                workflow: Some("orders".into()),
+                input: vec![("customer".into(), format!("c{}", sample * 17 % 1000))],
+                limit: Some(100),
+                cursor: cursor.take(),
+                ..Default::default()
+            };
+            let began = Instant::now();
+            let answer: RunPage = remote.list(&query).await?;
+            timed(&mut customer_ms, began);
+            cursor = answer.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        let n = (sample * 7919 + 1) % runs.max(1) as u64;
+        let query = cairn_client::ListQuery { input: vec![("n".into(), n.to_string())], ..Default::default() };
+        let began = Instant::now();
+        let answer: RunPage = remote.list(&query).await?;
+        timed(&mut order_ms, began);
+        anyhow::ensure!(answer.runs.len() == 1, "order {n} was found {} times", answer.runs.len());
+    }
     server.abort();
     engine.shutdown().await;
+    let (customer, order) = (sorted(customer_ms), sorted(order_ms));
     let (counts, first, deep) = (sorted(counts_ms), sorted(first_ms), sorted(deep_ms));
     let report = serde_json::json!({
         "workload": "list",
@@ -113,10 +157,15 @@ pub(super) async fn list_bench(
         "deep_pages": deep.len(),
         "deep_page_ms_p50": percentile(&deep, 50.0),
         "deep_page_ms_p99": percentile(&deep, 99.0),
+        "input_pages": customer.len(),
+        "input_page_ms_p50": percentile(&customer, 50.0),
+        "input_page_ms_p99": percentile(&customer, 99.0),
+        "input_one_ms_p50": percentile(&order, 50.0),
+        "input_one_ms_p99": percentile(&order, 99.0),
     });
     if text_wanted(json) {
         out!(
-            "list on {store_name} ({durability}): {runs} runs ({failed} failed) filled in {fill_seconds:.1} s; GET /v1/workflows p50 {:.2} ms p99 {:.2} ms; failed runs, first page p50 {:.2} ms p99 {:.2} ms; pages 1-100 by cursor p50 {:.2} ms p99 {:.2} ms ({} pages)",
+            "list on {store_name} ({durability}): {runs} runs ({failed} failed) filled in {fill_seconds:.1} s; GET /v1/workflows p50 {:.2} ms p99 {:.2} ms; failed runs, first page p50 {:.2} ms p99 {:.2} ms; pages 1-100 by cursor p50 {:.2} ms p99 {:.2} ms ({} pages); input.customer= pages p50 {:.2} ms p99 {:.2} ms ({} pages); input.n= p50 {:.2} ms p99 {:.2} ms",
             percentile(&counts, 50.0),
             percentile(&counts, 99.0),
             percentile(&first, 50.0),
@@ -124,6 +173,11 @@ pub(super) async fn list_bench(
             percentile(&deep, 50.0),
             percentile(&deep, 99.0),
             deep.len(),
+            percentile(&customer, 50.0),
+            percentile(&customer, 99.0),
+            customer.len(),
+            percentile(&order, 50.0),
+            percentile(&order, 99.0),
         );
     }
     if json {

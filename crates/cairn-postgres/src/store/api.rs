@@ -8,6 +8,32 @@ use super::rows::{ClaimValues, raw, row_to_schedule, tags};
 use super::sql::backend;
 use super::writer::{Job, journal_range};
 
+/// A regular expression that finds a NUL written as a JSON escape (`\u0000`, after an even
+/// number of backslashes) in JSON text.
+const NUL_ESCAPE: &str = r"(^|[^\\])(\\\\)*\\u0000";
+
+impl PostgresStore {
+    /// The first value of an input filter that the input index holds, as its `(path, kind,
+    /// value)` key, made by the function migration 21's trigger makes each run's keys with, so
+    /// both sides are written alike. `None` when the filter holds no such value (it is not an
+    /// object, or holds only arrays, empty objects or long values), or when some run's input
+    /// had too many values to index (a key of kind `many`): the list then reads every run.
+    async fn input_leaf(&self, needle: &str) -> Result<Option<(String, String, String)>, StoreError> {
+        let query = "SELECT leaf_path, leaf_kind, leaf_value FROM input_leaves($1)
+                     WHERE NOT EXISTS (SELECT 1 FROM run_inputs WHERE path = '' AND kind = 'many') LIMIT 1";
+        let rows = self.rows(query, &[&needle]).await?;
+        rows.first()
+            .map(|row| {
+                Ok((
+                    row.try_get(0).map_err(backend)?,
+                    row.try_get(1).map_err(backend)?,
+                    row.try_get(2).map_err(backend)?,
+                ))
+            })
+            .transpose()
+    }
+}
+
 impl Store for PostgresStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
         if run.debounce.is_some() {
@@ -33,6 +59,16 @@ impl Store for PostgresStore {
             let parent = filter.parent.as_ref().map(RunId::as_str);
             let (stranded, input) = (filter.stranded_tags(), filter.input_json());
             let limit = (size + 1) as i64;
+            // An input filter with a value the input index holds reads the runs that hold that
+            // value from `run_inputs` (migration 21), in list order; its columns `at` and `run`
+            // are the run's `created_at` and `id`.
+            let leaf = match &input {
+                // No input holds a NUL that `@>` can read (see `NUL_ESCAPE`), so no run matches.
+                Some(needle) if cairn_journal::payload_shape(needle).nul => return Ok(RunPage::cut(Vec::new(), size)),
+                Some(needle) => self.input_leaf(needle).await?,
+                None => None,
+            };
+            let (created_at, id) = if leaf.is_some() { ("at", "run") } else { ("created_at", "id") };
             let mut conditions: Vec<String> = Vec::new();
             let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
             // A condition over the next parameter number(s), and the parameters' values.
@@ -42,6 +78,9 @@ impl Store for PostgresStore {
                     $(params.push($value);)+
                 }};
             }
+            if let Some((path, kind, value)) = &leaf {
+                add!(|n| format!("path = ${n} AND kind = ${} AND value = ${}", n + 1, n + 2), path, kind, value);
+            }
             if let Some(workflow) = &filter.workflow {
                 add!(|n| format!("workflow = ${n}"), workflow);
             }
@@ -50,13 +89,13 @@ impl Store for PostgresStore {
                 conditions.push(format!("status = '{status}'"));
             }
             if let Some(after) = &after {
-                add!(|n| format!("created_at >= ${n}"), after);
+                add!(|n| format!("{created_at} >= ${n}"), after);
             }
             if let Some(before) = &before {
-                add!(|n| format!("created_at < ${n}"), before);
+                add!(|n| format!("{created_at} < ${n}"), before);
             }
-            if let Some((at, id)) = &cursor {
-                add!(|n| format!("(created_at, id) < (${n}, ${}::text)", n + 1), at, id);
+            if let Some((at, run)) = &cursor {
+                add!(|n| format!("({created_at}, {id}) < (${n}, ${}::text)", n + 1), at, run);
             }
             if let Some(parent) = &parent {
                 add!(|n| format!("parent = ${n}"), parent);
@@ -73,13 +112,27 @@ impl Store for PostgresStore {
                 add!(condition, tags);
             }
             if let Some(needle) = &input {
-                add!(|n| format!("input::jsonb @> (${n}::text)::jsonb"), needle);
+                // An input from an earlier build may hold a NUL, which `jsonb` cannot read (and
+                // `@>` can never match): such a run is passed over rather than failing the list.
+                add!(
+                    |n| format!(
+                        "CASE WHEN input ~ '{NUL_ESCAPE}' THEN false ELSE input::jsonb @> (${n}::text)::jsonb END"
+                    ),
+                    needle
+                );
             }
             let conditions =
                 if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
             params.push(&limit);
-            let text =
-                format!("{}{conditions} ORDER BY created_at DESC, id DESC LIMIT ${}", self.sql.list, params.len());
+            let text = if leaf.is_some() {
+                format!(
+                    "{} JOIN run_inputs ON runs.id = run_inputs.run{conditions} ORDER BY at DESC, run DESC LIMIT ${}",
+                    self.sql.list,
+                    params.len()
+                )
+            } else {
+                format!("{}{conditions} ORDER BY created_at DESC, id DESC LIMIT ${}", self.sql.list, params.len())
+            };
             let runs = self.query_runs(&text, &params).await?;
             Ok(RunPage::cut(runs, size))
         })
