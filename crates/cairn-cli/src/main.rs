@@ -117,9 +117,8 @@ fn init_telemetry(format: LogFormat) -> Telemetry {
     let registry = tracing_subscriber::registry().with(text.with_filter(logs.clone())).with(json.with_filter(logs));
     #[cfg(feature = "otlp")]
     {
-        let (layer, exporter) = match otlp::Endpoint::from_env() {
-            Ok(Some(endpoint)) => {
-                let (layer, exporter) = otlp::Exporter::start(endpoint);
+        let (layer, exporter) = match otlp::start() {
+            Ok(Some((layer, exporter))) => {
                 let spans = Targets::new().with_target("cairn", tracing::Level::DEBUG);
                 (Some(layer.with_filter(spans)), Some(exporter))
             }

@@ -1,6 +1,7 @@
-//! Spans over OTLP/HTTP: a real receiver on loopback decodes the protobuf `cairn serve` posts
-//! (with `OTEL_EXPORTER_OTLP_ENDPOINT`), across a restart of the server in the middle of a run:
-//! names, attributes, parent/child links, and one trace per run in both processes.
+//! Spans over OTLP, HTTP and gRPC: a real receiver on loopback decodes the protobuf `cairn serve`
+//! sends (with `OTEL_EXPORTER_OTLP_ENDPOINT`, and headers from `OTEL_EXPORTER_OTLP_HEADERS`),
+//! across a restart of the server in the middle of a run: names, attributes, parent/child links,
+//! and one trace per run in both processes.
 #![cfg(feature = "otlp")]
 
 use crate::common::{Server, await_status, http};
@@ -134,14 +135,21 @@ fn decode(body: &[u8]) -> Vec<(String, Span)> {
     spans
 }
 
-/// Spans received, each with its service's name.
-type Received = Arc<Mutex<Vec<(String, Span)>>>;
+/// Spans received, each with its service's name, and the `authorization` header of each request.
+#[derive(Default)]
+struct Seen {
+    spans: Vec<(String, Span)>,
+    authorization: Vec<String>,
+}
+
+/// What a receiver has seen so far.
+type Received = Arc<Mutex<Seen>>;
 
 /// An OTLP/HTTP receiver on loopback: every span posted to `/v1/traces`.
 fn receiver() -> (String, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let received = Arc::new(Mutex::new(Vec::new()));
+    let received = Arc::new(Mutex::new(Seen::default()));
     let sink = Arc::clone(&received);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
@@ -151,7 +159,7 @@ fn receiver() -> (String, Received) {
             reader.read_line(&mut line).unwrap();
             assert!(line.starts_with("POST /v1/traces "), "{line}");
             let mut length = 0;
-            let mut content_type = String::new();
+            let (mut content_type, mut authorization) = (String::new(), String::new());
             loop {
                 let mut header = String::new();
                 reader.read_line(&mut header).unwrap();
@@ -162,15 +170,75 @@ fn receiver() -> (String, Received) {
                 match name.to_ascii_lowercase().as_str() {
                     "content-length" => length = value.trim().parse().unwrap(),
                     "content-type" => content_type = value.trim().to_owned(),
+                    "authorization" => authorization = value.trim().to_owned(),
                     _ => {}
                 }
             }
             assert_eq!(content_type, "application/x-protobuf");
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
-            sink.lock().unwrap().extend(decode(&body));
+            let mut seen = sink.lock().unwrap();
+            seen.spans.extend(decode(&body));
+            seen.authorization.push(authorization);
+            drop(seen);
             stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
         }
+    });
+    (address, received)
+}
+
+/// An OTLP/gRPC receiver on loopback (HTTP/2 without TLS): every span sent to the trace
+/// service's `Export`, each answered with an empty response and status 0.
+fn grpc_receiver() -> (String, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let received = Arc::new(Mutex::new(Seen::default()));
+    let sink = Arc::clone(&received);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let (socket, _) = listener.accept().await.unwrap();
+                let sink = Arc::clone(&sink);
+                tokio::spawn(async move {
+                    let mut connection = h2::server::handshake(socket).await.unwrap();
+                    while let Some(Ok((request, mut respond))) = connection.accept().await {
+                        assert_eq!(request.uri().path(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+                        let authorization = request
+                            .headers()
+                            .get("authorization")
+                            .map(|v| v.to_str().unwrap().to_owned())
+                            .unwrap_or_default();
+                        let mut body = request.into_body();
+                        let mut bytes = Vec::new();
+                        while let Some(chunk) = body.data().await {
+                            let chunk = chunk.unwrap();
+                            body.flow_control().release_capacity(chunk.len()).unwrap();
+                            bytes.extend_from_slice(&chunk);
+                        }
+                        // A gRPC message: a compression flag (0), its length, then the protobuf.
+                        assert_eq!(bytes[0], 0, "an uncompressed message");
+                        let length = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+                        let mut seen = sink.lock().unwrap();
+                        seen.spans.extend(decode(&bytes[5..5 + length]));
+                        seen.authorization.push(authorization);
+                        drop(seen);
+                        let head = http::Response::builder()
+                            .status(200)
+                            .header("content-type", "application/grpc")
+                            .body(())
+                            .unwrap();
+                        let mut send = respond.send_response(head, false).unwrap();
+                        send.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), false).unwrap();
+                        let mut trailers = http::HeaderMap::new();
+                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                        send.send_trailers(trailers).unwrap();
+                    }
+                });
+            }
+        });
     });
     (address, received)
 }
@@ -183,12 +251,26 @@ fn stop(mut server: Server) {
 }
 
 #[test]
-fn a_runs_spans_share_one_trace_across_a_restart() {
+fn a_runs_spans_share_one_trace_across_a_restart_over_http() {
     let (collector, received) = receiver();
+    a_runs_spans_share_one_trace_across_a_restart(&format!("http://{collector}"), "http/protobuf", &received);
+}
+
+#[test]
+fn a_runs_spans_share_one_trace_across_a_restart_over_grpc() {
+    let (collector, received) = grpc_receiver();
+    a_runs_spans_share_one_trace_across_a_restart(&format!("http://{collector}"), "grpc", &received);
+}
+
+fn a_runs_spans_share_one_trace_across_a_restart(endpoint: &str, protocol: &str, received: &Received) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cairn.db");
-    let endpoint = format!("http://{collector}");
-    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_SERVICE_NAME", "cairn-test")];
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20collector-key"),
+        ("OTEL_SERVICE_NAME", "cairn-test"),
+    ];
 
     // First process: `hello` runs through; `approval` starts and waits for its signal.
     let first = Server::start_at(db.clone(), None, &env);
@@ -213,7 +295,11 @@ fn a_runs_spans_share_one_trace_across_a_restart() {
     await_status(&address, "/v1/workflows/approval/runs/a-1", "completed", None);
     stop(second);
 
-    let spans = received.lock().unwrap().clone();
+    let seen = received.lock().unwrap();
+    assert!(!seen.authorization.is_empty());
+    assert!(seen.authorization.iter().all(|a| a == "Bearer collector-key"), "{:?}", seen.authorization);
+    let spans = seen.spans.clone();
+    drop(seen);
     assert!(spans.iter().all(|(service, _)| service == "cairn-test"), "{spans:?}");
     let spans: Vec<Span> = spans.into_iter().map(|(_, span)| span).collect();
     let runs_of = |run: &str| -> Vec<&Span> {
@@ -233,7 +319,9 @@ fn a_runs_spans_share_one_trace_across_a_restart() {
         (attribute(hello, "workflow.name"), attribute(hello, "workflow.version"), attribute(hello, "status")),
         ("hello".into(), "1".into(), "completed".into())
     );
-    assert_eq!(hello.parent, None);
+    // A run's executions hang under one parent made from its id, which no process exports.
+    let parent = hello.parent.clone().expect("the run's parent");
+    assert!(spans.iter().all(|span| span.id != parent), "the run's parent is not exported");
     let [greet] = children_of(hello, "workflow.step")[..] else { panic!("hello's steps: {spans:#?}") };
     assert_eq!(
         (attribute(greet, "step.name"), attribute(greet, "step.kind"), attribute(greet, "step.attempt")),
@@ -248,6 +336,8 @@ fn a_runs_spans_share_one_trace_across_a_restart() {
     let statuses: Vec<String> = approval.iter().map(|s| attribute(s, "status")).collect();
     assert_eq!(statuses, ["suspended", "completed"], "{approval:#?}");
     assert_eq!(approval[0].trace, approval[1].trace, "one trace across the restart");
+    assert_eq!(approval[0].parent, approval[1].parent, "one parent across the restart");
+    assert_ne!(approval[0].parent, hello.parent, "one parent per run");
     assert_ne!(approval[0].trace, hello.trace, "one trace per run");
     // Its wait for the signal is a step span in each execution, the consumed signal inside the
     // second.

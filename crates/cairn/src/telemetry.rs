@@ -13,8 +13,10 @@
 //! attempt: `step.name`, `step.kind` `step`, `step.attempt`, `status`; and one per sleep or wait
 //! for a signal while the run is on the worker: `step.kind` `sleep` or `wait`) and
 //! `workflow.signal` (a wait consuming a signal: `event`). Every span carries `workflow.name` and
-//! `run_id`. An exporter can derive a run's trace from `run_id`, so its spans share one trace
-//! across resumes and processes.
+//! `run_id`. A run's spans share one trace across resumes and processes: its id is
+//! [`run_trace_id`] of the run id. With the `opentelemetry` feature, each `workflow.run` span is
+//! given a remote parent in that trace ([`run_trace_parent`]) when a `tracing-opentelemetry` layer
+//! is installed, so an OTLP exporter sends every execution of a run into one trace.
 //!
 //! Runs and steps are labelled by workflow; steps also by their path with loop indices left out
 //! (`expedition/analyze`, not `expedition[2]/analyze[5]`), so labels stay few.
@@ -164,15 +166,65 @@ fn push_step_label(path: &StepPath, label: &mut String) {
     }
 }
 
-/// The span of one execution of `run` on this worker.
+/// The span of one execution of `run` on this worker (a child of the run's trace parent, with
+/// the `opentelemetry` feature and a `tracing-opentelemetry` layer).
 pub(crate) fn run_span(run: &cairn_store::RunRecord) -> tracing::Span {
-    tracing::debug_span!(
+    let span = tracing::debug_span!(
         "workflow.run",
         "workflow.name" = %run.workflow,
         "workflow.version" = run.version,
         run_id = %run.id,
         status = tracing::field::Empty,
-    )
+    );
+    #[cfg(feature = "opentelemetry")]
+    if !span.is_disabled() {
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        // Refused only when no OpenTelemetry layer sees the span: then there is no trace to join.
+        let _ = span.set_parent(run_trace_parent(run.id.as_str()));
+    }
+    span
+}
+
+/// FNV-1a (64 bits) of `text`, from `offset`.
+fn fnv(text: &str, offset: u64) -> u64 {
+    text.bytes().fold(offset, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// The trace id of run `run_id`'s spans: the same in every process, so every execution of a run
+/// (after a suspension, a crash or a deploy, on any worker) adds to one trace. Two FNV-1a hashes
+/// of the id with different offsets; never all zero.
+///
+/// ```
+/// let id = cairn::telemetry::run_trace_id("order-42");
+/// assert_eq!(id, cairn::telemetry::run_trace_id("order-42"));
+/// assert_ne!(id, cairn::telemetry::run_trace_id("order-43"));
+/// ```
+pub fn run_trace_id(run_id: &str) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&fnv(run_id, 0xcbf2_9ce4_8422_2325).to_be_bytes());
+    id[8..].copy_from_slice(&fnv(run_id, 0x6c62_272e_07bb_0142).to_be_bytes());
+    if id == [0; 16] {
+        id[15] = 1;
+    }
+    id
+}
+
+/// The remote parent every `workflow.run` span of run `run_id` gets: span context in
+/// [`run_trace_id`]'s trace, sampled, with a span id also made from the run id. That parent
+/// span is never exported itself (no process sees a run whole), so a trace viewer shows the
+/// executions of a run as the children of one missing root.
+#[cfg(feature = "opentelemetry")]
+pub fn run_trace_parent(run_id: &str) -> opentelemetry::Context {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
+    let span = fnv(run_id, 0x84222325_cbf29ce4).max(1);
+    let context = SpanContext::new(
+        TraceId::from_bytes(run_trace_id(run_id)),
+        SpanId::from_bytes(span.to_be_bytes()),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    opentelemetry::Context::new().with_remote_span_context(context)
 }
 
 /// The span of one attempt of step `path` of run `run_id` (of `workflow`).
