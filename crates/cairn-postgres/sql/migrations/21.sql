@@ -3,30 +3,56 @@
 -- holds under objects only (not inside an array), keyed by its place (`.address.city`), its JSON
 -- kind and its value as text (a number with its scale trimmed, so `42.0` is `42`, as `@>`
 -- compares them), then the run in list order. Places and values of more than 256 characters are
--- left out. An input with more than 64 scalars gets one row of kind `many` instead, and while
+-- left out. An input with more than 64 such keys gets one row of kind `many` instead, and while
 -- any run has one, input filters read every run (a run's index rows cost a write each). A filter
--- makes the key of one of its own values through the same function and still checks the whole
--- input with `@>`, so the index only has to hold every run that can match: it may hold more.
-CREATE FUNCTION {schema}.input_leaves(text) RETURNS TABLE (leaf_path text, leaf_kind text, leaf_value text)
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    WITH RECURSIVE walk(place, doc) AS (
-        SELECT ''::text, d FROM (SELECT $1::jsonb AS d) AS input WHERE jsonb_typeof(d) = 'object'
-        UNION ALL
-        SELECT walk.place || '.' || e.key, e.value FROM walk, jsonb_each(walk.doc) AS e
-        WHERE jsonb_typeof(walk.doc) = 'object'
-    ), leaves AS (
-        SELECT place, jsonb_typeof(doc) AS kind,
-               CASE jsonb_typeof(doc) WHEN 'number' THEN trim_scale((doc #>> '{}')::numeric)::text
-                   ELSE coalesce(doc #>> '{}', '') END AS value
-        FROM walk WHERE jsonb_typeof(doc) NOT IN ('object', 'array')
-    )
-    SELECT place, kind, value FROM leaves WHERE length(place) <= 256 AND length(value) <= 256
-$$;
--- How many scalars an input holds, anywhere.
-CREATE FUNCTION {schema}.input_scalars(text) RETURNS bigint
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT count(*) FROM jsonb_path_query($1::jsonb, 'strict $.**') AS v
-    WHERE jsonb_typeof(v) NOT IN ('object', 'array')
+-- makes the key of one of its own values through the same function (`input_keys`) and still
+-- checks the whole input with `@>`, so the index only has to hold every run that can match: it
+-- may hold more.
+
+-- An input's keys, as three arrays (paths, kinds, values); none when it is not an object. PL/pgSQL
+-- walking the objects with a stack: a recursive SQL query planned at each call cost the trigger
+-- several times more.
+CREATE FUNCTION {schema}.input_keys(text, OUT paths text[], OUT kinds text[], OUT vals text[])
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    places text[] := ARRAY[''];
+    docs jsonb[] := ARRAY[$1::jsonb];
+    place text;
+    node jsonb;
+    member record;
+    kind text;
+    path text;
+    val text;
+BEGIN
+    paths := '{}';
+    kinds := '{}';
+    vals := '{}';
+    IF jsonb_typeof(docs[1]) <> 'object' THEN
+        RETURN;
+    END IF;
+    WHILE cardinality(docs) > 0 LOOP
+        place := places[cardinality(places)];
+        node := docs[cardinality(docs)];
+        places := trim_array(places, 1);
+        docs := trim_array(docs, 1);
+        FOR member IN SELECT key, value FROM jsonb_each(node) LOOP
+            kind := jsonb_typeof(member.value);
+            IF kind = 'object' THEN
+                places := places || (place || '.' || member.key);
+                docs := docs || member.value;
+            ELSIF kind <> 'array' THEN
+                path := place || '.' || member.key;
+                val := CASE kind WHEN 'number' THEN trim_scale((member.value #>> '{}')::numeric)::text
+                    ELSE coalesce(member.value #>> '{}', '') END;
+                IF length(path) <= 256 AND length(val) <= 256 THEN
+                    paths := paths || path;
+                    kinds := kinds || kind;
+                    vals := vals || val;
+                END IF;
+            END IF;
+        END LOOP;
+    END LOOP;
+END
 $$;
 CREATE TABLE {schema}.run_inputs (
         path TEXT COLLATE "C" NOT NULL,
@@ -37,21 +63,24 @@ CREATE TABLE {schema}.run_inputs (
         PRIMARY KEY (path, kind, value, at, run)
     );
 CREATE FUNCTION {schema}.index_run_inputs() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    keys record;
 BEGIN
     IF TG_OP <> 'INSERT' THEN
+        keys := {schema}.input_keys(OLD.input);
         DELETE FROM {schema}.run_inputs i
-            USING (SELECT leaf_path, leaf_kind, leaf_value FROM {schema}.input_leaves(OLD.input)
-                   UNION ALL SELECT '', 'many', '') AS l
-            WHERE i.path = l.leaf_path AND i.kind = l.leaf_kind AND i.value = l.leaf_value
-              AND i.at = OLD.created_at AND i.run = OLD.id;
+            USING unnest(array_append(keys.paths, ''), array_append(keys.kinds, 'many'), array_append(keys.vals, ''))
+                AS l(p, k, v)
+            WHERE i.path = l.p AND i.kind = l.k AND i.value = l.v AND i.at = OLD.created_at AND i.run = OLD.id;
     END IF;
-    IF TG_OP <> 'DELETE' AND left(ltrim(NEW.input), 1) = '{' THEN
-        IF {schema}.input_scalars(NEW.input) <= 64 THEN
-            INSERT INTO {schema}.run_inputs (path, kind, value, at, run)
-                SELECT leaf_path, leaf_kind, leaf_value, NEW.created_at, NEW.id FROM {schema}.input_leaves(NEW.input)
-                ON CONFLICT DO NOTHING;
-        ELSE
+    IF TG_OP <> 'DELETE' THEN
+        keys := {schema}.input_keys(NEW.input);
+        IF cardinality(keys.paths) > 64 THEN
             INSERT INTO {schema}.run_inputs (path, kind, value, at, run) VALUES ('', 'many', '', NEW.created_at, NEW.id)
+                ON CONFLICT DO NOTHING;
+        ELSIF cardinality(keys.paths) > 0 THEN
+            INSERT INTO {schema}.run_inputs (path, kind, value, at, run)
+                SELECT l.p, l.k, l.v, NEW.created_at, NEW.id FROM unnest(keys.paths, keys.kinds, keys.vals) AS l(p, k, v)
                 ON CONFLICT DO NOTHING;
         END IF;
     END IF;
@@ -68,15 +97,11 @@ CREATE TRIGGER run_inputs_update AFTER UPDATE OF input ON {schema}.runs
 -- The runs a schema from an earlier build holds, but for inputs with a NUL (`\u0000`, which
 -- `jsonb` cannot hold; no build takes them now, and `@>` can never match them).
 INSERT INTO {schema}.run_inputs (path, kind, value, at, run)
-    SELECT l.leaf_path, l.leaf_kind, l.leaf_value, r.created_at, r.id
+    SELECT DISTINCT CASE WHEN few THEN l.p ELSE '' END, CASE WHEN few THEN l.k ELSE 'many' END,
+           CASE WHEN few THEN l.v ELSE '' END, r.created_at, r.id
     FROM (SELECT id, created_at, input FROM {schema}.runs
           WHERE left(ltrim(input), 1) = '{' AND input !~ '(^|[^\\])(\\\\)*\\u0000' OFFSET 0) AS r,
-         {schema}.input_leaves(r.input) AS l
-    WHERE {schema}.input_scalars(r.input) <= 64
-    ON CONFLICT DO NOTHING;
-INSERT INTO {schema}.run_inputs (path, kind, value, at, run)
-    SELECT '', 'many', '', r.created_at, r.id
-    FROM (SELECT id, created_at, input FROM {schema}.runs
-          WHERE left(ltrim(input), 1) = '{' AND input !~ '(^|[^\\])(\\\\)*\\u0000' OFFSET 0) AS r
-    WHERE {schema}.input_scalars(r.input) > 64
+         LATERAL {schema}.input_keys(r.input) AS k,
+         LATERAL (SELECT cardinality(k.paths) <= 64) AS c(few),
+         LATERAL unnest(k.paths, k.kinds, k.vals) AS l(p, k, v)
     ON CONFLICT DO NOTHING;

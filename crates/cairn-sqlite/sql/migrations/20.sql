@@ -4,7 +4,7 @@
 -- `$.address.city`), its kind (`number` whatever the JSON wrote, `text`, `true`, `false`, `null`)
 -- and its value (numbers as REAL, as `cairn_json_contains` compares them), then the run in list
 -- order. Places and texts of more than 256 characters are left out. An input with more than 64
--- such scalars gets one row of kind `many` instead, and while any run has one, input filters read
+-- such keys gets one row of kind `many` instead, and while any run has one, input filters read
 -- every run (a run's index rows cost a write each). A filter makes the key of one of its own
 -- values with the same selection and still checks the whole input, so the index only has to
 -- hold every run that can match: it may hold more.
@@ -26,10 +26,12 @@ CREATE TRIGGER run_inputs_insert AFTER INSERT ON runs WHEN json_type(new.input) 
         FROM json_tree(new.input)
         WHERE type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0 AND length(fullkey) <= 256
           AND (type <> 'text' OR length(atom) <= 256)
-          AND (SELECT count(*) FROM json_tree(new.input) WHERE type NOT IN ('object', 'array')) <= 64;
+          AND (SELECT count(*) FROM json_tree(new.input)
+              WHERE type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0 AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)) <= 64;
     INSERT OR IGNORE INTO run_inputs (path, kind, value, at, run)
         SELECT '', 'many', 0, new.created_at, new.id
-        WHERE (SELECT count(*) FROM json_tree(new.input) WHERE type NOT IN ('object', 'array')) > 64;
+        WHERE (SELECT count(*) FROM json_tree(new.input)
+              WHERE type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0 AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)) > 64;
 END;
 CREATE TRIGGER run_inputs_delete AFTER DELETE ON runs WHEN json_type(old.input) = 'object' BEGIN
     DELETE FROM run_inputs WHERE at = old.created_at AND run = old.id AND (path, kind, value) IN (
@@ -57,11 +59,13 @@ CREATE TRIGGER run_inputs_update AFTER UPDATE OF input ON runs WHEN old.input IS
         FROM json_tree(new.input)
         WHERE json_type(new.input) = 'object' AND type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0
           AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)
-          AND (SELECT count(*) FROM json_tree(new.input) WHERE type NOT IN ('object', 'array')) <= 64;
+          AND (SELECT count(*) FROM json_tree(new.input)
+              WHERE type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0 AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)) <= 64;
     INSERT OR IGNORE INTO run_inputs (path, kind, value, at, run)
         SELECT '', 'many', 0, new.created_at, new.id
         WHERE json_type(new.input) = 'object'
-          AND (SELECT count(*) FROM json_tree(new.input) WHERE type NOT IN ('object', 'array')) > 64;
+          AND (SELECT count(*) FROM json_tree(new.input)
+              WHERE type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0 AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)) > 64;
 END;
 -- The runs a database from an earlier build holds (an input that is not JSON has no keys).
 INSERT OR IGNORE INTO run_inputs (path, kind, value, at, run)
@@ -69,10 +73,12 @@ INSERT OR IGNORE INTO run_inputs (path, kind, value, at, run)
            CASE t.type WHEN 'integer' THEN CAST(t.atom AS REAL) WHEN 'real' THEN t.atom WHEN 'text' THEN t.atom ELSE 0 END,
            r.created_at, r.id
     FROM (SELECT id, created_at, input FROM runs WHERE json_valid(input) AND json_type(input) = 'object'
-            AND (SELECT count(*) FROM json_tree(input) WHERE type NOT IN ('object', 'array')) <= 64) AS r,
+            AND (SELECT count(*) FROM json_tree(input)
+              WHERE type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0 AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)) <= 64) AS r,
          json_tree(r.input) AS t
     WHERE t.type NOT IN ('object', 'array') AND instr(t.fullkey, '[') = 0 AND length(t.fullkey) <= 256
       AND (t.type <> 'text' OR length(t.atom) <= 256);
 INSERT OR IGNORE INTO run_inputs (path, kind, value, at, run)
     SELECT '', 'many', 0, created_at, id FROM runs WHERE json_valid(input) AND json_type(input) = 'object'
-        AND (SELECT count(*) FROM json_tree(input) WHERE type NOT IN ('object', 'array')) > 64;
+        AND (SELECT count(*) FROM json_tree(input)
+              WHERE type NOT IN ('object', 'array') AND instr(fullkey, '[') = 0 AND length(fullkey) <= 256 AND (type <> 'text' OR length(atom) <= 256)) > 64;
