@@ -114,12 +114,14 @@ impl Store for PostgresStore {
             if let Some(needle) = &input {
                 // An input from an earlier build may hold a NUL, which `jsonb` cannot read (and
                 // `@>` can never match): such a run is passed over rather than failing the list.
-                add!(
-                    |n| format!(
+                // The index holds no such input (its trigger reads every input it keys as `jsonb`).
+                let containment = |n: usize| match leaf.is_some() {
+                    true => format!("input::jsonb @> (${n}::text)::jsonb"),
+                    false => format!(
                         "CASE WHEN input ~ '{NUL_ESCAPE}' THEN false ELSE input::jsonb @> (${n}::text)::jsonb END"
                     ),
-                    needle
-                );
+                };
+                add!(containment, needle);
             }
             let conditions =
                 if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
