@@ -204,43 +204,48 @@ fn grpc_receiver() -> (String, Received) {
                 let sink = Arc::clone(&sink);
                 tokio::spawn(async move {
                     let mut connection = h2::server::handshake(socket).await.unwrap();
-                    while let Some(Ok((request, mut respond))) = connection.accept().await {
-                        assert_eq!(request.uri().path(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export");
-                        let authorization = request
-                            .headers()
-                            .get("authorization")
-                            .map(|v| v.to_str().unwrap().to_owned())
-                            .unwrap_or_default();
-                        let mut body = request.into_body();
-                        let mut bytes = Vec::new();
-                        while let Some(chunk) = body.data().await {
-                            let chunk = chunk.unwrap();
-                            body.flow_control().release_capacity(chunk.len()).unwrap();
-                            bytes.extend_from_slice(&chunk);
-                        }
-                        // A gRPC message: a compression flag (0), its length, then the protobuf.
-                        assert_eq!(bytes[0], 0, "an uncompressed message");
-                        let length = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
-                        let mut seen = sink.lock().unwrap();
-                        seen.spans.extend(decode(&bytes[5..5 + length]));
-                        seen.authorization.push(authorization);
-                        drop(seen);
-                        let head = http::Response::builder()
-                            .status(200)
-                            .header("content-type", "application/grpc")
-                            .body(())
-                            .unwrap();
-                        let mut send = respond.send_response(head, false).unwrap();
-                        send.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), false).unwrap();
-                        let mut trailers = http::HeaderMap::new();
-                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-                        send.send_trailers(trailers).unwrap();
+                    // The connection moves the request bodies only while it is polled, so each
+                    // request is answered in a task of its own while this loop goes on polling.
+                    while let Some(Ok((request, respond))) = connection.accept().await {
+                        tokio::spawn(answer(request, respond, Arc::clone(&sink)));
                     }
                 });
             }
         });
     });
     (address, received)
+}
+
+/// Reads one `Export` request, keeps its spans and answers it with an empty response and
+/// status 0.
+async fn answer(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<bytes::Bytes>,
+    sink: Received,
+) {
+    assert_eq!(request.uri().path(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+    let authorization =
+        request.headers().get("authorization").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    let mut body = request.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        body.flow_control().release_capacity(chunk.len()).unwrap();
+        bytes.extend_from_slice(&chunk);
+    }
+    // A gRPC message: a compression flag (0), its length, then the protobuf.
+    assert_eq!(bytes[0], 0, "an uncompressed message");
+    let length = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+    let mut seen = sink.lock().unwrap();
+    seen.spans.extend(decode(&bytes[5..5 + length]));
+    seen.authorization.push(authorization);
+    drop(seen);
+    let head = http::Response::builder().status(200).header("content-type", "application/grpc").body(()).unwrap();
+    let mut send = respond.send_response(head, false).unwrap();
+    send.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), false).unwrap();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    send.send_trailers(trailers).unwrap();
 }
 
 /// SIGTERM, and a clean exit (which sends the spans still waiting).
