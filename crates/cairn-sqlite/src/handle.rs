@@ -291,11 +291,11 @@ fn read_only_uri(path: &Path, immutable: bool) -> String {
     uri
 }
 
-/// A read-only connection to the database at `path`, the URI it was opened by (the readers open
-/// the same) and the schema version it holds. Reading a WAL database needs its shared-memory file, which SQLite creates if
-/// missing; where it cannot (a read-only directory, a full disk) and no WAL file is there (the
-/// database was closed cleanly, and no writer has it open, or there would be one), the file is
-/// opened `immutable`, which needs none.
+/// A read-only connection to the database at `path`, the URI it was opened by (the readers open the
+/// same) and the schema version it holds. Reading a WAL database needs its shared-memory file,
+/// which SQLite creates if missing; where it cannot (a read-only directory, a full disk) and no WAL
+/// file is there (the database was closed cleanly, and no writer has it open, or there would be
+/// one), the file is opened `immutable`, which needs none.
 fn open_read_only(path: &Path) -> Result<(Connection, String, i64), StoreError> {
     let attempt = |immutable: bool| -> rusqlite::Result<(Connection, String, i64)> {
         let uri = read_only_uri(path, immutable);

@@ -14,11 +14,11 @@ use super::writer::{Job, journal_range};
 const NUL_ESCAPE: &str = r"(^|[^\\])(\\\\)*\\u0000";
 
 impl PostgresStore {
-    /// The first value of an input filter that the input index holds, as its `(path, kind,
-    /// value)` key, made by the function migration 21's trigger makes each run's keys with (`input_keys`), so
-    /// both sides are written alike. `None` when the filter holds no such value (it is not an
-    /// object, or holds only arrays, empty objects or long values), or when some run's input
-    /// had too many values to index (a key of kind `many`): the list then reads every run.
+    /// The first value of an input filter that the input index holds, as its `(path, kind, value)`
+    /// key, made by `input_keys`, the function migration 21's trigger makes each run's keys with,
+    /// so both sides are written alike. `None` when the filter holds no such value (it is not an
+    /// object, or holds only arrays, empty objects or long values), or when some run's input had
+    /// too many values to index (a key of kind `many`): the list then reads every run.
     async fn input_leaf(&self, needle: &str) -> Result<Option<(String, String, String)>, StoreError> {
         let query = "SELECT l.p, l.k, l.v FROM input_keys($1) AS k, unnest(k.paths, k.kinds, k.vals) AS l(p, k, v)
                      WHERE NOT EXISTS (SELECT 1 FROM run_inputs WHERE path = '' AND kind = 'many') LIMIT 1";
