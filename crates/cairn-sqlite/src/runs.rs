@@ -80,6 +80,15 @@ impl Writer {
             let dirty = place.is_some() && !waits && !debouncing;
             return Err(Failure { error: StoreError::DuplicateRunId(run.id.clone()), dirty });
         }
+        // Only an object's keys are indexed: any other input costs no statement (see
+        // migration 21).
+        if run.input.get().trim_start().starts_with('{') {
+            self.conn.prepare_cached(include_str!("../sql/statements/index_input.sql"))?.execute(params![
+                run.input.get(),
+                at,
+                run.id.as_str()
+            ])?;
+        }
         for (i, event) in run.initial_journal().iter().enumerate() {
             self.insert_event(&run.id, i as u64 + 1, run.created_at, event, &event.to_json())?;
         }

@@ -81,8 +81,8 @@ async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
 /// A file written before migrations 6 (subscriptions), 7 (status indexes), 8 (parents), 9
 /// (continuations), 10 (schedules), 11 (concurrency limits), 12 (their triggers only with a rule), 13
 /// (priority with fairness), 14 (rate limits), 15 (debounce), 18 (status indexes over unended
-/// runs only), 19 (served versions) and 20 (the index of inputs) opens, is brought up to date in
-/// place, and keeps its runs.
+/// runs only), 19 (served versions), 20 (the index of inputs) and 21 (that index kept by the
+/// store on insert) opens, is brought up to date in place, and keeps its runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
@@ -96,7 +96,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP TRIGGER run_inputs_insert; DROP TRIGGER run_inputs_delete; DROP TRIGGER run_inputs_update;
+            "DROP TRIGGER run_inputs_delete; DROP TRIGGER run_inputs_update;
              DROP TABLE run_inputs; UPDATE runs SET input = '{\"shard\": 1}';
              DROP TABLE subscriptions; DROP INDEX runs_failed; DROP INDEX runs_cancelled; DROP INDEX runs_paused;
              DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent; ALTER TABLE runs DROP COLUMN continued_from;
@@ -144,7 +144,13 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes, gone), (20, 11, 0));
+    assert_eq!((version, indexes, gone), (21, 11, 0));
+    // The store writes an inserted run's index rows itself; triggers keep them on delete and update.
+    let mut triggers = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'run_inputs%' ORDER BY name")
+        .unwrap();
+    let triggers: Vec<String> = triggers.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    assert_eq!(triggers, ["run_inputs_delete", "run_inputs_update"]);
     // The registry of served versions starts with those of the runs already there.
     let served: (String, i64) =
         conn.query_row("SELECT name, version FROM served_workflows", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
