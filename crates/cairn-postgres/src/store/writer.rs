@@ -263,6 +263,10 @@ pub(super) async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::Unbounded
     // their order and concurrent rounds never touch the same rows.
     let mut busy: HashSet<RunId> = HashSet::new();
     let mut rounds: tokio::task::JoinSet<Vec<RunId>> = tokio::task::JoinSet::new();
+    // The round under way that creates runs, if any: new runs wait for it, since a run's fairness
+    // place is one past the last committed of its key, and two rounds creating at once would both
+    // read the same last one (and give two runs one place).
+    let mut creating: Option<tokio::task::Id> = None;
     let mut open = true;
     loop {
         while open && pending.len() < MAX_ROUND {
@@ -278,6 +282,10 @@ pub(super) async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::Unbounded
             // Where each run's append sits in this round.
             let mut in_round: HashMap<RunId, usize> = HashMap::new();
             for job in pending.drain(..) {
+                if creating.is_some() && matches!(job, Job::Create(..)) {
+                    later.push_back(job);
+                    continue;
+                }
                 if busy.contains(job.run_id()) {
                     // The run's next append joins the one it follows in this round (one run's
                     // concurrent items or branches commit together); anything else waits.
@@ -306,7 +314,11 @@ pub(super) async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::Unbounded
             }
             pending = later;
             if !round.is_empty() {
-                rounds.spawn(round.commit(pool.clone(), Arc::clone(&sql)));
+                let creates = !round.creates.is_empty();
+                let task = rounds.spawn(round.commit(pool.clone(), Arc::clone(&sql)));
+                if creates {
+                    creating = Some(task.id());
+                }
                 continue;
             }
         }
@@ -314,9 +326,13 @@ pub(super) async fn writer(pool: Pool, sql: Arc<Sql>, mut queue: mpsc::Unbounded
             return;
         }
         tokio::select! {
-            Some(done) = rounds.join_next(), if !rounds.is_empty() => {
+            Some(done) = rounds.join_next_with_id(), if !rounds.is_empty() => {
+                let task = done.as_ref().map_or_else(tokio::task::JoinError::id, |(task, _)| *task);
+                if creating == Some(task) {
+                    creating = None;
+                }
                 // A round that panicked leaves its runs busy; their callers see the writer gone.
-                if let Ok(runs) = done {
+                if let Ok((_, runs)) = done {
                     for run in runs {
                         busy.remove(&run);
                     }
