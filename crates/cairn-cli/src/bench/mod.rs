@@ -150,7 +150,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     // The workloads with a runner of their own; W1 and W2 go on below.
     let named = (store_name, durability_name(args.store, durability), floor_us);
     let result = match args.workload {
-        Workload::List => Some(list_bench(Arc::clone(&store), runs, (named.0, named.1), args.json).await),
+        Workload::List => {
+            Some(list_bench(Arc::clone(&store), bench_schema.clone(), runs, (named.0, named.1), args.json).await)
+        }
         Workload::Priority => {
             Some(priority_bench(Arc::clone(&store), &explain, runs, (named.0, named.1), args.json).await)
         }
