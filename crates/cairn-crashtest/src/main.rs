@@ -204,6 +204,11 @@ async fn debounce_starts(engine: &Engine, worker: &Worker, spec: &str) -> Result
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Cairn's warnings (fenced appends, recovered runs, slow heartbeats) go to standard error.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+        .with_writer(std::io::stderr)
+        .init();
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
         return Err(

@@ -13,6 +13,7 @@ mod compose_kill9;
 mod concurrency_postgres;
 mod debounce_postgres;
 mod fairness_postgres;
+mod faults_postgres;
 mod graceful;
 mod kill9;
 mod loop_kill9;

@@ -8,6 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime};
 
+pub mod proxy;
+
 pub const BASE_STEPS: [&str; 5] = ["a", "b", "c", "d", "e"];
 
 /// What run `index` must return with `extra` steps after the first five.
@@ -109,6 +111,27 @@ pub fn spawn(store: &str, log: &std::path::Path, runs: u64, options: &[&str]) ->
             .arg(log)
             .arg(runs.to_string())
             .args(options)
+            .spawn()
+            .expect("spawn crash-worker"),
+    )
+}
+
+/// [`spawn`] with the worker's standard error written to `stderr`.
+pub fn spawn_logged(
+    store: &str,
+    log: &std::path::Path,
+    runs: u64,
+    options: &[&str],
+    stderr: &std::path::Path,
+) -> Worker {
+    let file = std::fs::File::create(stderr).expect("worker log file");
+    Worker(
+        Command::new(env!("CARGO_BIN_EXE_crash-worker"))
+            .arg(store)
+            .arg(log)
+            .arg(runs.to_string())
+            .args(options)
+            .stderr(file)
             .spawn()
             .expect("spawn crash-worker"),
     )
