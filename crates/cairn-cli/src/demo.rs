@@ -128,7 +128,7 @@ async fn choose_batch(client: &Client) -> Result<(u32, bool)> {
 }
 
 pub(crate) async fn run(store_args: &crate::store_args::StoreArgs) -> Result<()> {
-    let store = store_args.open(crate::store_args::Access::Create).await?;
+    let store = store_args.open_worker().await?;
     let place = store_args.describe();
     let engine = Engine::builder()
         .shared_store(store)

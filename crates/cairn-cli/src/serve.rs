@@ -126,7 +126,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let sweep_every = sweep_interval(&args.sweep_every).map_err(|error| anyhow::anyhow!("--sweep-every {error}"))?;
     // Installed before anything runs, so every number from the start is kept.
     service.api.metrics = cairn_http::metrics::Prometheus::install();
-    let store = args.store.open(crate::store_args::Access::Create).await?;
+    let store = args.store.open_worker().await?;
     let mut builder = Engine::builder().shared_store(store).sweep_every(sweep_every);
     if let Some(limit) = args.default_run_timeout {
         builder = builder.default_run_timeout(limit);

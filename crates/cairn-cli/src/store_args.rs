@@ -4,6 +4,7 @@ use anyhow::{Context, Result, bail};
 use cairn::SqliteStore;
 use clap::Args;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Where the runs are: an SQLite file (`--db`, the default), PostgreSQL (`--database-url`) or a
 /// JSONL data directory (`--data-dir`).
@@ -21,7 +22,18 @@ pub(crate) struct StoreArgs {
     /// JSONL data directory (one file per run); takes precedence over --db.
     #[arg(long, env = "CAIRN_DATA_DIR", global = true)]
     data_dir: Option<PathBuf>,
+    /// How long one connection attempt to PostgreSQL may take, its login included (`10s`).
+    #[arg(long, env = "CAIRN_CONNECT_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    connect_timeout: Duration,
+    /// How long to keep trying to reach PostgreSQL at start, with backoff, before giving up
+    /// (`2m`; `0s`: one attempt). Default: 60s for `serve` and `demo`, one attempt otherwise.
+    #[arg(long, env = "CAIRN_STARTUP_WAIT", value_parser = humantime::parse_duration, global = true)]
+    startup_wait: Option<Duration>,
 }
+
+/// How long a worker command (`serve`, `demo`) keeps trying to reach PostgreSQL at start unless
+/// `--startup-wait` says otherwise: a process manager may start it before the database.
+const WORKER_STARTUP_WAIT: Duration = Duration::from_secs(60);
 
 /// What a command does with the store it opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +51,22 @@ pub(crate) enum Access {
 impl StoreArgs {
     /// Opens the store for `access`; an SQLite file must already exist unless `Create`.
     pub(crate) async fn open(&self, access: Access) -> Result<std::sync::Arc<dyn cairn::Store>> {
+        self.open_waiting(access, Duration::ZERO).await
+    }
+
+    /// Opens the store for a worker (`Create`), waiting up to a minute for PostgreSQL to answer
+    /// unless `--startup-wait` says otherwise.
+    pub(crate) async fn open_worker(&self) -> Result<std::sync::Arc<dyn cairn::Store>> {
+        self.open_waiting(Access::Create, WORKER_STARTUP_WAIT).await
+    }
+
+    async fn open_waiting(&self, access: Access, wait: Duration) -> Result<std::sync::Arc<dyn cairn::Store>> {
         let create = access == Access::Create;
         if let Some(url) = &self.database_url {
-            let options = cairn_postgres::PostgresOptions::new(url).schema(&self.schema);
+            let options = cairn_postgres::PostgresOptions::new(url)
+                .schema(&self.schema)
+                .connect_timeout(self.connect_timeout)
+                .startup_wait(self.startup_wait.unwrap_or(wait));
             let store = cairn_postgres::PostgresStore::connect(options)
                 .await
                 .with_context(|| format!("cannot open PostgreSQL schema {:?}", self.schema))?;

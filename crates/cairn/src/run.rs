@@ -75,6 +75,33 @@ pub(crate) struct RunShared {
     core: Mutex<RunCore>,
 }
 
+/// The path of the first step an append's events name, copied onto the stack (cut to at most
+/// [`StepName::MAX`] bytes), so a refused append can say which step it was without an
+/// allocation for every append that goes through.
+struct StepName {
+    bytes: [u8; StepName::MAX],
+    len: usize,
+}
+
+impl StepName {
+    const MAX: usize = 128;
+
+    fn of(events: &[Event]) -> StepName {
+        let path = events.iter().find_map(Event::path).map_or("", StepPath::as_str);
+        let mut len = path.len().min(StepName::MAX);
+        while !path.is_char_boundary(len) {
+            len -= 1;
+        }
+        let mut bytes = [0; StepName::MAX];
+        bytes[..len].copy_from_slice(&path.as_bytes()[..len]);
+        StepName { bytes, len }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
 /// Decrements the in-flight count when a step body is done (or dropped).
 pub(crate) struct InFlight<'a>(&'a RunShared);
 
@@ -363,13 +390,34 @@ impl RunShared {
         if mode == Mode::ReplayCheck {
             return Ok(());
         }
+        let step = StepName::of(&events);
         self.append_raw(events, RunUpdate::Progress, consume, at, batched).await.map_err(|error| {
             self.interrupt(match error {
-                StoreError::Fenced { .. } => Interrupt::LeaseLost,
+                StoreError::Fenced { held, current, .. } => {
+                    self.fenced(step.as_str(), held, current);
+                    Interrupt::LeaseLost
+                }
                 other => Interrupt::Store(other),
             });
             self.interrupted()
         })
+    }
+
+    /// Says that the store refused an append of `step` (if it was one's) because the run's
+    /// lease moved on from this worker's epoch `held` to `current`: at warn, and in
+    /// [`FENCED_APPENDS`](crate::telemetry::FENCED_APPENDS).
+    fn fenced(&self, step: &str, held: u64, current: u64) {
+        tracing::warn!(
+            run_id = %self.id,
+            step,
+            epoch = held,
+            current_epoch = current,
+            "run {}: append{}{step} refused: its lease moved on from this worker's epoch {held} to epoch {current} \
+             (another worker took the run over); stopping it here",
+            self.id,
+            if step.is_empty() { "" } else { " of step " },
+        );
+        crate::telemetry::fenced_append(&self.workflow);
     }
 
     /// Appends without looking at interrupts (for the driver's final appends).

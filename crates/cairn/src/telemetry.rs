@@ -54,6 +54,15 @@ pub const SCHEDULED_RUNS: &str = "cairn_schedule_runs_started_total";
 /// a slot, `rate` each time a rate limit suspends a start or a step, `debounce` when a
 /// debounced start opens a window), by workflow.
 pub const RUNS_DELAYED: &str = "cairn_runs_delayed_total";
+/// Counter: appends the store refused because the run's lease had moved on to a later epoch
+/// (another worker took the run over while this one still executed it), by workflow.
+pub const FENCED_APPENDS: &str = "cairn_fenced_appends_total";
+/// Counter: runs this worker claimed after their previous lease expired unrenewed (a worker
+/// died, stalled or lost the database), by workflow.
+pub const RUNS_RECOVERED: &str = "cairn_runs_recovered_total";
+/// Histogram: the round trip of this worker's lease heartbeats, from the request to the store's
+/// answer.
+pub const HEARTBEAT_SECONDS: &str = "cairn_heartbeat_seconds";
 
 /// Registers the descriptions of Cairn's metrics with the installed recorder (its `# HELP`
 /// lines); call it once after installing one.
@@ -70,6 +79,9 @@ pub fn describe() {
     describe_counter!(RUNS_DELAYED, "Runs held back by a concurrency limit, a rate limit or a debounce, by rule.");
     describe_counter!(RETENTION_SWEPT, "Ended runs deleted by retention sweeps and prunes.");
     describe_histogram!(CLAIM_LAG, Unit::Seconds, "From a run being ready to its claim by this worker.");
+    describe_counter!(FENCED_APPENDS, "Appends refused because the run's lease had moved on to another worker.");
+    describe_counter!(RUNS_RECOVERED, "Runs claimed after their previous lease expired unrenewed.");
+    describe_histogram!(HEARTBEAT_SECONDS, Unit::Seconds, "The round trip of a lease heartbeat.");
     use cairn_store::metrics_names::{BATCH_SIZE, COMMIT_SECONDS};
     describe_histogram!(COMMIT_SECONDS, Unit::Seconds, "One store write transaction, from its start to its commit.");
     describe_histogram!(BATCH_SIZE, "Writes committed together in one store transaction.");
@@ -388,6 +400,18 @@ pub(crate) fn schedule_fired(schedule: &str, workflow: &str, started: usize) {
 
 pub(crate) fn swept(runs: usize) {
     metrics::counter!(RETENTION_SWEPT).increment(runs as u64);
+}
+
+pub(crate) fn fenced_append(workflow: &str) {
+    metrics::counter!(FENCED_APPENDS, "workflow" => workflow.to_owned()).increment(1);
+}
+
+pub(crate) fn run_recovered(workflow: &str) {
+    metrics::counter!(RUNS_RECOVERED, "workflow" => workflow.to_owned()).increment(1);
+}
+
+pub(crate) fn heartbeat(round_trip: Duration) {
+    metrics::histogram!(HEARTBEAT_SECONDS).record(round_trip.as_secs_f64());
 }
 
 pub(crate) fn claim_lag(lag: Duration) {

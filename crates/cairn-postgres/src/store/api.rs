@@ -184,6 +184,8 @@ impl Store for PostgresStore {
 
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         Box::pin(async move {
+            // This process executes runs: its leases will need their heartbeat connection.
+            self.open_beats();
             let mut values = ClaimValues::of(request);
             let (mut claimed, requeued) = self.claim_pass(&values, request).await?;
             // Runs the pass requeued and their groups admitted are claimed while there is room.
@@ -207,33 +209,7 @@ impl Store for PostgresStore {
     }
 
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
-        Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let until = request.lease_until.as_millis();
-            let ids: Vec<&str> = request.runs.iter().map(|(id, _)| id.as_str()).collect();
-            let epochs: Vec<i64> = request.runs.iter().map(|(_, epoch)| *epoch as i64).collect();
-            let batch = client.prepare_cached(&self.sql.heartbeat_batch).await.map_err(backend)?;
-            let rows = client.query(&batch, &[&until, &ids, &epochs, &request.owner]).await.map_err(backend)?;
-            let mut answered = std::collections::HashMap::with_capacity(rows.len());
-            for row in &rows {
-                let id: String = row.try_get(0).map_err(backend)?;
-                let flags = (
-                    row.try_get(1).map_err(backend)?,
-                    row.try_get(2).map_err(backend)?,
-                    row.try_get(3).map_err(backend)?,
-                );
-                answered.insert(id, flags);
-            }
-            let mut out = Vec::with_capacity(request.runs.len());
-            for (run_id, epoch) in &request.runs {
-                let (held, cancel_requested, pause_requested) = match answered.get(run_id.as_str()) {
-                    Some(answer) => *answer,
-                    None => self.heartbeat_one(&client, run_id, *epoch, request).await?,
-                };
-                out.push(LeaseStatus { run_id: run_id.clone(), held, cancel_requested, pause_requested });
-            }
-            Ok(out)
-        })
+        Box::pin(self.heartbeat_inner(request))
     }
 
     fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {

@@ -309,28 +309,6 @@ impl PostgresStore {
         Ok((created, id))
     }
 
-    /// One lease extended by itself (waiting for the row if need be): whether it is held, and
-    /// whether a cancellation and a pause were requested.
-    pub(super) async fn heartbeat_one(
-        &self,
-        client: &impl GenericClient,
-        run_id: &RunId,
-        epoch: u64,
-        request: &HeartbeatRequest,
-    ) -> Result<(bool, bool, bool), StoreError> {
-        let beat = client.prepare_cached(&self.sql.heartbeat).await.map_err(backend)?;
-        let params: [&(dyn ToSql + Sync); 4] =
-            [&request.lease_until.as_millis(), &run_id.as_str(), &(epoch as i64), &request.owner];
-        if let Some(row) = client.query_opt(&beat, &params).await.map_err(backend)? {
-            return Ok((true, row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?));
-        }
-        let flags = client.prepare_cached(&self.sql.flags).await.map_err(backend)?;
-        match client.query_opt(&flags, &[&run_id.as_str()]).await.map_err(backend)? {
-            Some(row) => Ok((false, row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?)),
-            None => Ok((false, false, false)),
-        }
-    }
-
     /// One pass of a claim (`Sql::claim`): the runs it claimed, and how many woken runs it
     /// queued for a concurrency slot again.
     pub(super) async fn claim_pass(

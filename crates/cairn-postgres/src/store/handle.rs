@@ -7,6 +7,7 @@ use super::rows::ClaimValues;
 use super::sql::{Sql, backend};
 use super::writer::{Job, writer};
 use crate::schema::{MIGRATIONS, valid_schema_name};
+use std::time::Duration;
 /// How to reach the database and where to keep Cairn's tables.
 #[derive(Debug, Clone)]
 pub struct PostgresOptions {
@@ -16,12 +17,26 @@ pub struct PostgresOptions {
     pub schema: String,
     /// Most pooled connections. Default 16.
     pub pool_size: usize,
+    /// How long one connection attempt may take, from the TCP connect through the server's
+    /// answer to the login (a server that accepts connections and never answers fails a start
+    /// after this long). Default 10 s.
+    pub connect_timeout: Duration,
+    /// How long [`PostgresStore::connect`] keeps trying while the server cannot be reached, with
+    /// backoff (0.1 s, doubling up to 5 s), logging each failed attempt at warn. Default zero:
+    /// one attempt.
+    pub startup_wait: Duration,
 }
 
 impl PostgresOptions {
     /// Options for `url` with the default schema and pool size.
     pub fn new(url: impl Into<String>) -> Self {
-        Self { url: url.into(), schema: "cairn".into(), pool_size: 16 }
+        Self {
+            url: url.into(),
+            schema: "cairn".into(),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(10),
+            startup_wait: Duration::ZERO,
+        }
     }
 
     /// Use this schema.
@@ -35,6 +50,28 @@ impl PostgresOptions {
         self.pool_size = size.max(1);
         self
     }
+
+    /// Give up on one connection attempt after `timeout` (at least 1 ms).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Keep trying to reach the server for up to `wait` when connecting, e.g. while it starts
+    /// alongside this process:
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), cairn_store::StoreError> {
+    /// use cairn_postgres::{PostgresOptions, PostgresStore};
+    /// use std::time::Duration;
+    /// let options = PostgresOptions::new("postgres://cairn@db.internal/cairn").startup_wait(Duration::from_secs(60));
+    /// let store = PostgresStore::connect(options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn startup_wait(mut self, wait: Duration) -> Self {
+        self.startup_wait = wait;
+        self
+    }
 }
 
 /// Runs, journals and signals in PostgreSQL, shared by any number of worker processes.
@@ -43,7 +80,9 @@ pub struct PostgresStore {
     pub(super) pool: Pool,
     pub(super) sql: Arc<Sql>,
     pub(super) jobs: mpsc::UnboundedSender<Job>,
-    config: tokio_postgres::Config,
+    pub(super) config: tokio_postgres::Config,
+    /// The connection lease heartbeats go out on, its own (see `beats`).
+    pub(super) beats: super::beats::BeatSlot,
     /// Wake-ups and run endings heard on the schema's channel; the listener starts on first use.
     pub(super) wakeups: Arc<Wakeups>,
     /// Held by every clone: the maintenance task ends once the last is dropped.
@@ -53,6 +92,49 @@ pub struct PostgresStore {
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore").field("schema", &self.sql.schema).finish()
+    }
+}
+
+/// Where `config` connects, for messages: `host:port`, comma-separated when several.
+fn address(config: &tokio_postgres::Config) -> String {
+    let ports = config.get_ports();
+    let hosts = config.get_hosts().iter().enumerate().map(|(i, host)| {
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        match host {
+            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+            tokio_postgres::config::Host::Unix(path) => format!("{}/.s.PGSQL.{port}", path.display()),
+        }
+    });
+    hosts.collect::<Vec<_>>().join(",")
+}
+
+/// Takes one connection from `pool`, trying again with backoff for up to `wait`: an error that
+/// names the server's address and the last attempt's cause once it has not answered.
+async fn wait_for_server(pool: &Pool, config: &tokio_postgres::Config, wait: Duration) -> Result<(), StoreError> {
+    let started = tokio::time::Instant::now();
+    let mut delay = Duration::from_millis(100);
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let error = match pool.get().await {
+            Ok(_) => return Ok(()),
+            Err(error) => error,
+        };
+        let waited = started.elapsed();
+        if waited + delay > wait {
+            let tries = if attempts == 1 { "1 attempt".to_owned() } else { format!("{attempts} attempts") };
+            return Err(StoreError::caused_by(
+                format!("cannot reach PostgreSQL at {} ({tries} over {:.1} s)", address(config), waited.as_secs_f64()),
+                error,
+            ));
+        }
+        tracing::warn!(
+            "cannot reach PostgreSQL at {} yet ({}); trying again in {delay:?}",
+            address(config),
+            StoreError::from_cause(error)
+        );
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
     }
 }
 
@@ -80,9 +162,17 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name(format!("cairn:{}", options.schema));
         }
+        config.connect_timeout(options.connect_timeout);
         let manager =
             Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let pool = Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(backend)?;
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            // The whole of a new connection: the socket's connect (above) and the login after it.
+            .create_timeout(Some(options.connect_timeout))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(backend)?;
+        wait_for_server(&pool, &config, options.startup_wait).await?;
         let sql = Arc::new(Sql::new(&options.schema));
         let (jobs, queue) = mpsc::unbounded_channel();
         let store = PostgresStore {
@@ -90,6 +180,7 @@ impl PostgresStore {
             sql: Arc::clone(&sql),
             jobs,
             config,
+            beats: super::beats::BeatSlot::default(),
             wakeups: Arc::new(Wakeups::new()),
             alive: Arc::new(()),
         };

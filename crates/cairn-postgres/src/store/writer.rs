@@ -374,8 +374,8 @@ impl Round {
         self.creates.is_empty() && self.appends.is_empty()
     }
 
-    /// Commits the round (one transaction; a lone job in one statement; each job alone if the
-    /// transaction failed), answers its callers, reports the runs that ended, and gives back the
+    /// Commits the round (see `commit_round`; a lone job in one statement; each job alone if
+    /// the creates' transaction failed), answers its callers, reports the runs that ended, and gives back the
     /// ids of its runs.
     pub(super) async fn commit(self, pool: Pool, sql: Arc<Sql>) -> Vec<RunId> {
         let began = std::time::Instant::now();
@@ -446,7 +446,21 @@ pub(super) async fn each_alone(pool: &Pool, sql: &Sql, runs: &[&NewRun], appends
     (created, appended)
 }
 
-/// One round in one transaction; `Err` means it was rolled back and nothing was written.
+/// Whether `append` goes in the round's one batched statement: progress and finishing appends
+/// that consume no signal and delete nothing.
+fn batchable(append: &Append) -> bool {
+    matches!(append.update, RunUpdate::Progress | RunUpdate::Finish { .. })
+        && append.consume_signal.is_none()
+        && !append.events.iter().any(|e| e.deletion().is_some())
+}
+
+/// One round: its creates in one transaction, then its appends, each in a statement that is its
+/// own transaction (the batchable ones together in one): no transaction holds a run's row for a
+/// network round trip (`BEGIN` … `COMMIT` held it until `COMMIT` arrived, and a heartbeat of
+/// that run waited for it: with 300 ms each way, seconds when a round had several statements),
+/// and a round of batched appends alone (most rounds) is one round trip instead of three. `Err`
+/// means nothing was written (the creates' transaction failed before any append went out);
+/// otherwise each append has its own outcome.
 pub(super) async fn commit_round(
     pool: &Pool,
     sql: &Sql,
@@ -454,67 +468,77 @@ pub(super) async fn commit_round(
     round: &[&Append],
 ) -> Result<RoundOutcomes, StoreError> {
     let mut client = pool.get().await.map_err(backend)?;
-    let tx = client.transaction().await.map_err(backend)?;
-    let created = if runs.is_empty() { Vec::new() } else { create_batch(&tx, sql, runs).await? };
-    // Progress and finishing appends that consume no signal go in one batched statement.
-    let batchable = |a: &Append| {
-        matches!(a.update, RunUpdate::Progress | RunUpdate::Finish { .. })
-            && a.consume_signal.is_none()
-            && !a.events.iter().any(|e| e.deletion().is_some())
+    let created = if runs.is_empty() {
+        Vec::new()
+    } else {
+        let tx = client.transaction().await.map_err(backend)?;
+        let created = create_batch(&tx, sql, runs).await?;
+        tx.commit().await.map_err(backend)?;
+        created
     };
+    Ok((created, append_round(&client, sql, round).await))
+}
+
+/// A round's appends: the batchable ones in one statement, the others one by one; each one's
+/// outcome, or `Err` for a failure that must undo the round.
+async fn append_round(client: &impl GenericClient, sql: &Sql, round: &[&Append]) -> Vec<Result<(), StoreError>> {
     let batch: Vec<&Append> = round.iter().copied().filter(|a| batchable(a)).collect();
-    let mut applied: HashSet<String> = HashSet::new();
-    if !batch.is_empty() {
-        let ids: Vec<&str> = batch.iter().map(|a| a.run_id.as_str()).collect();
-        let epochs: Vec<i64> = batch.iter().map(|a| a.epoch as i64).collect();
-        let afters: Vec<i64> = batch.iter().map(|a| a.after_seq as i64).collect();
-        let lasts: Vec<i64> = batch.iter().map(|a| (a.after_seq + a.events.len() as u64) as i64).collect();
-        let ats: Vec<i64> = batch.iter().map(|a| a.at.as_millis()).collect();
-        let (mut finishes, mut statuses, mut outputs, mut errors, mut completions) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for append in &batch {
-            match &append.update {
-                RunUpdate::Finish { status, output, error, at } => {
-                    finishes.push(true);
-                    statuses.push(Some(status.as_str()));
-                    outputs.push(output.as_ref().map(|o| o.get()));
-                    errors.push(error.as_deref());
-                    completions.push(Some(at.as_millis()));
-                }
-                _ => {
-                    finishes.push(false);
-                    statuses.push(None);
-                    outputs.push(None);
-                    errors.push(None);
-                    completions.push(None);
-                }
-            }
-        }
-        let mut rows = JournalColumns::default();
-        for append in &batch {
-            rows.push(&append.run_id, append.after_seq, append.at, &append.events);
-        }
-        let statement = tx.prepare_cached(&sql.append_batch).await.map_err(backend)?;
-        let runs_params: [&(dyn ToSql + Sync); 5] = [&ids, &epochs, &afters, &lasts, &ats];
-        let ends: [&(dyn ToSql + Sync); 5] = [&finishes, &statuses, &outputs, &errors, &completions];
-        let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(ends).collect();
-        let rows = tx.query(&statement, &params).await.map_err(backend)?;
-        for row in rows {
-            applied.insert(row.try_get::<_, String>(0).map_err(backend)?);
-        }
-    }
+    let applied = if batch.is_empty() { Ok(HashSet::new()) } else { append_batch(client, sql, &batch).await };
+    // The others alone, sent together (pipelined on the connection).
+    let others = super::join_all(round.iter().filter(|a| !batchable(a)).map(|a| append_one(client, sql, a))).await;
+    let mut others = others.into_iter();
     let mut outcomes = Vec::with_capacity(round.len());
     for append in round {
-        let outcome = if batchable(append) {
-            if applied.contains(append.run_id.as_str()) { Ok(()) } else { Err(refusal(&tx, sql, append).await?) }
-        } else {
-            match append_one(&tx, sql, append).await {
-                Err(error @ StoreError::Backend { .. }) => return Err(error),
-                other => other,
-            }
+        let outcome = match (batchable(append), &applied) {
+            (false, _) => others.next().unwrap_or_else(|| Err(StoreError::backend("an append went missing"))),
+            (true, Err(error)) => Err(error.clone()),
+            (true, Ok(applied)) if applied.contains(append.run_id.as_str()) => Ok(()),
+            (true, Ok(_)) => refusal(client, sql, append).await.and_then(Err),
         };
         outcomes.push(outcome);
     }
-    tx.commit().await.map_err(backend)?;
-    Ok((created, outcomes))
+    outcomes
+}
+
+/// The batchable appends of a round in one statement: the runs it applied.
+async fn append_batch(
+    client: &impl GenericClient,
+    sql: &Sql,
+    batch: &[&Append],
+) -> Result<HashSet<String>, StoreError> {
+    let ids: Vec<&str> = batch.iter().map(|a| a.run_id.as_str()).collect();
+    let epochs: Vec<i64> = batch.iter().map(|a| a.epoch as i64).collect();
+    let afters: Vec<i64> = batch.iter().map(|a| a.after_seq as i64).collect();
+    let lasts: Vec<i64> = batch.iter().map(|a| (a.after_seq + a.events.len() as u64) as i64).collect();
+    let ats: Vec<i64> = batch.iter().map(|a| a.at.as_millis()).collect();
+    let (mut finishes, mut statuses, mut outputs, mut errors, mut completions) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for append in batch {
+        match &append.update {
+            RunUpdate::Finish { status, output, error, at } => {
+                finishes.push(true);
+                statuses.push(Some(status.as_str()));
+                outputs.push(output.as_ref().map(|o| o.get()));
+                errors.push(error.as_deref());
+                completions.push(Some(at.as_millis()));
+            }
+            _ => {
+                finishes.push(false);
+                statuses.push(None);
+                outputs.push(None);
+                errors.push(None);
+                completions.push(None);
+            }
+        }
+    }
+    let mut rows = JournalColumns::default();
+    for append in batch {
+        rows.push(&append.run_id, append.after_seq, append.at, &append.events);
+    }
+    let statement = client.prepare_cached(&sql.append_batch).await.map_err(backend)?;
+    let runs_params: [&(dyn ToSql + Sync); 5] = [&ids, &epochs, &afters, &lasts, &ats];
+    let ends: [&(dyn ToSql + Sync); 5] = [&finishes, &statuses, &outputs, &errors, &completions];
+    let params: Vec<&(dyn ToSql + Sync)> = runs_params.into_iter().chain(rows.params()).chain(ends).collect();
+    let rows = client.query(&statement, &params).await.map_err(backend)?;
+    rows.iter().map(|row| row.try_get::<_, String>(0).map_err(backend)).collect()
 }

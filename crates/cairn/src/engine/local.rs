@@ -10,7 +10,7 @@ use crate::registry::Registry;
 use crate::run::{RunSetup, RunShared};
 use crate::run_core::{Ended, InputCheck, Limits};
 use cairn_journal::FastMap;
-use cairn_store::{ClaimRequest, RunId, SignalRecord, Store, WorkerRecord};
+use cairn_store::{ClaimRequest, RunId, SignalRecord, Store, Timestamp, WorkerRecord};
 use serde_json::value::RawValue;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,6 +28,10 @@ pub(crate) struct Local {
     /// Runs claimed and still loading their journals: `(epoch, last_seq)` to hand their leases
     /// back with if the worker stops first.
     pub(super) loading: Mutex<FastMap<RunId, (u64, u64)>>,
+    /// The lease this worker holds on each run it claimed (loading or executing), as far as the
+    /// store last confirmed: its epoch and until when. Heartbeats renew these; a run whose lease
+    /// runs out unconfirmed is stopped (see `heartbeat_loop`).
+    pub(super) leases: Mutex<FastMap<RunId, Lease>>,
     pub(super) running: AtomicUsize,
     /// The last claim took as many runs as there was room for: more may be waiting.
     pub(super) at_capacity: AtomicBool,
@@ -47,6 +51,13 @@ pub(crate) struct Local {
     /// This worker's record in the store as of its start; [`Local::worker_record`] brings its
     /// times up to date.
     worker: WorkerRecord,
+}
+
+/// A lease this worker holds: the run's epoch, and until when the store last confirmed it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease {
+    pub(crate) epoch: u64,
+    pub(crate) until: Timestamp,
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -79,6 +90,7 @@ impl Local {
             config,
             active: Mutex::new(FastMap::default()),
             loading: Mutex::new(FastMap::default()),
+            leases: Mutex::new(FastMap::default()),
             running: AtomicUsize::new(0),
             at_capacity: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
@@ -132,8 +144,15 @@ impl Local {
         lock(&self.active).get(id).cloned()
     }
 
+    /// Whether this worker's lease on run `id` is confirmed until after now (a run it does not
+    /// hold has none).
+    pub(crate) fn lease_held(&self, id: &RunId) -> bool {
+        lock(&self.leases).get(id).is_some_and(|lease| lease.until > wall_now())
+    }
+
     pub(crate) fn run_finished(&self, id: &RunId, ended: Option<Ended>) {
         lock(&self.active).remove(id);
+        lock(&self.leases).remove(id);
         self.running.fetch_sub(1, Ordering::SeqCst);
         self.notify_watchers(id, ended);
         // A freed slot matters only if the last claim was cut short by capacity; new, woken and

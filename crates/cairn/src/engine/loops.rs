@@ -215,37 +215,112 @@ async fn warn_stranded(client: &Client) {
     }
 }
 
+/// A heartbeat whose round trip takes more than this share of the lease is warned about: the
+/// lease should be at least this many round trips long (see `docs/operations.md`).
+const ROUND_TRIPS_PER_LEASE: u32 = 5;
+
+/// How often a slow heartbeat is warned about at most.
+const SLOW_WARNING_EVERY: Duration = Duration::from_secs(60);
+
+/// Renews this worker's leases every third of the lease, on a schedule of its own: a beat never
+/// waits for the runs' work, and the store answers it on a connection of its own where it has
+/// connections (PostgreSQL). A beat not answered before a lease it renews runs out is given
+/// up, and every run whose lease ran out unconfirmed is stopped at once (its steps' tokens fire)
+/// rather than racing the worker that may take it over.
 pub(crate) async fn heartbeat_loop(local: Arc<Local>) {
     let every = (local.config.lease / 3).max(Duration::from_millis(10));
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    let mut record: Option<tokio::task::JoinHandle<()>> = None;
+    let mut warned: Option<tokio::time::Instant> = None;
     loop {
+        // Woken when the earliest lease runs out as well, to stop its run in time.
+        let expiry = lock(&local.leases).values().map(|lease| lease.until).min();
+        let expiry = tokio::time::Instant::now() + expiry.map_or(every, |until| wall_now().until(until));
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            _ = ticks.tick() => {
+                // The worker's own record, on a task of its own: it never delays the leases.
+                if record.as_ref().is_none_or(tokio::task::JoinHandle::is_finished) {
+                    let local = Arc::clone(&local);
+                    record = Some(tokio::spawn(async move { local.record_worker().await }));
+                }
+                beat(&local, &mut warned).await;
+            }
+            () = tokio::time::sleep_until(expiry) => {}
             () = local.shutdown.cancelled() => break,
         }
-        local.record_worker().await;
-        let runs: Vec<(RunId, u64)> = lock(&local.active).values().map(|r| (r.id.clone(), r.epoch)).collect();
-        if runs.is_empty() {
-            continue;
+        stop_unconfirmed(&local);
+    }
+}
+
+/// One heartbeat of every lease this worker holds, given up when a lease it renews runs out.
+async fn beat(local: &Local, warned: &mut Option<tokio::time::Instant>) {
+    let (runs, first_expiry) = {
+        let leases = lock(&local.leases);
+        let runs: Vec<(RunId, u64)> = leases.iter().map(|(id, lease)| (id.clone(), lease.epoch)).collect();
+        (runs, leases.values().map(|lease| lease.until).min())
+    };
+    let Some(first_expiry) = first_expiry else { return };
+    let lease = local.config.lease;
+    let sent = tokio::time::Instant::now();
+    let request = HeartbeatRequest { owner: local.config.worker_id.clone(), runs, lease_until: wall_now() + lease };
+    let deadline = sent + wall_now().until(first_expiry);
+    let statuses = match tokio::time::timeout_at(deadline, local.store.heartbeat(&request)).await {
+        Ok(Ok(statuses)) => statuses,
+        Ok(Err(error)) => return tracing::warn!("heartbeat failed: {error}"),
+        Err(_) => {
+            return tracing::warn!(
+                "heartbeat not answered within {:?}, before a lease it renews ran out",
+                sent.elapsed()
+            );
         }
-        let request = HeartbeatRequest {
-            owner: local.config.worker_id.clone(),
-            runs,
-            lease_until: wall_now() + local.config.lease,
-        };
-        match local.store.heartbeat(&request).await {
-            Ok(statuses) => {
-                for status in statuses {
-                    let Some(run) = local.active(&status.run_id) else { continue };
-                    if !status.held {
-                        run.interrupt(Interrupt::LeaseLost);
-                    } else if status.cancel_requested {
-                        run.interrupt(Interrupt::Cancelled);
-                    } else if status.pause_requested {
-                        run.interrupt(Interrupt::Paused);
-                    }
-                }
-            }
-            Err(error) => tracing::warn!("heartbeat failed: {error}"),
+    };
+    let round_trip = sent.elapsed();
+    crate::telemetry::heartbeat(round_trip);
+    if round_trip * ROUND_TRIPS_PER_LEASE > lease && warned.is_none_or(|at| at.elapsed() >= SLOW_WARNING_EVERY) {
+        *warned = Some(tokio::time::Instant::now());
+        tracing::warn!(
+            "a heartbeat took {round_trip:?}, more than a {ROUND_TRIPS_PER_LEASE}th of the {lease:?} lease: \
+             runs may be taken over from this worker; choose a lease of at least {ROUND_TRIPS_PER_LEASE} \
+             round trips to the store"
+        );
+    }
+    for status in statuses {
+        // (Held means the store's epoch is still the one sent, so it is the lease's here too.)
+        if status.held
+            && let Some(held) = lock(&local.leases).get_mut(&status.run_id)
+        {
+            held.until = held.until.max(request.lease_until);
+        }
+        let Some(run) = local.active(&status.run_id) else { continue };
+        if !status.held {
+            run.interrupt(Interrupt::LeaseLost);
+        } else if status.cancel_requested {
+            run.interrupt(Interrupt::Cancelled);
+        } else if status.pause_requested {
+            run.interrupt(Interrupt::Paused);
+        }
+    }
+}
+
+/// Stops each run whose lease ran out before a heartbeat confirmed it; its lease is forgotten
+/// (another worker may take the run over now), so it is stopped once.
+fn stop_unconfirmed(local: &Local) {
+    let now = wall_now();
+    let expired: Vec<RunId> = {
+        let mut leases = lock(&local.leases);
+        let expired: Vec<RunId> =
+            leases.iter().filter(|(_, lease)| lease.until <= now).map(|(id, _)| id.clone()).collect();
+        for id in &expired {
+            leases.remove(id);
+        }
+        expired
+    };
+    for id in expired {
+        tracing::warn!(run_id = %id, "run {id}: its lease ran out before a heartbeat renewed it; stopping it here");
+        if let Some(run) = local.active(&id) {
+            run.interrupt(Interrupt::LeaseLost);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One claimed run on this worker: loaded (its journal, its state, its body), driven, and
 //! settled when it does not execute here.
 
-use super::local::{Local, attached, lock, run_setup};
+use super::local::{Lease, Local, attached, lock, run_setup};
 use crate::ctx::Ctx;
 use crate::error::Interrupt;
 use crate::run::{BodyFuture, RunShared, drive};
@@ -17,6 +17,9 @@ use tracing::Instrument as _;
 pub(crate) fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRecord) {
     local.running.fetch_add(1, Ordering::SeqCst);
     lock(&local.loading).insert(run.id.clone(), (run.epoch, run.last_seq));
+    // The claim set the lease; a store that did not say until when gets one lease from now.
+    let until = run.lease_expires_at.unwrap_or_else(|| crate::clock::wall_now() + local.config.lease);
+    lock(&local.leases).insert(run.id.clone(), Lease { epoch: run.epoch, until });
     let local = Arc::clone(local);
     // Boxed: the record is needed only until the run is loaded, and held inline it would size
     // the task of every run in flight for its whole life.
@@ -60,6 +63,17 @@ struct Loaded {
 /// Loads a claimed run (its journal, its state, its body); or how it ended without executing
 /// (`Err`), when it is parked or handed back first.
 async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Option<Ended>> {
+    if run.recoveries > 0 {
+        tracing::warn!(
+            run_id = %run.id,
+            recoveries = run.recoveries,
+            "run {}: recovered from an expired lease (its worker stopped renewing it: it died, stalled or lost \
+             the store), {} time(s) in a row without progress",
+            run.id,
+            run.recoveries
+        );
+        crate::telemetry::run_recovered(&run.workflow);
+    }
     let max = local.config.max_recoveries;
     if run.pause_requested || run.recoveries > max.saturating_add(1) {
         // Paused while its worker went away, or a poison run whose last replay crashed its worker
@@ -110,6 +124,10 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
     }
     if local.draining.is_cancelled() {
         shared.interrupt(Interrupt::ShuttingDown);
+    }
+    if !local.lease_held(&run.id) {
+        // Its lease ran out while its journal loaded, unconfirmed: another worker may hold it.
+        shared.interrupt(Interrupt::LeaseLost);
     }
     let span = crate::telemetry::run_span(&run);
     let RunRecord { input, .. } = *run;
