@@ -12,7 +12,9 @@
 //! (a rate limit); with `--ticker-limit N`, at most N `ticker` runs hold a slot at once (a
 //! concurrency limit). With `--debounce-starts K/N/QUIET_MS`, once started it makes N rounds of
 //! one debounced `ticker` start per key `key-0`…`key-{K-1}` (input `pid * 1000 + round`, quiet
-//! QUIET_MS), logging each as `start RUN KEY PID MICROS`.
+//! QUIET_MS), logging each as `start RUN KEY PID MICROS`. On PostgreSQL, `--startup-wait-ms MS`
+//! and `--connect-timeout-ms MS` set the store's options of those names; `--metrics-file PATH`
+//! writes Cairn's metrics there at a graceful exit. Cairn's warnings go to standard error.
 
 use cairn::prelude::*;
 use cairn::{LoopOptions, RunFilter, RunStatus, SqliteStore, Store};
@@ -206,10 +208,15 @@ async fn debounce_starts(engine: &Engine, worker: &Worker, spec: &str) -> Result
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Cairn's warnings (fenced appends, recovered runs, slow heartbeats) go to standard error.
     tracing_subscriber::fmt()
-        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+        .with_max_level(match std::env::var("CRASH_WORKER_LOG").as_deref() {
+            Ok("debug") => tracing_subscriber::filter::LevelFilter::DEBUG,
+            _ => tracing_subscriber::filter::LevelFilter::WARN,
+        })
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args().collect();
+    // With `--metrics-file PATH`, Cairn's metrics are written there (Prometheus text) at exit.
+    let metrics = option(&args, "--metrics-file").map(|path| (path, cairn_http::metrics::Prometheus::install()));
     if args.len() < 4 {
         return Err(
             "usage: crash-worker STORE LOG RUNS [--schema NAME] [--extra-steps K] [--pause-ms MAX] [--exit-when-done]"
@@ -218,7 +225,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let store: Arc<dyn Store> = if args[1].starts_with("postgres://") || args[1].starts_with("postgresql://") {
         let schema = option(&args, "--schema").unwrap_or_else(|| "cairn".into());
-        let options = cairn_postgres::PostgresOptions::new(&args[1]).schema(schema);
+        let mut options = cairn_postgres::PostgresOptions::new(&args[1]).schema(schema);
+        if let Some(ms) = option(&args, "--startup-wait-ms") {
+            options = options.startup_wait(Duration::from_millis(ms.parse()?));
+        }
+        if let Some(ms) = option(&args, "--connect-timeout-ms") {
+            options = options.connect_timeout(Duration::from_millis(ms.parse()?));
+        }
         Arc::new(cairn_postgres::PostgresStore::connect(options).await?)
     } else {
         Arc::new(SqliteStore::open(&args[1])?)
@@ -294,5 +307,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     engine.shutdown_within(grace).await;
+    if let Some((path, Some(recorder))) = metrics {
+        std::fs::write(path, recorder.render())?;
+    }
     Ok(())
 }

@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -72,7 +73,22 @@ pub(crate) struct RunShared {
     /// Bumped when a signal may have arrived: delivered in this process, or reported by the store.
     /// Made by the run's first wait for a signal: most runs never wait for one.
     signals_changed: std::sync::OnceLock<watch::Sender<u64>>,
+    /// Appends sent to the store and not answered yet. A run stopped at once is driven until
+    /// they are answered, so a refusal (a fenced append) reaches its step and is logged.
+    appending: AtomicUsize,
     core: Mutex<RunCore>,
+}
+
+/// Counts an append in [`RunShared::appending`] while it is in flight.
+struct Appending<'a>(&'a RunShared);
+
+impl Drop for Appending<'_> {
+    fn drop(&mut self) {
+        if self.0.appending.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.stop.is_cancelled() {
+            // The driver waits for the last append of a run stopped at once.
+            self.0.changed.notify_one();
+        }
+    }
 }
 
 /// The path of the first step an append's events name, copied onto the stack (cut to at most
@@ -138,6 +154,7 @@ impl RunShared {
             stop,
             changed: Notify::new(),
             signals_changed: std::sync::OnceLock::new(),
+            appending: AtomicUsize::new(0),
             core: Mutex::new(RunCore::new(state, mode, setup.limits)),
             setup,
         }
@@ -436,6 +453,8 @@ impl RunShared {
             let append = core.prepare_append((&self.id, self.epoch), events, update, consume, at, batched);
             self.store().append(append)
         };
+        self.appending.fetch_add(1, Ordering::SeqCst);
+        let _appending = Appending(self);
         pending.await
     }
 
@@ -590,6 +609,8 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
             () = shared.changed.notified() => {
                 let core = shared.lock();
                 match core.stops_now() {
+                    // Appends in flight are answered first (see `RunShared::appending`).
+                    Some(true) if shared.appending.load(Ordering::SeqCst) > 0 => continue,
                     // A pause or a shutdown lets steps in flight finish and commit first.
                     Some(true) => break Outcome::Interrupted,
                     Some(false) => continue,

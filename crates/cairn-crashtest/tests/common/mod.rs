@@ -105,15 +105,7 @@ impl Drop for Worker {
 }
 
 pub fn spawn(store: &str, log: &std::path::Path, runs: u64, options: &[&str]) -> Worker {
-    Worker(
-        Command::new(env!("CARGO_BIN_EXE_crash-worker"))
-            .arg(store)
-            .arg(log)
-            .arg(runs.to_string())
-            .args(options)
-            .spawn()
-            .expect("spawn crash-worker"),
-    )
+    spawn_with(store, log, runs, options, None)
 }
 
 /// [`spawn`] with the worker's standard error written to `stderr`.
@@ -124,17 +116,22 @@ pub fn spawn_logged(
     options: &[&str],
     stderr: &std::path::Path,
 ) -> Worker {
-    let file = std::fs::File::create(stderr).expect("worker log file");
-    Worker(
-        Command::new(env!("CARGO_BIN_EXE_crash-worker"))
-            .arg(store)
-            .arg(log)
-            .arg(runs.to_string())
-            .args(options)
-            .stderr(file)
-            .spawn()
-            .expect("spawn crash-worker"),
-    )
+    spawn_with(store, log, runs, options, Some(stderr))
+}
+
+fn spawn_with(
+    store: &str,
+    log: &std::path::Path,
+    runs: u64,
+    options: &[&str],
+    stderr: Option<&std::path::Path>,
+) -> Worker {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_crash-worker"));
+    command.arg(store).arg(log).arg(runs.to_string()).args(options);
+    if let Some(stderr) = stderr {
+        command.stderr(std::fs::File::create(stderr).expect("worker log file"));
+    }
+    Worker(command.spawn().expect("spawn crash-worker"))
 }
 
 /// SIGKILLs `child`, reaps it and returns its pid and the moment it was certainly dead.
@@ -260,6 +257,21 @@ pub async fn verify(
     expect: &Expect,
     killed: &HashMap<u32, u128>,
 ) -> usize {
+    let committed_by = verify_runs(client, store, runs, expect).await;
+    let (reruns, runs_with_steps) = check_executions(log, &committed_by, killed);
+    assert_eq!(runs_with_steps.len() as u64, runs);
+    reruns
+}
+
+/// The part of [`verify`] that reads the store: every run completed with the right output, its
+/// journal folds, each step has exactly one completion. The process that committed each logged
+/// step, by run and step path.
+pub async fn verify_runs(
+    client: &Client,
+    store: &dyn Store,
+    runs: u64,
+    expect: &Expect,
+) -> HashMap<(String, String), u32> {
     let steps = &expect.steps;
     let page = client.list(&RunFilter { limit: Some(1000), ..RunFilter::default() }).await.expect("list");
     assert_eq!(page.runs.len() as u64, runs);
@@ -289,9 +301,7 @@ pub async fn verify(
         let signalled = journal.iter().any(|e| matches!(&e.event, Event::WaitCompleted { signal: Some(_), .. }));
         assert_eq!(signalled, expect.signalled);
     }
-    let (reruns, runs_with_steps) = check_executions(log, &committed_by, killed);
-    assert_eq!(runs_with_steps.len() as u64, runs);
-    reruns
+    committed_by
 }
 
 /// Checks the execution log against the process that committed each logged step (`committed_by`,

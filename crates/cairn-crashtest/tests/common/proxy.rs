@@ -83,6 +83,11 @@ impl Proxy {
         Proxy { addr, shared, task }
     }
 
+    /// The proxy's address, `127.0.0.1:PORT`.
+    pub fn address(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// `url` with its host and port replaced by the proxy's.
     pub fn url(&self, url: &str) -> String {
         let (scheme, rest) = url.split_once("://").unwrap();

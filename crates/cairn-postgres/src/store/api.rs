@@ -185,7 +185,7 @@ impl Store for PostgresStore {
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         Box::pin(async move {
             // This process executes runs: its leases will need their heartbeat connection.
-            self.open_beats();
+            let _ = self.beats.ready(&self.config, &self.sql);
             let mut values = ClaimValues::of(request);
             let (mut claimed, requeued) = self.claim_pass(&values, request).await?;
             // Runs the pass requeued and their groups admitted are claimed while there is room.
@@ -209,7 +209,7 @@ impl Store for PostgresStore {
     }
 
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
-        Box::pin(self.heartbeat_inner(request))
+        Box::pin(super::beats::heartbeat(&self.beats, &self.pool, (&self.config, &self.sql), request))
     }
 
     fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {

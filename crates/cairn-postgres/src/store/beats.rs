@@ -1,7 +1,6 @@
 //! Lease heartbeats on a connection of their own: a beat never waits for a pooled connection
 //! behind the appends, claims and reads it protects.
 
-use super::handle::PostgresStore;
 use super::prelude::*;
 use super::sql::{Sql, backend};
 use std::sync::Mutex;
@@ -115,32 +114,29 @@ async fn open(config: &tokio_postgres::Config, sql: &Sql) -> Result<BeatConnecti
     Ok(BeatConnection { client, statements: Statements { batch, one, flags } })
 }
 
-impl PostgresStore {
-    /// Renews the leases of `request`, on the heartbeat connection when it is open and on a
-    /// pooled one while it opens: for each run, whether it is held and whether a cancellation
-    /// and a pause were requested.
-    pub(super) async fn heartbeat_inner(&self, request: &HeartbeatRequest) -> Result<Vec<LeaseStatus>, StoreError> {
-        let Some(beats) = self.beats.ready(&self.config, &self.sql) else {
-            let client = self.pool.get().await.map_err(backend)?;
-            let (batch, one, flags) = tokio::try_join!(
-                client.prepare_cached(&self.sql.heartbeat_batch),
-                client.prepare_cached(&self.sql.heartbeat),
-                client.prepare_cached(&self.sql.flags)
-            )
-            .map_err(backend)?;
-            return beat(&client, &Statements { batch, one, flags }, request).await;
-        };
-        let mut closes = Closes { slot: &self.beats, beats: &beats, answered: false };
-        let statuses = beat(&beats.client, &beats.statements, request).await;
-        closes.answered = statuses.is_ok();
-        statuses
-    }
-
-    /// Opens the heartbeat connection ahead of the first beat (a claim calls it: this process
-    /// executes runs).
-    pub(super) fn open_beats(&self) {
-        let _ = self.beats.ready(&self.config, &self.sql);
-    }
+/// Renews the leases of `request`, on the heartbeat connection in `slot` when it is open and on
+/// a connection of `pool` while it opens: for each run, whether it is held and whether a
+/// cancellation and a pause were requested.
+pub(super) async fn heartbeat(
+    slot: &BeatSlot,
+    pool: &Pool,
+    (config, sql): (&tokio_postgres::Config, &Arc<Sql>),
+    request: &HeartbeatRequest,
+) -> Result<Vec<LeaseStatus>, StoreError> {
+    let Some(beats) = slot.ready(config, sql) else {
+        let client = pool.get().await.map_err(backend)?;
+        let (batch, one, flags) = tokio::try_join!(
+            client.prepare_cached(&sql.heartbeat_batch),
+            client.prepare_cached(&sql.heartbeat),
+            client.prepare_cached(&sql.flags)
+        )
+        .map_err(backend)?;
+        return beat(&client, &Statements { batch, one, flags }, request).await;
+    };
+    let mut closes = Closes { slot, beats: &beats, answered: false };
+    let statuses = beat(&beats.client, &beats.statements, request).await;
+    closes.answered = statuses.is_ok();
+    statuses
 }
 
 async fn beat(
@@ -166,7 +162,7 @@ async fn beat(
     let skipped: Vec<&(RunId, u64)> =
         request.runs.iter().filter(|(id, _)| !answered.contains_key(id.as_str())).collect();
     let singles =
-        super::join_all(skipped.iter().map(|(id, epoch)| beat_one(client, statements, id, *epoch, request))).await;
+        super::sql::join_all(skipped.iter().map(|(id, epoch)| beat_one(client, statements, id, *epoch, request))).await;
     for ((run_id, _), answer) in skipped.into_iter().zip(singles) {
         answered.insert(run_id.as_str().to_owned(), answer?);
     }

@@ -123,8 +123,15 @@ async fn wait_for_server(pool: &Pool, config: &tokio_postgres::Config, wait: Dur
         let waited = started.elapsed();
         if waited + delay > wait {
             let tries = if attempts == 1 { "1 attempt".to_owned() } else { format!("{attempts} attempts") };
+            let silent = match (&error, config.get_connect_timeout()) {
+                (deadpool_postgres::PoolError::Timeout(_), Some(limit)) => {
+                    format!("; the server did not answer within the connect timeout, {limit:?}")
+                }
+                _ => String::new(),
+            };
+            let (at, waited) = (address(config), waited.as_secs_f64());
             return Err(StoreError::caused_by(
-                format!("cannot reach PostgreSQL at {} ({tries} over {:.1} s)", address(config), waited.as_secs_f64()),
+                format!("cannot reach PostgreSQL at {at} ({tries} over {waited:.1} s{silent})"),
                 error,
             ));
         }

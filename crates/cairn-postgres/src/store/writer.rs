@@ -485,7 +485,7 @@ async fn append_round(client: &impl GenericClient, sql: &Sql, round: &[&Append])
     let batch: Vec<&Append> = round.iter().copied().filter(|a| batchable(a)).collect();
     let applied = if batch.is_empty() { Ok(HashSet::new()) } else { append_batch(client, sql, &batch).await };
     // The others alone, sent together (pipelined on the connection).
-    let others = super::join_all(round.iter().filter(|a| !batchable(a)).map(|a| append_one(client, sql, a))).await;
+    let others = super::sql::join_all(round.iter().filter(|a| !batchable(a)).map(|a| append_one(client, sql, a))).await;
     let mut others = others.into_iter();
     let mut outcomes = Vec::with_capacity(round.len());
     for append in round {
