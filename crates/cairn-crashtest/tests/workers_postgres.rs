@@ -46,6 +46,9 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
     // Like a separate process, it has its own store (its connections are driven by its runtime).
     let stalled = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (url, name) = (schema.url.clone(), schema.name.clone());
+    // What A's step returned to its body.
+    let seen_by_a: Arc<std::sync::Mutex<Option<Result<String, WorkflowError>>>> = Arc::default();
+    let seen = Arc::clone(&seen_by_a);
     let worker_a = std::thread::spawn(move || {
         stalled.block_on(async move {
             let options = cairn_postgres::PostgresOptions::new(&url).schema(&name);
@@ -54,12 +57,18 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
                 .store(a_store)
                 .worker_id("worker-a")
                 .lease_duration(Duration::from_millis(300))
-                .register("race", 1, |ctx: Ctx, ()| async move {
-                    ctx.step("work", || async {
-                        std::thread::sleep(Duration::from_millis(1500));
-                        Ok::<_, StepError>("A".to_owned())
-                    })
-                    .await
+                .register("race", 1, move |ctx: Ctx, ()| {
+                    let seen = Arc::clone(&seen);
+                    async move {
+                        let result = ctx
+                            .step("work", || async {
+                                std::thread::sleep(Duration::from_millis(1500));
+                                Ok::<_, StepError>("A".to_owned())
+                            })
+                            .await;
+                        *seen.lock().unwrap() = Some(result.clone());
+                        result
+                    }
                 })
                 .start()
                 .await
@@ -96,6 +105,9 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
             })
             .collect();
         assert_eq!(completions, vec!["\"B\""], "the fenced worker's late result was not stored");
+        // A's step came back to its body with the typed error, not with its own value.
+        let seen = seen_by_a.lock().unwrap().clone();
+        assert_eq!(seen, Some(Err(WorkflowError::Interrupted(cairn::Interrupt::LeaseLost))), "what A's step returned");
         cairn::journal::RunState::fold(&journal).unwrap();
         let row = store.get_run(run.id()).await.unwrap().unwrap();
         assert_eq!((row.status, row.epoch), (RunStatus::Completed, 2));
