@@ -201,6 +201,11 @@ async fn repeated_resets_lose_and_duplicate_nothing() {
         workers.push(spawn_logged(&url, &log, RUNS, &args, &dir.path().join(format!("worker-{n}.log"))));
         proxies.push(proxy);
     }
+    // Cut once both have connected and begun steps (a start's own connect is the refusal test's).
+    let begun = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| l.starts_with("begin")).count();
+    while begun() < 20 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut cut = 0;
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(700)).await;
