@@ -252,6 +252,10 @@ pub(crate) async fn heartbeat_loop(local: Arc<Local>) {
         }
         stop_unconfirmed(&local);
     }
+    // The shutdown forgets this worker's record once this loop ends: no refresh may land after.
+    if let Some(record) = record {
+        let _ = record.await;
+    }
 }
 
 /// One heartbeat of every lease this worker holds, given up when a lease it renews runs out.
