@@ -208,10 +208,7 @@ async fn debounce_starts(engine: &Engine, worker: &Worker, spec: &str) -> Result
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Cairn's warnings (fenced appends, recovered runs, slow heartbeats) go to standard error.
     tracing_subscriber::fmt()
-        .with_max_level(match std::env::var("CRASH_WORKER_LOG").as_deref() {
-            Ok("debug") => tracing_subscriber::filter::LevelFilter::DEBUG,
-            _ => tracing_subscriber::filter::LevelFilter::WARN,
-        })
+        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args().collect();

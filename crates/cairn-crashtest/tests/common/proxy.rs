@@ -33,8 +33,6 @@ struct Shared {
     resets: broadcast::Sender<()>,
     /// Connections forwarded so far.
     forwarded: AtomicUsize,
-    /// Connections cut by resets so far.
-    cut: AtomicUsize,
     open: AtomicUsize,
     held: Mutex<Vec<TcpStream>>,
 }
@@ -75,7 +73,6 @@ impl Proxy {
             accepting: watch::channel(Accepting::Forward).0,
             resets: broadcast::channel(16).0,
             forwarded: AtomicUsize::new(0),
-            cut: AtomicUsize::new(0),
             open: AtomicUsize::new(0),
             held: Mutex::new(Vec::new()),
         });
@@ -123,11 +120,6 @@ impl Proxy {
     /// Connections forwarded so far.
     pub fn forwarded(&self) -> usize {
         self.shared.forwarded.load(Ordering::SeqCst)
-    }
-
-    /// Connections cut by resets so far.
-    pub fn cut(&self) -> usize {
-        self.shared.cut.load(Ordering::SeqCst)
     }
 }
 
@@ -194,9 +186,7 @@ async fn forward(client: TcpStream, shared: Arc<Shared>) {
     let down = pump(server_read, client_write, Arc::clone(&shared));
     tokio::select! {
         _ = async { tokio::join!(up, down) } => {}
-        _ = resets.recv() => {
-            shared.cut.fetch_add(1, Ordering::SeqCst);
-        }
+        _ = resets.recv() => {}
     }
     shared.open.fetch_sub(1, Ordering::SeqCst);
 }

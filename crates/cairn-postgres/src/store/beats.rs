@@ -162,7 +162,8 @@ async fn beat(
     let skipped: Vec<&(RunId, u64)> =
         request.runs.iter().filter(|(id, _)| !answered.contains_key(id.as_str())).collect();
     let singles =
-        super::sql::join_all(skipped.iter().map(|(id, epoch)| beat_one(client, statements, id, *epoch, request))).await;
+        futures::future::join_all(skipped.iter().map(|(id, epoch)| beat_one(client, statements, id, *epoch, request)))
+            .await;
     for ((run_id, _), answer) in skipped.into_iter().zip(singles) {
         answered.insert(run_id.as_str().to_owned(), answer?);
     }

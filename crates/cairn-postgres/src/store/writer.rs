@@ -375,8 +375,8 @@ impl Round {
     }
 
     /// Commits the round (see `commit_round`; a lone job in one statement; each job alone if
-    /// the creates' transaction failed), answers its callers, reports the runs that ended, and gives back the
-    /// ids of its runs.
+    /// the creates' transaction failed), answers its callers, reports the runs that ended, and
+    /// gives back the ids of its runs.
     pub(super) async fn commit(self, pool: Pool, sql: Arc<Sql>) -> Vec<RunId> {
         let began = std::time::Instant::now();
         let new_runs: Vec<&NewRun> = self.creates.iter().map(|(run, _)| run).collect();
@@ -479,13 +479,14 @@ pub(super) async fn commit_round(
     Ok((created, append_round(&client, sql, round).await))
 }
 
-/// A round's appends: the batchable ones in one statement, the others one by one; each one's
-/// outcome, or `Err` for a failure that must undo the round.
+/// A round's appends: the batchable ones in one statement, the others one statement each, sent
+/// together; each one's outcome.
 async fn append_round(client: &impl GenericClient, sql: &Sql, round: &[&Append]) -> Vec<Result<(), StoreError>> {
     let batch: Vec<&Append> = round.iter().copied().filter(|a| batchable(a)).collect();
     let applied = if batch.is_empty() { Ok(HashSet::new()) } else { append_batch(client, sql, &batch).await };
     // The others alone, sent together (pipelined on the connection).
-    let others = super::sql::join_all(round.iter().filter(|a| !batchable(a)).map(|a| append_one(client, sql, a))).await;
+    let others =
+        futures::future::join_all(round.iter().filter(|a| !batchable(a)).map(|a| append_one(client, sql, a))).await;
     let mut others = others.into_iter();
     let mut outcomes = Vec::with_capacity(round.len());
     for append in round {

@@ -144,6 +144,11 @@ impl Local {
         lock(&self.active).get(id).cloned()
     }
 
+    /// When the first of this worker's leases runs out unless renewed (none: it holds none).
+    pub(crate) fn earliest_lease_end(&self) -> Option<Timestamp> {
+        lock(&self.leases).values().map(|lease| lease.until).min()
+    }
+
     /// Whether this worker's lease on run `id` is confirmed until after now (a run it does not
     /// hold has none).
     pub(crate) fn lease_held(&self, id: &RunId) -> bool {

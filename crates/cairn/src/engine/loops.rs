@@ -216,7 +216,7 @@ async fn warn_stranded(client: &Client) {
 }
 
 /// A heartbeat whose round trip takes more than this share of the lease is warned about: the
-/// lease should be at least this many round trips long (see `docs/operations.md`).
+/// lease should be at least this many round trips long (README, "PostgreSQL in production").
 const ROUND_TRIPS_PER_LEASE: u32 = 5;
 
 /// How often a slow heartbeat is warned about at most.
@@ -236,7 +236,7 @@ pub(crate) async fn heartbeat_loop(local: Arc<Local>) {
     let mut warned: Option<tokio::time::Instant> = None;
     loop {
         // Woken when the earliest lease runs out as well, to stop its run in time.
-        let expiry = lock(&local.leases).values().map(|lease| lease.until).min();
+        let expiry = local.earliest_lease_end();
         let expiry = tokio::time::Instant::now() + expiry.map_or(every, |until| wall_now().until(until));
         tokio::select! {
             _ = ticks.tick() => {
@@ -260,12 +260,8 @@ pub(crate) async fn heartbeat_loop(local: Arc<Local>) {
 
 /// One heartbeat of every lease this worker holds, given up when a lease it renews runs out.
 async fn beat(local: &Local, warned: &mut Option<tokio::time::Instant>) {
-    let (runs, first_expiry) = {
-        let leases = lock(&local.leases);
-        let runs: Vec<(RunId, u64)> = leases.iter().map(|(id, lease)| (id.clone(), lease.epoch)).collect();
-        (runs, leases.values().map(|lease| lease.until).min())
-    };
-    let Some(first_expiry) = first_expiry else { return };
+    let Some(first_expiry) = local.earliest_lease_end() else { return };
+    let runs: Vec<(RunId, u64)> = lock(&local.leases).iter().map(|(id, lease)| (id.clone(), lease.epoch)).collect();
     let lease = local.config.lease;
     let sent = tokio::time::Instant::now();
     let request = HeartbeatRequest { owner: local.config.worker_id.clone(), runs, lease_until: wall_now() + lease };
@@ -290,13 +286,16 @@ async fn beat(local: &Local, warned: &mut Option<tokio::time::Instant>) {
              round trips to the store"
         );
     }
-    for status in statuses {
-        // (Held means the store's epoch is still the one sent, so it is the lease's here too.)
-        if status.held
-            && let Some(held) = lock(&local.leases).get_mut(&status.run_id)
-        {
-            held.until = held.until.max(request.lease_until);
+    {
+        // Held means the store's epoch is still the one sent, so it is the lease's here too.
+        let mut leases = lock(&local.leases);
+        for status in statuses.iter().filter(|status| status.held) {
+            if let Some(held) = leases.get_mut(&status.run_id) {
+                held.until = held.until.max(request.lease_until);
+            }
         }
+    }
+    for status in statuses {
         let Some(run) = local.active(&status.run_id) else { continue };
         if !status.held {
             run.interrupt(Interrupt::LeaseLost);
@@ -312,15 +311,14 @@ async fn beat(local: &Local, warned: &mut Option<tokio::time::Instant>) {
 /// (another worker may take the run over now), so it is stopped once.
 fn stop_unconfirmed(local: &Local) {
     let now = wall_now();
-    let expired: Vec<RunId> = {
-        let mut leases = lock(&local.leases);
-        let expired: Vec<RunId> =
-            leases.iter().filter(|(_, lease)| lease.until <= now).map(|(id, _)| id.clone()).collect();
-        for id in &expired {
-            leases.remove(id);
+    let mut expired: Vec<RunId> = Vec::new();
+    lock(&local.leases).retain(|id, lease| {
+        let held = lease.until > now;
+        if !held {
+            expired.push(id.clone());
         }
-        expired
-    };
+        held
+    });
     for id in expired {
         tracing::warn!(run_id = %id, "run {id}: its lease ran out before a heartbeat renewed it; stopping it here");
         if let Some(run) = local.active(&id) {
