@@ -213,7 +213,8 @@ pub struct StepView {
     pub path: String,
     /// `step`, `sleep` or `wait`.
     pub kind: String,
-    /// `retrying`, `completed`, `failed`, `sleeping`, `slept`, `waiting`, `received` or `timed_out`.
+    /// `retrying`, `completed`, `failed`, `sleeping`, `slept`, `waiting`, `received`, `timed_out`, or
+    /// `abandoned` (the run ended before it did).
     pub phase: String,
     /// When it began: its first attempt, or when the sleep or wait was journaled.
     pub started_at: String,
@@ -299,9 +300,23 @@ pub struct WorkflowView {
     pub runs: std::collections::BTreeMap<String, u64>,
     /// How many runs it has in all.
     pub total: u64,
+    /// The versions workers have served, oldest first (empty for a workflow with runs that no
+    /// worker recorded serving).
+    #[serde(default)]
+    pub versions: Vec<u32>,
 }
 
-/// Every workflow with runs in the store, by name.
+/// How many runs a filter selects (`GET /v1/run-count`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunCount {
+    /// How many, up to the `at_most` asked for.
+    pub count: u64,
+    /// Counting stopped at `at_most`: at least `count` runs match.
+    pub capped: bool,
+}
+
+/// Every workflow with runs in the store or served by a worker, by name.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Workflows {

@@ -281,7 +281,10 @@ impl Backend {
 
     pub(crate) async fn workflows(&self) -> Result<Workflows> {
         match self {
-            Backend::Store(client) => Ok(views::workflows(&client.workflow_counts().await?)),
+            Backend::Store(client) => {
+                let (counts, served) = tokio::try_join!(client.workflow_counts(), client.served_workflows())?;
+                Ok(views::workflows(&counts, &served))
+            }
             Backend::Http(remote) => remote.workflows().await.map_err(remote_error),
         }
     }

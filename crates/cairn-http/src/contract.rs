@@ -192,6 +192,7 @@ fn query_parameter(path: &str, name: &str) -> Option<Value> {
         "cursor" => reference("Cursor"),
         "since" | "until" => json!({"type": "string", "format": "date-time"}),
         "limit" => json!({"type": "integer", "minimum": 1, "maximum": 1000}),
+        "at_most" => json!({"type": "integer", "minimum": 1, "maximum": 100_000}),
         "timeout" if path.ends_with("/result") => reference("ResultWait"),
         _ => return None,
     })

@@ -66,6 +66,10 @@ pub struct ListParams {
     /// Only stranded runs: pending, running or suspended while no live worker serves their
     /// workflow version.
     pub(crate) stranded: Option<bool>,
+    /// Only runs whose id starts with this text.
+    pub(crate) id_prefix: Option<String>,
+    /// Only runs whose error holds this text, ignoring the case of ASCII letters.
+    pub(crate) error: Option<String>,
     /// `input.<field>=<value>` (repeatable; `<field>` may be a dotted path): only runs whose
     /// input contains `{"<field>": <value>}`, the value read as JSON when it is JSON
     /// (`input.customer=42`, `input.vip=true`) and as a string otherwise (`input.city=Oslo`).

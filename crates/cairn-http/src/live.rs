@@ -48,10 +48,11 @@ pub(crate) async fn live_runs(
     Ok(api.live.topics.stream(&api.live.polling, key, "runs", patches, move || {
         let (client, request) = (client.clone(), request.clone());
         async move {
-            let live = client.live_workers().await?;
+            let (live, counts, served) =
+                tokio::try_join!(client.live_workers(), client.workflow_counts(), client.served_workflows())?;
             Ok(views::RunsSnapshot {
                 runs: reads::run_page(&client, &request.filter, request.stranded, &live).await?,
-                workflows: views::workflows(&client.workflow_counts().await?),
+                workflows: views::workflows(&counts, &served),
                 workers: workers_view(&client, &live).await?,
             })
         }

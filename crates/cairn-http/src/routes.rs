@@ -51,6 +51,7 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
     let guarded = OpenApiRouter::new()
         .routes(routes!(runs::start, runs::list_workflow))
         .routes(routes!(runs::list_all))
+        .routes(routes!(runs::count))
         .routes(routes!(runs::show_any))
         .routes(routes!(runs::prune))
         .routes(routes!(runs::workflows))

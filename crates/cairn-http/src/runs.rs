@@ -91,6 +91,8 @@ pub(crate) fn list_request(workflow: Option<String>, params: ListParams) -> Resu
         created_before: params.until.as_deref().map(|t| timestamp("until", t)).transpose()?,
         limit: Some(params.limit.unwrap_or(100)),
         cursor,
+        id_prefix: params.id_prefix.filter(|prefix| !prefix.is_empty()),
+        error_contains: params.error.filter(|text| !text.is_empty()),
         ..RunFilter::default()
     };
     let input_contains = match params.rest.is_empty() {
@@ -140,10 +142,45 @@ pub(crate) async fn list_all(
     list(&api, workflow, params).await
 }
 
+/// The most runs `GET /v1/run-count` counts unless asked for fewer.
+const COUNT_AT_MOST: u64 = 10_000;
+
+/// Takes `at_most` out of a list query (whose other parameters are filters).
+fn take_at_most(params: &mut ListParams) -> Result<u64, ApiError> {
+    match params.rest.remove("at_most") {
+        None => Ok(COUNT_AT_MOST),
+        Some(text) => text.parse::<u64>().ok().filter(|n| (1..=100_000).contains(n)).ok_or_else(|| {
+            ApiError::bad_request("invalid_query", format!("at_most {text:?} is not a number from 1 to 100000"))
+        }),
+    }
+}
+
+#[utoipa::path(get, path = "/v1/run-count", tag = "runs",
+    description = "How many runs the list's filters select (`limit` aside; a `cursor` counts the runs after it). \
+        `input.<field>=<value>` filters as on `GET /v1/runs`.",
+    params(ListParams,
+        ("at_most" = Option<u64>, Query, description = "Stop counting at this many runs, 1 to 100,000 (default 10,000)")),
+    responses((status = 200, body = views::RunCount), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub(crate) async fn count(
+    State(api): State<Api>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Answer<views::RunCount> {
+    let Query(mut params) = params?;
+    let at_most = take_at_most(&mut params)?;
+    let request = list_request(params.workflow.take(), params)?;
+    let filter = match request.stranded {
+        true => RunFilter { stranded: Some(api.client.live_workers().await?.served()), ..request.filter },
+        false => request.filter,
+    };
+    let count = api.client.count(&filter, at_most).await?;
+    Ok(Json(views::RunCount { count, capped: count >= at_most }))
+}
+
 #[utoipa::path(get, path = "/v1/workflows", tag = "runs",
     responses((status = 200, body = Workflows), (status = 401, body = ErrorBody)))]
 pub(crate) async fn workflows(State(api): State<Api>) -> Answer<Workflows> {
-    Ok(Json(views::workflows(&api.client.workflow_counts().await?)))
+    let (counts, served) = tokio::try_join!(api.client.workflow_counts(), api.client.served_workflows())?;
+    Ok(Json(views::workflows(&counts, &served)))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",

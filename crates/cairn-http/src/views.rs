@@ -213,19 +213,23 @@ fn outcome_of(run: &RunId, outcome: &str) -> Outcome {
     Outcome { run: run.to_string(), outcome: outcome.to_owned() }
 }
 
-/// Groups per-status counts (ordered by workflow) by workflow.
-pub fn workflows(counts: &[cairn::WorkflowCount]) -> Workflows {
-    let mut workflows: Vec<WorkflowView> = Vec::new();
+/// Per-status counts grouped by workflow, and every workflow a worker has `served` (with no
+/// runs, its counts are empty), by name.
+pub fn workflows(counts: &[cairn::WorkflowCount], served: &[cairn::store::ServedWorkflow]) -> Workflows {
+    let mut workflows: std::collections::BTreeMap<&str, WorkflowView> = std::collections::BTreeMap::new();
+    let view = |name: &str| WorkflowView { name: name.to_owned(), runs: Default::default(), total: 0, versions: Vec::new() };
     for count in counts {
-        if workflows.last().is_none_or(|w| w.name != count.workflow) {
-            workflows.push(WorkflowView { name: count.workflow.clone(), runs: Default::default(), total: 0 });
-        }
-        if let Some(view) = workflows.last_mut() {
-            view.runs.insert(count.status.as_str().to_owned(), count.runs);
-            view.total += count.runs;
+        let workflow = workflows.entry(&count.workflow).or_insert_with(|| view(&count.workflow));
+        workflow.runs.insert(count.status.as_str().to_owned(), count.runs);
+        workflow.total += count.runs;
+    }
+    for served in served {
+        let workflow = workflows.entry(&served.key.name).or_insert_with(|| view(&served.key.name));
+        if let Err(at) = workflow.versions.binary_search(&served.key.version) {
+            workflow.versions.insert(at, served.key.version);
         }
     }
-    Workflows { workflows }
+    Workflows { workflows: workflows.into_values().collect() }
 }
 
 /// `worker` as of `now` (wall-clock time).

@@ -28,6 +28,9 @@ pub enum Phase {
     Received,
     /// A wait whose deadline passed first.
     TimedOut,
+    /// A step, sleep or wait the run ended before (cancelled, failed or continued as a new
+    /// run): it ended with the run.
+    Abandoned,
 }
 
 impl Phase {
@@ -42,6 +45,7 @@ impl Phase {
             Phase::Waiting => "waiting",
             Phase::Received => "received",
             Phase::TimedOut => "timed_out",
+            Phase::Abandoned => "abandoned",
         }
     }
 }
@@ -83,6 +87,8 @@ pub struct StepTiming {
 }
 
 /// Every step of the journal `entries` (in journal order), in the order each first appears.
+/// Once the journal says the run ended, no step stays open: those that had not ended are
+/// [`Abandoned`](Phase::Abandoned) when the run ended.
 ///
 /// ```
 /// use cairn_journal::{Event, JournalEntry, StepPath, Timestamp, timeline};
@@ -104,6 +110,13 @@ pub fn steps(entries: &[JournalEntry]) -> Vec<StepTiming> {
     let mut index: HashMap<&StepPath, usize> = HashMap::new();
     for entry in entries {
         let at = entry.at;
+        if entry.event.is_terminal() {
+            for step in order.iter_mut().filter(|step| step.ended_at.is_none()) {
+                step.phase = Phase::Abandoned;
+                step.ended_at = Some(at);
+            }
+            continue;
+        }
         // A loop's checkpoint carries the loop's path but is no step.
         let Some(path) = entry.event.path().filter(|_| !matches!(entry.event, Event::LoopCheckpoint { .. })) else {
             continue;
@@ -197,6 +210,40 @@ mod tests {
     }
 
     #[test]
+    fn an_ended_run_leaves_no_step_open() {
+        let wait = Event::WaitStarted { path: p("ok"), ordinal: 1, event: "approve".into(), filter: None, deadline: None };
+        let failed = Event::StepFailed {
+            path: p("a"),
+            ordinal: 0,
+            attempt: 1,
+            error: "boom".into(),
+            retry_at: Some(at(900)),
+            started_at: Some(at(4)),
+        };
+        let journal = vec![
+            entry(1, 0, Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None }),
+            entry(2, 10, failed),
+            entry(3, 12, Event::TimerStarted { path: p("nap"), ordinal: 2, wake_at: at(100) }),
+            entry(4, 13, Event::TimerFired { path: p("nap") }),
+            entry(5, 20, wait),
+            entry(6, 30, Event::Cancelled { reason: "no longer needed".into() }),
+        ];
+        let ended = steps(&journal);
+        let phases: Vec<_> = ended.iter().map(|s| (s.path.to_string(), s.phase, s.ended_at)).collect();
+        assert_eq!(
+            phases,
+            [
+                ("a".to_owned(), Phase::Abandoned, Some(at(30))),
+                ("nap".to_owned(), Phase::Slept, Some(at(13))),
+                ("ok".to_owned(), Phase::Abandoned, Some(at(30))),
+            ]
+        );
+        // While the run goes on, the same steps are open.
+        let open = steps(&journal[..5]);
+        assert_eq!((open[0].phase, open[2].phase, open[2].ended_at), (Phase::Retrying, Phase::Waiting, None));
+    }
+
+    #[test]
     fn steps_sleeps_and_waits_in_first_appearance_order() {
         let journal = vec![
             entry(1, 0, Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None }),
@@ -238,7 +285,7 @@ mod tests {
             ),
             entry(6, 101, Event::TimerFired { path: p("nap") }),
             entry(7, 120, Event::WaitCompleted { path: p("ok"), signal: Some(SignalId(3)), payload: Some(raw("1")) }),
-            // An old journal's completion without a start time, and a wait still open.
+            // An old journal's completion without a start time, and a wait open when the run ends.
             entry(
                 8,
                 130,
@@ -292,8 +339,9 @@ mod tests {
         let old = &steps[3];
         assert_eq!((old.phase, old.started_at, old.ended_at), (Phase::Completed, at(130), Some(at(130))));
 
+        // The run ended while it waited: the wait ended with it.
         let again = &steps[4];
-        assert_eq!((again.phase, again.ended_at, again.until), (Phase::Waiting, None, Some(at(200))));
+        assert_eq!((again.phase, again.ended_at, again.until), (Phase::Abandoned, Some(at(200)), Some(at(200))));
     }
 
     #[test]

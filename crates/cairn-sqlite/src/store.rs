@@ -21,79 +21,26 @@ impl Store for SqliteStore {
         let filter = filter.clone();
         self.read(move |conn| {
             let size = filter.page_size();
-            // Only the conditions the filter has, so the planner can pick the index that serves
-            // them (`? IS NULL OR …` conditions would hide every index but the ordering one).
-            let mut conditions: Vec<&str> = Vec::new();
-            let mut values: Vec<rusqlite::types::Value> = Vec::new();
-            let text = |t: &str| rusqlite::types::Value::Text(t.to_owned());
-            // An input filter with a value the input index holds reads the runs that hold that
-            // value from `run_inputs` (migration 20), in list order; its columns `at` and `run`
-            // are the run's `created_at` and `id`.
-            let needle = filter.input_json();
-            let leaf = match &needle {
-                Some(needle) => input_leaf(conn, needle)?,
-                None => None,
-            };
-            let (created_at, id) = if leaf.is_some() { ("at", "run") } else { ("created_at", "id") };
-            let (from, order) = match leaf {
-                Some((path, kind, value)) => {
-                    conditions.push("path = ? AND kind = ? AND value = ?");
-                    values.extend([path.into(), kind.into(), value]);
-                    ("run_inputs CROSS JOIN runs ON runs.id = run_inputs.run", "at DESC, run DESC")
-                }
-                None => ("runs", "created_at DESC, id DESC"),
-            };
-            if let Some(workflow) = &filter.workflow {
-                conditions.push("workflow = ?");
-                values.push(text(workflow));
-            }
-            // A literal (one of a fixed set), so a partial index on that status can serve it
-            // (`runs_open` for pending, running and suspended).
-            let status = filter.status.map(|status| format!("status = '{}'", status.as_str()));
-            if let Some(status) = &status {
-                conditions.push(status);
-            }
-            let (after, before, cursor) =
-                (format!("{created_at} >= ?"), format!("{created_at} < ?"), format!("({created_at}, {id}) < (?, ?)"));
-            if let Some(at) = filter.created_after {
-                conditions.push(&after);
-                values.push(at.as_millis().into());
-            }
-            if let Some(at) = filter.created_before {
-                conditions.push(&before);
-                values.push(at.as_millis().into());
-            }
-            if let Some(PageCursor { created_at, id }) = &filter.cursor {
-                conditions.push(&cursor);
-                values.extend([created_at.as_millis().into(), text(id.as_str())]);
-            }
-            if let Some(original) = &filter.restarted_from {
-                conditions.push("restarted_from = ?");
-                values.push(text(original.as_str()));
-            }
-            if let Some(parent) = &filter.parent {
-                conditions.push("parent = ?");
-                values.push(text(parent.as_str()));
-            }
-            if let Some(tags) = filter.stranded_tags() {
-                conditions.push(concat!(
-                    needs_worker!(),
-                    " AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))"
-                ));
-                values.push(serde_json::Value::from(tags).to_string().into());
-            }
-            if let Some(needle) = needle {
-                conditions.push("cairn_json_contains(input, ?)");
-                values.push(needle.into());
-            }
-            let conditions =
-                if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
+            let Selection { from, conditions, order, mut values } = selection(conn, &filter)?;
             values.push(((size + 1) as i64).into());
             let mut stmt = conn
-                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM {from} {conditions} ORDER BY {order} LIMIT ?"))
+                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM {from}{conditions} ORDER BY {order} LIMIT ?"))
                 .map_err(backend)?;
             let runs = query_rows(&mut stmt, rusqlite::params_from_iter(values), row_to_run)?;
             Ok(RunPage::cut(runs, size))
+        })
+    }
+
+    fn count_runs<'a>(&'a self, filter: &'a RunFilter, at_most: u64) -> StoreFuture<'a, u64> {
+        let filter = filter.clone();
+        self.read(move |conn| {
+            let Selection { from, conditions, mut values, .. } = selection(conn, &filter)?;
+            values.push(i64::try_from(at_most).unwrap_or(i64::MAX).into());
+            let mut stmt = conn
+                .prepare_cached(&format!("SELECT count(*) FROM (SELECT 1 FROM {from}{conditions} LIMIT ?)"))
+                .map_err(backend)?;
+            let count: i64 = stmt.query_row(rusqlite::params_from_iter(values), |r| r.get(0)).map_err(backend)?;
+            Ok(count.max(0) as u64)
         })
     }
 
@@ -416,6 +363,100 @@ impl Store for SqliteStore {
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
         })
     }
+}
+
+/// What a list of runs reads: its `FROM`, its ` WHERE …` (empty without conditions), its
+/// `ORDER BY` and the values of its parameters, in order.
+struct Selection {
+    from: &'static str,
+    conditions: String,
+    order: &'static str,
+    values: Vec<rusqlite::types::Value>,
+}
+
+/// The runs `filter` selects (its page size aside). Only the conditions the filter has, so the
+/// planner can pick the index that serves them (`? IS NULL OR …` conditions would hide every
+/// index but the ordering one).
+fn selection(conn: &Connection, filter: &RunFilter) -> Result<Selection, StoreError> {
+    let mut conditions: Vec<&str> = Vec::new();
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let text = |t: &str| rusqlite::types::Value::Text(t.to_owned());
+    // An input filter with a value the input index holds reads the runs that hold that value
+    // from `run_inputs` (migration 20), in list order; its columns `at` and `run` are the run's
+    // `created_at` and `id`.
+    let needle = filter.input_json();
+    let leaf = match &needle {
+        Some(needle) => input_leaf(conn, needle)?,
+        None => None,
+    };
+    let (created_at, id) = if leaf.is_some() { ("at", "run") } else { ("created_at", "id") };
+    let (from, order) = match leaf {
+        Some((path, kind, value)) => {
+            conditions.push("path = ? AND kind = ? AND value = ?");
+            values.extend([path.into(), kind.into(), value]);
+            ("run_inputs CROSS JOIN runs ON runs.id = run_inputs.run", "at DESC, run DESC")
+        }
+        None => ("runs", "created_at DESC, id DESC"),
+    };
+    if let Some(workflow) = &filter.workflow {
+        conditions.push("workflow = ?");
+        values.push(text(workflow));
+    }
+    // A literal (one of a fixed set), so a partial index on that status can serve it
+    // (`runs_open` for pending, running and suspended).
+    let status = filter.status.map(|status| format!("status = '{}'", status.as_str()));
+    if let Some(status) = &status {
+        conditions.push(status);
+    }
+    let (after, before, cursor) =
+        (format!("{created_at} >= ?"), format!("{created_at} < ?"), format!("({created_at}, {id}) < (?, ?)"));
+    if let Some(at) = filter.created_after {
+        conditions.push(&after);
+        values.push(at.as_millis().into());
+    }
+    if let Some(at) = filter.created_before {
+        conditions.push(&before);
+        values.push(at.as_millis().into());
+    }
+    if let Some(PageCursor { created_at, id }) = &filter.cursor {
+        conditions.push(&cursor);
+        values.extend([created_at.as_millis().into(), text(id.as_str())]);
+    }
+    if let Some(original) = &filter.restarted_from {
+        conditions.push("restarted_from = ?");
+        values.push(text(original.as_str()));
+    }
+    if let Some(parent) = &filter.parent {
+        conditions.push("parent = ?");
+        values.push(text(parent.as_str()));
+    }
+    if let Some(tags) = filter.stranded_tags() {
+        conditions.push(concat!(needs_worker!(), " AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))"));
+        values.push(serde_json::Value::from(tags).to_string().into());
+    }
+    if let Some(needle) = needle {
+        conditions.push("cairn_json_contains(input, ?)");
+        values.push(needle.into());
+    }
+    // Ids compare as UTF-8 bytes (SQLite's BINARY), so a prefix is a range of the id index.
+    if let Some(prefix) = &filter.id_prefix {
+        conditions.push("runs.id >= ?");
+        values.push(text(prefix));
+        if let Some(end) = filter.id_prefix_end() {
+            conditions.push("runs.id < ?");
+            values.push(end.into());
+        }
+    }
+    // SQLite's `lower` lowers ASCII letters only, as the needle was.
+    if let Some(needle) = filter.error_needle() {
+        conditions.push("instr(lower(error), ?) > 0");
+        values.push(needle.into());
+    }
+    let conditions = match conditions.is_empty() {
+        true => String::new(),
+        false => format!(" WHERE {}", conditions.join(" AND ")),
+    };
+    Ok(Selection { from, conditions, order, values })
 }
 
 /// The first value of an input filter that the input index holds, as its `(path, kind, value)`

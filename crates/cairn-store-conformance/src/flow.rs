@@ -367,7 +367,7 @@ macro_rules! conformance_tests {
                 suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
                 signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
                 cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
-                list_filters_and_pages, list_filters_by_input, pause_and_resume_idle_runs, pause_held_runs_by_flag,
+                list_filters_and_pages, list_filters_by_input, list_by_id_prefix_and_error_and_count, pause_and_resume_idle_runs, pause_held_runs_by_flag,
                 reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
                 ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
                 workers_are_recorded_and_forgotten, served_workflows_outlive_their_workers,

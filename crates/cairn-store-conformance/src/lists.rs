@@ -333,6 +333,69 @@ pub async fn list_filters_and_pages(store: DynStore) {
     assert!(running.runs.iter().all(|r| r.workflow == "refund"));
 }
 
+/// Runs are found by a prefix of their id (any characters, the next code point's included) and
+/// by text in their error (ASCII case ignored), with other filters and across pages; counts
+/// match the lists and stop at the bound asked for.
+pub async fn list_by_id_prefix_and_error_and_count(store: DynStore) {
+    let ids = ["order-1", "order-10", "order-2", "ordes", "órder-1", "x", "order-1\u{10FFFF}"];
+    for (i, id) in ids.iter().enumerate() {
+        store.create_run(new_run(id, "order", None, i as i64)).await.expect("create");
+    }
+    let listed = |filter: RunFilter| {
+        let store = store.clone();
+        async move {
+            let mut filter = RunFilter { limit: Some(2), ..filter };
+            let mut ids = Vec::new();
+            loop {
+                let page = store.list_runs(&filter).await.expect("list");
+                ids.extend(page.runs.into_iter().map(|r| r.id.to_string()));
+                match page.next_cursor {
+                    Some(cursor) => filter.cursor = Some(cursor),
+                    None => break,
+                }
+            }
+            let count = store.count_runs(&RunFilter { limit: Some(1), cursor: None, ..filter }, 1000).await.expect("count");
+            assert_eq!(count, ids.len() as u64, "{ids:?}");
+            ids
+        }
+    };
+    let prefix = |p: &str| RunFilter { id_prefix: Some(p.into()), ..RunFilter::default() };
+    assert_eq!(listed(prefix("order-1")).await, ["order-1\u{10FFFF}", "order-10", "order-1"]);
+    assert_eq!(listed(prefix("orde")).await, ["order-1\u{10FFFF}", "ordes", "order-2", "order-10", "order-1"]);
+    assert_eq!(listed(prefix("ó")).await, ["órder-1"]);
+    assert_eq!(listed(prefix("order-1\u{10FFFF}")).await, ["order-1\u{10FFFF}"]);
+    assert_eq!(listed(prefix("nothing")).await, Vec::<String>::new());
+    assert_eq!(listed(prefix("")).await.len(), ids.len());
+    assert_eq!(listed(prefix("with\0nul")).await, Vec::<String>::new());
+
+    // Two runs fail with errors; a third completes.
+    let claimed = store.claim(&claim_req("w1", "order", 100)).await.expect("claim");
+    for (id, error) in [("order-2", Some("The CARD service is down")), ("ordes", Some("timeout: card")), ("x", None)] {
+        let claimed = claimed.iter().find(|r| r.id.as_str() == id).expect("claimed");
+        let (event, output, status) = match error {
+            Some(error) => (Event::Failed { error: error.into() }, None, RunStatus::Failed),
+            None => (Event::Completed { output: raw("1") }, Some(raw("1")), RunStatus::Completed),
+        };
+        let mut finish = progress(claimed, vec![event]);
+        finish.update = RunUpdate::Finish { status, output, error: error.map(str::to_owned), at: t(20) };
+        store.append(finish).await.expect("finish");
+    }
+    let error = |text: &str| RunFilter { error_contains: Some(text.into()), ..RunFilter::default() };
+    assert_eq!(listed(error("card")).await, ["ordes", "order-2"]);
+    assert_eq!(listed(error("Card Service")).await, ["order-2"]);
+    assert_eq!(listed(error("down ")).await, Vec::<String>::new());
+    assert_eq!(listed(RunFilter { status: Some(RunStatus::Failed), ..prefix("order") }).await, ["order-2"]);
+
+    // A count stops at its bound; the plain filters count as the lists do.
+    assert_eq!(store.count_runs(&RunFilter::default(), 3).await.expect("count"), 3);
+    assert_eq!(store.count_runs(&RunFilter::default(), 1000).await.expect("count"), ids.len() as u64);
+    let failed = RunFilter { status: Some(RunStatus::Failed), workflow: Some("order".into()), ..RunFilter::default() };
+    assert_eq!(store.count_runs(&failed, 1000).await.expect("count"), 2);
+    let window = RunFilter { created_after: Some(t(2)), created_before: Some(t(4)), ..RunFilter::default() };
+    assert_eq!(store.count_runs(&window, 1000).await.expect("count"), 2);
+    assert_eq!(store.count_runs(&RunFilter { workflow: Some("none".into()), ..RunFilter::default() }, 9).await.expect("count"), 0);
+}
+
 /// Counts per workflow and status follow runs through every status, and down again when ended
 /// runs are deleted.
 pub async fn workflow_counts_follow_every_status(store: DynStore) {

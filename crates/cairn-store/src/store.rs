@@ -23,6 +23,25 @@ pub trait Store: Send + Sync + 'static {
     /// Runs matching `filter`, newest first, one page at a time.
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, RunPage>;
 
+    /// How many runs `filter` selects (its cursor included, its page size ignored), counting
+    /// no further than `at_most`: the answer is `at_most` when at least that many match. SQL
+    /// stores count in one statement; this default reads the pages.
+    fn count_runs<'a>(&'a self, filter: &'a RunFilter, at_most: u64) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let mut filter = RunFilter { limit: Some(1000), ..filter.clone() };
+            let mut counted = 0u64;
+            while counted < at_most {
+                let page = self.list_runs(&filter).await?;
+                counted += page.runs.len() as u64;
+                match page.next_cursor {
+                    Some(cursor) => filter.cursor = Some(cursor),
+                    None => break,
+                }
+            }
+            Ok(counted.min(at_most))
+        })
+    }
+
     /// A run's whole journal in sequence order.
     fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<cairn_journal::JournalEntry>>;
 

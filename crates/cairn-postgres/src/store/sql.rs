@@ -106,7 +106,6 @@ pub(super) struct Statements {
     /// Deletes what a loop checkpoint trims: $1 run, ($2, $3] the range, $4 the iterations'
     /// path prefix, $5 the loop's path (its earlier checkpoints), and the values' sets.
     pub(super) trim_loop: String,
-    pub(super) list: String,
     pub(super) journal: String,
     pub(super) signals: String,
     pub(super) claim: String,
@@ -276,9 +275,6 @@ impl Statements {
             ),
             trim_loop: include_str!("../../sql/statements/trim_loop.sql").to_owned(),
             insert_events: include_str!("../../sql/statements/insert_events.sql").to_owned(),
-            // Conditions are added per list (see `list_runs`), so the planner sees only those a
-            // filter has and can use the index that serves them.
-            list: format!("SELECT {RUN_COLUMNS} FROM runs"),
             journal: include_str!("../../sql/statements/journal.sql").to_owned(),
             signals: include_str!("../../sql/statements/signals.sql").to_owned(),
             // One pass of a claim (`Model::claim` in the conformance suite). Woken runs that gave

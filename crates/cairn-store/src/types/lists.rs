@@ -25,6 +25,11 @@ pub struct RunFilter {
     /// [`cairn_journal::json_contains`]): `{"customer": 42}` keeps runs whose input has
     /// `"customer": 42` among its fields.
     pub input_contains: Option<serde_json::Value>,
+    /// Only runs whose id starts with this text (an empty prefix keeps every run).
+    pub id_prefix: Option<String>,
+    /// Only runs whose error holds this text, ignoring the case of ASCII letters (`"Card"`
+    /// finds `"the card service is down"`). Runs without an error never match.
+    pub error_contains: Option<String>,
     /// Page size (default 100, at most 1000).
     pub limit: Option<usize>,
     /// Continue after this cursor (from [`RunPage::next_cursor`]).
@@ -58,6 +63,42 @@ impl RunFilter {
             && self.input_contains.as_ref().is_none_or(|needle| {
                 serde_json::from_str(run.input.get()).is_ok_and(|input| cairn_journal::json_contains(&input, needle))
             })
+            && self.id_prefix.as_ref().is_none_or(|prefix| run.id.as_str().starts_with(prefix.as_str()))
+            && self.error_needle().is_none_or(|needle| {
+                run.error.as_ref().is_some_and(|error| error.to_ascii_lowercase().contains(&needle))
+            })
+    }
+
+    /// [`error_contains`](RunFilter::error_contains) with its ASCII letters in lower case, the
+    /// form stores match against an error lowered the same way.
+    pub fn error_needle(&self) -> Option<String> {
+        self.error_contains.as_deref().map(str::to_ascii_lowercase)
+    }
+
+    /// The least text above every id that starts with [`id_prefix`](RunFilter::id_prefix), in
+    /// the order of code points (UTF-8 bytes): with the prefix, the bounds of a range scan of an
+    /// id index. `None` when no such text exists (every character is `char::MAX`) or there is
+    /// no prefix.
+    ///
+    /// ```
+    /// use cairn_store::RunFilter;
+    /// let filter = RunFilter { id_prefix: Some("order-1".into()), ..RunFilter::default() };
+    /// assert_eq!(filter.id_prefix_end().as_deref(), Some("order-2"));
+    /// ```
+    pub fn id_prefix_end(&self) -> Option<String> {
+        let mut end: Vec<char> = self.id_prefix.as_deref()?.chars().collect();
+        while let Some(last) = end.pop() {
+            // The next code point, skipping the surrogates (no `char` holds one).
+            let next = match last as u32 + 1 {
+                0xD800 => Some('\u{E000}'),
+                n => char::from_u32(n),
+            };
+            if let Some(next) = next {
+                end.push(next);
+                return Some(end.into_iter().collect());
+            }
+        }
+        None
     }
 
     /// [`input_contains`](RunFilter::input_contains) as JSON text, the form SQL stores take.

@@ -112,6 +112,18 @@ impl Client {
         Ok(self.store.list_runs(filter).await?)
     }
 
+    /// How many runs `filter` selects, counting no further than `at_most` (the answer is
+    /// `at_most` when at least that many match).
+    pub async fn count(&self, filter: &RunFilter, at_most: u64) -> Result<u64, ReadError> {
+        Ok(self.store.count_runs(filter, at_most).await?)
+    }
+
+    /// Every workflow version a worker has served, with when one was first and last recorded
+    /// (the registered workflows, runs or not).
+    pub async fn served_workflows(&self) -> Result<Vec<cairn_store::ServedWorkflow>, ReadError> {
+        Ok(self.store.served_workflows().await?)
+    }
+
     /// A run's journal.
     pub async fn journal(&self, id: &RunId) -> Result<Vec<JournalEntry>, ReadError> {
         self.get(id).await?;
