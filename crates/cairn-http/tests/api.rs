@@ -216,7 +216,26 @@ async fn start_get_steps_and_list() {
 
     let (status, workflows) = api.call("GET", "/v1/workflows", None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(workflows, json!({"workflows": [{"name": "hello", "runs": {"completed": 2}, "total": 2}]}));
+    // Every workflow a worker serves is listed, with runs or not.
+    assert_eq!(
+        workflows,
+        json!({"workflows": [
+            {"name": "approval", "runs": {}, "total": 0, "versions": [1]},
+            {"name": "hello", "runs": {"completed": 2}, "total": 2, "versions": [1]},
+        ]})
+    );
+
+    // By a prefix of the id, counted by the same filters.
+    let (_, prefixed) = api.call("GET", "/v1/runs?id_prefix=sec", None).await;
+    assert_eq!(ids(&prefixed), [json!("second")]);
+    let (status, counted) = api.call("GET", "/v1/run-count?workflow=hello", None).await;
+    assert_eq!((status, counted), (StatusCode::OK, json!({"count": 2, "capped": false})));
+    let (_, capped) = api.call("GET", "/v1/run-count?at_most=1", None).await;
+    assert_eq!(capped, json!({"count": 1, "capped": true}));
+    let (_, by_input) = api.call("GET", "/v1/run-count?input.name=Ada&id_prefix=sec", None).await;
+    assert_eq!(by_input["count"], json!(0));
+    let (status, refused) = api.call("GET", "/v1/run-count?at_most=0", None).await;
+    assert_eq!((status, &refused["error"]["code"]), (StatusCode::BAD_REQUEST, &json!("invalid_query")));
 
     // Its result: at once for an ended run; a waiting one after the timeout, as it is.
     let (status, result) = api.call("GET", &format!("/v1/workflows/hello/runs/{id}/result"), None).await;
@@ -891,6 +910,7 @@ async fn the_openapi_document_matches_the_router() {
         ("POST", "/v1/events/{topic}"),
         ("GET", "/v1/runs/{id}"),
         ("POST", "/v1/runs/prune"),
+        ("GET", "/v1/run-count"),
         ("GET", "/metrics"),
         ("GET", "/v1/workflows/{name}/runs/{id}/result"),
         ("GET", "/v1/schedules"),
