@@ -1,14 +1,18 @@
 'use strict';
 // Cairn's dashboard: plain DOM, no framework, no build step. Every value from the server is put
-// into the page as text (never as HTML).
+// into the page as text (never as HTML). Live updates are merged into what is shown (`morph`),
+// so nodes that did not change stay as they are, with any text selected in them.
 (() => {
   const base = location.pathname.endsWith('/') ? location.pathname : location.pathname + '/';
   const STATUSES = ['pending', 'running', 'suspended', 'paused', 'completed', 'failed', 'cancelled', 'continued'];
   const ENDED = new Set(['completed', 'failed', 'cancelled', 'continued']);
+  const PAGE = 50;
   const view = document.getElementById('view');
   const liveBadge = document.getElementById('live');
   const tokenForm = document.getElementById('token-form');
+  const offlineBanner = document.getElementById('offline');
   let stream = null;
+  let offline = false;
 
   // ---- the API -------------------------------------------------------------------------------
 
@@ -32,11 +36,37 @@
     route();
   });
 
+  // Whether the server answers: while it does not, a banner says so and every action is off.
+  function setOffline(down) {
+    if (down === offline) return;
+    offline = down;
+    offlineBanner.hidden = !down;
+    document.body.classList.toggle('offline', down);
+    for (const button of document.querySelectorAll('.act')) allow(button, button.dataset.allowed !== 'false');
+  }
+
+  // Enables `button` when `allowed` and the server answers (an action's button: class `act`).
+  function allow(button, allowed) {
+    if (!button) return;
+    button.dataset.allowed = String(allowed);
+    button.disabled = !allowed || offline;
+  }
+
+  // The server did not answer a request: an Error saying so (code `unreachable`).
+  function unreachable(error) {
+    setOffline(true);
+    const failure = new Error('the server did not answer (' + error.message + ')');
+    failure.code = 'unreachable';
+    return failure;
+  }
+
   // Calls the API; answers its JSON or throws an Error with the API's code and message.
   async function api(method, path, body) {
     const init = { method, headers: headers(body === undefined ? {} : { 'Content-Type': 'application/json' }) };
     if (body !== undefined) init.body = typeof body === 'string' ? body : JSON.stringify(body);
-    const response = await fetch(base + path, init);
+    let response;
+    try { response = await fetch(base + path, init); } catch (error) { throw unreachable(error); }
+    setOffline(false);
     const text = await response.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
@@ -45,6 +75,7 @@
       const detail = data && data.error ? data.error : { code: 'http_' + response.status, message: text };
       const error = new Error(detail.message);
       error.code = detail.code;
+      error.status = response.status;
       throw error;
     }
     return data;
@@ -74,6 +105,7 @@
             headers: headers({ Accept: 'text/event-stream' }),
             signal: controller.signal,
           });
+          setOffline(false);
           if (!response.ok) {
             if (response.status === 401) askToken();
             let detail = { code: 'http_' + response.status, message: response.statusText };
@@ -98,6 +130,7 @@
           }
         } catch (error) {
           if (controller.signal.aborted) return;
+          if (error instanceof TypeError) setOffline(true);
         }
         setLive(false);
         await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -168,14 +201,70 @@
       if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? '' : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : String(child));
     }
     return node;
   }
 
-  const time = (iso) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '');
+  // What identifies a node among its siblings across renders.
+  const keyOf = (node) => (node.nodeType === 1 ? node.getAttribute('data-key') || node.id || '' : '');
+  const sameKind = (a, b) => a.nodeType === b.nodeType && a.nodeName === b.nodeName && keyOf(a) === keyOf(b);
+
+  // Makes `node` look like `next` while keeping what did not change (and so a text selection
+  // in it): attributes and text are set only where they differ, children merged by position
+  // and key. Nodes merged so carry no listeners of their own: pages listen on their containers.
+  function morph(node, next) {
+    if (node.nodeType !== 1) {
+      if (node.nodeValue !== next.nodeValue) node.nodeValue = next.nodeValue;
+      return;
+    }
+    for (const { name } of Array.from(node.attributes)) if (!next.hasAttribute(name)) node.removeAttribute(name);
+    for (const { name, value } of Array.from(next.attributes)) if (node.getAttribute(name) !== value) node.setAttribute(name, value);
+    morphChildren(node, Array.from(next.childNodes));
+  }
+
+  function morphChildren(parent, next) {
+    for (let i = 0; i < next.length; i++) {
+      const current = parent.childNodes[i];
+      if (current && sameKind(current, next[i])) morph(current, next[i]);
+      else parent.insertBefore(next[i], current || null);
+    }
+    while (parent.childNodes.length > next.length) parent.lastChild.remove();
+  }
+
+  // Shows `children` in the element `id`, merged into what it shows.
+  function replace(id, ...children) {
+    const node = document.getElementById(id);
+    if (node) morphChildren(node, children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false)
+      .map((c) => (c instanceof Node ? c : document.createTextNode(String(c)))));
+  }
+
+  const pad = (n, width) => String(n).padStart(width || 2, '0');
+
+  // A time in the browser's zone, to the millisecond.
+  function localTime(iso) {
+    const d = new Date(iso);
+    if (Number.isNaN(d.getTime())) return iso || '';
+    return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' + pad(d.getHours()) + ':'
+      + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + '.' + pad(d.getMilliseconds(), 3);
+  }
+
+  function relative(iso) {
+    const ms = Date.now() - Date.parse(iso);
+    if (Number.isNaN(ms)) return '';
+    if (Math.abs(ms) < 1000) return 'now';
+    return ms < 0 ? 'in ' + duration(-ms) : duration(ms) + ' ago';
+  }
+
+  // A time element: local time to the millisecond, the UTC time and how long ago in its title;
+  // with `ago`, how long ago shown as well.
+  function time(iso, ago) {
+    if (!iso) return '';
+    return el('time', { datetime: iso, title: iso + ' (' + relative(iso) + ')' },
+      localTime(iso), ago ? el('span', { class: 'muted' }, ' (' + relative(iso) + ')') : null);
+  }
 
   function duration(ms) {
     if (ms === null || ms === undefined) return '';
@@ -190,6 +279,7 @@
   const runHref = (workflow, id) => '#/runs/' + encodeURIComponent(workflow) + '/' + encodeURIComponent(id);
   const runPath = (workflow, id) => 'v1/workflows/' + encodeURIComponent(workflow) + '/runs/' + encodeURIComponent(id);
   const json = (value) => JSON.stringify(value, null, 2);
+  const number = (n) => Number(n).toLocaleString('en');
 
   // Runs an action the user asked for and says in #action-result how it went; its answer, or
   // null when it was refused.
@@ -210,79 +300,213 @@
     }
   }
 
-  function replace(id, ...children) {
-    const node = document.getElementById(id);
-    if (node) node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
-  }
-
-  function table(headings, rows, emptyText) {
+  function table(headings, rows, emptyText, attrs) {
     if (!rows.length) return el('p', { class: 'empty' }, emptyText);
-    return el('table', {}, el('thead', {}, el('tr', {}, headings.map((h) => el('th', {}, h)))), el('tbody', {}, rows));
+    return el('div', { class: 'scroll' }, el('table', attrs || {},
+      el('thead', {}, el('tr', {}, headings.map((h) => el('th', { scope: 'col' }, h)))), el('tbody', {}, rows)));
   }
 
   // ---- the runs page -------------------------------------------------------------------------
 
-  function runsPage(params) {
-    const workflow = params.get('workflow') || '';
-    const status = params.get('status') || '';
-    const go = () => {
+  // The filters a runs page's URL holds: workflow, status, id (a prefix), since and until (RFC
+  // 3339), error (text), stranded, and `input.<field>` values.
+  function filtersOf(params) {
+    const filters = { input: [] };
+    for (const name of ['workflow', 'status', 'id', 'since', 'until', 'error']) filters[name] = params.get(name) || '';
+    filters.stranded = params.get('stranded') === 'true';
+    for (const [name, value] of params) if (name.startsWith('input.')) filters.input.push([name.slice(6), value]);
+    return filters;
+  }
+
+  // The API's list parameters for `filters`.
+  function listQuery(filters) {
+    const query = new URLSearchParams();
+    if (filters.workflow) query.set('workflow', filters.workflow);
+    if (filters.status) query.set('status', filters.status);
+    if (filters.id) query.set('id_prefix', filters.id);
+    if (filters.since) query.set('since', filters.since);
+    if (filters.until) query.set('until', filters.until);
+    if (filters.error) query.set('error', filters.error);
+    if (filters.stranded) query.set('stranded', 'true');
+    for (const [field, value] of filters.input) query.append('input.' + field, value);
+    return query;
+  }
+
+  const filtered = (filters) => listQuery(filters).toString() !== '';
+
+  // A local date-time field's value as RFC 3339 (UTC), and back.
+  function fromLocal(value) {
+    if (!value) return '';
+    const at = new Date(value);
+    return Number.isNaN(at.getTime()) ? '' : at.toISOString();
+  }
+
+  function toLocal(iso) {
+    const text = iso ? localTime(iso) : '';
+    return text ? text.replace(' ', 'T') : '';
+  }
+
+  function searchForm(filters) {
+    const go = (event) => {
+      if (event) event.preventDefault();
       const next = new URLSearchParams();
-      const w = document.getElementById('workflow-filter').value;
-      const s = document.getElementById('status-filter').value;
-      if (w) next.set('workflow', w);
-      if (s) next.set('status', s);
+      const value = (id) => document.getElementById(id).value.trim();
+      if (value('workflow-filter')) next.set('workflow', value('workflow-filter'));
+      if (value('status-filter')) next.set('status', value('status-filter'));
+      if (value('id-filter')) next.set('id', value('id-filter'));
+      if (fromLocal(value('since-filter'))) next.set('since', fromLocal(value('since-filter')));
+      if (fromLocal(value('until-filter'))) next.set('until', fromLocal(value('until-filter')));
+      if (value('error-filter')) next.set('error', value('error-filter'));
+      if (document.getElementById('stranded-filter').checked) next.set('stranded', 'true');
+      for (const pair of value('input-filter').split(';')) {
+        const at = pair.indexOf('=');
+        if (at > 0) next.append('input.' + pair.slice(0, at).trim(), pair.slice(at + 1).trim());
+      }
       location.hash = '#/' + (next.toString() ? '?' + next : '');
     };
+    const field = (label, attrs) => el('label', {}, label, el('input', attrs));
+    return el('form', { class: 'filters', id: 'search', role: 'search', onsubmit: go },
+      el('label', {}, 'Workflow', el('select', { id: 'workflow-filter', onchange: go },
+        el('option', { value: '' }, 'all'),
+        filters.workflow ? el('option', { value: filters.workflow, selected: true }, filters.workflow) : null)),
+      el('label', {}, 'Status', el('select', { id: 'status-filter', onchange: go },
+        el('option', { value: '' }, 'all'),
+        STATUSES.map((s) => el('option', { value: s, selected: s === filters.status }, s)))),
+      field('Run id or its start', { id: 'id-filter', value: filters.id, size: 16, placeholder: 'order-17' }),
+      field('Input (field=value; …)', { id: 'input-filter', size: 18, placeholder: 'customer=42; city=Oslo',
+        value: filters.input.map(([k, v]) => k + '=' + v).join('; ') }),
+      field('Created from', { id: 'since-filter', type: 'datetime-local', step: '0.001', value: toLocal(filters.since) }),
+      field('Created before', { id: 'until-filter', type: 'datetime-local', step: '0.001', value: toLocal(filters.until) }),
+      field('Error holds', { id: 'error-filter', value: filters.error, size: 14, placeholder: 'timeout' }),
+      el('label', { class: 'check' }, el('input', { id: 'stranded-filter', type: 'checkbox', checked: filters.stranded }),
+        'Stranded only'),
+      el('button', { type: 'submit', id: 'search-button', class: 'primary' }, 'Search'),
+      filtered(filters) ? el('a', { href: '#/', id: 'clear-filters' }, 'Clear') : null);
+  }
+
+  function runsPage(params) {
+    const filters = filtersOf(params);
+    const query = listQuery(filters);
+    // The live first page, the rows that fell out of it since older pages were read, and
+    // the older pages, read from `cursor` on.
+    const state = { live: [], fell: new Map(), older: [], cursor: null, frozen: false, loading: false, done: false };
     view.replaceChildren(
       el('h1', {}, 'Runs'),
-      el('div', { class: 'filters' },
-        el('label', {}, 'Workflow ', el('select', { id: 'workflow-filter', onchange: go },
-          el('option', { value: '' }, 'all'), workflow ? el('option', { value: workflow, selected: true }, workflow) : null)),
-        el('label', {}, 'Status ', el('select', { id: 'status-filter', onchange: go },
-          el('option', { value: '' }, 'all'),
-          STATUSES.map((s) => el('option', { value: s, selected: s === status }, s)))),
-        el('span', { id: 'runs-note', class: 'muted' })),
+      searchForm(filters),
+      el('p', { id: 'runs-count', class: 'muted', role: 'status' }),
       el('div', { id: 'runs' }, el('p', { class: 'empty' }, 'Loading…')),
+      el('p', { class: 'more' }, el('button', { id: 'more', class: 'act', hidden: true }, 'Older runs')),
       el('h2', {}, 'Workflows'), el('div', { id: 'workflows' }),
       el('h2', {}, 'Workers'), el('div', { id: 'workers' }),
       el('h2', {}, 'Stranded'), el('div', { id: 'stranded' }));
-    const query = new URLSearchParams({ limit: '50' });
-    if (workflow) query.set('workflow', workflow);
-    if (status) query.set('status', status);
-    watch('v1/live/runs?' + query, {
-      runs: (snapshot) => renderRuns(snapshot, workflow),
-      error: (error) => replace('runs', el('p', { class: 'error-text' }, error.message)),
+    const more = document.getElementById('more');
+    const show = () => renderRunRows(state, filters);
+    const loadOlder = async () => {
+      if (state.loading || !state.cursor || offline) return;
+      state.loading = true;
+      state.frozen = true;
+      allow(more, false);
+      try {
+        const page = new URLSearchParams(query);
+        page.set('limit', String(PAGE));
+        page.set('cursor', state.cursor);
+        const answer = await api('GET', 'v1/runs?' + page);
+        const known = new Set(state.older.map((r) => r.id));
+        state.older.push(...answer.runs.filter((r) => !known.has(r.id)));
+        state.cursor = answer.next_cursor || null;
+        state.done = !state.cursor;
+      } catch (error) {
+        replace('runs-count', el('span', { class: 'error-text' }, 'Older runs: ' + error.message + ' (' + error.code + ')'));
+      }
+      state.loading = false;
+      show();
+    };
+    more.addEventListener('click', loadOlder);
+    // Scrolling to the end reads the next page (the button stays for the keyboard).
+    if ('IntersectionObserver' in window) {
+      new IntersectionObserver((entries) => {
+        if (entries.some((e) => e.isIntersecting) && !more.hidden) loadOlder();
+      }, { rootMargin: '400px' }).observe(more);
+    }
+    let counting = null;
+    const count = () => {
+      if (counting) return;
+      counting = setTimeout(() => { counting = null; }, 3000);
+      api('GET', 'v1/run-count?' + query).then((answer) => {
+        const n = number(answer.count) + (answer.capped ? '+' : '');
+        replace('runs-count', filtered(filters) ? n + ' matching runs' : n + ' runs');
+      }).catch(() => {});
+    };
+    const live = new URLSearchParams(query);
+    live.set('limit', String(PAGE));
+    watch('v1/live/runs?' + live, {
+      runs: (snapshot) => {
+        const ids = new Set(snapshot.runs.runs.map((r) => r.id));
+        // Rows that fell out of the live page stay shown until older pages reach them.
+        if (state.frozen) for (const run of state.live) if (!ids.has(run.id)) state.fell.set(run.id, run);
+        for (const id of ids) state.fell.delete(id);
+        state.live = snapshot.runs.runs;
+        if (!state.frozen) state.cursor = snapshot.runs.next_cursor || null;
+        renderRunsSnapshot(snapshot, filters);
+        show();
+        count();
+      },
+      error: (error) => replace('runs', el('p', { class: 'error-text' }, error.message + ' (' + error.code + ')')),
     });
   }
 
-  function renderRuns(snapshot, workflow) {
+  function renderRunRows(state, filters) {
+    const seen = new Set();
+    const key = (run) => run.created_at + ' ' + run.id;
+    const fell = Array.from(state.fell.values()).sort((a, b) => (key(a) < key(b) ? 1 : -1));
+    const rows = [];
+    for (const run of [...state.live, ...fell, ...state.older]) {
+      if (seen.has(run.id)) continue;
+      seen.add(run.id);
+      rows.push(runRow(run));
+    }
+    const more = document.getElementById('more');
+    more.hidden = !state.cursor;
+    allow(more, !state.loading);
+    more.textContent = state.loading ? 'Reading older runs…' : 'Older runs';
+    const empty = filtered(filters)
+      ? el('span', {}, 'No runs match these filters. ', el('a', { href: '#/' }, 'Clear them'), '.')
+      : el('span', {}, 'No runs yet. Start one with ', el('code', {}, 'cairn start <workflow>'), ', ',
+        el('code', {}, 'POST /v1/workflows/{name}/runs'), ', or a client of the workflows below.');
+    replace('runs', table(['Run', 'Workflow', 'Version', 'Status', 'Created', 'Updated', 'Steps', ''], rows, empty,
+      { id: 'runs-table' }));
+  }
+
+  function runRow(run) {
+    const note = run.stranded_reason ? 'stranded: ' + run.stranded_reason
+      : run.status === 'paused' ? (run.error || 'paused')
+        : run.error ? run.error : run.suspend_reason ? run.suspend_reason + (run.wake_at ? ' until ' + localTime(run.wake_at) : '') : '';
+    const bad = run.stranded || run.status === 'failed';
+    return el('tr', { class: 'run', 'data-key': run.id, 'data-id': run.id, 'data-status': run.status },
+      el('td', { class: 'mono id' }, el('a', { href: runHref(run.workflow, run.id) }, run.id)),
+      el('td', {}, run.workflow), el('td', { class: 'num' }, run.version),
+      el('td', {}, statusBadge(run.status)), el('td', {}, time(run.created_at)), el('td', {}, time(run.updated_at)),
+      el('td', { class: 'num' }, run.steps), el('td', { class: bad ? 'error-text' : 'muted' }, note));
+  }
+
+  function renderRunsSnapshot(snapshot, filters) {
     const names = snapshot.workflows.workflows.map((w) => w.name);
-    if (workflow && !names.includes(workflow)) names.push(workflow);
+    if (filters.workflow && !names.includes(filters.workflow)) names.push(filters.workflow);
     replace('workflow-filter', el('option', { value: '' }, 'all'),
-      names.map((name) => el('option', { value: name, selected: name === workflow }, name)));
-    const rows = snapshot.runs.runs.map((run) => {
-      const note = run.stranded_reason ? 'stranded: ' + run.stranded_reason
-        : run.error ? run.error : run.suspend_reason ? run.suspend_reason + (run.wake_at ? ' until ' + time(run.wake_at) : '') : '';
-      return el('tr', { class: 'run', 'data-id': run.id, 'data-status': run.status },
-        el('td', { class: 'mono' }, el('a', { href: runHref(run.workflow, run.id) }, run.id)),
-        el('td', {}, run.workflow), el('td', { class: 'num' }, run.version),
-        el('td', {}, statusBadge(run.status)), el('td', {}, time(run.created_at)), el('td', {}, time(run.updated_at)),
-        el('td', { class: 'num' }, run.steps), el('td', { class: run.stranded ? 'error-text' : 'muted' }, note));
-    });
-    replace('runs', table(['Run', 'Workflow', 'Version', 'Status', 'Created', 'Updated', 'Steps', ''], rows,
-      'No runs match.'));
-    replace('runs-note', snapshot.runs.next_cursor ? 'the newest 50 shown' : '');
-    replace('workflows', table(['Workflow', ...STATUSES, 'Total'], snapshot.workflows.workflows.map((w) =>
-      el('tr', { 'data-workflow': w.name },
+      names.map((name) => el('option', { value: name, selected: name === filters.workflow }, name)));
+    replace('workflows', table(['Workflow', 'Versions', ...STATUSES, 'Total'], snapshot.workflows.workflows.map((w) =>
+      el('tr', { 'data-key': w.name, 'data-workflow': w.name },
         el('td', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(w.name) }, w.name)),
+        el('td', { class: 'num' }, (w.versions || []).join(', ')),
         STATUSES.map((s) => el('td', { class: 'num', 'data-status': s }, w.runs[s] || '')),
-        el('td', { class: 'num' }, w.total))), 'No runs yet.'));
+        el('td', { class: 'num' }, w.total))),
+      'No workflows yet: none has runs, and no worker has said what it serves.'));
     replace('workers', table(['Worker', 'Host', 'PID', 'Started', 'Last seen', 'Serves'], snapshot.workers.workers.map((w) =>
-      el('tr', { class: 'worker' }, el('td', { class: 'mono' }, w.id), el('td', {}, w.host), el('td', { class: 'num' }, w.pid),
-        el('td', {}, time(w.started_at)), el('td', {}, time(w.last_seen)),
+      el('tr', { class: 'worker', 'data-key': w.id }, el('td', { class: 'mono id' }, w.id), el('td', {}, w.host),
+        el('td', { class: 'num' }, w.pid), el('td', {}, time(w.started_at)), el('td', {}, time(w.last_seen)),
         el('td', {}, w.serves.map((k) => k.workflow + ' v' + k.version).join(', ')))), 'No live worker.'));
     replace('stranded', table(['Workflow', 'Version', 'Runs', 'Why'], snapshot.workers.stranded.map((s) =>
-      el('tr', { class: 'stranded' }, el('td', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(s.workflow) }, s.workflow)),
+      el('tr', { class: 'stranded' }, el('td', {}, el('a', { href: '#/?stranded=true&workflow=' + encodeURIComponent(s.workflow) }, s.workflow)),
         el('td', { class: 'num' }, s.version), el('td', { class: 'num' }, s.runs), el('td', {}, s.reason))),
       'No stranded runs.'));
   }
@@ -309,38 +533,58 @@
     view.replaceChildren(
       el('p', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(workflow) }, '← ' + workflow + ' runs')),
       el('h1', {}, workflow, ' / ', el('span', { class: 'mono' }, id), ' ', el('span', { id: 'run-status' })),
-      el('dl', { class: 'facts', id: 'facts' }),
-      el('h2', {}, 'Actions'),
-      el('div', { class: 'actions' },
-        el('button', { id: 'cancel', class: 'danger', onclick: () => act('cancel', () => api('DELETE', path)) }, 'Cancel'),
-        el('button', { id: 'pause', onclick: () => act('pause', () => api('POST', path + '/pause')) }, 'Pause'),
-        el('button', { id: 'resume', onclick: () => act('resume', () => api('POST', path + '/resume')) }, 'Resume'),
-        el('fieldset', {}, el('label', {}, 'Restart from ', el('select', { id: 'restart-step' })),
-          el('button', { id: 'restart', onclick: restart }, 'Restart')),
-        el('form', { id: 'signal-form', onsubmit: sendSignal },
-          el('fieldset', {},
-            el('label', {}, 'Signal ', el('input', { id: 'signal-name', placeholder: 'event', size: 12 })),
-            el('label', {}, 'Payload ', el('textarea', { id: 'signal-payload', placeholder: 'JSON (empty: null)' })),
-            el('button', { id: 'send-signal', type: 'submit' }, 'Send')))),
-      el('p', { id: 'action-result', role: 'status' }),
-      el('div', { class: 'panels' },
-        el('div', {}, el('h2', {}, 'Input'), el('pre', { id: 'input' })),
-        el('div', {}, el('h2', {}, 'Output'), el('div', { id: 'outcome' }))),
-      el('h2', {}, 'Timeline'),
-      el('div', { class: 'legend' },
-        el('span', {}, el('i', { style: 'background:#3559e0' }), 'step attempt'),
-        el('span', {}, el('i', { style: 'background:#d92d20' }), 'failed attempt'),
-        el('span', {}, el('i', { style: 'border:1px dashed #d92d20' }), 'waiting to retry'),
-        el('span', {}, el('i', { style: 'background:#d9d2fe' }), 'sleep'),
-        el('span', {}, el('i', { style: 'background:#fde9c4' }), 'wait for a signal')),
-      el('div', { id: 'timeline' }),
-      el('h2', {}, 'Pending signals'), el('div', { id: 'pending-signals' }),
-      el('h2', {}, 'Consumed signals'), el('div', { id: 'consumed-signals' }),
-      el('h2', {}, 'Journal'), el('div', { id: 'journal' }));
+      el('div', { id: 'run-missing' }),
+      el('div', { id: 'run-body' },
+        el('dl', { class: 'facts', id: 'facts' }),
+        el('h2', {}, 'Actions'),
+        el('div', { class: 'actions' },
+          el('button', { id: 'cancel', class: 'danger act', onclick: () => act('cancel', () => api('DELETE', path)) }, 'Cancel'),
+          el('button', { id: 'pause', class: 'act', onclick: () => act('pause', () => api('POST', path + '/pause')) }, 'Pause'),
+          el('button', { id: 'resume', class: 'act', onclick: () => act('resume', () => api('POST', path + '/resume')) }, 'Resume'),
+          el('fieldset', {}, el('label', {}, 'Restart from ', el('select', { id: 'restart-step' })),
+            el('button', { id: 'restart', class: 'act', onclick: restart }, 'Restart')),
+          el('form', { id: 'signal-form', onsubmit: sendSignal },
+            el('fieldset', {},
+              el('label', {}, 'Signal ', el('input', { id: 'signal-name', placeholder: 'event', size: 12 })),
+              el('label', {}, 'Payload ', el('textarea', { id: 'signal-payload', placeholder: 'JSON (empty: null)' })),
+              el('button', { id: 'send-signal', class: 'act', type: 'submit' }, 'Send')))),
+        el('p', { id: 'action-result', role: 'status' }),
+        el('div', { class: 'panels' },
+          el('div', {}, el('h2', {}, 'Input'), el('pre', { id: 'input' })),
+          el('div', {}, el('h2', {}, 'Output'), el('div', { id: 'outcome' }))),
+        el('h2', {}, 'Timeline'),
+        el('div', { class: 'legend' },
+          el('span', {}, el('i', { class: 'attempt' }), 'step attempt'),
+          el('span', {}, el('i', { class: 'failed' }), 'failed attempt'),
+          el('span', {}, el('i', { class: 'retry-wait' }), 'waiting to retry'),
+          el('span', {}, el('i', { class: 'sleep' }), 'sleep'),
+          el('span', {}, el('i', { class: 'wait' }), 'wait for a signal'),
+          el('span', {}, el('i', { class: 'abandoned' }), 'ended with the run')),
+        el('div', { id: 'timeline' }),
+        el('h2', {}, 'Steps'), el('div', { id: 'steps' }),
+        el('h2', {}, 'Pending signals'), el('div', { id: 'pending-signals' }),
+        el('h2', {}, 'Consumed signals'), el('div', { id: 'consumed-signals' }),
+        el('h2', {}, 'Journal'), el('div', { id: 'journal' })));
+    for (const button of view.querySelectorAll('.act')) allow(button, false);
     watch(path + '/live', {
       run: (snapshot) => renderRun(snapshot, workflow),
-      error: (error) => replace('facts', el('p', { class: 'error-text', id: 'run-error' }, error.message)),
+      error: (error) => (error.code === 'run_not_found' ? missingRun(workflow, id)
+        : replace('run-missing', el('p', { class: 'error-text', id: 'run-error' }, error.message + ' (' + error.code + ')'))),
     });
+  }
+
+  // Says that the page's run does not exist, or that it is a run of another workflow.
+  async function missingRun(workflow, id) {
+    document.getElementById('run-body').hidden = true;
+    replace('run-status', statusBadge('missing'));
+    let elsewhere = null;
+    try { elsewhere = await api('GET', 'v1/runs/' + encodeURIComponent(id)); } catch (_) { elsewhere = null; }
+    replace('run-missing', el('p', { class: 'notice', id: 'run-error' },
+      elsewhere && elsewhere.workflow !== workflow
+        ? ['Run ', el('span', { class: 'mono' }, id), ' is not a run of ', workflow, ': it is a run of ',
+          el('a', { id: 'run-elsewhere', href: runHref(elsewhere.workflow, id) }, elsewhere.workflow), '.']
+        : ['There is no run ', el('span', { class: 'mono' }, id), ' of ', workflow,
+          ' (it may have been pruned). ', el('a', { href: '#/?id=' + encodeURIComponent(id) }, 'Search for runs whose id starts so'), '.']));
   }
 
   function renderRun(snapshot, workflow) {
@@ -348,46 +592,54 @@
     replace('run-status', statusBadge(run.status));
     const fact = (name, ...value) => [el('dt', {}, name), el('dd', {}, ...value)];
     const restarts = run.restarts || [];
+    const children = run.children || [];
+    const link = (attrs, target) => el('a', Object.assign({ class: 'mono', href: runHref(workflow, target) }, attrs), target);
     replace('facts',
       fact('status', statusBadge(run.status), run.pause_requested ? ' (pause requested)' : ''),
       fact('version', String(run.version)),
-      fact('created', time(run.created_at)),
-      fact('updated', time(run.updated_at)),
-      run.completed_at ? fact('ended', time(run.completed_at)) : [],
-      run.suspend_reason ? fact('suspended', run.suspend_reason, run.wake_at ? ' until ' + time(run.wake_at) : '') : [],
-      run.deadline ? fact('deadline', time(run.deadline)) : [],
-      run.delete_after ? fact('deleted after', time(run.delete_after)) : [],
+      fact('created', time(run.created_at, true)),
+      fact('updated', time(run.updated_at, true)),
+      run.completed_at ? fact('ended', time(run.completed_at, true), ' after ',
+        duration(Date.parse(run.completed_at) - Date.parse(run.created_at))) : [],
+      run.suspend_reason ? fact('suspended', run.suspend_reason, run.wake_at ? [' until ', time(run.wake_at, true)] : '') : [],
+      run.status === 'paused' ? fact('paused', run.error || 'paused') : [],
+      run.deadline ? fact('deadline', time(run.deadline, true)) : [],
+      run.delete_after ? fact('deleted after', time(run.delete_after, true)) : [],
       run.idempotency_key ? fact('idempotency key', el('span', { class: 'mono' }, run.idempotency_key)) : [],
+      run.fairness_key ? fact('fairness key', el('span', { class: 'mono' }, run.fairness_key)) : [],
+      run.priority ? fact('priority', String(run.priority)) : [],
       run.stranded_reason ? fact('stranded', el('span', { class: 'error-text' }, run.stranded_reason)) : [],
-      run.restarted_from ? fact('restarted from',
-        el('a', { id: 'restarted-from', class: 'mono', href: runHref(workflow, run.restarted_from) }, run.restarted_from)) : [],
-      restarts.length ? fact('restarts', restarts.flatMap((r, i) =>
-        [i ? ', ' : '', el('a', { class: 'mono restart-link', href: runHref(workflow, r) }, r)])) : [],
-      run.continued_from ? fact('continues',
-        el('a', { id: 'continued-from', class: 'mono', href: runHref(workflow, run.continued_from) }, run.continued_from)) : [],
-      run.continued_as ? fact('continued as',
-        el('a', { id: 'continued-as', class: 'mono', href: runHref(workflow, run.continued_as) }, run.continued_as)) : [],
+      run.parent ? fact('parent', el('a', { id: 'parent', class: 'mono', href: '#/runs/-/' + encodeURIComponent(run.parent) }, run.parent)) : [],
+      children.length ? fact('children', children.flatMap((c, i) =>
+        [i ? ', ' : '', el('a', { class: 'mono child-link', href: '#/runs/-/' + encodeURIComponent(c) }, c)])) : [],
+      run.restarted_from ? fact('restarted from', link({ id: 'restarted-from' }, run.restarted_from)) : [],
+      restarts.length ? fact('restarts', restarts.flatMap((r, i) => [i ? ', ' : '', link({ class: 'mono restart-link' }, r)])) : [],
+      run.continued_from ? fact('continues', link({ id: 'continued-from' }, run.continued_from)) : [],
+      run.continued_as ? fact('continued as', link({ id: 'continued-as' }, run.continued_as)) : [],
       fact('steps journaled', String(run.steps)),
       run.recoveries ? fact('recoveries', String(run.recoveries)) : []);
     const ended = ENDED.has(run.status);
-    document.getElementById('cancel').disabled = ended;
-    document.getElementById('pause').disabled = ended || run.status === 'paused';
-    document.getElementById('resume').disabled = run.status !== 'paused';
-    document.getElementById('restart').disabled = !ended || !snapshot.steps.steps.length;
-    document.getElementById('send-signal').disabled = ended;
+    allow(document.getElementById('cancel'), !ended);
+    allow(document.getElementById('pause'), !ended && run.status !== 'paused');
+    allow(document.getElementById('resume'), run.status === 'paused');
+    allow(document.getElementById('restart'), ended && snapshot.steps.steps.length > 0);
+    allow(document.getElementById('send-signal'), !ended);
     const restartStep = document.getElementById('restart-step');
     const chosen = restartStep.value;
-    restartStep.replaceChildren(...snapshot.steps.steps.map((step) =>
-      el('option', { value: step.path, selected: step.path === chosen }, step.path)));
+    replace('restart-step', snapshot.steps.steps.map((step) =>
+      el('option', { value: step.path, 'data-key': step.path, selected: step.path === chosen }, step.path)));
     replace('input', json(run.input));
     replace('outcome',
-      run.error ? el('pre', { id: 'error', class: 'error-text' }, run.error) : null,
+      run.status === 'paused' ? el('p', { class: 'muted', id: 'output' }, 'Paused: ' + (run.error || 'by request') + '.')
+        : run.error ? el('pre', { id: 'error', class: 'error-text' }, run.error) : null,
       run.status === 'completed' ? el('pre', { id: 'output' }, json(run.output))
-        : run.error ? null : el('p', { class: 'muted', id: 'output' }, 'Not finished.'));
+        : run.error || run.status === 'paused' ? null
+          : el('p', { class: 'muted', id: 'output' }, ended ? 'Ended without an output.' : 'Not finished.'));
     replace('timeline', timeline(snapshot.steps.steps, run));
+    replace('steps', stepsTable(snapshot.steps.steps));
     const pending = snapshot.signals.signals.filter((s) => s.consumed_seq === null || s.consumed_seq === undefined);
     const consumed = snapshot.signals.signals.filter((s) => !(s.consumed_seq === null || s.consumed_seq === undefined));
-    const signalRow = (s) => el('tr', { class: 'signal', 'data-name': s.name },
+    const signalRow = (s) => el('tr', { class: 'signal', 'data-key': String(s.id), 'data-name': s.name },
       el('td', { class: 'num' }, s.id), el('td', {}, s.name), el('td', { class: 'mono' }, JSON.stringify(s.payload)),
       el('td', {}, time(s.sent_at)), el('td', { class: 'num' }, s.consumed_seq === null ? '' : s.consumed_seq));
     replace('pending-signals', table(['#', 'Name', 'Payload', 'Sent', ''], pending.map(signalRow), 'None.'));
@@ -395,32 +647,67 @@
     replace('journal', table(['Seq', 'At', 'Event', 'Details'], snapshot.steps.journal.map((entry) => {
       const kind = Object.keys(entry.event)[0] || '';
       const details = JSON.stringify(entry.event[kind]);
-      return el('tr', { class: 'entry', 'data-kind': kind }, el('td', { class: 'num' }, entry.seq), el('td', {}, time(entry.at)),
-        el('td', {}, kind), el('td', { class: 'mono', title: details }, details.length > 240 ? details.slice(0, 240) + '…' : details));
+      return el('tr', { class: 'entry', 'data-key': String(entry.seq), 'data-kind': kind }, el('td', { class: 'num' }, entry.seq),
+        el('td', {}, time(entry.at)), el('td', {}, kind),
+        el('td', { class: 'mono', title: details }, details.length > 240 ? details.slice(0, 240) + '…' : details));
     }), 'Nothing journaled yet.'));
   }
 
+  const stepDuration = (step) => (step.ended_at ? Date.parse(step.ended_at) - Date.parse(step.started_at) : null);
+
+  // What `cairn runs steps` prints: each step with its phase, start, duration and attempts.
+  function stepsTable(steps) {
+    return table(['Step', 'Kind', 'Phase', 'Started', 'Took', 'Attempts', 'Details'], steps.map((step) => {
+      const last = step.attempts[step.attempts.length - 1];
+      const details = step.kind === 'wait' ? 'for ' + (step.event || 'a signal') + (step.until ? ' until ' + localTime(step.until) : '')
+        : step.kind === 'sleep' ? (step.until ? 'until ' + localTime(step.until) : '')
+          : last && last.error ? last.error : '';
+      return el('tr', { class: 'step-row', 'data-key': step.path, 'data-path': step.path, 'data-phase': step.phase },
+        el('td', { class: 'mono id' }, step.path), el('td', {}, step.kind), el('td', {}, step.phase.replace('_', ' ')),
+        el('td', {}, time(step.started_at)),
+        el('td', { class: 'num' }, step.ended_at ? duration(stepDuration(step)) : 'open'),
+        el('td', { class: 'num' }, step.kind === 'step' ? step.attempts.length : ''),
+        el('td', { class: last && last.error ? 'error-text' : '' }, details));
+    }), 'No steps yet.', { id: 'steps-table' });
+  }
+
+  // Ticks for an axis over `span` ms: round steps (1, 2 or 5 times a power of ten of ms,
+  // seconds, minutes, hours or days), about five.
+  function ticks(span) {
+    const units = [1, 1000, 60000, 3600000, 86400000];
+    let unit = units[0];
+    for (const u of units) if (span / u >= 2) unit = u;
+    const raw = span / unit / 5;
+    const power = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1e-9))));
+    const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) * unit;
+    const out = [];
+    for (let t = 0; t <= span + 1e-9 && out.length < 12; t += step) out.push(t);
+    return out;
+  }
+
   // Each step a row: its attempts as bars (failed ones red, the time waiting to retry dashed),
-  // sleeps and waits as bars of their own colour, over the run's time from its start.
+  // sleeps and waits as bars of their own colour, over the run's time from its start with a
+  // time axis; each row says its phase and how long it took.
   function timeline(steps, run) {
     if (!steps.length) return el('p', { class: 'empty' }, 'No steps yet.');
     const now = Date.now();
-    const at = (iso) => (iso ? Date.parse(iso) : now);
+    const ended = ENDED.has(run.status);
+    const end = run.completed_at ? Date.parse(run.completed_at) : now;
+    const at = (iso) => (iso ? Date.parse(iso) : ended ? end : now);
     const t0 = Math.min(Date.parse(run.created_at), ...steps.map((s) => at(s.started_at)));
-    let t1 = run.completed_at ? Date.parse(run.completed_at) : now;
+    let t1 = end;
     for (const step of steps) {
       t1 = Math.max(t1, at(step.ended_at));
       for (const attempt of step.attempts) if (attempt.retry_at && !step.ended_at) t1 = Math.max(t1, at(attempt.retry_at));
     }
     const span = Math.max(t1 - t0, 1);
-    const [left, width, row] = [200, 680, 22];
+    const [left, width, row, right] = [200, 620, 22, 70];
     const x = (t) => left + ((t - t0) / span) * width;
     const w = (a, b) => Math.max(((b - a) / span) * width, 2);
     const height = 24 + steps.length * row;
-    const axis = svg('g', { class: 'axis' }, [0, 0.25, 0.5, 0.75, 1].map((f) => [
-      svg('line', { x1: left + f * width, x2: left + f * width, y1: 16, y2: height }),
-      svg('text', { x: left + f * width, y: 12, 'text-anchor': f === 1 ? 'end' : f === 0 ? 'start' : 'middle' },
-        '+' + duration(f * span))]));
+    const axis = svg('g', { class: 'axis' }, ticks(span).map((t) => [
+      svg('line', { x1: x(t0 + t), x2: x(t0 + t), y1: 16, y2: height }),
+      svg('text', { x: x(t0 + t), y: 12, 'text-anchor': t === 0 ? 'start' : 'middle' }, '+' + duration(t))]));
     const rows = steps.map((step, i) => {
       const y = 22 + i * row;
       const title = (text) => svg('title', {}, text);
@@ -432,30 +719,37 @@
             title(step.path + ' attempt ' + attempt.attempt + ': ' + duration(attempt.duration_ms) + (attempt.error ? ' — ' + attempt.error : ''))));
           if (attempt.retry_at) {
             const next = step.attempts[n + 1];
-            const end = next ? at(next.started_at) : Math.min(at(attempt.retry_at), t1);
-            bars.push(svg('rect', { class: 'retry-wait', x: x(b), y: y + 1, width: w(b, end), height: row - 10 },
-              title('waiting to retry until ' + time(attempt.retry_at))));
+            const until = next ? at(next.started_at) : Math.min(at(attempt.retry_at), t1);
+            bars.push(svg('rect', { class: 'retry-wait', x: x(b), y: y + 1, width: w(b, until), height: row - 10 },
+              title('waiting to retry until ' + localTime(attempt.retry_at))));
           }
         });
-        if (!step.attempts.length || (step.phase !== 'completed' && step.phase !== 'failed' && step.phase !== 'retrying')) {
+        if (step.phase === 'abandoned') {
+          const a = step.attempts.length ? at(step.attempts[step.attempts.length - 1].ended_at) : at(step.started_at);
+          bars.push(svg('rect', { class: 'abandoned', x: x(a), y, width: w(a, at(step.ended_at)), height: row - 8 },
+            title(step.path + ': ended with the run')));
+        } else if (!step.attempts.length || !['completed', 'failed', 'retrying'].includes(step.phase)) {
           const a = at(step.started_at);
           bars.push(svg('rect', { class: 'attempt open', x: x(a), y, width: w(a, at(step.ended_at)), height: row - 8 },
             title(step.path + ': running')));
         }
       } else {
         const [a, b] = [at(step.started_at), at(step.ended_at)];
-        const what = step.kind === 'sleep' ? 'sleep' + (step.until ? ' until ' + time(step.until) : '')
-          : 'wait for ' + (step.event || 'a signal') + (step.until ? ' until ' + time(step.until) : '');
+        const what = step.kind === 'sleep' ? 'sleep' + (step.until ? ' until ' + localTime(step.until) : '')
+          : 'wait for ' + (step.event || 'a signal') + (step.until ? ' until ' + localTime(step.until) : '');
         bars.push(svg('rect', { class: step.kind + ' ' + step.phase, x: x(a), y, width: w(a, b), height: row - 8 },
           title(step.path + ': ' + what + ' (' + step.phase.replace('_', ' ') + ')')));
       }
-      return svg('g', { class: 'step', 'data-path': step.path, 'data-kind': step.kind, 'data-phase': step.phase },
+      const took = step.ended_at ? duration(stepDuration(step)) : 'open';
+      return svg('g', { class: 'step', 'data-key': step.path, 'data-path': step.path, 'data-kind': step.kind, 'data-phase': step.phase },
         svg('text', { x: 4, y: y + 11 }, (step.path.length > 30 ? step.path.slice(0, 29) + '…' : step.path)),
         svg('text', { x: left - 6, y: y + 11, 'text-anchor': 'end', class: 'muted' }, step.phase.replace('_', ' ')),
-        bars);
+        bars,
+        svg('text', { x: left + width + right - 4, y: y + 11, 'text-anchor': 'end', class: 'duration muted' }, took));
     });
-    return svg('svg', { class: 'timeline', viewBox: '0 0 ' + (left + width + 10) + ' ' + height, role: 'img',
-      'aria-label': 'Timeline of ' + steps.length + ' steps' }, axis, rows);
+    return svg('svg', { class: 'timeline', viewBox: '0 0 ' + (left + width + right) + ' ' + height, role: 'img',
+      'aria-label': 'Timeline of ' + steps.length + ' steps over ' + duration(span) + '; the steps table below lists them' },
+    axis, rows);
   }
 
   // ---- schedules -----------------------------------------------------------------------------
@@ -500,22 +794,22 @@
     });
     poll('v1/schedules', {
       data: renderSchedules,
-      error: (error) => replace('schedules', el('p', { class: 'error-text' }, error.message)),
+      error: (error) => replace('schedules', el('p', { class: 'error-text' }, error.message + ' (' + error.code + ')')),
     });
   }
 
   function renderSchedules(answer) {
     const rows = answer.schedules.map((s) => {
       const last = s.last_run ? el('a', { href: runHref(s.workflow, s.last_run) }, time(s.last_fired_at)) : '';
-      return el('tr', { class: 'schedule', 'data-name': s.name, 'data-state': s.paused ? 'paused' : 'active' },
-        el('td', { class: 'mono' }, s.name),
+      const button = (action, text) => el('button', { 'data-action': action, class: 'act', disabled: offline }, text);
+      return el('tr', { class: 'schedule', 'data-key': s.name, 'data-name': s.name, 'data-state': s.paused ? 'paused' : 'active' },
+        el('td', { class: 'mono id' }, s.name),
         el('td', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(s.workflow) }, s.workflow)),
         el('td', { class: 'mono' }, when(s)), el('td', {}, s.catch_up),
         el('td', {}, s.paused ? el('span', { class: 'status status-paused' }, 'paused') : time(s.next_fire_at)),
         el('td', {}, last),
         el('td', { class: 'row-actions' },
-          s.paused ? el('button', { 'data-action': 'resume' }, 'Resume') : el('button', { 'data-action': 'pause' }, 'Pause'),
-          el('button', { 'data-action': 'trigger' }, 'Trigger now')));
+          s.paused ? button('resume', 'Resume') : button('pause', 'Pause'), ' ', button('trigger', 'Trigger now')));
     });
     replace('schedules', table(['Schedule', 'Workflow', 'When', 'Catch-up', 'Next firing', 'Last firing', ''], rows,
       'No schedules. Declare one with EngineBuilder::schedule, `cairn schedules put` or PUT /v1/schedules/{name}.'));
@@ -526,9 +820,31 @@
   function route() {
     const [path, query] = (location.hash.replace(/^#/, '') || '/').split('?');
     const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
-    if (parts[0] === 'runs' && parts.length === 3) runPage(parts[1], parts[2]);
+    if (parts[0] === 'runs' && parts.length === 3 && parts[1] === '-') anyRun(parts[2]);
+    else if (parts[0] === 'runs' && parts.length === 3) runPage(parts[1], parts[2]);
     else if (parts[0] === 'schedules') schedulesPage();
-    else runsPage(new URLSearchParams(query || ''));
+    else if (parts.length === 0) runsPage(new URLSearchParams(query || ''));
+    else notFound(path);
+  }
+
+  // A link to a run by id alone (parents and children): finds its workflow, then shows it.
+  async function anyRun(id) {
+    takeOver();
+    view.replaceChildren(el('p', { class: 'empty' }, 'Finding run ', el('span', { class: 'mono' }, id), '…'));
+    try {
+      const run = await api('GET', 'v1/runs/' + encodeURIComponent(id));
+      location.replace(runHref(run.workflow, id));
+    } catch (error) {
+      view.replaceChildren(el('h1', {}, 'No such run'), el('p', { class: 'notice', id: 'run-error' },
+        'There is no run ', el('span', { class: 'mono' }, id), ': ', error.message + ' (' + error.code + ').'));
+    }
+  }
+
+  function notFound(path) {
+    takeOver();
+    view.replaceChildren(el('h1', {}, 'No such page'),
+      el('p', { class: 'notice', id: 'page-error' }, 'This dashboard has no page ', el('span', { class: 'mono' }, path),
+        '. ', el('a', { href: '#/' }, 'See the runs'), '.'));
   }
 
   window.addEventListener('hashchange', route);
