@@ -11,6 +11,8 @@ mod common;
 mod cli;
 mod contract;
 mod dashboard;
+mod dashboard_search;
+mod dashboard_states;
 mod otlp;
 mod remote;
 mod serve;

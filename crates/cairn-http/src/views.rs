@@ -217,7 +217,8 @@ fn outcome_of(run: &RunId, outcome: &str) -> Outcome {
 /// runs, its counts are empty), by name.
 pub fn workflows(counts: &[cairn::WorkflowCount], served: &[cairn::store::ServedWorkflow]) -> Workflows {
     let mut workflows: std::collections::BTreeMap<&str, WorkflowView> = std::collections::BTreeMap::new();
-    let view = |name: &str| WorkflowView { name: name.to_owned(), runs: Default::default(), total: 0, versions: Vec::new() };
+    let view =
+        |name: &str| WorkflowView { name: name.to_owned(), runs: Default::default(), total: 0, versions: Vec::new() };
     for count in counts {
         let workflow = workflows.entry(&count.workflow).or_insert_with(|| view(&count.workflow));
         workflow.runs.insert(count.status.as_str().to_owned(), count.runs);

@@ -211,7 +211,8 @@ mod tests {
 
     #[test]
     fn an_ended_run_leaves_no_step_open() {
-        let wait = Event::WaitStarted { path: p("ok"), ordinal: 1, event: "approve".into(), filter: None, deadline: None };
+        let wait =
+            Event::WaitStarted { path: p("ok"), ordinal: 1, event: "approve".into(), filter: None, deadline: None };
         let failed = Event::StepFailed {
             path: p("a"),
             ordinal: 0,

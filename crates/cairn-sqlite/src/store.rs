@@ -431,7 +431,10 @@ fn selection(conn: &Connection, filter: &RunFilter) -> Result<Selection, StoreEr
         values.push(text(parent.as_str()));
     }
     if let Some(tags) = filter.stranded_tags() {
-        conditions.push(concat!(needs_worker!(), " AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))"));
+        conditions.push(concat!(
+            needs_worker!(),
+            " AND (workflow || '@' || version) NOT IN (SELECT value FROM json_each(?))"
+        ));
         values.push(serde_json::Value::from(tags).to_string().into());
     }
     if let Some(needle) = needle {

@@ -354,7 +354,8 @@ pub async fn list_by_id_prefix_and_error_and_count(store: DynStore) {
                     None => break,
                 }
             }
-            let count = store.count_runs(&RunFilter { limit: Some(1), cursor: None, ..filter }, 1000).await.expect("count");
+            let count =
+                store.count_runs(&RunFilter { limit: Some(1), cursor: None, ..filter }, 1000).await.expect("count");
             assert_eq!(count, ids.len() as u64, "{ids:?}");
             ids
         }
@@ -393,7 +394,10 @@ pub async fn list_by_id_prefix_and_error_and_count(store: DynStore) {
     assert_eq!(store.count_runs(&failed, 1000).await.expect("count"), 2);
     let window = RunFilter { created_after: Some(t(2)), created_before: Some(t(4)), ..RunFilter::default() };
     assert_eq!(store.count_runs(&window, 1000).await.expect("count"), 2);
-    assert_eq!(store.count_runs(&RunFilter { workflow: Some("none".into()), ..RunFilter::default() }, 9).await.expect("count"), 0);
+    assert_eq!(
+        store.count_runs(&RunFilter { workflow: Some("none".into()), ..RunFilter::default() }, 9).await.expect("count"),
+        0
+    );
 }
 
 /// Counts per workflow and status follow runs through every status, and down again when ended

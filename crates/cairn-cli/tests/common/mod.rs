@@ -2,6 +2,8 @@
 //! plain HTTP/1.1 requests to it.
 #![allow(dead_code)] // each test file uses its own part
 
+pub(crate) mod browser;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -85,10 +87,20 @@ impl Server {
 
     /// Starts one on the SQLite file `db` (which outlives it), with `env` set too.
     pub(crate) fn start_at(db: std::path::PathBuf, token: Option<&str>, env: &[(&str, &str)]) -> Server {
+        Server::start_listening(db, token, env, "127.0.0.1:0")
+    }
+
+    /// As [`Server::start_at`], listening on `listen` (`host:port`).
+    pub(crate) fn start_listening(
+        db: std::path::PathBuf,
+        token: Option<&str>,
+        env: &[(&str, &str)],
+        listen: &str,
+    ) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
         command.envs(env.iter().copied());
         command
-            .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--db"])
+            .args(["serve", "--examples", "--listen", listen, "--db"])
             .arg(&db)
             .env_remove("CAIRN_TOKEN")
             .stdout(Stdio::piped());

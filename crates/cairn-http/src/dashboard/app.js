@@ -434,7 +434,8 @@
       counting = setTimeout(() => { counting = null; }, 3000);
       api('GET', 'v1/run-count?' + query).then((answer) => {
         const n = number(answer.count) + (answer.capped ? '+' : '');
-        replace('runs-count', filtered(filters) ? n + ' matching runs' : n + ' runs');
+        const runs = answer.count === 1 && !answer.capped ? ' run' : ' runs';
+        replace('runs-count', n + (filtered(filters) ? ' matching' : '') + runs);
       }).catch(() => {});
     };
     const live = new URLSearchParams(query);

@@ -112,7 +112,9 @@ impl PostgresStore {
         }
         if let Some(tags) = filter.stranded_tags() {
             let condition = |n: usize| {
-                format!("status IN ('pending', 'running', 'suspended') AND NOT (workflow || '@' || version) = ANY(${n})")
+                format!(
+                    "status IN ('pending', 'running', 'suspended') AND NOT (workflow || '@' || version) = ANY(${n})"
+                )
             };
             add!(condition, tags);
         }
@@ -122,7 +124,9 @@ impl PostgresStore {
             // The index holds no such input (its trigger reads every input it keys as `jsonb`).
             let containment = |n: usize| match leaf_is_some {
                 true => format!("input::jsonb @> (${n}::text)::jsonb"),
-                false => format!("CASE WHEN input ~ '{NUL_ESCAPE}' THEN false ELSE input::jsonb @> (${n}::text)::jsonb END"),
+                false => {
+                    format!("CASE WHEN input ~ '{NUL_ESCAPE}' THEN false ELSE input::jsonb @> (${n}::text)::jsonb END")
+                }
             };
             add!(containment, needle);
         }
@@ -185,7 +189,8 @@ impl Store for PostgresStore {
                 return Ok(0);
             };
             values.push(Box::new(i64::try_from(at_most).unwrap_or(i64::MAX)));
-            let text = format!("SELECT count(*) FROM (SELECT 1 FROM {from}{conditions} LIMIT ${}) AS selected", values.len());
+            let text =
+                format!("SELECT count(*) FROM (SELECT 1 FROM {from}{conditions} LIMIT ${}) AS selected", values.len());
             let rows = self.rows(&text, &params(&values)).await?;
             let count: i64 = rows.first().map(|row| row.try_get(0)).transpose().map_err(backend)?.unwrap_or(0);
             Ok(count.max(0) as u64)

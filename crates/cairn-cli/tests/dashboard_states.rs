@@ -1,0 +1,194 @@
+//! The dashboard tells the truth in a real browser (headless Chromium over WebDriver): a run's
+//! states as they are (paused is no error, a cancelled run's wait is over), missing runs and
+//! wrong URLs said as such, a banner with every action off while the server does not answer
+//! and back once it does, a text selection that survives live updates, no page wider than the
+//! window at 800 and 400 pixels, and text that meets WCAG AA contrast in light and dark mode.
+
+use crate::common::browser::{Browser, browser_programs};
+use crate::common::{Server, await_status, http};
+use serde_json::{Value, json};
+use std::net::TcpListener;
+
+/// Every text on the page whose contrast against its background is below WCAG AA (4.5:1, or
+/// 3:1 for large text), as `text ratio < needed (colours)`; disabled controls are exempt, as
+/// WCAG exempts inactive parts. Backgrounds are composited up the ancestors, text colour with
+/// the opacity of its ancestors.
+const LOW_CONTRAST: &str = r#"
+const parse = (c) => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return null;
+  const p = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+const channel = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+const luminance = (c) => 0.2126 * channel(c[0]) + 0.7152 * channel(c[1]) + 0.0722 * channel(c[2]);
+const background = (node) => { const layers = [];
+  for (let e = node; e; e = e.parentElement) { const c = parse(getComputedStyle(e).backgroundColor);
+    if (c && c[3] > 0) { layers.push(c); if (c[3] === 1) break; } }
+  const root = parse(getComputedStyle(document.documentElement).backgroundColor);
+  let base = root && root[3] === 1 ? root.slice(0, 3) : [255, 255, 255];
+  for (const c of layers.reverse()) base = base.map((v, i) => c[i] * c[3] + v * (1 - c[3]));
+  return base; };
+const failures = [];
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+  const e = n.parentElement;
+  if (!n.nodeValue.trim() || !e || e.closest('[hidden], svg, script, style, option, :disabled')) continue;
+  const style = getComputedStyle(e);
+  const rect = e.getBoundingClientRect();
+  if (style.visibility === 'hidden' || !rect.width || !rect.height) continue;
+  let opacity = 1;
+  for (let a = e; a; a = a.parentElement) opacity *= Number(getComputedStyle(a).opacity);
+  const bg = background(e);
+  const c = parse(style.color);
+  const fg = c.slice(0, 3).map((v, i) => v * c[3] * opacity + bg[i] * (1 - c[3] * opacity));
+  const [high, low] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
+  const ratio = (high + 0.05) / (low + 0.05);
+  const size = parseFloat(style.fontSize);
+  const needed = size >= 24 || (Number(style.fontWeight) >= 700 && size >= 18.66) ? 3 : 4.5;
+  if (ratio < needed) failures.push(JSON.stringify(n.nodeValue.trim().slice(0, 40)) + ' ' + ratio.toFixed(2) + ' < '
+    + needed + ' (rgb(' + fg.map(Math.round) + ') on rgb(' + bg.map(Math.round) + '))');
+}
+return failures;
+"#;
+
+/// Whether the page is wider than its window (it would scroll sideways).
+const WIDER_THAN_WINDOW: &str = "return document.documentElement.scrollWidth > document.documentElement.clientWidth \
+    ? document.documentElement.scrollWidth + ' > ' + document.documentElement.clientWidth : false";
+
+fn free_address() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+fn start(address: &str, body: &str, workflow: &str) {
+    let (status, answer) = http(address, "POST", &format!("/v1/workflows/{workflow}/runs"), Some(body));
+    assert_eq!(status, 201, "{answer}");
+}
+
+#[test]
+fn the_dashboard_tells_the_truth_in_a_real_browser() {
+    let Some((driver, chromium)) = browser_programs() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cairn.db");
+    let listen = free_address();
+    let server = Server::start_listening(db.clone(), None, &[], &listen);
+    let address = server.address.clone();
+    let browser = Browser::start(&driver, &chromium);
+    let home = format!("http://{address}/");
+    let page_text = || browser.script("return document.body.textContent", json!([])).as_str().unwrap().to_owned();
+
+    // A selection in the runs table survives the live update that adds a row above it.
+    start(&address, r#"{"id":"s-1","input":{"name":"Ada"}}"#, "hello");
+    await_status(&address, "/v1/workflows/hello/runs/s-1", "completed", None);
+    browser.goto(&home);
+    browser.wait_for("s-1", "return document.querySelector('tr.run[data-id=\"s-1\"]') !== null");
+    let select = "const a = document.querySelector('tr.run[data-id=\"s-1\"] a'); const r = document.createRange(); \
+        r.selectNodeContents(a); getSelection().removeAllRanges(); getSelection().addRange(r); return getSelection().toString()";
+    assert_eq!(browser.script(select, json!([])), json!("s-1"));
+    start(&address, r#"{"id":"s-2","input":{"name":"Bo"}}"#, "hello");
+    browser.wait_for(
+        "s-2 above it",
+        "return document.querySelector('tr.run[data-id=\"s-2\"][data-status=completed]') !== null",
+    );
+    assert_eq!(browser.script("return getSelection().toString()", json!([])), json!("s-1"));
+
+    // Paused is a state, not an error.
+    start(&address, r#"{"id":"w-1"}"#, "approval");
+    await_status(&address, "/v1/workflows/approval/runs/w-1", "suspended", None);
+    browser.goto(&format!("{home}#/runs/approval/w-1"));
+    browser.wait_for("w-1 waiting", "return document.querySelector('#run-status .status-suspended') !== null");
+    browser.wait_for("its open wait", "return document.querySelector('tr.step-row[data-phase=waiting]') !== null");
+    assert_eq!(http(&address, "POST", "/v1/workflows/approval/runs/w-1/pause", None).0, 200);
+    browser.wait_for("w-1 paused", "return document.querySelector('#run-status .status-paused') !== null");
+    assert_eq!(browser.text("#output"), "Paused: paused by request.");
+    assert_eq!(browser.count("#outcome .error-text"), 0);
+
+    // A cancelled run's wait ended with it: no open phase, no growing bar.
+    assert_eq!(http(&address, "POST", "/v1/workflows/approval/runs/w-1/resume", None).0, 200);
+    assert_eq!(http(&address, "DELETE", "/v1/workflows/approval/runs/w-1", None).0, 200);
+    browser.wait_for("w-1 cancelled", "return document.querySelector('#run-status .status-cancelled') !== null");
+    browser.wait_for(
+        "the wait abandoned",
+        "return document.querySelector('g.step[data-kind=wait][data-phase=abandoned] rect.abandoned') !== null",
+    );
+    assert_eq!(browser.count("tr.step-row[data-phase=waiting]"), 0);
+    assert!(!browser.text("#steps").contains("open"), "{}", browser.text("#steps"));
+    let steps = http(&address, "GET", "/v1/workflows/approval/runs/w-1/steps", None).1;
+    assert_eq!(steps["steps"][0]["phase"], json!("abandoned"), "{steps}");
+    assert!(browser.text("#facts").contains(" after "), "the run's length: {}", browser.text("#facts"));
+    browser.screenshot("cancelled");
+
+    // A missing run, and a run under the wrong workflow, are said as such, with no actions.
+    browser.goto(&format!("{home}#/runs/hello/nobody"));
+    browser.wait_for(
+        "the missing run",
+        "return document.getElementById('run-error')?.textContent.includes('There is no run')",
+    );
+    assert_eq!(browser.script("return document.getElementById('run-body').hidden", json!([])), json!(true));
+    browser.goto(&format!("{home}#/runs/hello/w-1"));
+    browser
+        .wait_for("the right workflow", "return document.getElementById('run-elsewhere')?.textContent === 'approval'");
+    browser.click("#run-elsewhere");
+    browser.wait_for("w-1 under approval", "return document.querySelector('#run-status .status-cancelled') !== null");
+    browser.goto(&format!("{home}#/nowhere"));
+    browser.wait_for("no such page", "return document.getElementById('page-error') !== null");
+
+    // The server stops: a banner, every action off; it comes back: the banner goes, the
+    // actions work.
+    start(&address, r#"{"id":"w-2"}"#, "approval");
+    await_status(&address, "/v1/workflows/approval/runs/w-2", "suspended", None);
+    browser.goto(&format!("{home}#/runs/approval/w-2"));
+    browser.wait_for("w-2 cancellable", "return !document.getElementById('cancel').disabled");
+    drop(server);
+    browser.wait_for("the banner", "return !document.getElementById('offline').hidden");
+    for action in ["cancel", "pause", "send-signal"] {
+        let disabled = browser.script(&format!("return document.getElementById('{action}').disabled"), json!([]));
+        assert_eq!(disabled, json!(true), "{action} while the server is down");
+    }
+    browser.screenshot("offline");
+    let server = Server::start_listening(db, None, &[], &listen);
+    browser.wait_for("the banner gone", "return document.getElementById('offline').hidden");
+    browser.wait_for("cancel back", "return !document.getElementById('cancel').disabled");
+    browser.click("#cancel");
+    browser.wait_for("w-2 cancelled", "return document.querySelector('#run-status .status-cancelled') !== null");
+    await_status(&server.address, "/v1/workflows/approval/runs/w-2", "cancelled", None);
+
+    // No page is wider than its window at 800 and 400 pixels; text meets AA contrast, in light
+    // and dark mode.
+    let flaky = r#"{"id":"f-1","input":{"failures":1}}"#;
+    start(&address, flaky, "flaky");
+    await_status(&address, "/v1/workflows/flaky/runs/f-1", "completed", None);
+    for (scheme, background) in [("light", "rgb(248, 249, 251)"), ("dark", "rgb(18, 21, 27)")] {
+        browser.devtools(
+            "Emulation.setEmulatedMedia",
+            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+        );
+        for (name, page, ready) in [
+            ("runs", "#/", "return document.querySelectorAll('tr.run').length >= 4"),
+            ("run", "#/runs/flaky/f-1", "return document.querySelector('#steps-table') !== null"),
+            (
+                "schedules",
+                "#/schedules",
+                "return document.getElementById('schedules').textContent.includes('No schedules')",
+            ),
+        ] {
+            for width in [1280, 800, 400] {
+                browser.window(width, 900);
+                browser.goto(&format!("{home}{page}"));
+                browser.wait_for(page, ready);
+                let body = browser.script("return getComputedStyle(document.body).backgroundColor", json!([]));
+                assert_eq!(body, json!(background), "{scheme} {page}");
+                let wider = browser.script(WIDER_THAN_WINDOW, json!([]));
+                assert_eq!(wider, json!(false), "{page} at {width} px in {scheme} mode scrolls sideways");
+                let low: Value = browser.script(LOW_CONTRAST, json!([]));
+                assert_eq!(low, json!([]), "{page} at {width} px in {scheme} mode");
+            }
+            if scheme == "dark" {
+                browser.window(1280, 1000);
+                browser.screenshot(&format!("dark-{name}"));
+            }
+        }
+    }
+    browser.window(400, 900);
+    browser.goto(&format!("{home}#/runs/flaky/f-1"));
+    browser.wait_for("f-1", "return document.querySelector('#steps-table') !== null");
+    browser.screenshot("narrow-run");
+    assert!(!page_text().contains("[object"), "{}", page_text());
+}
