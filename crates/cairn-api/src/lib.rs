@@ -29,7 +29,9 @@
 pub mod requests;
 pub mod views;
 
-pub use requests::{DebounceOptions, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions};
+pub use requests::{
+    BulkAction, BulkBody, BulkFilter, DebounceOptions, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions,
+};
 
 use serde::{Deserialize, Serialize};
 

@@ -101,6 +101,66 @@ pub struct PruneBody {
     pub dry_run: bool,
 }
 
+/// What `POST /v1/runs/bulk` does to each run it selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BulkAction {
+    /// Cancel it (as `DELETE …/runs/{id}`).
+    Cancel,
+    /// Pause it (as `POST …/pause`).
+    Pause,
+    /// Resume it (as `POST …/resume`).
+    Resume,
+}
+
+/// Which runs `POST /v1/runs/bulk` acts on: the filters of `GET /v1/runs`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BulkFilter {
+    /// Only this workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// Only this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Only runs whose id starts with this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_prefix: Option<String>,
+    /// Created at or after (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Created before (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Only runs whose error holds this text, ignoring the case of ASCII letters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Only stranded runs.
+    #[serde(default)]
+    pub stranded: bool,
+    /// Only runs whose input contains this JSON object (`{"customer": 42}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// What `POST /v1/runs/bulk` takes: an action, the runs it applies to, and how many at most.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BulkBody {
+    /// What to do to each run.
+    pub action: BulkAction,
+    /// Which runs (every run when empty).
+    #[serde(default)]
+    pub filter: BulkFilter,
+    /// At most this many runs, the newest the filter selects: 1 to 1,000 (default 100). The
+    /// answer says whether more matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
 /// What `POST …/restart` takes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -278,6 +278,39 @@ pub struct Outcome {
     pub outcome: String,
 }
 
+/// What `POST /v1/runs/bulk` did to one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkRun {
+    /// The run's id.
+    pub run: String,
+    /// Its workflow.
+    pub workflow: String,
+    /// What the action did, as `Outcome::outcome` says it, when it was done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Why it was refused (`run_finished`, `not_paused`, …), when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::ErrorDetail>,
+}
+
+/// What `POST /v1/runs/bulk` did: each run it selected, newest first, and whether the filter
+/// selected more than its limit (send it again to go on).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BulkResult {
+    /// The action (`cancel`, `pause` or `resume`).
+    pub action: String,
+    /// Each run acted on, in list order.
+    pub runs: Vec<BulkRun>,
+    /// How many were done.
+    pub done: usize,
+    /// How many were refused.
+    pub refused: usize,
+    /// More runs matched than the limit.
+    pub more: bool,
+}
+
 /// A restart: the new run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -100,6 +100,7 @@ fn rules() -> Map<String, Value> {
             "pattern": "^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$",
         },
         "RunStatus": {"type": "string", "enum": statuses},
+        "DateTime": {"type": "string", "format": "date-time", "description": "An RFC 3339 time."},
         "Cursor": {
             "type": "string",
             "description": "A page's `next_cursor`, as it was given.",
@@ -216,6 +217,10 @@ const FIELDS: &[(&str, &str, &str)] = &[
     ("ScheduleBody", "timeZone", "TimeZone"),
     ("ScheduleBody", "every", "Interval"),
     ("ScheduleBody", "catchUp", "CatchUp"),
+    ("BulkFilter", "workflow", "WorkflowName"),
+    ("BulkFilter", "status", "RunStatus"),
+    ("BulkFilter", "since", "DateTime"),
+    ("BulkFilter", "until", "DateTime"),
 ];
 
 /// The routes a started run's answer links to: link name, operation id (the handler's name).
@@ -293,6 +298,10 @@ fn apply(document: &mut Value) {
                     property["maximum"] = json!(high);
                 }
             }
+        }
+        if let Some(limit) = schemas.get_mut("BulkBody").and_then(|bulk| bulk.pointer_mut("/properties/limit")) {
+            limit["minimum"] = json!(1);
+            limit["maximum"] = json!(1000);
         }
         schemas.append(&mut rules);
     }

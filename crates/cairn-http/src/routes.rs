@@ -54,6 +54,7 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(runs::count))
         .routes(routes!(runs::show_any))
         .routes(routes!(runs::prune))
+        .routes(routes!(runs::bulk))
         .routes(routes!(runs::workflows))
         .routes(routes!(runs::show, runs::cancel))
         .routes(routes!(runs::steps))

@@ -15,7 +15,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cairn::{Client, LiveWorkers, PageCursor, RunFilter, RunStatus};
-use cairn_api::{PruneBody, PublishBody, RestartBody, StartOptions};
+use cairn_api::{BulkAction, BulkBody, BulkFilter, PruneBody, PublishBody, RestartBody, StartOptions};
+use futures::StreamExt as _;
 use serde_json::value::RawValue;
 use std::time::Duration;
 
@@ -221,6 +222,69 @@ pub(crate) async fn prune(State(api): State<Api>, body: Result<Bytes, BytesRejec
         .transpose()?;
     let runs = api.client.prune(older_than, body.dry_run).await?;
     Ok(Json(views::pruned(&runs, body.dry_run)))
+}
+
+/// The most runs one bulk request acts on at once.
+const BULK_AT_ONCE: usize = 16;
+
+#[utoipa::path(post, path = "/v1/runs/bulk", tag = "runs",
+    description = "Cancels, pauses or resumes the newest runs a filter selects (at most `limit`, 1 to 1,000), each \
+        as its own route would, and says what happened to each. A run the action does not apply to (an ended run \
+        to cancel, a run not paused to resume) is refused on its own; the others go on.",
+    request_body = BulkBody,
+    responses((status = 200, body = views::BulkResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+pub(crate) async fn bulk(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Answer<views::BulkResult> {
+    let body: BulkBody = object(&body?)?;
+    let BulkFilter { workflow, status, id_prefix, since, until, error, stranded, input } = body.filter;
+    let params = ListParams {
+        workflow: None,
+        status,
+        since,
+        until,
+        cursor: None,
+        limit: Some(body.limit.unwrap_or(100)),
+        stranded: Some(stranded),
+        id_prefix,
+        error,
+        rest: Default::default(),
+    };
+    let mut request = list_request(workflow, params)?;
+    request.filter.input_contains = input.map(serde_json::Value::Object);
+    let live = api.client.live_workers().await?;
+    let page = reads::run_page(&api.client, &request.filter, request.stranded, &live).await?;
+    let client = &api.client;
+    let runs: Vec<views::BulkRun> = futures::stream::iter(page.runs)
+        .map(|listed| async move {
+            let id = cairn::RunId::new(&listed.run.id);
+            let outcome = match body.action {
+                BulkAction::Cancel => {
+                    client.cancel(&id).await.map(|o| views::cancelled(&id, o)).map_err(ApiError::from)
+                }
+                BulkAction::Pause => client.pause(&id).await.map(|o| views::paused(&id, o)).map_err(ApiError::from),
+                BulkAction::Resume => client.resume(&id).await.map(|()| views::resumed(&id)).map_err(ApiError::from),
+            };
+            let (outcome, error) = match outcome {
+                Ok(outcome) => (Some(outcome.outcome), None),
+                Err(error) => (None, Some(error.body().error)),
+            };
+            views::BulkRun { run: listed.run.id, workflow: listed.run.workflow, outcome, error }
+        })
+        .buffered(BULK_AT_ONCE)
+        .collect()
+        .await;
+    let refused = runs.iter().filter(|run| run.error.is_some()).count();
+    let action = match body.action {
+        BulkAction::Cancel => "cancel",
+        BulkAction::Pause => "pause",
+        BulkAction::Resume => "resume",
+    };
+    Ok(Json(views::BulkResult {
+        action: action.to_owned(),
+        done: runs.len() - refused,
+        refused,
+        runs,
+        more: page.next_cursor.is_some(),
+    }))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/result", tag = "runs",

@@ -353,6 +353,95 @@ async fn signal_cancel_pause_resume_restart() {
     api.engine.shutdown().await;
 }
 
+/// Bulk actions act on the newest runs a filter selects, at most their limit, and report each
+/// run; a run the action does not apply to is refused alone; a bad request changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_actions_act_on_what_a_filter_selects_and_report_each_run() {
+    let api = served(Default::default()).await;
+    for i in 0..5 {
+        let body = format!(r#"{{"id":"b-{i}","input":{{"tenant":{}}}}}"#, i % 2);
+        assert_eq!(api.call("POST", "/v1/workflows/approval/runs", Some(&body)).await.0, StatusCode::CREATED);
+    }
+    assert_eq!(
+        api.call("POST", "/v1/workflows/hello/runs", Some(r#"{"id":"h","input":{"name":"A"}}"#)).await.0,
+        StatusCode::CREATED
+    );
+    for i in 0..5 {
+        wait_suspended(&api, &format!("b-{i}")).await;
+    }
+
+    // Bad requests: refused, nothing paused.
+    for body in [
+        r#"{"action":"explode"}"#,
+        r#"{"action":"pause","limit":0}"#,
+        r#"{"action":"pause","filter":{"status":"nope"}}"#,
+        r#"{"action":"pause","filter":{"since":"yesterday"}}"#,
+        r#"{"action":"pause","filter":{"colour":"red"}}"#,
+        "[]",
+    ] {
+        let (status, answer) = api.call("POST", "/v1/runs/bulk", Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+    }
+    assert_eq!(status_of(&api, "b-0").await, json!("suspended"));
+
+    // Pause the newest three of tenant 0's and 1's approvals: three, and more to do.
+    let pause = r#"{"action":"pause","filter":{"workflow":"approval"},"limit":3}"#;
+    let (status, paused) = api.call("POST", "/v1/runs/bulk", Some(pause)).await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    assert_eq!(
+        (&paused["action"], &paused["done"], &paused["refused"], &paused["more"]),
+        (&json!("pause"), &json!(3), &json!(0), &json!(true))
+    );
+    let ids: Vec<&str> = paused["runs"].as_array().unwrap().iter().map(|r| r["run"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["b-4", "b-3", "b-2"]);
+    assert!(
+        paused["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["outcome"] == json!("paused") && r["workflow"] == json!("approval"))
+    );
+    assert_eq!((status_of(&api, "b-2").await, status_of(&api, "b-1").await), (json!("paused"), json!("suspended")));
+
+    // Resume by input: tenant 0's paused runs (b-4, b-2); b-0 is not paused and is refused.
+    let resume = r#"{"action":"resume","filter":{"input":{"tenant":0}}}"#;
+    let (_, resumed) = api.call("POST", "/v1/runs/bulk", Some(resume)).await;
+    assert_eq!(
+        (&resumed["done"], &resumed["refused"], &resumed["more"]),
+        (&json!(2), &json!(1), &json!(false)),
+        "{resumed}"
+    );
+    let refused = resumed["runs"].as_array().unwrap().iter().find(|r| r["run"] == json!("b-0")).unwrap();
+    assert_eq!(refused["error"]["code"], json!("not_paused"), "{resumed}");
+    assert_eq!(status_of(&api, "b-3").await, json!("paused"));
+    wait_suspended(&api, "b-4").await;
+    wait_suspended(&api, "b-2").await;
+
+    // Cancel every suspended run; the paused one and the completed hello stay.
+    let (_, cancelled) =
+        api.call("POST", "/v1/runs/bulk", Some(r#"{"action":"cancel","filter":{"status":"suspended"}}"#)).await;
+    assert_eq!((&cancelled["done"], &cancelled["refused"]), (&json!(4), &json!(0)), "{cancelled}");
+    assert_eq!(
+        (status_of(&api, "b-3").await, status_of(&api, "b-1").await, status_of(&api, "h").await),
+        (json!("paused"), json!("cancelled"), json!("completed"))
+    );
+    api.engine.shutdown().await;
+}
+
+async fn status_of(api: &Served, id: &str) -> Value {
+    api.call("GET", &format!("/v1/runs/{id}"), None).await.1["status"].clone()
+}
+
+async fn wait_suspended(api: &Served, id: &str) {
+    for _ in 0..400 {
+        if api.call("GET", &format!("/v1/runs/{id}"), None).await.1["status"] == json!("suspended") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{id} never waited");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_streams_send_each_change_once_and_end_on_shutdown() {
     let config = cairn_http::ApiConfig { live_interval: Duration::from_millis(10), ..cairn_http::ApiConfig::default() };
@@ -911,6 +1000,7 @@ async fn the_openapi_document_matches_the_router() {
         ("GET", "/v1/runs/{id}"),
         ("POST", "/v1/runs/prune"),
         ("GET", "/v1/run-count"),
+        ("POST", "/v1/runs/bulk"),
         ("GET", "/metrics"),
         ("GET", "/v1/workflows/{name}/runs/{id}/result"),
         ("GET", "/v1/schedules"),
