@@ -117,6 +117,7 @@ fn the_dashboard_in_a_real_browser() {
     browser.click("#resume");
     browser.wait_for("a-2 waiting again", "return document.querySelector('#run-status .status-suspended') !== null");
     browser.click("#cancel");
+    browser.click("#confirm-yes");
     browser.wait_for("a-2 cancelled", "return document.querySelector('#run-status .status-cancelled') !== null");
     assert!(browser.text("#action-result").starts_with("cancel: "), "{}", browser.text("#action-result"));
     await_status(&address, "/v1/workflows/approval/runs/a-2", "cancelled", Some(TOKEN));
@@ -142,6 +143,7 @@ fn the_dashboard_in_a_real_browser() {
     browser.wait_for("h-1 completed", "return document.querySelector('#run-status .status-completed') !== null");
     browser.wait_for("the restart step", "return document.querySelector('#restart-step option[value=greet]') !== null");
     browser.click("#restart");
+    browser.click("#confirm-yes");
     browser.wait_for("the restarted run", "return document.getElementById('restarted-from')?.textContent === 'h-1'");
     browser.wait_for("it completed", "return document.querySelector('#run-status .status-completed') !== null");
     let new_id = browser.script("return decodeURIComponent(location.hash.split('/').pop())", json!([]));

@@ -1,7 +1,9 @@
 //! The dashboard's runs page in a real browser (headless Chromium over WebDriver) with 10,000
 //! runs stored: older pages are read as the page scrolls, and each search finds what the API
 //! finds (a run id's start, an input field, a time range, error text, stranded runs), with
-//! counts that match, filters kept in the URL and workflows listed before they have runs.
+//! counts that match, filters kept in the URL and workflows listed before they have runs. Runs
+//! are started, events published and the runs a search selects cancelled, paused and resumed
+//! from the page.
 
 use crate::common::browser::{Browser, browser_programs};
 use crate::common::{Server, await_status, http};
@@ -166,4 +168,82 @@ fn every_run_is_reachable_and_findable_in_a_real_browser() {
     assert_eq!(browser.count("#clear-filters"), 1);
     let text: Value = browser.script("return document.body.textContent.includes('[object')", json!([]));
     assert_eq!(text, json!(false));
+}
+
+#[test]
+fn runs_are_started_published_and_steered_in_bulk_from_the_page() {
+    let Some((driver, chromium)) = browser_programs() else { return };
+    let server = Server::start(None);
+    let address = server.address.clone();
+    let browser = Browser::start(&driver, &chromium);
+    let home = format!("http://{address}/");
+    assert_eq!(
+        http(&address, "POST", "/v1/workflows/hello/runs", Some(r#"{"id":"h-1","input":{"name":"Ada"}}"#)).0,
+        201
+    );
+    await_status(&address, "/v1/workflows/hello/runs/h-1", "completed", None);
+    let runs = || http(&address, "GET", "/v1/run-count", None).1["count"].as_u64().unwrap();
+
+    // Start: the form offers the newest run's input; a bad input is refused in the page.
+    browser.goto(&home);
+    browser.click("#start-panel summary");
+    browser.wait_for("hello offered", "return document.querySelector('#start-workflow option[value=hello]') !== null");
+    browser.click("#start-workflow option[value=hello]");
+    browser.wait_for("Ada's input", "return document.getElementById('start-input').value.includes('Ada')");
+    let before = runs();
+    browser.type_into("#start-input", "{not json");
+    browser.click("#start-button");
+    browser.wait_for("the refusal", "return document.getElementById('action-result').textContent.includes('not JSON')");
+    assert_eq!(runs(), before, "a refused start stores nothing");
+    browser.type_into("#start-id", "from-page");
+    browser.type_into("#start-input", r#"{"name": "Page"}"#);
+    browser.click("#start-button");
+    browser.wait_for("the new run's page", "return location.hash === '#/runs/hello/from-page'");
+    browser.wait_for("it completed", "return document.querySelector('#run-status .status-completed') !== null");
+    assert_eq!(serde_json::from_str::<Value>(&browser.text("#output")).unwrap(), json!("Hello, Page!"));
+
+    // Publish: the runs it started, linked.
+    browser.goto(&home);
+    browser.click("#publish-panel summary");
+    browser.type_into("#publish-topic", "user.signup");
+    browser.type_into("#publish-id", "evt-1");
+    browser.type_into("#publish-payload", r#"{"name": "Evt"}"#);
+    browser.click("#publish-button");
+    browser.wait_for("the started run", "return document.querySelector('a.published-run') !== null");
+    browser.click("a.published-run");
+    browser.wait_for("it completed", "return document.querySelector('#run-status .status-completed') !== null");
+    assert_eq!(serde_json::from_str::<Value>(&browser.text("#output")).unwrap(), json!("Hello, Evt!"));
+
+    // Bulk: the runs a search selects, after a confirmation; "Keep it" does nothing.
+    for i in 0..3 {
+        let body = format!(r#"{{"id":"b-{i}"}}"#);
+        assert_eq!(http(&address, "POST", "/v1/workflows/approval/runs", Some(&body)).0, 201);
+        await_status(&address, &format!("/v1/workflows/approval/runs/b-{i}"), "suspended", None);
+    }
+    browser.goto(&format!("{home}#/?workflow=approval&status=suspended"));
+    browser.wait_for("the three", "return document.querySelectorAll('tr.run').length === 3");
+    browser.click("#bulk-cancel");
+    browser.click("#confirm-no");
+    assert_eq!(browser.count("#confirm-yes"), 0);
+    browser.click("#bulk-pause");
+    browser.click("#confirm-yes");
+    browser.wait_for(
+        "the report",
+        "return document.getElementById('bulk-result')?.textContent === 'pause: 3 done, 0 refused.'",
+    );
+    for i in 0..3 {
+        assert_eq!(http(&address, "GET", &format!("/v1/runs/b-{i}"), None).1["status"], json!("paused"));
+    }
+    browser.goto(&format!("{home}#/?workflow=approval"));
+    browser.wait_for("paused rows", "return document.querySelectorAll('tr.run[data-status=paused]').length === 3");
+    browser.click("#bulk-resume");
+    browser.click("#confirm-yes");
+    browser.wait_for(
+        "the report",
+        "return document.getElementById('bulk-result')?.textContent === 'resume: 3 done, 0 refused.'",
+    );
+    browser.screenshot("bulk");
+    for i in 0..3 {
+        await_status(&address, &format!("/v1/workflows/approval/runs/b-{i}"), "suspended", None);
+    }
 }

@@ -147,6 +147,7 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     browser.wait_for("the banner gone", "return document.getElementById('offline').hidden");
     browser.wait_for("cancel back", "return !document.getElementById('cancel').disabled");
     browser.click("#cancel");
+    browser.click("#confirm-yes");
     browser.wait_for("w-2 cancelled", "return document.querySelector('#run-status .status-cancelled') !== null");
     await_status(&server.address, "/v1/workflows/approval/runs/w-2", "cancelled", None);
 

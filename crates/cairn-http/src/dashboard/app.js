@@ -384,6 +384,135 @@
       filtered(filters) ? el('a', { href: '#/', id: 'clear-filters' }, 'Clear') : null);
   }
 
+  // Asks, in the page, whether to go on with `what` (a sentence), with the buttons `yes` and
+  // "Keep it"; `then` runs on yes. The question replaces any other.
+  function confirmInPage(container, what, yes, then) {
+    const box = document.getElementById(container);
+    const close = () => box.replaceChildren();
+    box.replaceChildren(el('div', { class: 'confirm', role: 'alertdialog', 'aria-label': what },
+      el('span', {}, what + ' '),
+      el('button', { id: 'confirm-yes', class: 'danger act', onclick: () => { close(); then(); } }, yes),
+      ' ', el('button', { id: 'confirm-no', onclick: close }, 'Keep it')));
+    allow(document.getElementById('confirm-yes'), true);
+    document.getElementById('confirm-no').focus();
+  }
+
+  // JSON text from a field: its value, or an Error saying where it is not JSON.
+  function jsonField(id) {
+    const text = document.getElementById(id).value.trim();
+    try { return text ? JSON.parse(text) : null; } catch (error) {
+      throw new Error('the ' + id.replace(/-/g, ' ') + ' is not JSON: ' + error.message);
+    }
+  }
+
+  // Puts the input of `workflow`'s newest run into the start form, unless it was edited.
+  async function prefill(workflow) {
+    const input = document.getElementById('start-input');
+    if (!input || input.dataset.edited === 'true') return;
+    try {
+      const page = await api('GET', 'v1/workflows/' + encodeURIComponent(workflow) + '/runs?limit=1');
+      const newest = page.runs[0];
+      const detail = newest ? await api('GET', runPath(workflow, newest.id)) : null;
+      if (input.dataset.edited !== 'true' && document.getElementById('start-workflow').value === workflow) {
+        input.value = detail ? json(detail.input) : '';
+        input.placeholder = detail ? '' : 'JSON (empty: null): ' + workflow + ' has no runs yet';
+      }
+    } catch (_) { /* the form still works by hand */ }
+  }
+
+  function startPanel(workflow) {
+    const start = async (event) => {
+      event.preventDefault();
+      const name = document.getElementById('start-workflow').value;
+      const id = document.getElementById('start-id').value.trim();
+      let input;
+      try { input = jsonField('start-input'); } catch (error) { return act('start', () => Promise.reject(error)); }
+      const body = id ? { id, input } : { input };
+      const answer = await act('start ' + name, () => api('POST', 'v1/workflows/' + encodeURIComponent(name) + '/runs', body));
+      if (answer) location.hash = runHref(name, answer.id);
+      return answer;
+    };
+    return el('details', { id: 'start-panel', class: 'panel' }, el('summary', {}, 'Start a run'),
+      el('form', { id: 'start-form', class: 'filters', onsubmit: start },
+        el('label', {}, 'Workflow', el('select', { id: 'start-workflow', onchange: (e) => {
+          document.getElementById('start-input').dataset.edited = 'false';
+          prefill(e.target.value);
+        } }, workflow ? el('option', { value: workflow }, workflow) : null)),
+        el('label', {}, 'Run id (optional)', el('input', { id: 'start-id', size: 16, placeholder: 'a new id' })),
+        el('label', { class: 'wide' }, 'Input (JSON; the newest run\'s when there is one)',
+          el('textarea', { id: 'start-input', rows: 3, oninput: (e) => { e.target.dataset.edited = 'true'; } })),
+        el('button', { id: 'start-button', class: 'primary act', type: 'submit' }, 'Start')));
+  }
+
+  function publishPanel() {
+    const publish = async (event) => {
+      event.preventDefault();
+      const topic = document.getElementById('publish-topic').value.trim();
+      const id = document.getElementById('publish-id').value.trim();
+      let payload;
+      try { payload = jsonField('publish-payload'); } catch (error) { return act('publish', () => Promise.reject(error)); }
+      const body = id ? { id, payload } : { payload };
+      const answer = await act('publish ' + topic, () => api('POST', 'v1/events/' + encodeURIComponent(topic), body));
+      if (answer) {
+        const started = answer.runs.concat(answer.already_started);
+        replace('action-result', 'published event ', el('span', { class: 'mono' }, answer.id), ' to ', answer.topic, ': ',
+          started.length ? started.map((r, i) => [i ? ', ' : '', el('a', { class: 'mono published-run', href: runHref(r.workflow, r.id) }, r.id)])
+            : 'no workflow subscribes to it', answer.already_started.length ? ' (started before)' : '');
+      }
+      return answer;
+    };
+    return el('details', { id: 'publish-panel', class: 'panel' }, el('summary', {}, 'Publish an event'),
+      el('form', { id: 'publish-form', class: 'filters', onsubmit: publish },
+        el('label', {}, 'Topic', el('input', { id: 'publish-topic', size: 16, placeholder: 'user.signup', required: true })),
+        el('label', {}, 'Event id (optional)', el('input', { id: 'publish-id', size: 16, placeholder: 'a new id' })),
+        el('label', { class: 'wide' }, 'Payload (JSON)', el('textarea', { id: 'publish-payload', rows: 3 })),
+        el('button', { id: 'publish-button', class: 'primary act', type: 'submit' }, 'Publish')));
+  }
+
+  // The API's bulk filter for `filters` (input fields nest by their dots; a value is JSON when
+  // it is JSON, as the list reads it).
+  function bulkFilter(filters) {
+    const filter = { stranded: filters.stranded };
+    for (const [name, field] of [['workflow', 'workflow'], ['status', 'status'], ['id', 'idPrefix'], ['since', 'since'],
+      ['until', 'until'], ['error', 'error']]) if (filters[name]) filter[field] = filters[name];
+    if (filters.input.length) {
+      filter.input = {};
+      for (const [path, text] of filters.input) {
+        let value;
+        try { value = JSON.parse(text); } catch (_) { value = text; }
+        const keys = path.split('.');
+        const last = keys.pop();
+        const slot = keys.reduce((node, key) => (node[key] = node[key] || {}), filter.input);
+        slot[last] = value;
+      }
+    }
+    return filter;
+  }
+
+  function bulkPanel(filters) {
+    const limit = 100;
+    const run = (action) => {
+      const verb = { cancel: 'Cancel', pause: 'Pause', resume: 'Resume' }[action];
+      confirmInPage('bulk-confirm', verb + ' up to ' + limit + ' of the runs this search selects, newest first?',
+        verb + ' them', async () => {
+          const answer = await act(action + ' matching runs',
+            () => api('POST', 'v1/runs/bulk', { action, filter: bulkFilter(filters), limit }));
+          if (!answer) return;
+          const refused = answer.runs.filter((r) => r.error);
+          replace('action-result', el('span', { class: 'ok', id: 'bulk-result' },
+            action + ': ' + answer.done + ' done, ' + answer.refused + ' refused' + (answer.more ? '; more runs match: do it again' : '') + '.'),
+          refused.length ? el('ul', { id: 'bulk-refused' }, refused.slice(0, 20).map((r) => el('li', {},
+            el('a', { class: 'mono', href: runHref(r.workflow, r.run) }, r.run), ': ', r.error.message, ' (', r.error.code, ')'))) : null);
+        });
+    };
+    return el('div', { id: 'bulk', class: 'bulk' },
+      el('span', { class: 'muted' }, 'The runs this search selects: '),
+      el('button', { id: 'bulk-cancel', class: 'danger act', onclick: () => run('cancel') }, 'Cancel…'), ' ',
+      el('button', { id: 'bulk-pause', class: 'act', onclick: () => run('pause') }, 'Pause…'), ' ',
+      el('button', { id: 'bulk-resume', class: 'act', onclick: () => run('resume') }, 'Resume…'),
+      el('div', { id: 'bulk-confirm' }));
+  }
+
   function runsPage(params) {
     const filters = filtersOf(params);
     const query = listQuery(filters);
@@ -392,8 +521,12 @@
     const state = { live: [], fell: new Map(), older: [], cursor: null, frozen: false, loading: false, done: false };
     view.replaceChildren(
       el('h1', {}, 'Runs'),
+      startPanel(filters.workflow),
+      publishPanel(),
       searchForm(filters),
       el('p', { id: 'runs-count', class: 'muted', role: 'status' }),
+      filtered(filters) ? bulkPanel(filters) : null,
+      el('p', { id: 'action-result', role: 'status' }),
       el('div', { id: 'runs' }, el('p', { class: 'empty' }, 'Loading…')),
       el('p', { class: 'more' }, el('button', { id: 'more', class: 'act', hidden: true }, 'Older runs')),
       el('h2', {}, 'Workflows'), el('div', { id: 'workflows' }),
@@ -495,6 +628,13 @@
     if (filters.workflow && !names.includes(filters.workflow)) names.push(filters.workflow);
     replace('workflow-filter', el('option', { value: '' }, 'all'),
       names.map((name) => el('option', { value: name, selected: name === filters.workflow }, name)));
+    const chosen = document.getElementById('start-workflow');
+    if (chosen) {
+      const was = chosen.value;
+      replace('start-workflow', names.map((name) => el('option', { value: name, 'data-key': name }, name)));
+      if (was && names.includes(was)) chosen.value = was;
+      if (!was && chosen.value) prefill(chosen.value);
+    }
     replace('workflows', table(['Workflow', 'Versions', ...STATUSES, 'Total'], snapshot.workflows.workflows.map((w) =>
       el('tr', { 'data-key': w.name, 'data-workflow': w.name },
         el('td', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(w.name) }, w.name)),
@@ -539,16 +679,19 @@
         el('dl', { class: 'facts', id: 'facts' }),
         el('h2', {}, 'Actions'),
         el('div', { class: 'actions' },
-          el('button', { id: 'cancel', class: 'danger act', onclick: () => act('cancel', () => api('DELETE', path)) }, 'Cancel'),
+          el('button', { id: 'cancel', class: 'danger act', onclick: () => confirmInPage('confirm', 'Cancel this run? Its children are cancelled too.',
+            'Cancel the run', () => act('cancel', () => api('DELETE', path))) }, 'Cancel…'),
           el('button', { id: 'pause', class: 'act', onclick: () => act('pause', () => api('POST', path + '/pause')) }, 'Pause'),
           el('button', { id: 'resume', class: 'act', onclick: () => act('resume', () => api('POST', path + '/resume')) }, 'Resume'),
           el('fieldset', {}, el('label', {}, 'Restart from ', el('select', { id: 'restart-step' })),
-            el('button', { id: 'restart', class: 'act', onclick: restart }, 'Restart')),
+            el('button', { id: 'restart', class: 'act', onclick: () => confirmInPage('confirm',
+              'Start a new run from step ' + document.getElementById('restart-step').value + '?', 'Restart', restart) }, 'Restart…')),
           el('form', { id: 'signal-form', onsubmit: sendSignal },
             el('fieldset', {},
               el('label', {}, 'Signal ', el('input', { id: 'signal-name', placeholder: 'event', size: 12 })),
               el('label', {}, 'Payload ', el('textarea', { id: 'signal-payload', placeholder: 'JSON (empty: null)' })),
               el('button', { id: 'send-signal', class: 'act', type: 'submit' }, 'Send')))),
+        el('div', { id: 'confirm' }),
         el('p', { id: 'action-result', role: 'status' }),
         el('div', { class: 'panels' },
           el('div', {}, el('h2', {}, 'Input'), el('pre', { id: 'input' })),
