@@ -110,7 +110,8 @@ impl Writer {
             fire.due.as_millis(),
             fire.next_fire_at.map(Timestamp::as_millis),
             fire.last_fired_at.map(Timestamp::as_millis),
-            fire.now.as_millis()
+            fire.now.as_millis(),
+            fire.manual
         ])?;
         if moved == 0 {
             return Ok(None);

@@ -39,6 +39,7 @@ pub async fn schedules_fire_once_per_due_time(store: DynStore) {
         last_fired_at: Some(t(due)),
         runs,
         now: t(due + 1),
+        manual: false,
     };
     // Two firers of one due time: one fires, the other changes nothing.
     let (a, b) = tokio::join!(
@@ -65,6 +66,20 @@ pub async fn schedules_fire_once_per_due_time(store: DynStore) {
     assert_eq!(store.next_wake_at(&wf("order")).await.expect("wake"), None);
     assert!(store.fire_schedule(fire(400, 500, vec![run("nightly@400")])).await.expect("fire").is_none());
     assert!(store.get_run(&RunId::new("nightly@400")).await.expect("get").is_none());
+    // A manual firing (a trigger) fires while paused, whatever it is due, and is recorded as
+    // the last firing; the next firing stays as it was.
+    let before = store.schedules().await.expect("list")[0].next_fire_at;
+    let manual = FireSchedule { manual: true, last_fired_at: Some(t(420)), ..fire(0, 9_999, vec![run("nightly@420")]) };
+    let created = store.fire_schedule(manual).await.expect("trigger").expect("fired while paused");
+    assert_eq!((created.len(), created[0].created), (1, true));
+    let after = store.schedules().await.expect("list");
+    assert_eq!((after[0].paused, after[0].next_fire_at, after[0].last_fired_at), (true, before, Some(t(420))));
+    let manual = FireSchedule { manual: true, ..fire(0, 0, vec![run("nightly@420")]) };
+    let again = store.fire_schedule(manual).await.expect("trigger").expect("fired");
+    assert!(!again[0].created, "the same firing time finds its run");
+    let gone = FireSchedule { name: "no-such".into(), manual: true, ..fire(0, 0, vec![run("no-such@1")]) };
+    assert!(store.fire_schedule(gone).await.expect("trigger").is_none(), "no schedule, no firing");
+    assert!(store.get_run(&RunId::new("no-such@1")).await.expect("get").is_none());
     assert!(store.put_schedule(&put("B", 1)).await.expect("redeclare").paused, "redeclaring keeps the pause");
     let resumed = store.pause_schedule(&pause(false, 5_000)).await.expect("resume");
     assert_eq!((resumed.paused, resumed.next_fire_at), (false, Some(t(5_000))));

@@ -135,7 +135,22 @@ impl Client {
         let now = self.clock.now();
         let version = self.version_to_start(&schedule.workflow).await?;
         let run = self.scheduled_run(&schedule, version, now);
-        self.create(run).await
+        // Recorded as a firing (its `last_fired_at`, so its run is the schedule's last) in the
+        // same write that starts the run; the next firing stays as it was.
+        let fire = FireSchedule {
+            name: schedule.name.clone(),
+            due: now,
+            next_fire_at: schedule.next_fire_at,
+            last_fired_at: Some(now),
+            runs: vec![run],
+            now,
+            manual: true,
+        };
+        let created = self.store.fire_schedule(fire).await?;
+        match created.and_then(|mut runs| runs.pop()) {
+            Some(created) => self.started(created),
+            None => Err(ClientError::ScheduleNotFound(name.to_owned())),
+        }
     }
 
     /// The run schedule `schedule` starts for its firing at `at`.
@@ -186,6 +201,7 @@ impl Client {
                 last_fired_at: times.last().copied(),
                 runs,
                 now,
+                manual: false,
             };
             match self.store.fire_schedule(fire).await {
                 Ok(Some(created)) => {

@@ -126,6 +126,8 @@ async fn paused_schedules_do_not_fire_and_resume_from_now() {
     // A run started now, by hand, while paused.
     let manual = engine.client().trigger_schedule("m").await.unwrap();
     assert_eq!(manual.id(), &schedule_run_id("m", minute(4)));
+    let recorded = engine.client().schedules().await.unwrap().remove(0);
+    assert_eq!((recorded.paused, recorded.last_fired_at), (true, Some(minute(4))), "the trigger is the last firing");
     manual.result::<serde_json::Value>().await.unwrap();
     let resumed = engine.client().resume_schedule("m").await.unwrap();
     assert_eq!((resumed.paused, resumed.next_fire_at), (false, Some(minute(5))), "10:02 and 10:03 are not started");

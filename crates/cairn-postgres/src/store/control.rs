@@ -185,7 +185,8 @@ impl PostgresStore {
         let sql = &self.sql;
         let statement = tx.prepare_cached(&sql.fire_schedule).await.map_err(backend)?;
         let (next, last) = (fire.next_fire_at.map(Timestamp::as_millis), fire.last_fired_at.map(Timestamp::as_millis));
-        let params: [&(dyn ToSql + Sync); 5] = [&fire.name, &fire.due.as_millis(), &next, &last, &fire.now.as_millis()];
+        let params: [&(dyn ToSql + Sync); 6] =
+            [&fire.name, &fire.due.as_millis(), &next, &last, &fire.now.as_millis(), &fire.manual];
         if tx.execute(&statement, &params).await.map_err(backend)? == 0 {
             return Ok(None);
         }

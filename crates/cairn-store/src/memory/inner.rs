@@ -441,7 +441,7 @@ impl Inner {
 impl Inner {
     /// Fires a schedule if it is still due at `fire.due` (see [`FireSchedule`]).
     pub(super) fn fire(&mut self, fire: FireSchedule) -> Result<Option<Vec<CreatedRun>>, StoreError> {
-        let due = |s: &ScheduleRecord| !s.paused && s.next_fire_at == Some(fire.due);
+        let due = |s: &ScheduleRecord| fire.manual || (!s.paused && s.next_fire_at == Some(fire.due));
         if !self.schedules.get(&fire.name).is_some_and(due) {
             return Ok(None);
         }
@@ -454,7 +454,9 @@ impl Inner {
             });
         }
         if let Some(schedule) = self.schedules.get_mut(&fire.name) {
-            schedule.next_fire_at = fire.next_fire_at;
+            if !fire.manual {
+                schedule.next_fire_at = fire.next_fire_at;
+            }
             schedule.last_fired_at = fire.last_fired_at.or(schedule.last_fired_at);
             schedule.updated_at = fire.now;
         }

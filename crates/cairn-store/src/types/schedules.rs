@@ -66,6 +66,9 @@ pub struct FireSchedule {
     pub runs: Vec<NewRun>,
     /// Now.
     pub now: Timestamp,
+    /// A firing asked for now (a trigger): it fires whether the schedule is paused or due, and
+    /// leaves its `next_fire_at` (and `due`) alone.
+    pub manual: bool,
 }
 
 /// Pauses or resumes schedule `name`; resuming sets its next firing (what it missed while

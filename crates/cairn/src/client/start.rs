@@ -542,7 +542,7 @@ impl Client {
     }
 
     /// The handle of a run just created or found; a local worker hears of it.
-    fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
+    pub(crate) fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
         if created.created {
             crate::telemetry::run_started(&created.run.workflow);
             if let Some(rule) = created.run.held_back_by() {
