@@ -247,3 +247,69 @@ fn runs_are_started_published_and_steered_in_bulk_from_the_page() {
         await_status(&address, &format!("/v1/workflows/approval/runs/b-{i}"), "suspended", None);
     }
 }
+
+#[test]
+fn schedules_are_declared_edited_triggered_and_deleted_from_the_page() {
+    let Some((driver, chromium)) = browser_programs() else { return };
+    let server = Server::start(None);
+    let address = server.address.clone();
+    let browser = Browser::start(&driver, &chromium);
+    browser.goto(&format!("http://{address}/#/schedules"));
+    browser.wait_for(
+        "the empty state",
+        "return document.getElementById('schedules').textContent.includes('No schedules')",
+    );
+
+    // Declared from the form.
+    browser.click("#schedule-panel summary");
+    browser
+        .wait_for("hello offered", "return document.querySelector('#schedule-workflow option[value=hello]') !== null");
+    browser.type_into("#schedule-name", "tick");
+    browser.click("#schedule-workflow option[value=hello]");
+    browser.type_into("#schedule-every", "1h");
+    browser.type_into("#schedule-input", r#"{"name": "Sched"}"#);
+    browser.click("#schedule-save");
+    let tick = "tr.schedule[data-name=tick]";
+    browser.wait_for("tick", &format!("return document.querySelector('{tick}')?.textContent.includes('every 1.0 h')"));
+    assert_eq!(http(&address, "GET", "/v1/schedules/tick", None).1["every_ms"], json!(3_600_000));
+
+    // Edited: the form shows it as stored; the change is saved.
+    browser.click(&format!("{tick} button[data-action=edit]"));
+    browser.wait_for("the stored interval", "return document.getElementById('schedule-every').value === '3600s'");
+    assert!(
+        browser
+            .script("return document.getElementById('schedule-input').value", json!([]))
+            .as_str()
+            .unwrap()
+            .contains("Sched")
+    );
+    browser.type_into("#schedule-every", "2h");
+    browser.click("#schedule-save");
+    browser.wait_for(
+        "the new interval",
+        &format!("return document.querySelector('{tick}')?.textContent.includes('every 2.0 h')"),
+    );
+
+    // Triggered: recorded as its last firing, linked, and in its firings.
+    browser.click(&format!("{tick} button[data-action=trigger]"));
+    browser.wait_for("the triggered run", "return document.getElementById('triggered-run') !== null");
+    let run = browser.text("#triggered-run");
+    assert!(run.starts_with("tick@"), "{run}");
+    let stored = http(&address, "GET", "/v1/schedules/tick", None).1;
+    assert_eq!(stored["last_run"], json!(run), "{stored}");
+    browser.wait_for(
+        "the last firing linked",
+        &format!("return document.querySelector('{tick} a[href*=\"tick%40\"]') !== null"),
+    );
+    browser.click(&format!("{tick} button[data-action=history]"));
+    browser.wait_for("its firing", &format!("return document.querySelector('tr.firing[data-id=\"{run}\"]') !== null"));
+    assert_eq!(browser.count("tr.firing"), 1);
+    browser.screenshot("schedule-firings");
+
+    // Deleted, after a confirmation; its run stays.
+    browser.click(&format!("{tick} button[data-action=delete]"));
+    browser.click("#confirm-yes");
+    browser.wait_for("tick gone", &format!("return document.querySelector('{tick}') === null"));
+    assert_eq!(http(&address, "GET", "/v1/schedules/tick", None).0, 404);
+    assert_eq!(http(&address, "GET", &format!("/v1/runs/{}", run.replace('@', "%40")), None).0, 200);
+}

@@ -923,18 +923,63 @@
   }
 
   function schedulesPage() {
+    const declare = async (event) => {
+      event.preventDefault();
+      const value = (id) => document.getElementById(id).value.trim();
+      const name = value('schedule-name');
+      let input;
+      try { input = jsonField('schedule-input'); } catch (error) { return act('declare', () => Promise.reject(error)); }
+      const body = { workflow: value('schedule-workflow'), input, catchUp: value('schedule-catchup') };
+      const cron = value('schedule-cron').split(/\n|\|/).map((c) => c.trim()).filter(Boolean);
+      if (cron.length) body.cron = cron;
+      if (value('schedule-every')) body.every = value('schedule-every');
+      if (value('schedule-zone')) body.timeZone = value('schedule-zone');
+      const answer = await act('declare ' + name, () => api('PUT', 'v1/schedules/' + encodeURIComponent(name), body));
+      if (answer) api('GET', 'v1/schedules').then(renderSchedules).catch(() => {});
+      return answer;
+    };
+    const field = (label, attrs) => el('label', {}, label, el('input', attrs));
     view.replaceChildren(
       el('h1', {}, 'Schedules'),
+      el('details', { id: 'schedule-panel', class: 'panel' }, el('summary', {}, 'Declare or change a schedule'),
+        el('form', { id: 'schedule-form', class: 'filters', onsubmit: declare },
+          field('Name', { id: 'schedule-name', size: 14, required: true, placeholder: 'nightly' }),
+          el('label', {}, 'Workflow', el('select', { id: 'schedule-workflow', required: true })),
+          el('label', {}, 'Cron (one per line)', el('textarea', { id: 'schedule-cron', rows: 2, placeholder: '0 3 * * *' })),
+          field('or every', { id: 'schedule-every', size: 8, placeholder: '15m' }),
+          field('Time zone', { id: 'schedule-zone', size: 14, placeholder: 'UTC' }),
+          el('label', {}, 'Missed firings', el('select', { id: 'schedule-catchup' },
+            el('option', { value: 'once' }, 'once'), el('option', { value: 'skip' }, 'skip'), el('option', { value: 'all:100' }, 'all (up to 100)'))),
+          el('label', { class: 'wide' }, 'Input (JSON)', el('textarea', { id: 'schedule-input', rows: 2 })),
+          el('button', { id: 'schedule-save', class: 'primary act', type: 'submit' }, 'Save'))),
+      el('div', { id: 'confirm' }),
       el('p', { id: 'action-result', role: 'status' }),
-      el('div', { id: 'schedules' }, el('p', { class: 'empty' }, 'Loading…')));
+      el('div', { id: 'schedules' }, el('p', { class: 'empty' }, 'Loading…')),
+      el('div', { id: 'history' }));
+    api('GET', 'v1/workflows').then((answer) => replace('schedule-workflow',
+      answer.workflows.map((w) => el('option', { value: w.name, 'data-key': w.name }, w.name)))).catch(() => {});
     // One listener for every row's buttons: the table is redrawn on each refresh.
     document.getElementById('schedules').addEventListener('click', (event) => {
       const button = event.target.closest('button[data-action]');
       if (!button) return;
-      const name = button.closest('tr').dataset.name;
+      const row = button.closest('tr');
+      const name = row.dataset.name;
       const action = button.dataset.action;
-      act(action + ' ' + name, () => api('POST', 'v1/schedules/' + encodeURIComponent(name) + '/' + action))
-        .then(() => api('GET', 'v1/schedules')).then(renderSchedules).catch(() => {});
+      const path = 'v1/schedules/' + encodeURIComponent(name);
+      const refresh = () => api('GET', 'v1/schedules').then(renderSchedules).catch(() => {});
+      if (action === 'edit') return editSchedule(name);
+      if (action === 'history') return scheduleHistory(name);
+      if (action === 'delete') {
+        return confirmInPage('confirm', 'Delete schedule ' + name + '? Its runs stay.', 'Delete it',
+          () => act('delete ' + name, () => api('DELETE', path)).then(refresh));
+      }
+      return act(action + ' ' + name, () => api('POST', path + '/' + action)).then((answer) => {
+        if (answer && action === 'trigger') {
+          replace('action-result', 'trigger ' + name + ': started run ',
+            el('a', { id: 'triggered-run', class: 'mono', href: runHref(answer.workflow, answer.id) }, answer.id));
+        }
+        return refresh();
+      });
     });
     poll('v1/schedules', {
       data: renderSchedules,
@@ -942,10 +987,50 @@
     });
   }
 
+  // Fills the declaration form with schedule `name` as it is stored, and opens it.
+  async function editSchedule(name) {
+    try {
+      const s = await api('GET', 'v1/schedules/' + encodeURIComponent(name));
+      const set = (id, value) => { document.getElementById(id).value = value; };
+      set('schedule-name', s.name);
+      const workflow = document.getElementById('schedule-workflow');
+      if (![...workflow.options].some((o) => o.value === s.workflow)) workflow.append(el('option', { value: s.workflow }, s.workflow));
+      set('schedule-workflow', s.workflow);
+      set('schedule-cron', s.cron.join('\n'));
+      set('schedule-every', s.every_ms ? (s.every_ms % 1000 ? s.every_ms + 'ms' : s.every_ms / 1000 + 's') : '');
+      set('schedule-zone', s.time_zone || '');
+      const catchUp = document.getElementById('schedule-catchup');
+      if (![...catchUp.options].some((o) => o.value === s.catch_up)) catchUp.append(el('option', { value: s.catch_up }, s.catch_up));
+      set('schedule-catchup', s.catch_up);
+      set('schedule-input', s.input === null ? '' : json(s.input));
+      document.getElementById('schedule-panel').open = true;
+      document.getElementById('schedule-name').focus();
+    } catch (error) {
+      act('edit ' + name, () => Promise.reject(error));
+    }
+  }
+
+  // The runs schedule `name` started, newest first (their ids are `name@time`).
+  async function scheduleHistory(name) {
+    try {
+      const page = await api('GET', 'v1/runs?limit=50&id_prefix=' + encodeURIComponent(name + '@'));
+      replace('history', el('h2', { id: 'history-title' }, 'Firings of ', name),
+        table(['Run', 'Status', 'Created', 'Ended'], page.runs.map((run) =>
+          el('tr', { class: 'firing', 'data-key': run.id, 'data-id': run.id },
+            el('td', { class: 'mono id' }, el('a', { href: runHref(run.workflow, run.id) }, run.id)),
+            el('td', {}, statusBadge(run.status)), el('td', {}, time(run.created_at)), el('td', {}, time(run.completed_at)))),
+        'It has started no runs yet.'),
+        page.next_cursor ? el('p', {}, el('a', { href: '#/?id=' + encodeURIComponent(name + '@') }, 'All its runs')) : null);
+      document.getElementById('history-title').scrollIntoView();
+    } catch (error) {
+      act('firings of ' + name, () => Promise.reject(error));
+    }
+  }
+
   function renderSchedules(answer) {
     const rows = answer.schedules.map((s) => {
       const last = s.last_run ? el('a', { href: runHref(s.workflow, s.last_run) }, time(s.last_fired_at)) : '';
-      const button = (action, text) => el('button', { 'data-action': action, class: 'act', disabled: offline }, text);
+      const button = (action, text, extra) => el('button', { 'data-action': action, class: 'act' + (extra || ''), disabled: offline }, text);
       return el('tr', { class: 'schedule', 'data-key': s.name, 'data-name': s.name, 'data-state': s.paused ? 'paused' : 'active' },
         el('td', { class: 'mono id' }, s.name),
         el('td', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(s.workflow) }, s.workflow)),
@@ -953,10 +1038,11 @@
         el('td', {}, s.paused ? el('span', { class: 'status status-paused' }, 'paused') : time(s.next_fire_at)),
         el('td', {}, last),
         el('td', { class: 'row-actions' },
-          s.paused ? button('resume', 'Resume') : button('pause', 'Pause'), ' ', button('trigger', 'Trigger now')));
+          s.paused ? button('resume', 'Resume') : button('pause', 'Pause'), ' ', button('trigger', 'Trigger now'), ' ',
+          button('history', 'Firings'), ' ', button('edit', 'Edit'), ' ', button('delete', 'Delete…', ' danger')));
     });
     replace('schedules', table(['Schedule', 'Workflow', 'When', 'Catch-up', 'Next firing', 'Last firing', ''], rows,
-      'No schedules. Declare one with EngineBuilder::schedule, `cairn schedules put` or PUT /v1/schedules/{name}.'));
+      'No schedules. Declare one above, with EngineBuilder::schedule, `cairn schedules put` or PUT /v1/schedules/{name}.'));
   }
 
   // ---- routing -------------------------------------------------------------------------------
