@@ -38,8 +38,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "CAIRN_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
     /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval`,
-    /// `flaky` (input `{"failures": n, "attempts": m}`: fewer attempts than n + 1 end failed)
-    /// and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
+    /// `flaky` (input `{"failures": n, "attempts": m}`: fewer attempts than n + 1 end failed),
+    /// `fanout` (input `{"items": n}`: n items in scopes of their own, a durable value, a child
+    /// run) and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
     #[arg(long)]
     examples: bool,
     /// An origin (`https://app.example.com`) whose pages may start and steer runs here, with
@@ -105,6 +106,32 @@ async fn flaky(ctx: Ctx, input: Flaky) -> Result<String, WorkflowError> {
     Ok(format!("charged on attempt {made}"))
 }
 
+/// `fanout`'s input.
+#[derive(Deserialize)]
+struct Fanout {
+    /// How many items (default 3, at most 1,000).
+    #[serde(default = "three")]
+    items: u32,
+}
+
+fn three() -> u32 {
+    3
+}
+
+/// `fanout`: each item in a scope of its own (`item[i]`, four at a time), a durable value `done`
+/// counting them, then a child `hello` run it waits for; it shows a run graph on the dashboard.
+async fn fanout(ctx: Ctx, input: Fanout) -> Result<String, WorkflowError> {
+    let done = ctx.var::<u32>("done")?;
+    let items = ctx
+        .each("item", 0..input.items.min(1000), 4, |ctx, i| async move {
+            ctx.step("work", move || async move { Ok::<_, StepError>(i * 2) }).await
+        })
+        .await?;
+    done.set(&(items.iter().filter(|item| item.is_ok()).count() as u32)).await?;
+    let greeting: String = ctx.child("hello", &serde_json::json!({ "name": "child" })).await?;
+    Ok(format!("{} items; the child said {greeting}", items.len()))
+}
+
 /// `--sweep-every`: a duration, or `off`.
 fn sweep_interval(text: &str) -> Result<Option<Duration>, String> {
     match text {
@@ -138,6 +165,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
         builder = (builder.register("hello", 1, hello).subscribe("hello", "user.*"))
             .register("approval", 1, approval)
             .register("flaky", 1, flaky)
+            .register("fanout", 1, fanout)
             .register("noop", 1, crate::bench::noop_workflow(Default::default(), false));
     }
     let engine = builder.start().await?;

@@ -193,3 +193,57 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     browser.screenshot("narrow-run");
     assert!(!page_text().contains("[object"), "{}", page_text());
 }
+
+/// A run as people read it: its scopes as a tree with each one's status (an `each` item per
+/// scope, a child's scope linked to the child run), its durable values, its input and output
+/// as JSON that folds and copies, its flow keys, what it waits for, and a warning for a signal
+/// no wait asks for.
+#[test]
+fn a_run_reads_as_a_graph_with_its_values_keys_and_waits() {
+    let Some((driver, chromium)) = browser_programs() else { return };
+    let server = Server::start(None);
+    let address = server.address.clone();
+    let browser = Browser::start(&driver, &chromium);
+    let home = format!("http://{address}/");
+
+    start(&address, r#"{"id":"f-1","input":{"items":3}}"#, "fanout");
+    await_status(&address, "/v1/workflows/fanout/runs/f-1", "completed", None);
+    browser.goto(&format!("{home}#/runs/fanout/f-1"));
+    browser.wait_for("the graph", "return document.querySelector('li.graph-node[data-path=\"item[2]\"]') !== null");
+    for i in 0..3 {
+        let item = format!("li.graph-node[data-path=\"item[{i}]\"][data-status=completed][data-kind=scope]");
+        assert_eq!(browser.count(&item), 1, "{item}");
+        assert_eq!(browser.count(&format!("{item} li.graph-node[data-path=\"item[{i}]/work\"][data-kind=step]")), 1);
+    }
+    browser.wait_for("the child's link", "return document.querySelector('a.child-run') !== null");
+    assert_eq!(browser.text("tr.var[data-name=done] td.mono + td"), "3");
+    let output: Value = serde_json::from_str(&browser.text("#output")).unwrap();
+    assert_eq!(output, json!("3 items; the child said Hello, child!"));
+    let input: Value = serde_json::from_str(&browser.text("#input")).unwrap();
+    assert_eq!(input, json!({"items": 3}));
+    browser.click("#input details > summary");
+    assert_eq!(browser.script("return document.querySelector('#input details').open", json!([])), json!(false));
+    let folded = "return getComputedStyle(document.querySelector('#input summary'), '::after').content";
+    let folded = browser.script(folded, json!([]));
+    assert!(folded.as_str().unwrap().contains("1 key }"), "{folded}");
+    browser.click("button[data-copy=input]");
+    browser.wait_for("copied", "return document.querySelector('button[data-copy=input]').textContent !== 'Copy'");
+    browser.screenshot("graph");
+    browser.click("a.child-run");
+    browser.wait_for("the child run", "return location.hash.startsWith('#/runs/hello/') && document.querySelector('#run-status .status-completed') !== null");
+    assert!(browser.text("#facts").contains("f-1"), "its parent: {}", browser.text("#facts"));
+
+    // Flow keys, what it waits for, and the signal warning.
+    start(&address, r#"{"id":"w-3","priority":5,"fairnessKey":"tenant-7"}"#, "approval");
+    await_status(&address, "/v1/workflows/approval/runs/w-3", "suspended", None);
+    browser.goto(&format!("{home}#/runs/approval/w-3"));
+    browser
+        .wait_for("its wait", "return document.getElementById('waiting-for')?.textContent.includes('signal approve')");
+    let facts = browser.text("#facts");
+    assert!(facts.contains("tenant-7") && facts.contains("priority5"), "{facts}");
+    browser.type_into("#signal-name", "aprove");
+    browser.wait_for("the warning", "return !document.getElementById('signal-warning').hidden");
+    assert!(browser.text("#signal-warning").contains("\"approve\""), "{}", browser.text("#signal-warning"));
+    browser.type_into("#signal-name", "approve");
+    browser.wait_for("no warning", "return document.getElementById('signal-warning').hidden");
+}

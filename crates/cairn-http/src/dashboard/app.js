@@ -220,8 +220,10 @@
       if (node.nodeValue !== next.nodeValue) node.nodeValue = next.nodeValue;
       return;
     }
-    for (const { name } of Array.from(node.attributes)) if (!next.hasAttribute(name)) node.removeAttribute(name);
-    for (const { name, value } of Array.from(next.attributes)) if (node.getAttribute(name) !== value) node.setAttribute(name, value);
+    // A fold the reader opened or closed stays as they left it.
+    const kept = (name) => name === 'open' && node.nodeName === 'DETAILS';
+    for (const { name } of Array.from(node.attributes)) if (!next.hasAttribute(name) && !kept(name)) node.removeAttribute(name);
+    for (const { name, value } of Array.from(next.attributes)) if (node.getAttribute(name) !== value && !kept(name)) node.setAttribute(name, value);
     morphChildren(node, Array.from(next.childNodes));
   }
 
@@ -654,7 +656,24 @@
 
   // ---- one run -------------------------------------------------------------------------------
 
+  // The events the shown run's open waits ask for.
+  let openWaits = [];
+
+  // Warns, as a signal's name is typed, when no open wait of the run asks for it (it is kept
+  // for a later wait, which may never come).
+  function warnSignal() {
+    const field = document.getElementById('signal-name');
+    const warning = document.getElementById('signal-warning');
+    if (!field || !warning) return;
+    const name = field.value.trim();
+    warning.hidden = !name || openWaits.includes(name);
+    warning.textContent = 'No wait of this run asks for ' + JSON.stringify(name) + ' now'
+      + (openWaits.length ? ' (it waits for ' + openWaits.map((e) => JSON.stringify(e)).join(', ') + ')' : '')
+      + ': the signal will be kept for a later wait, if one comes.';
+  }
+
   function runPage(workflow, id) {
+    openWaits = [];
     const path = runPath(workflow, id);
     const sendSignal = (event) => {
       event.preventDefault();
@@ -688,14 +707,17 @@
               'Start a new run from step ' + document.getElementById('restart-step').value + '?', 'Restart', restart) }, 'Restart…')),
           el('form', { id: 'signal-form', onsubmit: sendSignal },
             el('fieldset', {},
-              el('label', {}, 'Signal ', el('input', { id: 'signal-name', placeholder: 'event', size: 12 })),
+              el('label', {}, 'Signal ', el('input', { id: 'signal-name', placeholder: 'event', size: 12, oninput: warnSignal })),
               el('label', {}, 'Payload ', el('textarea', { id: 'signal-payload', placeholder: 'JSON (empty: null)' })),
               el('button', { id: 'send-signal', class: 'act', type: 'submit' }, 'Send')))),
+        el('p', { id: 'signal-warning', class: 'notice', hidden: true }),
         el('div', { id: 'confirm' }),
         el('p', { id: 'action-result', role: 'status' }),
         el('div', { class: 'panels' },
-          el('div', {}, el('h2', {}, 'Input'), el('pre', { id: 'input' })),
+          el('div', {}, el('h2', {}, 'Input'), el('div', { id: 'input-view' })),
           el('div', {}, el('h2', {}, 'Output'), el('div', { id: 'outcome' }))),
+        el('h2', {}, 'Scopes'), el('div', { id: 'graph' }),
+        el('h2', {}, 'Durable values'), el('div', { id: 'vars' }),
         el('h2', {}, 'Timeline'),
         el('div', { class: 'legend' },
           el('span', {}, el('i', { class: 'attempt' }), 'step attempt'),
@@ -750,7 +772,12 @@
       run.deadline ? fact('deadline', time(run.deadline, true)) : [],
       run.delete_after ? fact('deleted after', time(run.delete_after, true)) : [],
       run.idempotency_key ? fact('idempotency key', el('span', { class: 'mono' }, run.idempotency_key)) : [],
+      ENDED.has(run.status) ? [] : (() => { const waits = waitingFor(snapshot.steps.steps, run);
+        return waits.length ? fact('waiting for', el('span', { id: 'waiting-for' }, waits)) : []; })(),
       run.fairness_key ? fact('fairness key', el('span', { class: 'mono' }, run.fairness_key)) : [],
+      run.concurrency_key !== null && run.concurrency_key !== undefined
+        ? fact('concurrency key', el('span', { class: 'mono' }, run.concurrency_key || '(none: one group)')) : [],
+      run.debounce_key ? fact('debounce key', el('span', { class: 'mono' }, run.debounce_key)) : [],
       run.priority ? fact('priority', String(run.priority)) : [],
       run.stranded_reason ? fact('stranded', el('span', { class: 'error-text' }, run.stranded_reason)) : [],
       run.parent ? fact('parent', el('a', { id: 'parent', class: 'mono', href: '#/runs/-/' + encodeURIComponent(run.parent) }, run.parent)) : [],
@@ -772,15 +799,20 @@
     const chosen = restartStep.value;
     replace('restart-step', snapshot.steps.steps.map((step) =>
       el('option', { value: step.path, 'data-key': step.path, selected: step.path === chosen }, step.path)));
-    replace('input', json(run.input));
+    replace('input-view', jsonView('input', run.input));
     replace('outcome',
       run.status === 'paused' ? el('p', { class: 'muted', id: 'output' }, 'Paused: ' + (run.error || 'by request') + '.')
-        : run.error ? el('pre', { id: 'error', class: 'error-text' }, run.error) : null,
-      run.status === 'completed' ? el('pre', { id: 'output' }, json(run.output))
-        : run.error || run.status === 'paused' ? null
+        : run.status === 'cancelled' ? el('p', { class: 'muted', id: 'output' }, 'Cancelled' + (run.error && run.error !== 'cancelled' ? ': ' + run.error : '') + '.')
+          : run.error ? el('pre', { id: 'error', class: 'error-text' }, run.error) : null,
+      run.status === 'completed' ? jsonView('output', run.output)
+        : run.error || run.status === 'paused' || run.status === 'cancelled' ? null
           : el('p', { class: 'muted', id: 'output' }, ended ? 'Ended without an output.' : 'Not finished.'));
     replace('timeline', timeline(snapshot.steps.steps, run));
     replace('steps', stepsTable(snapshot.steps.steps));
+    replace('graph', runGraph(snapshot.steps.steps, run, workflow));
+    replace('vars', durableValues(snapshot.steps.journal));
+    openWaits = snapshot.steps.steps.filter((s) => s.kind === 'wait' && !s.ended_at).map((s) => s.event);
+    warnSignal();
     const pending = snapshot.signals.signals.filter((s) => s.consumed_seq === null || s.consumed_seq === undefined);
     const consumed = snapshot.signals.signals.filter((s) => !(s.consumed_seq === null || s.consumed_seq === undefined));
     const signalRow = (s) => el('tr', { class: 'signal', 'data-key': String(s.id), 'data-name': s.name },
@@ -795,6 +827,123 @@
         el('td', {}, time(entry.at)), el('td', {}, kind),
         el('td', { class: 'mono', title: details }, details.length > 240 ? details.slice(0, 240) + '…' : details));
     }), 'Nothing journaled yet.'));
+  }
+
+  // JSON as a tree that folds: objects and arrays are <details> (open), whose text, read whole,
+  // is the JSON itself (a folded one shows `…` by CSS), so copying or reading it gives JSON.
+  function jsonTree(value, depth) {
+    const level = depth || 0;
+    if (value === null || typeof value !== 'object') {
+      const kind = value === null ? 'null' : typeof value;
+      return el('span', { class: 'json-' + kind }, JSON.stringify(value));
+    }
+    const array = Array.isArray(value);
+    const entries = array ? value.map((v, i) => [i, v]) : Object.entries(value);
+    const [open, close] = array ? ['[', ']'] : ['{', '}'];
+    if (!entries.length) return el('span', {}, open + close);
+    const size = entries.length + (array ? (entries.length === 1 ? ' item' : ' items') : (entries.length === 1 ? ' key' : ' keys'));
+    return el('details', { open: level < 3 || entries.length < 20, class: 'json-node' },
+      el('summary', { 'data-size': size, 'data-close': close }, open),
+      entries.map(([key, item], i) => el('div', { class: 'json-item' },
+        array ? null : [el('span', { class: 'json-key' }, JSON.stringify(key)), ': '],
+        jsonTree(item, level + 1), i < entries.length - 1 ? ',' : '')),
+      el('span', { class: 'json-close' }, close));
+  }
+
+  // A JSON viewer of `value` with a copy button, its tree in an element with id `id`.
+  function jsonView(id, value) {
+    return el('div', { class: 'json-view', 'data-key': id },
+      el('button', { class: 'copy', type: 'button', 'data-copy': id }, 'Copy'),
+      el('div', { id, class: 'json mono' }, jsonTree(value)));
+  }
+
+  // Copies the JSON of the viewer a Copy button names (one listener for the page).
+  document.addEventListener('click', async (event) => {
+    const button = event.target.closest('button[data-copy]');
+    if (!button) return;
+    const source = document.getElementById(button.dataset.copy);
+    const text = JSON.stringify(JSON.parse(source.textContent), null, 2);
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = 'Copied';
+    } catch (_) {
+      const range = document.createRange();
+      range.selectNodeContents(source);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      button.textContent = 'Selected: press Ctrl+C';
+    }
+    setTimeout(() => { button.textContent = 'Copy'; }, 2000);
+  });
+
+  // The status of a scope from its steps': open if any is, else failed if any failed, else
+  // completed.
+  function scopeStatus(phases) {
+    if (phases.some((p) => ['retrying', 'sleeping', 'waiting'].includes(p))) return 'running';
+    if (phases.some((p) => p === 'failed')) return 'failed';
+    if (phases.some((p) => p === 'abandoned')) return 'cancelled';
+    return 'completed';
+  }
+
+  // The run's scopes (branches, `each` items, loop iterations, children) as a tree, each with
+  // its status and its steps; a child's scope links to the child run.
+  function runGraph(steps, run, workflow) {
+    if (!steps.length) return el('p', { class: 'empty' }, 'No steps yet.');
+    const root = { children: new Map(), phases: [] };
+    for (const step of steps) {
+      const segments = step.path.split('/');
+      let node = root;
+      node.phases.push(step.phase);
+      segments.forEach((segment, i) => {
+        const path = segments.slice(0, i + 1).join('/');
+        if (!node.children.has(segment)) node.children.set(segment, { path, segment, children: new Map(), phases: [], step: null });
+        node = node.children.get(segment);
+        node.phases.push(step.phase);
+      });
+      node.step = step;
+    }
+    const children = new Set(run.children || []);
+    const item = (node) => {
+      const leaf = node.step && !node.children.size;
+      const status = leaf ? node.step.phase : scopeStatus(node.phases);
+      const childId = /(^|\/)~child\[\d+\]$/.test(node.path) ? run.id + ':' + node.path.replace(/\//g, ':') : null;
+      const counts = leaf ? '' : ' ' + node.phases.length + (node.phases.length === 1 ? ' step' : ' steps');
+      return el('li', { role: 'treeitem', 'aria-expanded': leaf ? null : 'true', class: 'graph-node', 'data-key': node.path,
+        'data-path': node.path, 'data-status': status, 'data-kind': leaf ? node.step.kind : 'scope' },
+      el('span', { class: 'mono' }, node.segment), ' ', el('span', { class: 'status status-' + phaseClass(status) }, status.replace('_', ' ')),
+      el('span', { class: 'muted' }, counts, leaf && node.step.ended_at ? ' · ' + duration(stepDuration(node.step)) : ''),
+      childId && children.has(childId) ? [' → ', el('a', { class: 'mono child-run', href: '#/runs/-/' + encodeURIComponent(childId) }, 'child run ' + childId)] : null,
+      leaf ? null : el('ul', { role: 'group' }, Array.from(node.children.values()).map(item)));
+    };
+    return el('ul', { class: 'graph', role: 'tree', 'aria-label': 'Scopes and steps of ' + workflow + ' run ' + run.id },
+      Array.from(root.children.values()).map(item));
+  }
+
+  // The badge colour of a step phase or scope status.
+  function phaseClass(phase) {
+    return { completed: 'completed', slept: 'completed', received: 'completed', failed: 'failed', abandoned: 'cancelled',
+      timed_out: 'cancelled', retrying: 'paused', running: 'running', sleeping: 'suspended', waiting: 'suspended',
+      cancelled: 'cancelled' }[phase] || 'pending';
+  }
+
+  // The durable values the journal holds, each as last set.
+  function durableValues(journal) {
+    const values = new Map();
+    for (const entry of journal) if (entry.event.var_set) values.set(entry.event.var_set.name, { value: entry.event.var_set.value, at: entry.at });
+    return table(['Name', 'Value', 'Set'], Array.from(values.entries()).map(([name, v]) =>
+      el('tr', { class: 'var', 'data-key': name, 'data-name': name }, el('td', { class: 'mono' }, name),
+        el('td', { class: 'mono' }, JSON.stringify(v.value)), el('td', {}, time(v.at)))), 'None set.');
+  }
+
+  // What an unended run waits for: its open waits and sleeps, and a flow rule holding it back.
+  function waitingFor(steps, run) {
+    const open = steps.filter((s) => !s.ended_at && (s.kind === 'wait' || s.kind === 'sleep'));
+    const parts = open.map((s) => (s.kind === 'wait'
+      ? el('span', { class: 'waiting-wait', 'data-event': s.event || '' }, 'signal ', el('span', { class: 'mono' }, s.event || '?'),
+        s.until ? [' until ', time(s.until)] : ' (no deadline)', ' at ', el('span', { class: 'mono' }, s.path))
+      : el('span', {}, 'sleep ', el('span', { class: 'mono' }, s.path), s.until ? [' until ', time(s.until)] : '')));
+    if (run.waiting_for) parts.push(el('span', {}, 'its ', run.waiting_for, ' rule', run.wake_at ? [' until ', time(run.wake_at)] : ''));
+    return parts.flatMap((p, i) => [i ? '; ' : '', p]);
   }
 
   const stepDuration = (step) => (step.ended_at ? Date.parse(step.ended_at) - Date.parse(step.started_at) : null);
