@@ -674,6 +674,7 @@
 
   function runPage(workflow, id) {
     openWaits = [];
+    zoom = 1;
     const path = runPath(workflow, id);
     const sendSignal = (event) => {
       event.preventDefault();
@@ -807,8 +808,8 @@
       run.status === 'completed' ? jsonView('output', run.output)
         : run.error || run.status === 'paused' || run.status === 'cancelled' ? null
           : el('p', { class: 'muted', id: 'output' }, ended ? 'Ended without an output.' : 'Not finished.'));
-    replace('timeline', timeline(snapshot.steps.steps, run));
-    replace('steps', stepsTable(snapshot.steps.steps));
+    drawTimeline(snapshot.steps.steps, run);
+    stepsTable(snapshot.steps.steps);
     replace('graph', runGraph(snapshot.steps.steps, run, workflow));
     replace('vars', durableValues(snapshot.steps.journal));
     openWaits = snapshot.steps.steps.filter((s) => s.kind === 'wait' && !s.ended_at).map((s) => s.event);
@@ -820,13 +821,13 @@
       el('td', {}, time(s.sent_at)), el('td', { class: 'num' }, s.consumed_seq === null ? '' : s.consumed_seq));
     replace('pending-signals', table(['#', 'Name', 'Payload', 'Sent', ''], pending.map(signalRow), 'None.'));
     replace('consumed-signals', table(['#', 'Name', 'Payload', 'Sent', 'Journal seq'], consumed.map(signalRow), 'None.'));
-    replace('journal', table(['Seq', 'At', 'Event', 'Details'], snapshot.steps.journal.map((entry) => {
+    virtualTable('journal', ['Seq', 'At', 'Event', 'Details'], snapshot.steps.journal, (entry) => {
       const kind = Object.keys(entry.event)[0] || '';
       const details = JSON.stringify(entry.event[kind]);
       return el('tr', { class: 'entry', 'data-key': String(entry.seq), 'data-kind': kind }, el('td', { class: 'num' }, entry.seq),
         el('td', {}, time(entry.at)), el('td', {}, kind),
         el('td', { class: 'mono', title: details }, details.length > 240 ? details.slice(0, 240) + '…' : details));
-    }), 'Nothing journaled yet.'));
+    }, 'Nothing journaled yet.');
   }
 
   // JSON as a tree that folds: objects and arrays are <details> (open), whose text, read whole,
@@ -950,7 +951,7 @@
 
   // What `cairn runs steps` prints: each step with its phase, start, duration and attempts.
   function stepsTable(steps) {
-    return table(['Step', 'Kind', 'Phase', 'Started', 'Took', 'Attempts', 'Details'], steps.map((step) => {
+    virtualTable('steps', ['Step', 'Kind', 'Phase', 'Started', 'Took', 'Attempts', 'Details'], steps, (step) => {
       const last = step.attempts[step.attempts.length - 1];
       const details = step.kind === 'wait' ? 'for ' + (step.event || 'a signal') + (step.until ? ' until ' + localTime(step.until) : '')
         : step.kind === 'sleep' ? (step.until ? 'until ' + localTime(step.until) : '')
@@ -961,7 +962,7 @@
         el('td', { class: 'num' }, step.ended_at ? duration(stepDuration(step)) : 'open'),
         el('td', { class: 'num' }, step.kind === 'step' ? step.attempts.length : ''),
         el('td', { class: last && last.error ? 'error-text' : '' }, details));
-    }), 'No steps yet.', { id: 'steps-table' });
+    }, 'No steps yet.', { id: 'steps-table' });
   }
 
   // Ticks for an axis over `span` ms: round steps (1, 2 or 5 times a power of ten of ms,
@@ -978,71 +979,147 @@
     return out;
   }
 
+  // Lists longer than this are drawn a window at a time (what is in view, and a margin).
+  const VIRTUAL_AT = 300;
+  const ROW_PX = 30;
+
+  // A table in element `id` of `items`, each made a row by `row`; a long one scrolls in a box
+  // of its own that draws only the rows in view.
+  function virtualTable(id, headings, items, row, emptyText, attrs) {
+    const host = document.getElementById(id);
+    if (!host) return;
+    if (items.length < VIRTUAL_AT) {
+      replace(id, table(headings, items.map(row), emptyText, attrs));
+      return;
+    }
+    let box = host.querySelector(':scope > .vscroll');
+    if (!box) {
+      box = el('div', { class: 'vscroll', tabindex: 0, role: 'region', 'aria-label': id + ': ' + items.length + ' rows, scroll to read' },
+        el('table', attrs || {}, el('thead', {}, el('tr', {}, headings.map((h) => el('th', { scope: 'col' }, h)))), el('tbody', {})));
+      box.addEventListener('scroll', () => requestAnimationFrame(() => drawRows(box)));
+      host.replaceChildren(box);
+    }
+    box.cairn = { items, row, columns: headings.length };
+    drawRows(box);
+  }
+
+  function drawRows(box) {
+    const { items, row, columns } = box.cairn;
+    const first = Math.max(0, Math.floor(box.scrollTop / ROW_PX) - 10);
+    const last = Math.min(items.length, first + Math.ceil((box.clientHeight || 600) / ROW_PX) + 20);
+    const spacer = (rows, key) => el('tr', { class: 'spacer', 'data-key': key, 'aria-hidden': 'true', style: 'height:' + rows * ROW_PX + 'px' },
+      el('td', { colspan: columns }));
+    morphChildren(box.querySelector('tbody'), [spacer(first, 'above'), ...items.slice(first, last).map(row), spacer(items.length - last, 'below')]);
+  }
+
+  // How far the timeline is zoomed (1: the run fits the width), kept per page.
+  let zoom = 1;
+
   // Each step a row: its attempts as bars (failed ones red, the time waiting to retry dashed),
   // sleeps and waits as bars of their own colour, over the run's time from its start with a
-  // time axis; each row says its phase and how long it took.
-  function timeline(steps, run) {
-    if (!steps.length) return el('p', { class: 'empty' }, 'No steps yet.');
+  // time axis; each row says its phase and how long it took. Zoom widens the time axis (the box
+  // scrolls sideways); a long run's rows are drawn as they come into view.
+  function drawTimeline(steps, run) {
+    const host = document.getElementById('timeline');
+    if (!host) return;
+    if (!steps.length) { replace('timeline', el('p', { class: 'empty' }, 'No steps yet.')); return; }
     const now = Date.now();
     const ended = ENDED.has(run.status);
     const end = run.completed_at ? Date.parse(run.completed_at) : now;
     const at = (iso) => (iso ? Date.parse(iso) : ended ? end : now);
-    const t0 = Math.min(Date.parse(run.created_at), ...steps.map((s) => at(s.started_at)));
+    let t0 = Date.parse(run.created_at);
     let t1 = end;
     for (const step of steps) {
+      t0 = Math.min(t0, at(step.started_at));
       t1 = Math.max(t1, at(step.ended_at));
       for (const attempt of step.attempts) if (attempt.retry_at && !step.ended_at) t1 = Math.max(t1, at(attempt.retry_at));
     }
     const span = Math.max(t1 - t0, 1);
-    const [left, width, row, right] = [200, 620, 22, 70];
+    const [left, row, right] = [200, 22, 70];
+    const fit = Math.max((host.clientWidth || 890) - 2, 400);
+    const width = (fit - left - right) * zoom;
+    const full = left + width + right;
     const x = (t) => left + ((t - t0) / span) * width;
     const w = (a, b) => Math.max(((b - a) / span) * width, 2);
+    const many = steps.length >= VIRTUAL_AT;
     const height = 24 + steps.length * row;
-    const axis = svg('g', { class: 'axis' }, ticks(span).map((t) => [
+    const scroller = host.querySelector(':scope > .tscroll');
+    const first = many && scroller ? Math.max(0, Math.floor(scroller.scrollTop / row) - 10) : 0;
+    const last = many ? Math.min(steps.length, first + Math.ceil(((scroller && scroller.clientHeight) || 600) / row) + 20) : steps.length;
+    const axis = ticks(span).map((t) => [
       svg('line', { x1: x(t0 + t), x2: x(t0 + t), y1: 16, y2: height }),
-      svg('text', { x: x(t0 + t), y: 12, 'text-anchor': t === 0 ? 'start' : 'middle' }, '+' + duration(t))]));
-    const rows = steps.map((step, i) => {
-      const y = 22 + i * row;
-      const title = (text) => svg('title', {}, text);
-      const bars = [];
-      if (step.kind === 'step') {
-        step.attempts.forEach((attempt, n) => {
-          const [a, b] = [at(attempt.started_at), at(attempt.ended_at)];
-          bars.push(svg('rect', { class: 'attempt' + (attempt.error ? ' failed' : ''), x: x(a), y, width: w(a, b), height: row - 8 },
-            title(step.path + ' attempt ' + attempt.attempt + ': ' + duration(attempt.duration_ms) + (attempt.error ? ' — ' + attempt.error : ''))));
-          if (attempt.retry_at) {
-            const next = step.attempts[n + 1];
-            const until = next ? at(next.started_at) : Math.min(at(attempt.retry_at), t1);
-            bars.push(svg('rect', { class: 'retry-wait', x: x(b), y: y + 1, width: w(b, until), height: row - 10 },
-              title('waiting to retry until ' + localTime(attempt.retry_at))));
-          }
-        });
-        if (step.phase === 'abandoned') {
-          const a = step.attempts.length ? at(step.attempts[step.attempts.length - 1].ended_at) : at(step.started_at);
-          bars.push(svg('rect', { class: 'abandoned', x: x(a), y, width: w(a, at(step.ended_at)), height: row - 8 },
-            title(step.path + ': ended with the run')));
-        } else if (!step.attempts.length || !['completed', 'failed', 'retrying'].includes(step.phase)) {
-          const a = at(step.started_at);
-          bars.push(svg('rect', { class: 'attempt open', x: x(a), y, width: w(a, at(step.ended_at)), height: row - 8 },
-            title(step.path + ': running')));
+      svg('text', { x: x(t0 + t), y: 12, 'text-anchor': t === 0 ? 'start' : 'middle' }, '+' + duration(t))]);
+    const rows = [];
+    for (let i = first; i < last; i++) rows.push(stepBars(steps[i], 22 + i * row, { at, x, w, t1, row, left, width, right }));
+    const label = 'Timeline of ' + steps.length + ' steps over ' + duration(span) + '; the steps table below lists them';
+    const chart = svg('svg', { class: 'timeline', width: full, height, viewBox: '0 0 ' + full + ' ' + height, role: 'img',
+      'aria-label': label, 'data-key': 'chart' }, svg('g', { class: 'axis', 'data-key': 'axis' }, axis), rows);
+    const controls = el('div', { class: 'zoom', 'data-key': 'zoom' },
+      el('button', { type: 'button', id: 'zoom-in', 'data-zoom': '2' }, 'Zoom in'), ' ',
+      el('button', { type: 'button', id: 'zoom-out', 'data-zoom': '0.5', disabled: zoom <= 1 }, 'Zoom out'), ' ',
+      el('button', { type: 'button', id: 'zoom-fit', 'data-zoom': '0', disabled: zoom === 1 }, 'Fit'),
+      el('span', { class: 'muted' }, ' ×' + zoom + (many ? ' · ' + steps.length + ' rows, drawn as they scroll into view' : '')));
+    if (!scroller) {
+      const box = el('div', { class: 'tscroll', 'data-key': 'tscroll', tabindex: 0, role: 'region', 'aria-label': 'Timeline, scrolls' });
+      box.addEventListener('scroll', () => { if (box.cairn && box.cairn.many) requestAnimationFrame(box.cairn.redraw); });
+      host.replaceChildren(controls, box);
+    } else {
+      morph(host.querySelector(':scope > .zoom'), controls);
+    }
+    const box = host.querySelector(':scope > .tscroll');
+    box.cairn = { many, redraw: () => drawTimeline(steps, run) };
+    morphChildren(box, [chart]);
+  }
+
+  // Zoom buttons (one listener for the page; the timeline is redrawn from its last data).
+  document.addEventListener('click', (event) => {
+    const button = event.target.closest('button[data-zoom]');
+    if (!button) return;
+    const factor = Number(button.dataset.zoom);
+    zoom = factor === 0 ? 1 : Math.min(Math.max(zoom * factor, 1), 64);
+    const box = document.querySelector('#timeline > .tscroll');
+    if (box && box.cairn) box.cairn.redraw();
+  });
+
+  // One step's row of the timeline at height `y`.
+  function stepBars(step, y, g) {
+    const { at, x, w, t1, row, left, width, right } = g;
+    const title = (text) => svg('title', {}, text);
+    const bars = [];
+    if (step.kind === 'step') {
+      step.attempts.forEach((attempt, n) => {
+        const [a, b] = [at(attempt.started_at), at(attempt.ended_at)];
+        bars.push(svg('rect', { class: 'attempt' + (attempt.error ? ' failed' : ''), x: x(a), y, width: w(a, b), height: row - 8 },
+          title(step.path + ' attempt ' + attempt.attempt + ': ' + duration(attempt.duration_ms) + (attempt.error ? ' — ' + attempt.error : ''))));
+        if (attempt.retry_at) {
+          const next = step.attempts[n + 1];
+          const until = next ? at(next.started_at) : Math.min(at(attempt.retry_at), t1);
+          bars.push(svg('rect', { class: 'retry-wait', x: x(b), y: y + 1, width: w(b, until), height: row - 10 },
+            title('waiting to retry until ' + localTime(attempt.retry_at))));
         }
-      } else {
-        const [a, b] = [at(step.started_at), at(step.ended_at)];
-        const what = step.kind === 'sleep' ? 'sleep' + (step.until ? ' until ' + localTime(step.until) : '')
-          : 'wait for ' + (step.event || 'a signal') + (step.until ? ' until ' + localTime(step.until) : '');
-        bars.push(svg('rect', { class: step.kind + ' ' + step.phase, x: x(a), y, width: w(a, b), height: row - 8 },
-          title(step.path + ': ' + what + ' (' + step.phase.replace('_', ' ') + ')')));
+      });
+      if (step.phase === 'abandoned') {
+        const a = step.attempts.length ? at(step.attempts[step.attempts.length - 1].ended_at) : at(step.started_at);
+        bars.push(svg('rect', { class: 'abandoned', x: x(a), y, width: w(a, at(step.ended_at)), height: row - 8 },
+          title(step.path + ': ended with the run')));
+      } else if (!step.attempts.length || !['completed', 'failed', 'retrying'].includes(step.phase)) {
+        const a = at(step.started_at);
+        bars.push(svg('rect', { class: 'attempt open', x: x(a), y, width: w(a, at(step.ended_at)), height: row - 8 },
+          title(step.path + ': running')));
       }
-      const took = step.ended_at ? duration(stepDuration(step)) : 'open';
-      return svg('g', { class: 'step', 'data-key': step.path, 'data-path': step.path, 'data-kind': step.kind, 'data-phase': step.phase },
-        svg('text', { x: 4, y: y + 11 }, (step.path.length > 30 ? step.path.slice(0, 29) + '…' : step.path)),
-        svg('text', { x: left - 6, y: y + 11, 'text-anchor': 'end', class: 'muted' }, step.phase.replace('_', ' ')),
-        bars,
-        svg('text', { x: left + width + right - 4, y: y + 11, 'text-anchor': 'end', class: 'duration muted' }, took));
-    });
-    return svg('svg', { class: 'timeline', viewBox: '0 0 ' + (left + width + right) + ' ' + height, role: 'img',
-      'aria-label': 'Timeline of ' + steps.length + ' steps over ' + duration(span) + '; the steps table below lists them' },
-    axis, rows);
+    } else {
+      const [a, b] = [at(step.started_at), at(step.ended_at)];
+      const what = step.kind === 'sleep' ? 'sleep' + (step.until ? ' until ' + localTime(step.until) : '')
+        : 'wait for ' + (step.event || 'a signal') + (step.until ? ' until ' + localTime(step.until) : '');
+      bars.push(svg('rect', { class: step.kind + ' ' + step.phase, x: x(a), y, width: w(a, b), height: row - 8 },
+        title(step.path + ': ' + what + ' (' + step.phase.replace('_', ' ') + ')')));
+    }
+    const took = step.ended_at ? duration(stepDuration(step)) : 'open';
+    return svg('g', { class: 'step', 'data-key': step.path, 'data-path': step.path, 'data-kind': step.kind, 'data-phase': step.phase },
+      svg('text', { x: 4, y: y + 11 }, (step.path.length > 30 ? step.path.slice(0, 29) + '…' : step.path)),
+      svg('text', { x: left - 6, y: y + 11, 'text-anchor': 'end', class: 'muted' }, step.phase.replace('_', ' ')),
+      bars,
+      svg('text', { x: left + width + right - 4, y: y + 11, 'text-anchor': 'end', class: 'duration muted' }, took));
   }
 
   // ---- schedules -----------------------------------------------------------------------------
