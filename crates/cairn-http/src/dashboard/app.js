@@ -81,6 +81,15 @@
     return data;
   }
 
+  // Marks (User Timing) when a page view first shows its data: `cairn-runs-rendered` and
+  // `cairn-run-rendered`, each once per view, for measuring the page in a browser.
+  const marked = new Set();
+  function markOnce(name) {
+    if (marked.has(name)) return;
+    marked.add(name);
+    performance.mark(name);
+  }
+
   function setLive(on) {
     liveBadge.className = 'live ' + (on ? 'on' : 'off');
     liveBadge.textContent = on ? 'live' : 'reconnecting';
@@ -611,6 +620,7 @@
         el('code', {}, 'POST /v1/workflows/{name}/runs'), ', or a client of the workflows below.');
     replace('runs', table(['Run', 'Workflow', 'Version', 'Status', 'Created', 'Updated', 'Steps', ''], rows, empty,
       { id: 'runs-table' }));
+    markOnce('cairn-runs-rendered');
   }
 
   function runRow(run) {
@@ -814,6 +824,7 @@
     replace('vars', durableValues(snapshot.steps.journal));
     openWaits = snapshot.steps.steps.filter((s) => s.kind === 'wait' && !s.ended_at).map((s) => s.event);
     warnSignal();
+    markOnce('cairn-run-rendered');
     const pending = snapshot.signals.signals.filter((s) => s.consumed_seq === null || s.consumed_seq === undefined);
     const consumed = snapshot.signals.signals.filter((s) => !(s.consumed_seq === null || s.consumed_seq === undefined));
     const signalRow = (s) => el('tr', { class: 'signal', 'data-key': String(s.id), 'data-name': s.name },
@@ -1274,6 +1285,8 @@
   // ---- routing -------------------------------------------------------------------------------
 
   function route() {
+    marked.clear();
+    performance.clearMarks();
     const [path, query] = (location.hash.replace(/^#/, '') || '/').split('?');
     const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
     if (parts[0] === 'runs' && parts.length === 3 && parts[1] === '-') anyRun(parts[2]);
