@@ -163,6 +163,7 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
         );
         for (name, page, ready) in [
             ("runs", "#/", "return document.querySelectorAll('tr.run').length >= 4"),
+            ("search", "#/?workflow=hello", "return document.querySelectorAll('tr.run').length === 2"),
             ("run", "#/runs/flaky/f-1", "return document.querySelector('#steps-table') !== null"),
             (
                 "schedules",
@@ -178,6 +179,9 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
                 assert_eq!(body, json!(background), "{scheme} {page}");
                 let wider = browser.script(WIDER_THAN_WINDOW, json!([]));
                 assert_eq!(wider, json!(false), "{page} at {width} px in {scheme} mode scrolls sideways");
+                let stray = "return [...document.getElementById('view').childNodes] \
+                    .filter((n) => n.nodeType === 3 && n.textContent.trim()).map((n) => n.textContent)";
+                assert_eq!(browser.script(stray, json!([])), json!([]), "{page}: text outside any element");
                 let low: Value = browser.script(LOW_CONTRAST, json!([]));
                 assert_eq!(low, json!([]), "{page} at {width} px in {scheme} mode");
             }

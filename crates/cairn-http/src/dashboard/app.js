@@ -245,6 +245,11 @@
     while (parent.childNodes.length > next.length) parent.lastChild.remove();
   }
 
+  // Shows `children` as the whole page (null, false and undefined are left out).
+  function show(...children) {
+    view.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+  }
+
   // Shows `children` in the element `id`, merged into what it shows.
   function replace(id, ...children) {
     const node = document.getElementById(id);
@@ -530,7 +535,7 @@
     // The live first page, the rows that fell out of it since older pages were read, and
     // the older pages, read from `cursor` on.
     const state = { live: [], fell: new Map(), older: [], cursor: null, frozen: false, loading: false, done: false };
-    view.replaceChildren(
+    show(
       el('h1', {}, 'Runs'),
       startPanel(filters.workflow),
       publishPanel(),
@@ -544,7 +549,7 @@
       el('h2', {}, 'Workers'), el('div', { id: 'workers' }),
       el('h2', {}, 'Stranded'), el('div', { id: 'stranded' }));
     const more = document.getElementById('more');
-    const show = () => renderRunRows(state, filters);
+    const redraw = () => renderRunRows(state, filters);
     const loadOlder = async () => {
       if (state.loading || !state.cursor || offline) return;
       state.loading = true;
@@ -563,7 +568,7 @@
         replace('runs-count', el('span', { class: 'error-text' }, 'Older runs: ' + error.message + ' (' + error.code + ')'));
       }
       state.loading = false;
-      show();
+      redraw();
     };
     more.addEventListener('click', loadOlder);
     // Scrolling to the end reads the next page (the button stays for the keyboard).
@@ -593,7 +598,7 @@
         state.live = snapshot.runs.runs;
         if (!state.frozen) state.cursor = snapshot.runs.next_cursor || null;
         renderRunsSnapshot(snapshot, filters);
-        show();
+        redraw();
         count();
       },
       error: (error) => replace('runs', el('p', { class: 'error-text' }, error.message + ' (' + error.code + ')')),
@@ -701,7 +706,7 @@
       const answer = await act('restart', () => api('POST', path + '/restart', { fromStep: from }));
       if (answer) location.hash = runHref(workflow, answer.run);
     };
-    view.replaceChildren(
+    show(
       el('p', {}, el('a', { href: '#/?workflow=' + encodeURIComponent(workflow) }, '← ' + workflow + ' runs')),
       el('h1', {}, workflow, ' / ', el('span', { class: 'mono' }, id), ' ', el('span', { id: 'run-status' })),
       el('div', { id: 'run-missing' }),
@@ -1176,7 +1181,7 @@
       return answer;
     };
     const field = (label, attrs) => el('label', {}, label, el('input', attrs));
-    view.replaceChildren(
+    show(
       el('h1', {}, 'Schedules'),
       el('details', { id: 'schedule-panel', class: 'panel' }, el('summary', {}, 'Declare or change a schedule'),
         el('form', { id: 'schedule-form', class: 'filters', onsubmit: declare },
@@ -1299,19 +1304,19 @@
   // A link to a run by id alone (parents and children): finds its workflow, then shows it.
   async function anyRun(id) {
     takeOver();
-    view.replaceChildren(el('p', { class: 'empty' }, 'Finding run ', el('span', { class: 'mono' }, id), '…'));
+    show(el('p', { class: 'empty' }, 'Finding run ', el('span', { class: 'mono' }, id), '…'));
     try {
       const run = await api('GET', 'v1/runs/' + encodeURIComponent(id));
       location.replace(runHref(run.workflow, id));
     } catch (error) {
-      view.replaceChildren(el('h1', {}, 'No such run'), el('p', { class: 'notice', id: 'run-error' },
+      show(el('h1', {}, 'No such run'), el('p', { class: 'notice', id: 'run-error' },
         'There is no run ', el('span', { class: 'mono' }, id), ': ', error.message + ' (' + error.code + ').'));
     }
   }
 
   function notFound(path) {
     takeOver();
-    view.replaceChildren(el('h1', {}, 'No such page'),
+    show(el('h1', {}, 'No such page'),
       el('p', { class: 'notice', id: 'page-error' }, 'This dashboard has no page ', el('span', { class: 'mono' }, path),
         '. ', el('a', { href: '#/' }, 'See the runs'), '.'));
   }
