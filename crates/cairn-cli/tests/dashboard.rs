@@ -9,7 +9,7 @@
 //! chromium-driver`; or `CAIRN_CHROMIUM` and `CAIRN_CHROMEDRIVER`). Without them it is skipped
 //! with a loud message, unless `CAIRN_REQUIRE_BROWSER=1`, under which it fails.
 
-use crate::common::browser::{Browser, browser_programs};
+use crate::common::browser::{Browser, axe_script, browser_programs};
 use crate::common::{Server, await_status, http_with};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -37,6 +37,10 @@ fn the_dashboard_in_a_real_browser() {
 
     // The API wants a token: the page asks for it, and then shows the runs.
     browser.wait_for("the token form", "return !document.getElementById('token-form').hidden");
+    let axe = axe_script();
+    if let Some(axe) = &axe {
+        assert_eq!(browser.axe_violations(axe), Vec::<String>::new(), "axe-core on the token form");
+    }
     browser.type_into("#token-input", TOKEN);
     browser.click("#token-form button");
     browser.wait_for("run h-1 as completed", &row_shows("h-1", "completed"));
@@ -137,6 +141,9 @@ fn the_dashboard_in_a_real_browser() {
     let failure = browser.text(&format!("{charge} rect.attempt.failed title"));
     assert!(failure.contains("the card service is down"), "{failure}");
     browser.screenshot("timeline");
+    if let Some(axe) = &axe {
+        assert_eq!(browser.axe_violations(axe), Vec::<String>::new(), "axe-core on a timeline with retries");
+    }
 
     // Restart h-1 from its step: the page follows to the new run, linked to the old one.
     browser.goto(&format!("{home}#/runs/hello/h-1"));

@@ -5,7 +5,7 @@
 //! are started, events published and the runs a search selects cancelled, paused and resumed
 //! from the page.
 
-use crate::common::browser::{Browser, browser_programs};
+use crate::common::browser::{Browser, axe_script, browser_programs};
 use crate::common::{Server, await_status, http};
 use serde_json::{Value, json};
 
@@ -94,6 +94,9 @@ fn every_run_is_reachable_and_findable_in_a_real_browser() {
     let listed = api_ids(&address, "");
     assert_eq!(shown[..], listed[..shown.len()], "the page's rows are the API's, in order");
     browser.screenshot("runs-paged");
+    if let Some(axe) = axe_script() {
+        assert_eq!(browser.axe_violations(&axe), Vec::<String>::new(), "axe-core on the paged runs");
+    }
 
     // A run id's start: the oldest runs, 200 pages down, are one search away.
     search(&browser, "#id-filter", "n-0000");
@@ -228,6 +231,9 @@ fn runs_are_started_published_and_steered_in_bulk_from_the_page() {
     browser.click("#confirm-no");
     assert_eq!(browser.count("#confirm-yes"), 0);
     browser.click("#bulk-pause");
+    if let Some(axe) = axe_script() {
+        assert_eq!(browser.axe_violations(&axe), Vec::<String>::new(), "axe-core on a bulk confirmation");
+    }
     browser.click("#confirm-yes");
     browser.wait_for(
         "the report",
@@ -307,6 +313,9 @@ fn schedules_are_declared_edited_triggered_and_deleted_from_the_page() {
     browser.wait_for("its firing", &format!("return document.querySelector('tr.firing[data-id=\"{run}\"]') !== null"));
     assert_eq!(browser.count("tr.firing"), 1);
     browser.screenshot("schedule-firings");
+    if let Some(axe) = axe_script() {
+        assert_eq!(browser.axe_violations(&axe), Vec::<String>::new(), "axe-core on schedules and firings");
+    }
 
     // Deleted, after a confirmation; its run stays.
     browser.click(&format!("{tick} button[data-action=delete]"));

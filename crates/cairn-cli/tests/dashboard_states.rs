@@ -2,9 +2,17 @@
 //! states as they are (paused is no error, a cancelled run's wait is over), missing runs and
 //! wrong URLs said as such, a banner with every action off while the server does not answer
 //! and back once it does, a text selection that survives live updates, no page wider than the
-//! window at 800 and 400 pixels, and text that meets WCAG AA contrast in light and dark mode.
+//! window at 800 and 400 pixels, and text that meets WCAG AA contrast in light and dark mode;
+//! axe-core finds no violation on any page or state (`CAIRN_AXE_JS`).
 
-use crate::common::browser::{Browser, browser_programs};
+/// Asserts that axe-core, when given, finds nothing on the page as it is now (`what` names it).
+fn no_axe_violations(browser: &Browser, axe: &Option<String>, what: &str) {
+    if let Some(axe) = axe {
+        assert_eq!(browser.axe_violations(axe), Vec::<String>::new(), "axe-core on {what}");
+    }
+}
+
+use crate::common::browser::{Browser, axe_script, browser_programs};
 use crate::common::{Server, await_status, http};
 use serde_json::{Value, json};
 use std::net::TcpListener;
@@ -71,6 +79,7 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     let server = Server::start_listening(db.clone(), None, &[], &listen);
     let address = server.address.clone();
     let browser = Browser::start(&driver, &chromium);
+    let axe = axe_script();
     let home = format!("http://{address}/");
     let page_text = || browser.script("return document.body.textContent", json!([])).as_str().unwrap().to_owned();
 
@@ -99,6 +108,7 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     browser.wait_for("w-1 paused", "return document.querySelector('#run-status .status-paused') !== null");
     assert_eq!(browser.text("#output"), "Paused: paused by request.");
     assert_eq!(browser.count("#outcome .error-text"), 0);
+    no_axe_violations(&browser, &axe, "a paused run");
 
     // A cancelled run's wait ended with it: no open phase, no growing bar.
     assert_eq!(http(&address, "POST", "/v1/workflows/approval/runs/w-1/resume", None).0, 200);
@@ -114,6 +124,7 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     assert_eq!(steps["steps"][0]["phase"], json!("abandoned"), "{steps}");
     assert!(browser.text("#facts").contains(" after "), "the run's length: {}", browser.text("#facts"));
     browser.screenshot("cancelled");
+    no_axe_violations(&browser, &axe, "a cancelled run");
 
     // A missing run, and a run under the wrong workflow, are said as such, with no actions.
     browser.goto(&format!("{home}#/runs/hello/nobody"));
@@ -122,6 +133,7 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
         "return document.getElementById('run-error')?.textContent.includes('There is no run')",
     );
     assert_eq!(browser.script("return document.getElementById('run-body').hidden", json!([])), json!(true));
+    no_axe_violations(&browser, &axe, "a missing run");
     browser.goto(&format!("{home}#/runs/hello/w-1"));
     browser
         .wait_for("the right workflow", "return document.getElementById('run-elsewhere')?.textContent === 'approval'");
@@ -143,6 +155,7 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
         assert_eq!(disabled, json!(true), "{action} while the server is down");
     }
     browser.screenshot("offline");
+    no_axe_violations(&browser, &axe, "the banner of an unreachable server");
     let server = Server::start_listening(db, None, &[], &listen);
     browser.wait_for("the banner gone", "return document.getElementById('offline').hidden");
     browser.wait_for("cancel back", "return !document.getElementById('cancel').disabled");
@@ -184,6 +197,9 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
                 assert_eq!(browser.script(stray, json!([])), json!([]), "{page}: text outside any element");
                 let low: Value = browser.script(LOW_CONTRAST, json!([]));
                 assert_eq!(low, json!([]), "{page} at {width} px in {scheme} mode");
+                if width != 800 {
+                    no_axe_violations(&browser, &axe, &format!("{page} at {width} px in {scheme} mode"));
+                }
             }
             if scheme == "dark" {
                 browser.window(1280, 1000);
@@ -208,6 +224,7 @@ fn a_run_reads_as_a_graph_with_its_values_keys_and_waits() {
     let server = Server::start(None);
     let address = server.address.clone();
     let browser = Browser::start(&driver, &chromium);
+    let axe = axe_script();
     let home = format!("http://{address}/");
 
     start(&address, r#"{"id":"f-1","input":{"items":3}}"#, "fanout");
@@ -233,6 +250,7 @@ fn a_run_reads_as_a_graph_with_its_values_keys_and_waits() {
     browser.click("button[data-copy=input]");
     browser.wait_for("copied", "return document.querySelector('button[data-copy=input]').textContent !== 'Copy'");
     browser.screenshot("graph");
+    no_axe_violations(&browser, &axe, "a run's graph, values and JSON");
     browser.click("a.child-run");
     browser.wait_for("the child run", "return location.hash.startsWith('#/runs/hello/') && document.querySelector('#run-status .status-completed') !== null");
     assert!(browser.text("#facts").contains("f-1"), "its parent: {}", browser.text("#facts"));
@@ -248,6 +266,7 @@ fn a_run_reads_as_a_graph_with_its_values_keys_and_waits() {
     browser.type_into("#signal-name", "aprove");
     browser.wait_for("the warning", "return !document.getElementById('signal-warning').hidden");
     assert!(browser.text("#signal-warning").contains("\"approve\""), "{}", browser.text("#signal-warning"));
+    no_axe_violations(&browser, &axe, "a waiting run with a signal warning");
     browser.type_into("#signal-name", "approve");
     browser.wait_for("no warning", "return document.getElementById('signal-warning').hidden");
 }

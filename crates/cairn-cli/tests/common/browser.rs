@@ -42,6 +42,25 @@ pub(crate) fn browser_programs() -> Option<(PathBuf, PathBuf)> {
     }
 }
 
+/// axe-core's script, read from the file `CAIRN_AXE_JS` names (`axe.min.js` of the npm package
+/// `axe-core`), or `None`, said loudly, when it is not set, unless `CAIRN_REQUIRE_AXE=1`, under
+/// which it fails.
+pub(crate) fn axe_script() -> Option<String> {
+    match std::env::var_os("CAIRN_AXE_JS") {
+        Some(path) => Some(std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("CAIRN_AXE_JS {path:?}: {e}"))),
+        None if std::env::var("CAIRN_REQUIRE_AXE").is_ok_and(|v| v == "1") => {
+            panic!("CAIRN_REQUIRE_AXE=1 but CAIRN_AXE_JS does not name axe-core's axe.min.js")
+        }
+        None => {
+            eprintln!(
+                "\n!!! SKIPPED: the dashboard's accessibility checks need axe-core (npm install axe-core; \
+                 CAIRN_AXE_JS=…/node_modules/axe-core/axe.min.js); set CAIRN_REQUIRE_AXE=1 to fail instead !!!\n"
+            );
+            None
+        }
+    }
+}
+
 /// A headless Chromium session over WebDriver, with its chromedriver; both end when dropped.
 pub(crate) struct Browser {
     driver: Child,
@@ -190,6 +209,25 @@ impl Browser {
             "{} is blank: {background} of its {total} pixels are one colour",
             path.display()
         );
+    }
+
+    /// Runs `script` (a function body whose last argument is the callback) in the page and
+    /// waits for what it passes to the callback.
+    pub(crate) fn script_async(&self, script: &str, args: Value) -> Value {
+        self.command("POST", "/execute/async", json!({ "script": script, "args": args }))
+    }
+
+    /// axe-core's violations on the page as it is (`axe`: the script [`axe_script`] read; put
+    /// into the page the first time), one line each: rule, impact, help and the first nodes.
+    pub(crate) fn axe_violations(&self, axe: &str) -> Vec<String> {
+        if self.script("return typeof window.axe", json!([])) != json!("object") {
+            self.script(&format!("{axe}\nreturn true"), json!([]));
+        }
+        let run = "const done = arguments[arguments.length - 1]; \
+            axe.run(document, { resultTypes: ['violations'] }).then((r) => done(r.violations.map((v) => \
+              v.id + ' (' + v.impact + '): ' + v.help + ' at ' + v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | '))), \
+              (e) => done(['axe failed: ' + e]))";
+        serde_json::from_value(self.script_async(run, json!([]))).unwrap()
     }
 
     /// How many elements `css` selects.

@@ -316,9 +316,13 @@
     }
   }
 
+  // A table of `rows` under `headings` in a box that scrolls sideways when the table is wider
+  // than the page (focusable, so the keyboard scrolls it too), or `emptyText` without rows. Its
+  // name is `attrs['aria-label']`, or its headings.
   function table(headings, rows, emptyText, attrs) {
     if (!rows.length) return el('p', { class: 'empty' }, emptyText);
-    return el('div', { class: 'scroll' }, el('table', attrs || {},
+    const label = (attrs && attrs['aria-label']) || headings.join(', ');
+    return el('div', { class: 'scroll', tabindex: 0, role: 'region', 'aria-label': label }, el('table', attrs || {},
       el('thead', {}, el('tr', {}, headings.map((h) => el('th', { scope: 'col' }, h)))), el('tbody', {}, rows)));
   }
 
@@ -623,7 +627,7 @@
       ? el('span', {}, 'No runs match these filters. ', el('a', { href: '#/' }, 'Clear them'), '.')
       : el('span', {}, 'No runs yet. Start one with ', el('code', {}, 'cairn start <workflow>'), ', ',
         el('code', {}, 'POST /v1/workflows/{name}/runs'), ', or a client of the workflows below.');
-    replace('runs', table(['Run', 'Workflow', 'Version', 'Status', 'Created', 'Updated', 'Steps', ''], rows, empty,
+    replace('runs', table(['Run', 'Workflow', 'Version', 'Status', 'Created', 'Updated', 'Steps', 'Note'], rows, empty,
       { id: 'runs-table' }));
     markOnce('cairn-runs-rendered');
   }
@@ -819,7 +823,7 @@
     replace('outcome',
       run.status === 'paused' ? el('p', { class: 'muted', id: 'output' }, 'Paused: ' + (run.error || 'by request') + '.')
         : run.status === 'cancelled' ? el('p', { class: 'muted', id: 'output' }, 'Cancelled' + (run.error && run.error !== 'cancelled' ? ': ' + run.error : '') + '.')
-          : run.error ? el('pre', { id: 'error', class: 'error-text' }, run.error) : null,
+          : run.error ? el('pre', { id: 'error', class: 'error-text', tabindex: 0 }, run.error) : null,
       run.status === 'completed' ? jsonView('output', run.output)
         : run.error || run.status === 'paused' || run.status === 'cancelled' ? null
           : el('p', { class: 'muted', id: 'output' }, ended ? 'Ended without an output.' : 'Not finished.'));
@@ -835,14 +839,14 @@
     const signalRow = (s) => el('tr', { class: 'signal', 'data-key': String(s.id), 'data-name': s.name },
       el('td', { class: 'num' }, s.id), el('td', {}, s.name), el('td', { class: 'mono' }, JSON.stringify(s.payload)),
       el('td', {}, time(s.sent_at)), el('td', { class: 'num' }, s.consumed_seq === null ? '' : s.consumed_seq));
-    replace('pending-signals', table(['#', 'Name', 'Payload', 'Sent', ''], pending.map(signalRow), 'None.'));
-    replace('consumed-signals', table(['#', 'Name', 'Payload', 'Sent', 'Journal seq'], consumed.map(signalRow), 'None.'));
+    replace('pending-signals', table(['#', 'Name', 'Payload', 'Sent', 'Consumed'], pending.map(signalRow), 'None.', { 'aria-label': 'Pending signals' }));
+    replace('consumed-signals', table(['#', 'Name', 'Payload', 'Sent', 'Journal seq'], consumed.map(signalRow), 'None.', { 'aria-label': 'Consumed signals' }));
     virtualTable('journal', ['Seq', 'At', 'Event', 'Details'], snapshot.steps.journal, (entry) => {
       const kind = Object.keys(entry.event)[0] || '';
       const details = JSON.stringify(entry.event[kind]);
       return el('tr', { class: 'entry', 'data-key': String(entry.seq), 'data-kind': kind }, el('td', { class: 'num' }, entry.seq),
         el('td', {}, time(entry.at)), el('td', {}, kind),
-        el('td', { class: 'mono', title: details }, details.length > 240 ? details.slice(0, 240) + '…' : details));
+        el('td', { class: 'mono wrap', title: details }, details.length > 240 ? details.slice(0, 240) + '…' : details));
     }, 'Nothing journaled yet.');
   }
 
@@ -871,7 +875,7 @@
   function jsonView(id, value) {
     return el('div', { class: 'json-view', 'data-key': id },
       el('button', { class: 'copy', type: 'button', 'data-copy': id }, 'Copy'),
-      el('div', { id, class: 'json mono' }, jsonTree(value)));
+      el('div', { id, class: 'json mono', tabindex: 0, role: 'region', 'aria-label': id + ' (JSON)' }, jsonTree(value)));
   }
 
   // Copies the JSON of the viewer a Copy button names (one listener for the page).
@@ -932,7 +936,7 @@
       childId && children.has(childId) ? [' → ', el('a', { class: 'mono child-run', href: '#/runs/-/' + encodeURIComponent(childId) }, 'child run ' + childId)] : null,
       leaf ? null : el('ul', { role: 'group' }, Array.from(node.children.values()).map(item)));
     };
-    return el('ul', { class: 'graph', role: 'tree', 'aria-label': 'Scopes and steps of ' + workflow + ' run ' + run.id },
+    return el('ul', { class: 'graph', role: 'tree', tabindex: 0, 'aria-label': 'Scopes and steps of ' + workflow + ' run ' + run.id },
       Array.from(root.children.values()).map(item));
   }
 
@@ -1283,7 +1287,7 @@
           s.paused ? button('resume', 'Resume') : button('pause', 'Pause'), ' ', button('trigger', 'Trigger now'), ' ',
           button('history', 'Firings'), ' ', button('edit', 'Edit'), ' ', button('delete', 'Delete…', ' danger')));
     });
-    replace('schedules', table(['Schedule', 'Workflow', 'When', 'Catch-up', 'Next firing', 'Last firing', ''], rows,
+    replace('schedules', table(['Schedule', 'Workflow', 'When', 'Catch-up', 'Next firing', 'Last firing', 'Actions'], rows,
       'No schedules. Declare one above, with EngineBuilder::schedule, `cairn schedules put` or PUT /v1/schedules/{name}.'));
   }
 
