@@ -153,11 +153,11 @@ pub struct BulkBody {
     /// What to do to each run.
     pub action: BulkAction,
     /// Which runs (every run when empty).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_only")]
     pub filter: BulkFilter,
     /// At most this many runs, the newest the filter selects: 1 to 1,000 (default 100). The
     /// answer says whether more matched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub limit: Option<usize>,
 }
 
@@ -202,6 +202,20 @@ pub struct ScheduleBody {
 
 /// An optional integer field that also takes a number with no fraction (`3.0`): JSON has one
 /// number type, and JSON Schema counts `3.0` as an integer, so a client may send either.
+/// A struct read from a JSON object only (serde would also read one from an array of its
+/// fields, which the document does not allow).
+fn object_only<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error;
+    match Value::deserialize(deserializer)? {
+        value @ Value::Object(_) => serde_json::from_value(value).map_err(D::Error::custom),
+        other => Err(D::Error::custom(format!("expected an object, not {other}"))),
+    }
+}
+
 fn whole<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,

@@ -377,6 +377,7 @@ async fn bulk_actions_act_on_what_a_filter_selects_and_report_each_run() {
         r#"{"action":"pause","filter":{"status":"nope"}}"#,
         r#"{"action":"pause","filter":{"since":"yesterday"}}"#,
         r#"{"action":"pause","filter":{"colour":"red"}}"#,
+        r#"{"action":"pause","filter":[null,null]}"#,
         "[]",
     ] {
         let (status, answer) = api.call("POST", "/v1/runs/bulk", Some(body)).await;
