@@ -39,8 +39,8 @@ pub(crate) struct ServeArgs {
     max_connections: Option<usize>,
     /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval`,
     /// `flaky` (input `{"failures": n, "attempts": m}`: fewer attempts than n + 1 end failed),
-    /// `fanout` (input `{"items": n}`: n items in scopes of their own, a durable value, a child
-    /// run) and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
+    /// `fanout` (input `{"items": n, "ticks": k}`: n items in scopes of their own, a durable
+    /// value, k one-second sleeps, a child run) and `noop` (input n: n no-op steps; what `cairn bench --url` runs).
     #[arg(long)]
     examples: bool,
     /// An origin (`https://app.example.com`) whose pages may start and steer runs here, with
@@ -109,9 +109,13 @@ async fn flaky(ctx: Ctx, input: Flaky) -> Result<String, WorkflowError> {
 /// `fanout`'s input.
 #[derive(Deserialize)]
 struct Fanout {
-    /// How many items (default 3, at most 1,000).
+    /// How many items (default 3, at most 10,000).
     #[serde(default = "three")]
     items: u32,
+    /// One-second sleeps after the items, one after another (default 0, at most 600): a long
+    /// run that changes a little each second.
+    #[serde(default)]
+    ticks: u32,
 }
 
 fn three() -> u32 {
@@ -119,15 +123,19 @@ fn three() -> u32 {
 }
 
 /// `fanout`: each item in a scope of its own (`item[i]`, four at a time), a durable value `done`
-/// counting them, then a child `hello` run it waits for; it shows a run graph on the dashboard.
+/// counting them, `ticks` one-second sleeps, then a child `hello` run it waits for; it shows a
+/// run graph on the dashboard.
 async fn fanout(ctx: Ctx, input: Fanout) -> Result<String, WorkflowError> {
     let done = ctx.var::<u32>("done")?;
     let items = ctx
-        .each("item", 0..input.items.min(1000), 4, |ctx, i| async move {
+        .each("item", 0..input.items.min(10_000), 4, |ctx, i| async move {
             ctx.step("work", move || async move { Ok::<_, StepError>(i * 2) }).await
         })
         .await?;
     done.set(&(items.iter().filter(|item| item.is_ok()).count() as u32)).await?;
+    for tick in 0..input.ticks.min(600) {
+        ctx.sleep(&format!("tick-{tick}"), Duration::from_secs(1)).await?;
+    }
     let greeting: String = ctx.child("hello", &serde_json::json!({ "name": "child" })).await?;
     Ok(format!("{} items; the child said {greeting}", items.len()))
 }

@@ -6,13 +6,17 @@
 //!   (default 1,000,000; filled through an engine, one step each, as `cairn bench list` does),
 //!   on SQLite and, when `CAIRN_TEST_DATABASE_URL` answers, on PostgreSQL: navigation start to the
 //!   page's `cairn-runs-rendered` mark, over several loads, unfiltered and by an input field;
-//! - how long a run of 10,000 steps takes to render (to `cairn-run-rendered`);
-//! - the bytes of each event of that run's live stream while it runs (the first is the whole
-//!   snapshot, the others JSON Patches);
+//! - how long a run of 10,000 steps (`fanout` with 10,000 items, then 20 one-second sleeps)
+//!   takes to render (to `cairn-run-rendered`);
+//! - the bytes of each event of that run's live stream: whole snapshots (`run`) and JSON Patches
+//!   (`patch`), those while it sleeps (a long run that changes a little) apart;
 //! - W1 through HTTP (`cairn bench w1 --url`) with the runs page open and without it,
 //!   alternating, with the server's CPU seconds.
+//!
+//! `CAIRN_DASHBOARD_PARTS` picks parts (`steps,w1,rows`; default all).
 #![allow(clippy::unwrap_used)] // a measuring program: a failed unwrap is a failed measurement
 
+#[allow(dead_code)] // the tests' helper: this program uses part of it
 #[path = "common/browser.rs"]
 mod browser;
 
@@ -123,14 +127,14 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
-/// Reads run `path`'s live stream until the run has ended (its status in an event), and
-/// returns each event's bytes.
-fn live_event_sizes(address: &str, path: &str) -> Vec<usize> {
+/// Reads run `path`'s live stream until the run has ended, and returns each event's name and
+/// bytes, in order.
+fn live_events(address: &str, path: &str) -> Vec<(String, usize)> {
     let mut stream = TcpStream::connect(address).unwrap();
     write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n").unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let mut text = String::new();
-    let mut sizes = Vec::new();
+    let mut events = Vec::new();
     let mut chunk = [0u8; 65536];
     let mut ended = false;
     while !ended {
@@ -141,13 +145,22 @@ fn live_event_sizes(address: &str, path: &str) -> Vec<usize> {
         while let Some(start) = text.find("event: ") {
             let Some(end) = text[start..].find("\n\n") else { break };
             let event = &text[start..start + end];
-            sizes.push(event.len());
-            ended |= ["\"completed\"", "\"failed\""].iter().any(|s| event.contains(&format!("\"status\":{s}")))
-                || event.contains("/run/status\",\"value\":\"completed\"");
+            let name = event["event: ".len()..].lines().next().unwrap_or_default().to_owned();
+            events.push((name, event.len()));
+            ended |= event.contains("\"completed_at\":\"") || event.contains("/completed_at\"");
             text.drain(..start + end + 2);
         }
     }
-    sizes
+    events
+}
+
+fn sizes(events: &[(String, usize)], name: &str) -> String {
+    let mut sizes: Vec<usize> = events.iter().filter(|(n, _)| n == name).map(|(_, s)| *s).collect();
+    if sizes.is_empty() {
+        return format!("no `{name}` events");
+    }
+    sizes.sort_unstable();
+    format!("{} `{name}` events, median {} bytes, max {}", sizes.len(), sizes[sizes.len() / 2], sizes[sizes.len() - 1])
 }
 
 fn main() {
@@ -157,33 +170,28 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let browser = Browser::start(&driver, &chromium);
 
-    // A run of 10,000 steps: render time, and the bytes of its live updates as it runs.
+    let parts = std::env::var("CAIRN_DASHBOARD_PARTS").unwrap_or_else(|_| "steps,w1,rows".into());
     let (mut server, address) = serve(&["--examples", "--db", dir.path().join("steps.db").to_str().unwrap()]);
-    let start = |id: &str| {
-        let body = format!(r#"{{"id":"{id}","input":10000}}"#);
+    if parts.contains("steps") {
+        // A run of 10,000 steps: the bytes of its live updates as it runs, then its render time.
+        let body = r#"{"id":"long-1","input":{"items":10000,"ticks":20}}"#;
         let mut stream = TcpStream::connect(&address).unwrap();
-        write!(stream, "POST /v1/workflows/noop/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        write!(stream, "POST /v1/workflows/fanout/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
         assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
-    };
-    start("long-1");
-    let sizes = live_event_sizes(&address, "/v1/workflows/noop/runs/long-1/live");
-    let rest = &sizes[1..];
-    let mean = rest.iter().sum::<usize>() as f64 / rest.len().max(1) as f64;
-    println!(
-        "live stream of a 10,000-step run as it runs: first event {} bytes, then {} events of {mean:.0} bytes on average (largest {})",
-        sizes[0],
-        rest.len(),
-        rest.iter().max().unwrap_or(&0)
-    );
-    let page = format!("http://{address}/#/runs/noop/long-1");
-    let rendered = time_to_mark(&browser, &page, "cairn-run-rendered", 5);
-    println!("a 10,000-step run rendered: {}", summary(&rendered));
-    println!("  rows drawn: steps {}, timeline {}", browser.count("tr.step-row"), browser.count("g.step"));
+        let events = live_events(&address, "/v1/workflows/fanout/runs/long-1/live");
+        println!("live stream of a 10,000-step run: {}; {}", sizes(&events, "run"), sizes(&events, "patch"));
+        let quiet = &events[events.len().saturating_sub(16)..events.len() - 1];
+        println!("  while it sleeps (its last 15 updates but the end): {}", sizes(quiet, "patch"));
+        let page = format!("http://{address}/#/runs/fanout/long-1");
+        let rendered = time_to_mark(&browser, &page, "cairn-run-rendered", 5);
+        println!("a 10,000-step run rendered: {}", summary(&rendered));
+        println!("  rows drawn: steps {}, timeline {}", browser.count("tr.step-row"), browser.count("g.step"));
+    }
 
     // W1 through HTTP, with the runs page open and without it, alternating.
-    for round in 0..3 {
+    for round in 0..if parts.contains("w1") { 4 } else { 0 } {
         for open in [false, true] {
             if open {
                 browser.goto(&format!("http://{address}/"));
@@ -193,20 +201,26 @@ fn main() {
             }
             let cpu = cpu_seconds(server.id());
             let output = Command::new(CAIRN)
-                .args(["bench", "w1", "--url", &format!("http://{address}"), "--runs", "1000", "--json"])
+                .args(["bench", "w1", "--url", &format!("http://{address}"), "--runs", "5000", "--json"])
                 .output()
                 .unwrap();
             let cpu = cpu_seconds(server.id()) - cpu;
             let text = String::from_utf8_lossy(&output.stdout);
-            let json = text.lines().last().unwrap_or_default();
+            let json: serde_json::Value =
+                serde_json::from_str(text.lines().last().unwrap_or("null")).unwrap_or_default();
             println!(
-                "W1 via HTTP, round {round}, page {}: server CPU {cpu:.2} s; {json}",
-                if open { "open" } else { "closed" }
+                "W1 via HTTP, round {round}, page {}: server CPU {cpu:.2} s, {:.0} steps/s, run p50 {:.1} ms",
+                if open { "open  " } else { "closed" },
+                json["steps_per_sec"].as_f64().unwrap_or_default(),
+                json["run_ms_p50"].as_f64().unwrap_or_default()
             );
         }
     }
     let _ = server.kill();
     let _ = server.wait();
+    if !parts.contains("rows") {
+        return;
+    }
 
     // First rows with many runs stored: SQLite, then PostgreSQL.
     let db = dir.path().join("many.db");
