@@ -13,7 +13,8 @@
 //! - W1 through HTTP (`cairn bench w1 --url`) with the runs page open and without it,
 //!   alternating, with the server's CPU seconds.
 //!
-//! `CAIRN_DASHBOARD_PARTS` picks parts (`steps,w1,rows`; default all).
+//! `CAIRN_DASHBOARD_PARTS` picks parts (`steps,w1,rows`; default all); `CAIRN_DASHBOARD_DB` names
+//! an SQLite file filled before, used instead of a new fill.
 #![allow(clippy::unwrap_used)] // a measuring program: a failed unwrap is a failed measurement
 
 #[allow(dead_code)] // the tests' helper: this program uses part of it
@@ -100,6 +101,7 @@ fn time_to_mark(browser: &Browser, url: &str, mark: &str, loads: usize) -> Vec<f
         let script = format!("const m = performance.getEntriesByName('{mark}')[0]; return m ? m.startTime : 0");
         times.push(browser.wait_for(mark, &script).as_f64().unwrap());
     }
+    eprintln!("  {url}: {times:.0?} ms, in load order");
     times.sort_by(f64::total_cmp);
     times
 }
@@ -223,8 +225,15 @@ fn main() {
     }
 
     // First rows with many runs stored: SQLite, then PostgreSQL.
-    let db = dir.path().join("many.db");
-    runtime.block_on(fill(cairn::SqliteStore::open(&db).unwrap(), runs));
+    // `CAIRN_DASHBOARD_DB`: an SQLite file this program filled before (kept by copying it).
+    let db = match std::env::var_os("CAIRN_DASHBOARD_DB") {
+        Some(db) => std::path::PathBuf::from(db),
+        None => {
+            let db = dir.path().join("many.db");
+            runtime.block_on(fill(cairn::SqliteStore::open(&db).unwrap(), runs));
+            db
+        }
+    };
     let (mut server, address) = serve(&["--db", db.to_str().unwrap()]);
     first_rows(&browser, &address, "SQLite", runs);
     let _ = server.kill();

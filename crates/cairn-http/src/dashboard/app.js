@@ -1326,5 +1326,20 @@
   }
 
   window.addEventListener('hashchange', route);
+  // A browser holds six connections to a server at most: a page left (kept in the back-forward
+  // cache) or a tab in the background lets its stream go, so other tabs and the next page get
+  // one; the page takes it up again when shown.
+  let hiddenSince = null;
+  const letGo = () => { if (stream) stream.abort(); stream = null; };
+  window.addEventListener('pagehide', letGo);
+  window.addEventListener('pageshow', (event) => { if (event.persisted) route(); });
+  document.addEventListener('visibilitychange', () => {
+    if (document.hidden) {
+      hiddenSince = setTimeout(letGo, 10000);
+    } else {
+      clearTimeout(hiddenSince);
+      if (!stream) route();
+    }
+  });
   route();
 })();
