@@ -14,7 +14,8 @@
 //!   alternating, with the server's CPU seconds.
 //!
 //! `CAIRN_DASHBOARD_PARTS` picks parts (`steps,w1,rows`; default all); `CAIRN_DASHBOARD_DB` names
-//! an SQLite file filled before, used instead of a new fill.
+//! an SQLite file filled before, used instead of a new fill; `CAIRN_DASHBOARD_SCHEMA` a
+//! PostgreSQL schema filled once and kept.
 #![allow(clippy::unwrap_used)] // a measuring program: a failed unwrap is a failed measurement
 
 #[allow(dead_code)] // the tests' helper: this program uses part of it
@@ -241,18 +242,26 @@ fn main() {
 
     let url = std::env::var("CAIRN_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let schema = format!("dashboard_bench_{}", std::process::id());
+    // `CAIRN_DASHBOARD_SCHEMA`: a schema to fill once and keep (filled again only when empty).
+    let kept = std::env::var("CAIRN_DASHBOARD_SCHEMA").ok();
+    let schema = kept.clone().unwrap_or_else(|| format!("dashboard_bench_{}", std::process::id()));
     let options = cairn_postgres::PostgresOptions::new(&url).schema(&schema);
     let Ok(store) = runtime.block_on(cairn_postgres::PostgresStore::connect(options)) else {
         println!("first rows, PostgreSQL: no server at {url}");
         return;
     };
-    runtime.block_on(fill(store.clone(), runs));
-    runtime.block_on(store.vacuum_analyze()).unwrap();
+    let empty = runtime.block_on(store.list_runs(&cairn::RunFilter::default())).unwrap().runs.is_empty();
+    if empty {
+        runtime.block_on(fill(store.clone(), runs));
+        runtime.block_on(store.vacuum_analyze()).unwrap();
+    }
     let (mut server, address) = serve(&["--database-url", &url, "--schema", &schema]);
     first_rows(&browser, &address, "PostgreSQL", runs);
     let _ = server.kill();
     let _ = server.wait();
+    if kept.is_some() {
+        return;
+    }
     let drop = (Command::new("psql").args([&url, "-qc", &format!("DROP SCHEMA {schema} CASCADE")]))
         .env("PGOPTIONS", "-c client_min_messages=warning")
         .status();

@@ -267,6 +267,20 @@ fn a_run_reads_as_a_graph_with_its_values_keys_and_waits() {
     browser.wait_for("the child run", "return location.hash.startsWith('#/runs/hello/') && document.querySelector('#run-status .status-completed') !== null");
     assert!(browser.text("#facts").contains("f-1"), "its parent: {}", browser.text("#facts"));
 
+    // A scope with many children (150 items and the child's scope) shows the first hundred and
+    // counts the rest, until asked.
+    start(&address, r#"{"id":"f-2","input":{"items":150}}"#, "fanout");
+    await_status(&address, "/v1/workflows/fanout/runs/f-2", "completed", None);
+    browser.goto(&format!("{home}#/runs/fanout/f-2"));
+    browser.wait_for("the graph's count", "return document.querySelector('li.graph-more') !== null");
+    assert_eq!(browser.count("ul.graph > li.graph-node[data-path^=item]"), 100);
+    assert!(browser.text("li.graph-more").contains("51 more (51 completed)"), "{}", browser.text("li.graph-more"));
+    browser.click("li.graph-more button");
+    browser.wait_for(
+        "every item",
+        "return document.querySelectorAll('ul.graph > li.graph-node[data-path^=item]').length === 150",
+    );
+
     // Flow keys, what it waits for, and the signal warning.
     start(&address, r#"{"id":"w-3","priority":5,"fairnessKey":"tenant-7"}"#, "approval");
     await_status(&address, "/v1/workflows/approval/runs/w-3", "suspended", None);

@@ -675,6 +675,8 @@
 
   // ---- one run -------------------------------------------------------------------------------
 
+  const RESTART_CHOICES = 500;
+
   // The events the shown run's open waits ask for.
   let openWaits = [];
 
@@ -694,6 +696,8 @@
   function runPage(workflow, id) {
     openWaits = [];
     zoom = 1;
+    graphAll = false;
+    lastRun = null;
     const path = runPath(workflow, id);
     const sendSignal = (event) => {
       event.preventDefault();
@@ -774,6 +778,7 @@
   }
 
   function renderRun(snapshot, workflow) {
+    lastRun = { snapshot, workflow };
     const run = snapshot.run;
     replace('run-status', statusBadge(run.status));
     const fact = (name, ...value) => [el('dt', {}, name), el('dd', {}, ...value)];
@@ -817,7 +822,11 @@
     allow(document.getElementById('send-signal'), !ended);
     const restartStep = document.getElementById('restart-step');
     const chosen = restartStep.value;
-    replace('restart-step', snapshot.steps.steps.map((step) =>
+    // The steps to restart from: every one, up to RESTART_CHOICES (then the first ones and the
+    // last one: a longer list costs more to draw than it helps).
+    const steps = snapshot.steps.steps;
+    const choices = steps.length <= RESTART_CHOICES ? steps : steps.slice(0, RESTART_CHOICES - 1).concat(steps.slice(-1));
+    replace('restart-step', choices.map((step) =>
       el('option', { value: step.path, 'data-key': step.path, selected: step.path === chosen }, step.path)));
     replace('input-view', jsonView('input', run.input));
     replace('outcome',
@@ -934,11 +943,39 @@
       el('span', { class: 'mono' }, node.segment), ' ', el('span', { class: 'status status-' + phaseClass(status) }, status.replace('_', ' ')),
       el('span', { class: 'muted' }, counts, leaf && node.step.ended_at ? ' · ' + duration(stepDuration(node.step)) : ''),
       childId && children.has(childId) ? [' → ', el('a', { class: 'mono child-run', href: '#/runs/-/' + encodeURIComponent(childId) }, 'child run ' + childId)] : null,
-      leaf ? null : el('ul', { role: 'group' }, Array.from(node.children.values()).map(item)));
+      leaf ? null : el('ul', { role: 'group' }, items(node)));
+    };
+    // A scope's first GRAPH_SHOWN children, and how many more (by status) unless all are asked for.
+    const items = (node) => {
+      const all = Array.from(node.children.values());
+      if (all.length <= GRAPH_SHOWN || graphAll) return all.map(item);
+      const rest = all.slice(GRAPH_SHOWN);
+      const counts = new Map();
+      for (const other of rest) {
+        const status = other.step && !other.children.size ? other.step.phase : scopeStatus(other.phases);
+        counts.set(status, (counts.get(status) || 0) + 1);
+      }
+      const said = Array.from(counts.entries()).map(([status, n]) => number(n) + ' ' + status.replace('_', ' ')).join(', ');
+      return [all.slice(0, GRAPH_SHOWN).map(item), el('li', { class: 'graph-more', 'data-key': node.path + ' more' },
+        el('span', { class: 'muted' }, number(rest.length) + ' more (' + said + ') '),
+        el('button', { type: 'button', 'data-graph': 'all' }, 'Show all'))];
     };
     return el('ul', { class: 'graph', role: 'tree', tabindex: 0, 'aria-label': 'Scopes and steps of ' + workflow + ' run ' + run.id },
-      Array.from(root.children.values()).map(item));
+      items(root));
   }
+
+  // Scopes with more children than this show the first ones and a count of the rest, until all
+  // are asked for (`graphAll`, per page).
+  const GRAPH_SHOWN = 100;
+  let graphAll = false;
+  document.addEventListener('click', (event) => {
+    if (!event.target.closest('button[data-graph]')) return;
+    graphAll = true;
+    if (lastRun) renderRun(lastRun.snapshot, lastRun.workflow);
+  });
+
+  // The run page's last snapshot, to draw again on demand.
+  let lastRun = null;
 
   // The badge colour of a step phase or scope status.
   function phaseClass(phase) {
