@@ -438,7 +438,11 @@ async fn runs_start_steps_and_workflows() {
     let workflows = stdout_json(&cairn(&["workflows", "--db", db, "--json"]));
     assert_eq!(
         workflows,
-        serde_json::json!({"workflows": [{"name": "order", "runs": {"cancelled": 1, "pending": 1}, "total": 2}]})
+        serde_json::json!({"workflows": [
+            {"name": "digest", "runs": {}, "total": 0, "versions": [1]},
+            {"name": "order", "runs": {"cancelled": 1, "pending": 1}, "total": 2, "versions": [1, 2]},
+        ]}),
+        "every workflow served, runs or not, with its versions"
     );
     let table = String::from_utf8(cairn(&["workflows", "--db", db]).stdout).unwrap();
     assert!(table.starts_with("WORKFLOW") && table.contains("cancelled 1, pending 1"), "{table}");

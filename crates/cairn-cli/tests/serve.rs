@@ -221,7 +221,11 @@ fn serve_logs_its_worker_and_each_failed_run() {
         if format == "json" {
             let started: Value = serde_json::from_str(started).unwrap();
             assert_eq!(started["level"], json!("INFO"), "{started}");
-            assert_eq!(started["fields"]["serves"], json!("approval@1, flaky@1, hello@1, noop@1"), "{started}");
+            assert_eq!(
+                started["fields"]["serves"],
+                json!("approval@1, fanout@1, flaky@1, hello@1, noop@1"),
+                "{started}"
+            );
             let failed: Value = serde_json::from_str(failed).unwrap();
             assert_eq!(failed["level"], json!("WARN"), "{failed}");
             assert_eq!(
@@ -229,7 +233,10 @@ fn serve_logs_its_worker_and_each_failed_run() {
                 (&json!("late"), &json!("CAIRN-E0110"))
             );
         } else {
-            assert!(started.contains("INFO") && started.contains("approval@1, flaky@1, hello@1, noop@1"), "{started}");
+            assert!(
+                started.contains("INFO") && started.contains("approval@1, fanout@1, flaky@1, hello@1, noop@1"),
+                "{started}"
+            );
             assert!(failed.contains("WARN") && failed.contains("run_id=late"), "{failed}");
             assert!(failed.contains(r#"code="CAIRN-E0110""#), "{failed}");
         }
