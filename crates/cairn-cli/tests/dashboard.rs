@@ -140,6 +140,10 @@ fn the_dashboard_in_a_real_browser() {
     assert_eq!(count("g.step[data-path=cool-down][data-kind=sleep][data-phase=slept] rect.sleep"), json!(1));
     let failure = browser.text(&format!("{charge} rect.attempt.failed title"));
     assert!(failure.contains("the card service is down"), "{failure}");
+    browser.script(
+        "document.querySelector('#timeline').previousElementSibling.previousElementSibling.scrollIntoView()",
+        json!([]),
+    );
     browser.screenshot("timeline");
     if let Some(axe) = &axe {
         assert_eq!(browser.axe_violations(axe), Vec::<String>::new(), "axe-core on a timeline with retries");
