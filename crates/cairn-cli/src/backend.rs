@@ -63,6 +63,10 @@ pub(crate) struct ListQuery {
     pub(crate) stranded: bool,
     /// `(FIELD, VALUE)` filters on the input ([`input_pairs`]).
     pub(crate) input: Vec<(String, String)>,
+    /// Only runs whose id starts with this text.
+    pub(crate) id_prefix: Option<String>,
+    /// Only runs whose error holds this text.
+    pub(crate) error: Option<String>,
     pub(crate) cursor: Option<String>,
     /// 1 to 1,000.
     pub(crate) limit: usize,
@@ -115,6 +119,8 @@ impl Backend {
                     status,
                     cursor: query.cursor.as_deref().map(PageCursor::decode).transpose()?,
                     limit: Some(query.limit),
+                    id_prefix: query.id_prefix.clone(),
+                    error_contains: query.error.clone(),
                     ..RunFilter::default()
                 };
                 Ok(reads::run_page(client, &filter, query.stranded, &live).await?)
@@ -127,6 +133,8 @@ impl Backend {
                     input: query.input.clone(),
                     cursor: query.cursor.clone(),
                     limit: Some(query.limit),
+                    id_prefix: query.id_prefix.clone(),
+                    error: query.error.clone(),
                     ..cairn_client::ListQuery::default()
                 };
                 remote.list(&query).await.map_err(remote_error)

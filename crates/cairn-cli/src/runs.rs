@@ -37,6 +37,12 @@ pub(crate) enum RunsCommand {
         /// string), e.g. `--input customer=42 --input address.city=Oslo`.
         #[arg(long, value_name = "FIELD=VALUE")]
         input: Vec<String>,
+        /// Only runs whose id starts with this text.
+        #[arg(long, value_name = "TEXT")]
+        id_prefix: Option<String>,
+        /// Only runs whose error holds this text (ASCII case ignored).
+        #[arg(long, value_name = "TEXT")]
+        error: Option<String>,
         /// Print one JSON array instead of a table.
         #[arg(long)]
         json: bool,
@@ -264,13 +270,15 @@ fn describe(event: &Event) -> (String, String) {
 
 pub(crate) async fn run(command: RunsCommand) -> Result<()> {
     match command {
-        RunsCommand::List { target, workflow, status, limit, cursor, stranded, input, json } => {
+        RunsCommand::List { target, workflow, status, limit, cursor, stranded, input, id_prefix, error, json } => {
             let backend = target.connect(Access::Read).await?;
             let mut query = ListQuery {
                 workflow,
                 status,
                 stranded,
                 input: input_pairs(&input)?,
+                id_prefix,
+                error,
                 cursor,
                 limit: limit.unwrap_or(1000).clamp(1, 1000),
             };

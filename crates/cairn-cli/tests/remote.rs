@@ -63,6 +63,8 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         vec!["runs", "list", "--stranded", "--json"],
         vec!["runs", "list", "--input", "name=Ada", "--json"],
         vec!["runs", "list", "--input", "name.first=Ada"],
+        vec!["runs", "list", "--id-prefix", "a-", "--json"],
+        vec!["runs", "list", "--error", "NO SUCH ERROR", "--json"],
         vec!["runs", "show", "h-1"],
         vec!["runs", "show", "h-1", "--json"],
         vec!["runs", "show", "a-1"],
@@ -80,6 +82,8 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
     assert_eq!(json_of(&remote(&["runs", "list", "--json"])).as_array().unwrap().len(), 4);
     let ada = json_of(&remote(&["runs", "list", "--input", "name=Ada", "--json"]));
     assert_eq!(ada.as_array().unwrap().iter().map(|r| &r["id"]).collect::<Vec<_>>(), [&json!("h-1")]);
+    let approvals = json_of(&remote(&["runs", "list", "--id-prefix", "a-", "--json"]));
+    assert_eq!(approvals.as_array().unwrap().len(), 3, "{approvals}");
 
     // Changing: through the server, seen in the store.
     let sent = json_of(&remote(&["runs", "signal", "a-1", "approve", r#"{"by":"cli"}"#, "--json"]));

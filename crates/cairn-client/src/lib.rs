@@ -57,6 +57,10 @@ pub struct ListQuery {
     pub until: Option<String>,
     /// Only stranded runs.
     pub stranded: bool,
+    /// Only runs whose id starts with this text.
+    pub id_prefix: Option<String>,
+    /// Only runs whose error holds this text (ASCII case ignored).
+    pub error: Option<String>,
     /// `(field, value)` input filters: only runs whose input has `value` at `field` (a dotted
     /// path; the value read as JSON when it is JSON).
     pub input: Vec<(String, String)>,
@@ -79,6 +83,8 @@ impl ListQuery {
             ("since", &self.since),
             ("until", &self.until),
             ("cursor", &self.cursor),
+            ("id_prefix", &self.id_prefix),
+            ("error", &self.error),
         ];
         params.extend(given.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v)))));
         if self.stranded {

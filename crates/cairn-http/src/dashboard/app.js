@@ -581,10 +581,15 @@
         if (entries.some((e) => e.isIntersecting) && !more.hidden) loadOlder();
       }, { rootMargin: '400px' }).observe(more);
     }
+    // At most one count every 3 s; a change meanwhile is counted when that time is up.
     let counting = null;
+    let again = false;
     const count = () => {
-      if (counting) return;
-      counting = setTimeout(() => { counting = null; }, 3000);
+      if (counting) { again = true; return; }
+      counting = setTimeout(() => {
+        counting = null;
+        if (again) { again = false; count(); }
+      }, 3000);
       api('GET', 'v1/run-count?' + query).then((answer) => {
         const n = number(answer.count) + (answer.capped ? '+' : '');
         const runs = answer.count === 1 && !answer.capped ? ' run' : ' runs';
