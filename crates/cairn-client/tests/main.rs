@@ -121,7 +121,12 @@ async fn starts_reads_and_lists_runs() {
     let steps = client.steps("greet-ada").await.unwrap();
     assert_eq!(steps.steps.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(), ["greet"]);
     let workflows = client.workflows().await.unwrap();
-    assert_eq!(workflows.workflows.iter().map(|w| (w.name.as_str(), w.total)).collect::<Vec<_>>(), [("hello", 2)]);
+    // Every workflow the server's worker serves, runs or not.
+    let counts: Vec<_> = workflows.workflows.iter().map(|w| (w.name.as_str(), w.total, w.versions.clone())).collect();
+    assert_eq!(counts, [("approval", 0, vec![1]), ("hello", 2, vec![1])]);
+    let prefixed = ListQuery { id_prefix: Some("greet-".into()), ..ListQuery::default() };
+    let prefixed: Vec<_> = client.list(&prefixed).await.unwrap().runs.into_iter().map(|r| r.run.id).collect();
+    assert_eq!(prefixed, ["greet-ada"]);
     let workers = client.workers().await.unwrap();
     assert_eq!(workers.workers.len(), 1);
     served.stop().await;
