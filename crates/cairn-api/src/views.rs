@@ -299,8 +299,8 @@ pub struct BulkRun {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BulkResult {
-    /// The action (`cancel`, `pause` or `resume`).
-    pub action: String,
+    /// The action.
+    pub action: crate::BulkAction,
     /// Each run acted on, in list order.
     pub runs: Vec<BulkRun>,
     /// How many were done.

@@ -289,10 +289,7 @@ impl Backend {
 
     pub(crate) async fn workflows(&self) -> Result<Workflows> {
         match self {
-            Backend::Store(client) => {
-                let (counts, served) = tokio::try_join!(client.workflow_counts(), client.served_workflows())?;
-                Ok(views::workflows(&counts, &served))
-            }
+            Backend::Store(client) => Ok(reads::workflows(client).await?),
             Backend::Http(remote) => remote.workflows().await.map_err(remote_error),
         }
     }

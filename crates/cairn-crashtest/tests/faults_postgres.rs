@@ -53,8 +53,7 @@ async fn a_slow_database_costs_no_leases() {
     }
     let recovered: Vec<usize> = workers.iter().map(|(_, stderr)| recoveries(stderr)).collect();
     if let Some(latency) = latency {
-        let text = std::fs::read_to_string(&log).unwrap();
-        let executions = text.lines().filter(|l| l.starts_with("begin")).count();
+        let executions = begun(&log);
         verify_runs(&client, &store, RUNS, &Expect::crashy(0)).await;
         println!(
             "{latency} ms each way, 3 s lease: {} recoveries, {:.3} executions per step ({executions} for {} steps)",
@@ -146,10 +145,7 @@ async fn a_partitioned_worker_is_fenced_visibly() {
     let a_args = ["--schema", &schema.name, "--lease-ms", LEASE_MS, "--pause-ms", "1000", "--metrics-file", &metrics];
     let mut a = spawn_logged(&url, &log, RUNS, &a_args, &stderr_a);
     // Stalled once it is inside steps.
-    let begun = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| l.starts_with("begin")).count();
-    while begun() < 12 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    await_begun(&log, 12).await;
     proxy.stall(true);
     let stalled_at = now_micros();
     let b_args = ["--schema", &schema.name, "--lease-ms", LEASE_MS, "--pause-ms", "1000", "--exit-when-done"];
@@ -202,10 +198,7 @@ async fn repeated_resets_lose_and_duplicate_nothing() {
         proxies.push(proxy);
     }
     // Cut once both have connected and begun steps (a start's own connect is the refusal test's).
-    let begun = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| l.starts_with("begin")).count();
-    while begun() < 20 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    await_begun(&log, 20).await;
     let mut cut = 0;
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(700)).await;

@@ -48,11 +48,10 @@ pub(crate) async fn live_runs(
     Ok(api.live.topics.stream(&api.live.polling, key, "runs", patches, move || {
         let (client, request) = (client.clone(), request.clone());
         async move {
-            let (live, counts, served) =
-                tokio::try_join!(client.live_workers(), client.workflow_counts(), client.served_workflows())?;
+            let (live, workflows) = tokio::try_join!(client.live_workers(), reads::workflows(&client))?;
             Ok(views::RunsSnapshot {
                 runs: reads::run_page(&client, &request.filter, request.stranded, &live).await?,
-                workflows: views::workflows(&counts, &served),
+                workflows,
                 workers: workers_view(&client, &live).await?,
             })
         }

@@ -169,19 +169,15 @@ pub(crate) async fn count(
     let Query(mut params) = params?;
     let at_most = take_at_most(&mut params)?;
     let request = list_request(params.workflow.take(), params)?;
-    let filter = match request.stranded {
-        true => RunFilter { stranded: Some(api.client.live_workers().await?.served()), ..request.filter },
-        false => request.filter,
-    };
-    let count = api.client.count(&filter, at_most).await?;
+    let live = api.client.live_workers().await?;
+    let count = reads::run_count(&api.client, &request.filter, request.stranded, &live, at_most).await?;
     Ok(Json(views::RunCount { count, capped: count >= at_most }))
 }
 
 #[utoipa::path(get, path = "/v1/workflows", tag = "runs",
     responses((status = 200, body = Workflows), (status = 401, body = ErrorBody)))]
 pub(crate) async fn workflows(State(api): State<Api>) -> Answer<Workflows> {
-    let (counts, served) = tokio::try_join!(api.client.workflow_counts(), api.client.served_workflows())?;
-    Ok(Json(views::workflows(&counts, &served)))
+    Ok(Json(reads::workflows(&api.client).await?))
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",
@@ -273,13 +269,8 @@ pub(crate) async fn bulk(State(api): State<Api>, body: Result<Bytes, BytesReject
         .collect()
         .await;
     let refused = runs.iter().filter(|run| run.error.is_some()).count();
-    let action = match body.action {
-        BulkAction::Cancel => "cancel",
-        BulkAction::Pause => "pause",
-        BulkAction::Resume => "resume",
-    };
     Ok(Json(views::BulkResult {
-        action: action.to_owned(),
+        action: body.action,
         done: runs.len() - refused,
         refused,
         runs,

@@ -141,6 +141,18 @@ pub fn kill(child: &mut Child) -> (u32, u128) {
     (child.id(), now_micros())
 }
 
+/// How many step bodies the execution log `log` says have begun (in every process).
+pub fn begun(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.starts_with("begin")).count()
+}
+
+/// Waits until the execution log `log` says at least `count` step bodies have begun.
+pub async fn await_begun(log: &std::path::Path, count: usize) {
+    while begun(log) < count {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// SIGKILLs `child` once it has begun at least `begun` step bodies and has one in flight (the
 /// last line it wrote to the execution log `log` is a begin), or after about 6 s if that never
 /// comes; its pid and when it was certainly dead.

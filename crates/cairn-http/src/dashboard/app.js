@@ -538,7 +538,7 @@
     const query = listQuery(filters);
     // The live first page, the rows that fell out of it since older pages were read, and
     // the older pages, read from `cursor` on.
-    const state = { live: [], fell: new Map(), older: [], cursor: null, frozen: false, loading: false, done: false };
+    const state = { live: [], fell: new Map(), older: [], cursor: null, frozen: false, loading: false };
     show(
       el('h1', {}, 'Runs'),
       startPanel(filters.workflow),
@@ -567,7 +567,6 @@
         const known = new Set(state.older.map((r) => r.id));
         state.older.push(...answer.runs.filter((r) => !known.has(r.id)));
         state.cursor = answer.next_cursor || null;
-        state.done = !state.cursor;
       } catch (error) {
         replace('runs-count', el('span', { class: 'error-text' }, 'Older runs: ' + error.message + ' (' + error.code + ')'));
       }
@@ -1371,15 +1370,15 @@
   // A browser holds six connections to a server at most: a page left (kept in the back-forward
   // cache) or a tab in the background lets its stream go, so other tabs and the next page get
   // one; the page takes it up again when shown.
-  let hiddenSince = null;
+  let letGoLater = null;
   const letGo = () => { if (stream) stream.abort(); stream = null; };
   window.addEventListener('pagehide', letGo);
   window.addEventListener('pageshow', (event) => { if (event.persisted) route(); });
   document.addEventListener('visibilitychange', () => {
     if (document.hidden) {
-      hiddenSince = setTimeout(letGo, 10000);
+      letGoLater = setTimeout(letGo, 10000);
     } else {
-      clearTimeout(hiddenSince);
+      clearTimeout(letGoLater);
       if (!stream) route();
     }
   });

@@ -64,8 +64,8 @@ impl RunFilter {
                 serde_json::from_str(run.input.get()).is_ok_and(|input| cairn_journal::json_contains(&input, needle))
             })
             && self.id_prefix.as_ref().is_none_or(|prefix| run.id.as_str().starts_with(prefix.as_str()))
-            && self.error_needle().is_none_or(|needle| {
-                run.error.as_ref().is_some_and(|error| error.to_ascii_lowercase().contains(&needle))
+            && self.error_contains.as_deref().is_none_or(|needle| {
+                run.error.as_deref().is_some_and(|error| contains_ignoring_ascii_case(error, needle))
             })
     }
 
@@ -105,6 +105,12 @@ impl RunFilter {
     pub fn input_json(&self) -> Option<String> {
         self.input_contains.as_ref().map(serde_json::Value::to_string)
     }
+}
+
+/// Whether `text` holds `needle`, ASCII letters of either case alike (without lowering copies).
+fn contains_ignoring_ascii_case(text: &str, needle: &str) -> bool {
+    needle.is_empty()
+        || text.as_bytes().windows(needle.len()).any(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// How many runs of one workflow version [need a worker](RunStatus::needs_worker).
