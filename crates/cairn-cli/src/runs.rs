@@ -237,10 +237,11 @@ fn status_text(run: &views::RunView) -> String {
 fn describe(event: &Event) -> (String, String) {
     let path = event.path().map(|p| p.to_string()).unwrap_or_default();
     let detail = match event {
-        Event::Started { workflow, version, input, deadline } => match deadline {
-            Some(at) => format!("{workflow} v{version} input {} deadline {}", input.get(), time(*at)),
-            None => format!("{workflow} v{version} input {}", input.get()),
-        },
+        Event::Started { workflow, version, input, deadline, reason } => {
+            let deadline = deadline.map(|at| format!(" deadline {}", time(at))).unwrap_or_default();
+            let reason = reason.as_ref().map(|why| format!(" ({why})")).unwrap_or_default();
+            format!("{workflow} v{version} input {}{deadline}{reason}", input.get())
+        }
         Event::StepCompleted { attempt, output, .. } => format!("attempt {attempt} → {}", output.get()),
         Event::StepFailed { attempt, error, retry_at, .. } => match retry_at {
             Some(at) => format!("attempt {attempt} failed: {error}; retry at {}", time(*at)),

@@ -50,6 +50,9 @@ pub enum Event {
         /// When the run fails with a timeout if it has not ended (absent: no deadline).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         deadline: Option<Timestamp>,
+        /// Why it was started, when its starter gave a reason (a restart's; absent: none given).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A step's body returned a value, which is now the step's result forever.
     StepCompleted {

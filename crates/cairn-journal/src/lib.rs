@@ -14,7 +14,7 @@
 //! let path = StepPath::root().child("charge").unwrap();
 //! let journal = vec![
 //!     JournalEntry::new(1, Timestamp::from_millis(0), Event::Started {
-//!         workflow: "order".into(), version: 1, input: raw("{}"), deadline: None,
+//!         workflow: "order".into(), version: 1, input: raw("{}"), deadline: None, reason: None,
 //!     }),
 //!     JournalEntry::new(2, Timestamp::from_millis(5), Event::StepCompleted {
 //!         path: path.clone(), ordinal: 0, attempt: 1, output: raw("42"), started_at: None,

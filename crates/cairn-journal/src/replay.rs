@@ -287,6 +287,7 @@ mod tests {
                 version: 1,
                 input: RawValue::from_string("null".into()).unwrap(),
                 deadline: None,
+                reason: None,
             },
         )];
         for (i, (path, ordinal)) in steps.iter().enumerate() {

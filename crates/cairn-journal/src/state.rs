@@ -358,7 +358,7 @@ impl RunState {
     /// use cairn_journal::{Event, JournalEntry, RunState, Timestamp};
     /// use serde_json::value::RawValue;
     /// let input = RawValue::from_string("1".into()).unwrap();
-    /// let started = Event::Started { workflow: "w".into(), version: 1, input, deadline: None };
+    /// let started = Event::Started { workflow: "w".into(), version: 1, input, deadline: None, reason: None };
     /// let state = RunState::fold_owned(vec![JournalEntry::new(1, Timestamp::from_millis(0), started)]).unwrap();
     /// assert_eq!(state.workflow(), "w");
     /// ```
@@ -380,7 +380,7 @@ impl RunState {
     fn record(&mut self, JournalEntry { seq, event, .. }: JournalEntry) {
         self.last_seq = seq;
         match event {
-            Event::Started { workflow, version, input, deadline } => {
+            Event::Started { workflow, version, input, deadline, .. } => {
                 self.workflow = workflow;
                 self.version = version;
                 self.input = Some(input);
@@ -546,7 +546,7 @@ mod tests {
         StepPath::parse(s).unwrap()
     }
     fn started() -> Event {
-        Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None }
+        Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None, reason: None }
     }
     fn fold(events: Vec<Event>) -> Result<RunState, TransitionError> {
         let entries: Vec<_> = events

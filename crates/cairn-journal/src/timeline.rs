@@ -222,7 +222,11 @@ mod tests {
             started_at: Some(at(4)),
         };
         let journal = vec![
-            entry(1, 0, Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None }),
+            entry(
+                1,
+                0,
+                Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None, reason: None },
+            ),
             entry(2, 10, failed),
             entry(3, 12, Event::TimerStarted { path: p("nap"), ordinal: 2, wake_at: at(100) }),
             entry(4, 13, Event::TimerFired { path: p("nap") }),
@@ -247,7 +251,11 @@ mod tests {
     #[test]
     fn steps_sleeps_and_waits_in_first_appearance_order() {
         let journal = vec![
-            entry(1, 0, Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None }),
+            entry(
+                1,
+                0,
+                Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None, reason: None },
+            ),
             entry(
                 2,
                 10,

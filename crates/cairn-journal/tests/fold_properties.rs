@@ -111,7 +111,13 @@ fn valid_journal() -> impl Strategy<Value = (Vec<JournalEntry>, Vec<(StepPath, P
                 steps.push((path, plan));
             }
             // Interleave the per-step queues, keeping each step's own order.
-            let mut out = vec![Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: None }];
+            let mut out = vec![Event::Started {
+                workflow: "w".into(),
+                version: 1,
+                input: raw("null"),
+                deadline: None,
+                reason: None,
+            }];
             let mut rng = shuffle;
             while queues.iter().any(|q| !q.is_empty()) {
                 rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);

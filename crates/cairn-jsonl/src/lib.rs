@@ -4,11 +4,11 @@
 
 use cairn_journal::{Event, JournalEntry, SignalId, Timestamp, Trim};
 use cairn_store::{
-    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
-    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
-    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions,
-    SignalRecord, StartSignal, StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount,
-    WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
+    EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome,
+    PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunUpdate,
+    ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal, StoreError, Subscription, TakeRate,
+    VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_store::{MemoryStore, Store, StoreFuture};
 use serde::{Deserialize, Serialize};
@@ -57,7 +57,8 @@ fn event_lines<'a>(
 
 /// Runs kept as JSON lines under a data directory: `runs/<id>.jsonl` (journal events and the
 /// summary rows that commit them), `runs/<id>.signals.jsonl` (delivered signals) and
-/// `runs/<id>.summary.json` (the latest summary, for `cat` and `grep`). Greppable, needs no native
+/// `runs/<id>.summary.json` (the latest summary, for `cat` and `grep`), and `events.jsonl`
+/// (published events, a line per record). Greppable, needs no native
 /// library, and single-writer: a lock file keeps a second process out.
 ///
 /// The whole store is held in memory while open; every committed change is appended and
@@ -80,6 +81,8 @@ struct Shared {
     schedules_file: PathBuf,
     /// Every concurrency rule, likewise.
     concurrency_file: PathBuf,
+    /// Published events, a line per record: a later line of an id is its record merged since.
+    events_file: PathBuf,
     memory: MemoryStore,
     /// Serializes every change, so memory and files change in the same order.
     writes: std::sync::Mutex<()>,
@@ -249,6 +252,20 @@ fn read_list<T: serde::de::DeserializeOwned>(file: &Path) -> Result<Vec<T>, Stor
     }
 }
 
+/// The event records in `file` (a torn last line left out), or none if there is no such file.
+fn read_events(file: &Path) -> Result<Vec<EventRecord>, StoreError> {
+    let bytes = match std::fs::read(file) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("cannot read", file, e)),
+    };
+    (complete_lines(&bytes).into_iter())
+        .map(|(_, line)| {
+            serde_json::from_slice(line).map_err(|e| StoreError::Corrupt(format!("{}: {e}", file.display())))
+        })
+        .collect()
+}
+
 /// Deletes a run's files (the journal file last: a run whose journal file is left is loaded again
 /// on the next open).
 fn remove_files(runs_dir: &Path, id: &RunId) -> Result<(), StoreError> {
@@ -320,11 +337,14 @@ impl JsonlStore {
         memory.restore_schedules(read_list(&schedules_file)?);
         let concurrency_file = dir.join("concurrency.json");
         memory.restore_concurrency(read_list(&concurrency_file)?);
+        let events_file = dir.join("events.jsonl");
+        memory.restore_events(read_events(&events_file)?);
         Ok(JsonlStore {
             inner: Arc::new(Shared {
                 runs_dir,
                 schedules_file,
                 concurrency_file,
+                events_file,
                 memory,
                 writes: std::sync::Mutex::new(()),
                 broken: AtomicBool::new(false),
@@ -470,13 +490,31 @@ impl JsonlStore {
     fn prune_now(&self, request: PruneRequest) -> Result<Vec<RunId>, StoreError> {
         let _writes = self.writing()?;
         let dry_run = request.dry_run;
+        let events = self.inner.memory.all_events().len();
         let doomed = ready(self.inner.memory.prune(request))?;
         if !dry_run {
             for id in &doomed {
                 remove_files(&self.inner.runs_dir, id)?;
             }
         }
+        let kept = self.inner.memory.all_events();
+        if kept.len() != events {
+            let lines = kept.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+            self.replace_text(
+                &self.inner.events_file,
+                &lines.iter().map(|line| format!("{line}\n")).collect::<String>(),
+            )?;
+        }
         Ok(doomed)
+    }
+
+    /// Records an event in memory, then appends its record as merged there.
+    fn record_event_now(&self, event: &EventRecord) -> Result<(), StoreError> {
+        let _writes = self.writing()?;
+        ready(self.inner.memory.record_event(event))?;
+        let merged = (self.inner.memory.event(&event.id))
+            .ok_or_else(|| StoreError::Corrupt(format!("event {} vanished from memory", event.id)))?;
+        self.write_lines(&self.inner.events_file, &[encode(&merged)?])
     }
 
     /// Applies a change to the schedules in memory, then writes them all.
@@ -502,10 +540,15 @@ impl JsonlStore {
     /// Replaces `file` with `value` as JSON (a temporary file, synced, renamed over the old one:
     /// a crash leaves the old content or the new).
     fn replace_file(&self, file: &Path, value: &impl Serialize) -> Result<(), StoreError> {
-        let temporary = file.with_extension("json.tmp");
+        self.replace_text(file, &encode(value)?)
+    }
+
+    /// Replaces `file` with `text` (see [`replace_file`](Self::replace_file)).
+    fn replace_text(&self, file: &Path, text: &str) -> Result<(), StoreError> {
+        let temporary = file.with_extension("tmp");
         let result = (|| {
             let mut handle = File::create(&temporary)?;
-            handle.write_all(encode(value).map_err(std::io::Error::other)?.as_bytes())?;
+            handle.write_all(text.as_bytes())?;
             handle.sync_all()?;
             std::fs::rename(&temporary, file)?;
             if let Some(dir) = file.parent() {
@@ -612,6 +655,15 @@ impl Store for JsonlStore {
 
     // Workers are kept in memory only: the data directory is locked to one process, so no other
     // worker could be live beside this one, and none is left after it exits.
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        let result = self.record_event_now(event);
+        Box::pin(async move { result })
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        self.inner.memory.events(query)
+    }
+
     fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
         self.inner.memory.record_worker(worker)
     }

@@ -25,6 +25,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../sql/migrations/19.sql"),
     include_str!("../sql/migrations/20.sql"),
     include_str!("../sql/migrations/21.sql"),
+    include_str!("../sql/migrations/22.sql"),
 ];
 
 /// Checks a schema name: letters, digits and `_`, starting with a letter or `_`, at most 63 bytes.

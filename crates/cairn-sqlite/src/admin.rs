@@ -32,7 +32,39 @@ impl Writer {
                 }
             }
         }
+        if let Some(before) = request.events_before.filter(|_| !request.dry_run) {
+            self.conn
+                .prepare_cached(
+                    "DELETE FROM events WHERE id IN
+                        (SELECT id FROM events WHERE published_at < ?1 ORDER BY published_at, id LIMIT ?2)",
+                )?
+                .execute(params![before.as_millis(), request.limit as i64])?;
+        }
         Ok(doomed.into_iter().map(|(id, _, _)| RunId::new(id)).collect())
+    }
+
+    /// Records `event`, or merges it into the record of its id ([`EventRecord::merge`]).
+    pub(super) fn record_event(&mut self, event: &EventRecord) -> Result<(), Failure> {
+        let kept: Option<String> = self
+            .conn
+            .prepare_cached("SELECT runs FROM events WHERE id = ?1")?
+            .query_row([&event.id], |r| r.get(0))
+            .optional()?;
+        let mut merged = event.clone();
+        if let Some(runs) = kept {
+            merged.runs = serde_json::from_str(&runs).map_err(|e| clean(StoreError::from_cause(e)))?;
+            merged.merge(event);
+        } else {
+            merged.runs.sort_by(|a, b| a.workflow.cmp(&b.workflow));
+        }
+        let runs = serde_json::to_string(&merged.runs).map_err(|e| clean(StoreError::from_cause(e)))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO events (id, topic, payload, published_at, runs) VALUES (?1, ?2, ?3, ?4, ?5)
+                    ON CONFLICT (id) DO UPDATE SET runs = excluded.runs",
+            )?
+            .execute(params![event.id, event.topic, event.payload.get(), event.published_at.as_millis(), runs])?;
+        Ok(())
     }
 
     pub(super) fn record_worker(&mut self, worker: &WorkerRecord) -> Result<(), Failure> {

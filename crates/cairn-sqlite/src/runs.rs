@@ -459,8 +459,8 @@ impl Writer {
         let live = run.is_held_at(request.lease_now);
         if live {
             self.conn
-                .prepare_cached("UPDATE runs SET cancel_requested = 1 WHERE id = ?1")?
-                .execute([request.run_id.as_str()])?;
+                .prepare_cached("UPDATE runs SET cancel_requested = 1, error = ?2 WHERE id = ?1")?
+                .execute([request.run_id.as_str(), &request.reason])?;
             return Ok(CancelOutcome::Requested);
         }
         let seq = run.last_seq + 1;

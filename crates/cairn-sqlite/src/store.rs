@@ -187,6 +187,51 @@ impl Store for SqliteStore {
         })
     }
 
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        let event = event.clone();
+        Box::pin(self.send(|r| Command::RecordEvent(Box::new((event, r)))))
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        let query = query.clone();
+        self.read(move |conn| {
+            let mut conditions = Vec::new();
+            if query.topic.is_some() {
+                conditions.push("topic = ?1");
+            }
+            if query.cursor.is_some() {
+                conditions.push("(published_at, id) < (?2, ?3)");
+            }
+            let sql = format!(
+                "SELECT id, topic, payload, published_at, runs FROM events {} {}
+                    ORDER BY published_at DESC, id DESC LIMIT ?4",
+                if conditions.is_empty() { "" } else { "WHERE" },
+                conditions.join(" AND ")
+            );
+            let cursor = query.cursor.as_ref();
+            let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
+            let params = params![query.topic, cursor.map(|c| c.published_at.as_millis()), cursor.map(|c| &c.id), limit];
+            let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+            let rows = stmt
+                .query_map(params, |r| {
+                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get::<_, String>(4)?))
+                })
+                .map_err(backend)?;
+            let mut events = Vec::new();
+            for row in rows {
+                let (id, topic, payload, at, runs) = row.map_err(backend)?;
+                events.push(EventRecord {
+                    id,
+                    topic,
+                    payload: RawValue::from_string(payload).map_err(StoreError::from_cause)?,
+                    published_at: Timestamp::from_millis(at),
+                    runs: serde_json::from_str(&runs).map_err(StoreError::from_cause)?,
+                });
+            }
+            Ok(EventPage::cut(events, query.limit))
+        })
+    }
+
     fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
         self.read(|conn| {
             let mut stmt = conn

@@ -24,6 +24,7 @@ pub(super) enum Command {
     Resume(ResumeRequest, Answer<()>),
     StartWithSignal(Box<(NewRun, StartSignal, Answer<StartedWithSignal>)>),
     Prune(PruneRequest, Answer<Vec<RunId>>),
+    RecordEvent(Box<(EventRecord, Answer<()>)>),
     RecordWorker(WorkerRecord, Answer<()>),
     RecordServed(Vec<WorkflowKey>, Timestamp, Answer<()>),
     ForgetWorkers(ForgetWorkers, Answer<u64>),
@@ -226,6 +227,10 @@ impl Writer {
                 a.keep(self.start_with_signal(run, signal))
             }
             Command::Prune(request, a) => a.keep(self.prune(request)),
+            Command::RecordEvent(job) => {
+                let (event, a) = &mut **job;
+                a.keep(self.record_event(event))
+            }
             Command::RecordWorker(worker, a) => a.keep(self.record_worker(worker)),
             Command::RecordServed(serves, at, a) => a.keep(self.record_served(serves, *at)),
             Command::ForgetWorkers(request, a) => a.keep(self.forget_workers(request)),
@@ -262,6 +267,7 @@ impl Command {
             Command::Resume(_, a) => a.send(failed),
             Command::StartWithSignal(job) => job.2.send(failed),
             Command::Prune(_, a) => a.send(failed),
+            Command::RecordEvent(job) => job.1.send(failed),
             Command::RecordWorker(_, a) => a.send(failed),
             Command::RecordServed(_, _, a) => a.send(failed),
             Command::ForgetWorkers(_, a) => a.send(failed),

@@ -25,8 +25,13 @@ async fn write_ended_runs(store: &SqliteStore, round: u32, count: u32) {
 async fn prune_all(store: &SqliteStore) -> usize {
     let mut deleted = 0;
     loop {
-        let request =
-            PruneRequest { now: Timestamp::from_millis(1_000), ended_before: None, limit: 1_000, dry_run: false };
+        let request = PruneRequest {
+            now: Timestamp::from_millis(1_000),
+            ended_before: None,
+            events_before: None,
+            limit: 1_000,
+            dry_run: false,
+        };
         let batch = store.prune(request).await.unwrap().len();
         if batch == 0 {
             return deleted;

@@ -2,7 +2,8 @@
 
 use crate::support::*;
 
-/// Cancelling an idle run ends it at once; a held run is flagged for its worker.
+/// Cancelling an idle run ends it at once; a held run is flagged for its worker, with the reason
+/// as its error until the worker ends it.
 pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
     let outcome = store
@@ -19,10 +20,15 @@ pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("held", "order", None, 2)).await.expect("create");
     let run = claim_one(&store, "order", 10).await;
     let outcome = store
-        .cancel(ControlRequest { run_id: run.id.clone(), reason: "user".into(), at: t(11), lease_now: t(11) })
+        .cancel(ControlRequest { run_id: run.id.clone(), reason: "wrong customer".into(), at: t(11), lease_now: t(11) })
         .await
         .expect("cancel");
     assert_eq!(outcome, CancelOutcome::Requested);
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!(
+        (row.status, row.cancel_requested, row.error.as_deref()),
+        (RunStatus::Running, true, Some("wrong customer"))
+    );
     let lease = beat(&store, &run).await;
     assert_eq!(
         lease,

@@ -66,6 +66,7 @@ pub async fn prune_deletes_ended_runs_past_retention(store: DynStore) {
     let request = |limit: usize, dry_run: bool, ended_before: Option<i64>| PruneRequest {
         now: t(100),
         ended_before: ended_before.map(t),
+        events_before: None,
         limit,
         dry_run,
     };
@@ -453,7 +454,8 @@ pub async fn workflow_counts_follow_every_status(store: DynStore) {
     assert_eq!(counts(store.workflow_counts().await.expect("counts")), expected(2));
 
     // Deleting an ended run counts it out; a dry run changes nothing.
-    let prune = |dry_run| PruneRequest { now: t(1_000_000), ended_before: None, limit: 100, dry_run };
+    let prune =
+        |dry_run| PruneRequest { now: t(1_000_000), ended_before: None, events_before: None, limit: 100, dry_run };
     assert_eq!(store.prune(prune(true)).await.expect("dry run").len(), 1);
     assert_eq!(counts(store.workflow_counts().await.expect("counts")), expected(2));
     assert_eq!(store.prune(prune(false)).await.expect("prune"), [RunId::new("o-done-2")]);

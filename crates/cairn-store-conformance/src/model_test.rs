@@ -374,7 +374,8 @@ impl Driver {
                 Default::default()
             }
             Op::Prune => {
-                let request = PruneRequest { now: at, ended_before: None, limit: 100, dry_run: false };
+                let request =
+                    PruneRequest { now: at, ended_before: None, events_before: None, limit: 100, dry_run: false };
                 let model = self.model.prune(&request);
                 let store = self.store.prune(request).await.map(|mut ids| {
                     ids.sort();

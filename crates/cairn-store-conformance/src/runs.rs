@@ -159,7 +159,9 @@ pub async fn a_stale_holder_cannot_write_to_a_run_created_again_under_its_id(sto
     let stale = claim_one(&store, "order", 10).await;
     assert_eq!(stale.epoch, 1);
     store.cancel(cancel(2_000)).await.expect("cancel the first");
-    let pruned = store.prune(PruneRequest { now: t(2_000), ended_before: None, limit: 10, dry_run: false }).await;
+    let pruned = store
+        .prune(PruneRequest { now: t(2_000), ended_before: None, events_before: None, limit: 10, dry_run: false })
+        .await;
     assert_eq!(pruned.expect("prune"), vec![RunId::new("again")]);
     store.create_run(new_run("again", "order", None, 2_000)).await.expect("create again");
     store.cancel(cancel(2_001)).await.expect("cancel the second");

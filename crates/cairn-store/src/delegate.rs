@@ -21,6 +21,8 @@ macro_rules! store_methods {
             fn resume(&self, request: ResumeRequest) -> StoreFuture<'_, ()>;
             fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)>;
             fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>>;
+            fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()>;
+            fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage>;
             fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()>;
             fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>>;
             fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64>;

@@ -3,11 +3,11 @@
 
 use crate::store::{Notice, Store, StoreFuture};
 use crate::types::{
-    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
-    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
-    ResumeRequest, RunFilter, RunId, RunPage, RunRecord, ScheduleRecord, ServedWorkflow, SetSubscriptions,
-    SignalRecord, StartSignal, StoreError, Subscription, TakeRate, VersionCount, WorkerRecord, WorkflowCount,
-    WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
+    EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome,
+    PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, ScheduleRecord,
+    ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal, StoreError, Subscription, TakeRate, VersionCount,
+    WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_journal::{JournalEntry, SignalId, Timestamp};
 use std::collections::BTreeMap;

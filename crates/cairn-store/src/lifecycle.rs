@@ -233,7 +233,8 @@ pub fn signal(run: &mut RunRecord, sent_at: Timestamp) -> Result<(), StoreError>
 }
 
 /// A cancel of `run` at `at` for `reason`. A run a live worker holds at `lease_now` is flagged,
-/// and that worker ends it ([`CancelOutcome::Requested`]). Any other ends now
+/// with `reason` as its error until that worker ends it, journaling the reason
+/// ([`CancelOutcome::Requested`]). Any other ends now
 /// ([`CancelOutcome::Cancelled`]): flagged, fenced (its epoch moves on), out of any queue, with
 /// one more journal entry (the store writes the `cancelled` event at the new `last_seq`). Its
 /// recoveries stay as they were: a cancel is not the run's progress. Refused for a run that
@@ -249,6 +250,7 @@ pub fn cancel(
     }
     run.cancel_requested = true;
     if run.is_held_at(lease_now) {
+        run.error = Some(reason.to_owned());
         return Ok(CancelOutcome::Requested);
     }
     run.epoch += 1;

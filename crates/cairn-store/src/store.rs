@@ -101,10 +101,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes up to `request.limit` ended runs (completed, failed or cancelled) past their
     /// retention (or ended before `request.ended_before`), with their journals and signals, in
-    /// one transaction; returns their ids (with `dry_run`, the ids it would delete). Never a run
+    /// one transaction, and up to as many events published before `request.events_before`;
+    /// returns the runs' ids (with `dry_run`, the ids it would delete, deleting nothing). Never a run
     /// that has not ended. Safe to run from many workers at once: each run is deleted once, and
     /// claims are not blocked.
     fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>>;
+
+    /// Records a published event with the runs it started. An id recorded before keeps its
+    /// topic, payload and time and gains the runs of workflows it had none of
+    /// ([`EventRecord::merge`]): a publish retried with its id records nothing twice.
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()>;
+
+    /// The recorded events `query` selects, newest first (by time, then id), a page of at most
+    /// `query.limit`. Events past their retention are deleted by [`prune`](Store::prune).
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage>;
 
     /// Records a worker, or refreshes its record (same id): when it starts and with each of its
     /// heartbeats.

@@ -108,6 +108,8 @@ pub enum ControlError {
         /// Its status.
         status: RunStatus,
     },
+    /// The reason given breaks its rule ([`Reason`](cairn_store::Reason)).
+    InvalidName(NameError),
     /// The store failed.
     Store(StoreError),
 }
@@ -134,6 +136,8 @@ pub enum RestartError {
     },
     /// The store refused the new run.
     InvalidPayload(String),
+    /// The reason given breaks its rule ([`Reason`](cairn_store::Reason)).
+    InvalidName(NameError),
     /// The store failed.
     Store(StoreError),
 }
@@ -256,6 +260,7 @@ operation_error!(ControlError {
     RunNotFound(id),
     RunFinished { run_id, status },
     NotPaused { run_id, status },
+    InvalidName(error),
     Store(error),
 });
 
@@ -264,6 +269,7 @@ operation_error!(RestartError {
     NotEnded { run_id, status },
     UnknownStep { run_id, path },
     InvalidPayload(message),
+    InvalidName(error),
     Store(error),
 });
 

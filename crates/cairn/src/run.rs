@@ -644,6 +644,14 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
         events = vec![Event::Failed { error: error.clone() }];
         update = RunUpdate::Finish { status: RunStatus::Failed, output: None, error: Some(error), at };
     }
+    if let RunUpdate::Finish { status: RunStatus::Cancelled, error, .. } = &mut update
+        && let Ok(Some(run)) = shared.store().get_run(&shared.id).await
+        && let Some(reason) = run.error.filter(|_| run.cancel_requested)
+    {
+        // The reason the canceller gave, kept as the run's error while it waited for this worker.
+        events = vec![Event::Cancelled { reason: reason.clone() }];
+        *error = Some(reason);
+    }
     let ended = Ended::of(&update);
     let ending = crate::run_core::log_line(&update);
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a

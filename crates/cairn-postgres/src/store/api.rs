@@ -4,7 +4,7 @@ use super::control::writer_outcome;
 use super::handle::PostgresStore;
 use super::maintain::status_counts;
 use super::prelude::*;
-use super::rows::{ClaimValues, raw, row_to_schedule, tags};
+use super::rows::{ClaimValues, raw, row_to_event, row_to_schedule, tags};
 use super::sql::RUN_COLUMNS;
 use super::sql::backend;
 use super::writer::{Job, journal_range};
@@ -305,7 +305,29 @@ impl Store for PostgresStore {
                 &i64::try_from(request.limit).unwrap_or(i64::MAX),
             ];
             let rows = client.query(&statement, &params).await.map_err(backend)?;
+            if let Some(before) = request.events_before.filter(|_| !request.dry_run) {
+                let statement = client.prepare_cached(&self.sql.prune_events).await.map_err(backend)?;
+                let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
+                client.execute(&statement, &[&before.as_millis(), &limit]).await.map_err(backend)?;
+            }
             rows.iter().map(|row| row.try_get::<_, String>(0).map(RunId::new).map_err(backend)).collect()
+        })
+    }
+
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        Box::pin(self.record_event_inner(event))
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        Box::pin(async move {
+            let cursor = query.cursor.as_ref();
+            let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
+            let params: [&(dyn ToSql + Sync); 4] =
+                [&query.topic, &cursor.map(|c| c.published_at.as_millis()), &cursor.map(|c| c.id.as_str()), &limit];
+            let text = if query.topic.is_some() { &self.sql.events_of_topic } else { &self.sql.events };
+            let rows = self.rows(text, &params).await?;
+            let events = rows.iter().map(row_to_event).collect::<Result<Vec<_>, _>>()?;
+            Ok(EventPage::cut(events, query.limit))
         })
     }
 

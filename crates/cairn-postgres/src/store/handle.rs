@@ -507,8 +507,13 @@ mod tests {
         let sweep = |store: crate::PostgresStore| async move {
             let mut deleted = Vec::new();
             loop {
-                let request =
-                    PruneRequest { now: Timestamp::from_millis(100), ended_before: None, limit: 100, dry_run: false };
+                let request = PruneRequest {
+                    now: Timestamp::from_millis(100),
+                    ended_before: None,
+                    events_before: None,
+                    limit: 100,
+                    dry_run: false,
+                };
                 let batch = store.prune(request).await.unwrap();
                 if batch.is_empty() {
                     return deleted;

@@ -3,11 +3,12 @@
 pub(crate) use cairn_journal::flow::pointer_tokens;
 pub(crate) use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp};
 pub(crate) use cairn_store::{
-    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers,
-    HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule,
-    ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord,
-    ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal, Store, StoreError, StoreFuture, Subscription,
-    SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
+    EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome,
+    PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord,
+    RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal, Store,
+    StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord,
+    WorkflowCount, WorkflowKey,
 };
 pub(crate) use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 pub(crate) use serde_json::value::RawValue;

@@ -3,6 +3,19 @@
 use super::prelude::*;
 use super::sql::{Sql, backend};
 
+/// A recorded event from its columns (`EVENT_COLUMNS`).
+pub(super) fn row_to_event(row: &Row) -> Result<EventRecord, StoreError> {
+    let payload: String = row.try_get(2).map_err(backend)?;
+    let runs: &str = row.try_get(4).map_err(backend)?;
+    Ok(EventRecord {
+        id: row.try_get(0).map_err(backend)?,
+        topic: row.try_get(1).map_err(backend)?,
+        payload: RawValue::from_string(payload).map_err(StoreError::from_cause)?,
+        published_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+        runs: serde_json::from_str(runs).map_err(StoreError::from_cause)?,
+    })
+}
+
 pub(super) fn row_to_schedule(row: &Row) -> Result<ScheduleRecord, StoreError> {
     let ts = |i: usize| -> Result<Option<Timestamp>, StoreError> {
         Ok(row.try_get::<_, Option<i64>>(i).map_err(backend)?.map(Timestamp::from_millis))

@@ -6,6 +6,13 @@ use super::prelude::*;
 /// The flow columns a new run is inserted with, from its workflow's rule `r` (joined, maybe
 /// absent): its key (the input's value at the rule's path as text, `''` without a path or value),
 /// whether it keeps its slot while suspended, and that it enters waiting for a slot.
+/// A recorded event's columns, as `row_to_event` reads them.
+const EVENT_COLUMNS: &str = "id, topic, payload, published_at, runs";
+
+/// The events before a page cursor (`$2`, `$3`; none: every event), newest first, up to `$4`.
+const EVENTS_BEFORE: &str = "(published_at, id) < (coalesce($2::bigint, 9223372036854775807), coalesce($3::text, ''))
+    ORDER BY published_at DESC, id DESC LIMIT $4";
+
 pub(super) const FLOW_INSERT_COLUMNS: &str = "flow_key, flow_hold, waiting_for";
 
 pub(super) fn flow_values(input: &str) -> String {
@@ -144,6 +151,9 @@ pub(super) struct Statements {
     pub(super) release: String,
     pub(super) park: String,
     pub(super) prune_candidates: String,
+    pub(super) prune_events: String,
+    pub(super) events: String,
+    pub(super) events_of_topic: String,
     pub(super) prune: String,
     pub(super) record_worker: String,
     pub(super) record_served: String,
@@ -198,6 +208,11 @@ impl Statements {
                  DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id"
             ),
             prune_candidates: format!("SELECT id FROM {candidates} AS c ORDER BY id LIMIT $3"),
+            prune_events: "DELETE FROM events WHERE id IN
+                (SELECT id FROM events WHERE published_at < $1 ORDER BY published_at, id LIMIT $2)"
+                .to_owned(),
+            events: format!("SELECT {EVENT_COLUMNS} FROM events WHERE $1::text IS NULL AND {EVENTS_BEFORE}"),
+            events_of_topic: format!("SELECT {EVENT_COLUMNS} FROM events WHERE topic = $1 AND {EVENTS_BEFORE}"),
             record_worker: include_str!("../../sql/statements/record_worker.sql").to_owned(),
             record_served: include_str!("../../sql/statements/record_served.sql").to_owned(),
             served_workflows: include_str!("../../sql/statements/served_workflows.sql").to_owned(),

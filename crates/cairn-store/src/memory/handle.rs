@@ -4,10 +4,11 @@ use super::inner::{Due, Inner, due_key, fair_entry, group_of};
 use crate::lifecycle::{self};
 use crate::store::{Store, StoreFuture};
 use crate::types::{
-    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, FireSchedule, ForgetWorkers, HeartbeatRequest,
-    LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunFilter,
-    RunId, RunPage, RunRecord, RunStatus, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal,
-    StoreError, Subscription, VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
+    Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, EventPage, EventQuery, EventRecord, FireSchedule,
+    ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest,
+    PutSchedule, ResumeRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleRecord, ServedWorkflow,
+    SetSubscriptions, SignalRecord, StartSignal, StoreError, Subscription, VersionCount, WorkerRecord, WorkflowCount,
+    WorkflowKey,
 };
 use crate::types::{ConcurrencyRule, TakeRate};
 use cairn_journal::flow::WaitingFor;
@@ -97,6 +98,26 @@ impl MemoryStore {
     /// Puts back the schedules a durable store recorded (used when a file store opens).
     pub fn restore_schedules(&self, schedules: Vec<ScheduleRecord>) {
         self.lock().schedules.extend(schedules.into_iter().map(|s| (s.name.clone(), s)));
+    }
+
+    /// Restores recorded events (as [`Store::record_event`] records them, in order).
+    pub fn restore_events(&self, events: Vec<EventRecord>) {
+        let mut inner = self.lock();
+        for event in &events {
+            inner.record_event(event);
+        }
+    }
+
+    /// The record of event `id`, if it is recorded.
+    pub fn event(&self, id: &str) -> Option<EventRecord> {
+        let inner = self.lock();
+        let at = inner.event_times.get(id)?;
+        inner.events.get(&(*at, id.to_owned())).cloned()
+    }
+
+    /// Every recorded event, oldest first.
+    pub fn all_events(&self) -> Vec<EventRecord> {
+        self.lock().events.values().cloned().collect()
     }
 
     /// The newest run of `id`'s chain of continuations, where a signal sent to `id` goes.
@@ -265,9 +286,22 @@ impl Store for MemoryStore {
                 inner.journals.remove(id);
                 inner.signals.remove(id);
             }
+            if let Some(before) = request.events_before {
+                inner.forget_events(before, request.limit);
+            }
         }
         drop(inner);
         Box::pin(async move { Ok(doomed) })
+    }
+
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        self.lock().record_event(event);
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        let events = self.lock().events(query);
+        Box::pin(async move { Ok(EventPage::cut(events, query.limit)) })
     }
 
     fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {

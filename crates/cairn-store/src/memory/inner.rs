@@ -4,8 +4,8 @@
 use crate::lifecycle::{self, slot_state};
 use crate::types::ConcurrencyRule;
 use crate::types::{
-    Append, ClaimRequest, CreatedRun, FireSchedule, NewRun, NewSignal, RunId, RunRecord, RunStatus, RunUpdate,
-    ScheduleRecord, SignalRecord, StoreError, WorkerRecord,
+    Append, ClaimRequest, CreatedRun, EventQuery, EventRecord, FireSchedule, NewRun, NewSignal, RunId, RunRecord,
+    RunStatus, RunUpdate, ScheduleRecord, SignalRecord, StoreError, WorkerRecord,
 };
 use cairn_journal::flow::{claim_rank, fair_seq};
 use cairn_journal::{Event, FastMap, FastSet, JournalEntry, SignalId, StepPath, Timestamp, Trim};
@@ -45,6 +45,9 @@ pub(super) struct Inner {
     pub(super) debouncing: FastMap<(String, String), RunId>,
     /// Whether any run was placed under a concurrency rule (its rule may be gone since).
     pub(super) grouped: bool,
+    /// Recorded events in list order (time, then id), and each id's time.
+    pub(super) events: BTreeMap<(Timestamp, String), EventRecord>,
+    pub(super) event_times: FastMap<String, Timestamp>,
 }
 
 /// Why a run may become claimable.
@@ -89,6 +92,39 @@ pub(super) fn group_of(run: &RunRecord) -> (String, String) {
 }
 
 impl Inner {
+    /// Records `event`, or merges it into the record of its id ([`EventRecord::merge`]).
+    pub(super) fn record_event(&mut self, event: &EventRecord) {
+        match self.event_times.get(&event.id) {
+            Some(at) => {
+                if let Some(kept) = self.events.get_mut(&(*at, event.id.clone())) {
+                    kept.merge(event);
+                }
+            }
+            None => {
+                let mut event = event.clone();
+                event.runs.sort_by(|a, b| a.workflow.cmp(&b.workflow));
+                self.event_times.insert(event.id.clone(), event.published_at);
+                self.events.insert((event.published_at, event.id.clone()), event);
+            }
+        }
+    }
+
+    /// The events `query` selects, newest first, one more than its limit at most.
+    pub(super) fn events(&self, query: &EventQuery) -> Vec<EventRecord> {
+        let selected = self.events.values().rev().filter(|event| query.selects(event));
+        selected.take(query.limit.saturating_add(1)).cloned().collect()
+    }
+
+    /// Deletes up to `limit` events published before `before`.
+    pub(super) fn forget_events(&mut self, before: Timestamp, limit: usize) {
+        let doomed: Vec<(Timestamp, String)> =
+            self.events.keys().take_while(|(at, _)| *at < before).take(limit).cloned().collect();
+        for key in doomed {
+            self.event_times.remove(&key.1);
+            self.events.remove(&key);
+        }
+    }
+
     /// Counts `key` as served at `at`: its first and last times widened to take it in.
     pub(super) fn note_served(&mut self, key: crate::types::WorkflowKey, at: Timestamp) {
         let (first, last) = self.served.entry(key).or_insert((at, at));

@@ -150,11 +150,16 @@ impl PageCursor {
 
     /// Parses [`PageCursor::encode`]'s text.
     pub fn decode(text: &str) -> Result<PageCursor, StoreError> {
-        let bad = || StoreError::InvalidInput(format!("invalid page cursor {text:?}"));
-        let (millis, id) = text.split_once(':').ok_or_else(bad)?;
-        let millis = millis.parse::<i64>().map_err(|_| bad())?;
-        Ok(PageCursor { created_at: Timestamp::from_millis(millis), id: RunId::new(id) })
+        let (created_at, id) = split_cursor(text)?;
+        Ok(PageCursor { created_at, id: RunId::new(id) })
     }
+}
+
+/// A page cursor's text (`<millis>:<id>`) split into its time and id.
+pub(super) fn split_cursor(text: &str) -> Result<(Timestamp, &str), StoreError> {
+    let bad = || StoreError::InvalidInput(format!("invalid page cursor {text:?}"));
+    let (millis, id) = text.split_once(':').ok_or_else(bad)?;
+    Ok((Timestamp::from_millis(millis.parse::<i64>().map_err(|_| bad())?), id))
 }
 
 /// One page of runs.

@@ -1,7 +1,8 @@
 //! The types stores take and give back, by concern: runs (`run`), pages and counts (`lists`),
 //! flow control (`flow`), workers and subscriptions (`workers`), the changes callers ask for
-//! (`writes`), schedules (`schedules`); and the errors a store answers with (here).
+//! (`writes`), schedules (`schedules`), published events (`events`); and the errors a store answers with (here).
 
+mod events;
 mod flow;
 mod lists;
 mod names;
@@ -10,6 +11,7 @@ mod schedules;
 mod workers;
 mod writes;
 
+pub use events::*;
 pub use flow::*;
 pub use lists::*;
 pub use names::*;

@@ -1,6 +1,7 @@
 //! The names and keys a user passes, each a type checked once where it is made, so that the same
 //! rules hold from Rust, over HTTP and from the command line: workflow names, event (signal)
-//! names, idempotency keys, schedule names, and the ids of published events. (Run ids are
+//! names, idempotency keys, schedule names, the ids of published events, and the reasons given
+//! for cancels and restarts. (Run ids are
 //! [`RunId::validate`](super::run::RunId::validate)d the same way.)
 
 use serde::{Deserialize, Serialize};
@@ -139,6 +140,13 @@ name!(
     /// The id of a published event: 1 to 200 characters, no control characters. Publishing an id
     /// again starts nothing new.
     EventId, "event id", "invalid_event_id", 200, [], "1 to 200 characters without control characters"
+);
+
+name!(
+    /// Why a run is cancelled or restarted, as its canceller or restarter gives it: 1 to 1,000
+    /// characters, no control characters. A cancel journals it in the run's `cancelled` event, a
+    /// restart in the new run's `started` event.
+    Reason, "reason", "invalid_reason", 1000, [], "1 to 1000 characters without control characters"
 );
 
 #[cfg(test)]

@@ -366,13 +366,20 @@ impl RunRecord {
     /// The run's first journal event, rebuilt from the row (a new run's journal holds nothing
     /// else, so a worker need not read it).
     pub fn started(&self) -> Event {
-        started_event(&self.workflow, self.version, &self.input, self.deadline)
+        started_event(&self.workflow, self.version, &self.input, self.deadline, None)
     }
 }
 
 /// A run's `started` event.
-pub(super) fn started_event(workflow: &str, version: u32, input: &RawValue, deadline: Option<Timestamp>) -> Event {
-    Event::Started { workflow: workflow.to_owned(), version, input: input.to_owned(), deadline }
+pub(super) fn started_event(
+    workflow: &str,
+    version: u32,
+    input: &RawValue,
+    deadline: Option<Timestamp>,
+    reason: Option<&str>,
+) -> Event {
+    let reason = reason.map(str::to_owned);
+    Event::Started { workflow: workflow.to_owned(), version, input: input.to_owned(), deadline, reason }
 }
 
 /// A run to create.
@@ -396,6 +403,8 @@ pub struct NewRun {
     pub retention: Option<Duration>,
     /// The run this one restarts.
     pub restarted_from: Option<RunId>,
+    /// Why it is started, journaled in its `started` event (a restart's reason).
+    pub reason: Option<String>,
     /// The run that starts this one as its child.
     pub parent: Option<RunId>,
     /// The run this one continues (it is created by that run's [`RunUpdate::Continue`](crate::RunUpdate::Continue)).
@@ -477,6 +486,7 @@ impl NewRun {
             deadline: None,
             retention: None,
             restarted_from: None,
+            reason: None,
             parent: None,
             continued_from: None,
             priority: 0,
@@ -516,7 +526,7 @@ impl NewRun {
 
     /// The run's first journal event.
     pub fn started(&self) -> Event {
-        started_event(&self.workflow, self.version, &self.input, self.deadline)
+        started_event(&self.workflow, self.version, &self.input, self.deadline, self.reason.as_deref())
     }
 
     /// The retention as stored: whole milliseconds.

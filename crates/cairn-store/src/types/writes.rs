@@ -73,6 +73,9 @@ pub struct PruneRequest {
     /// Also every ended run that ended before this, whatever its retention (an engine's maximum
     /// retention, or `cairn runs prune --older-than`).
     pub ended_before: Option<Timestamp>,
+    /// Also the recorded events published before this ([`Store::events`](crate::Store::events)),
+    /// up to `limit` of them.
+    pub events_before: Option<Timestamp>,
     /// Most runs deleted (one transaction).
     pub limit: usize,
     /// List the runs that would be deleted without deleting anything.

@@ -1,7 +1,7 @@
 //! Steering runs: signal, cancel (with the children a run waits for), pause, resume, restart,
 //! prune and sweep.
 
-use super::handle::Client;
+use super::handle::{Client, DEFAULT_RETENTION};
 use super::start::{RunHandle, check_signal_name};
 use crate::clock::wall_now;
 use crate::error::ClientError;
@@ -9,8 +9,8 @@ use crate::op_error::{ControlError, RestartError, SignalError};
 use crate::run_core::{CHILD_ENDED, PAUSED_BY_REQUEST, Queue, awaited, first_of_chain};
 use cairn_journal::{SignalId, StepPath};
 use cairn_store::{
-    CancelOutcome, ControlRequest, NewRun, NewSignal, PauseOutcome, PruneRequest, ResumeRequest, RunFilter, RunId,
-    RunRecord, SignalRecord,
+    CancelOutcome, ControlRequest, NewRun, NewSignal, PauseOutcome, PruneRequest, Reason, ResumeRequest, RunFilter,
+    RunId, RunRecord, SignalRecord,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -18,6 +18,9 @@ use std::time::Duration;
 
 /// How many times as long as a batch took [`Client::sweep`] pauses before the next.
 pub const SWEEP_PAUSE_FACTOR: u32 = 8;
+
+/// The reason a cancel journals when none is given.
+const CANCELLED: &str = "cancelled";
 
 /// Most runs [`Client::prune`] deletes in one store transaction.
 pub const PRUNE_BATCH: usize = 1_000;
@@ -65,17 +68,32 @@ impl Client {
     /// ([`Ctx::child`](crate::ctx::Ctx::child), not detached ones) are cancelled too, and theirs. A
     /// run that continued as new: the newest run of its chain is the one cancelled.
     pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ControlError> {
-        self.cancel_tree(id).await.map_err(ControlError::narrow)
+        self.cancel_tree(id, CANCELLED).await.map_err(ControlError::narrow)
+    }
+
+    /// [`cancel`](Self::cancel) for `reason` (a [`Reason`]: 1 to 1,000 characters), which the
+    /// run's `cancelled` event journals and its error shows, as do its awaited children's. A
+    /// reason that breaks its rule is refused ([`ControlError::InvalidName`]) and nothing is
+    /// cancelled.
+    ///
+    /// ```no_run
+    /// # async fn example(client: cairn::Client, id: cairn::store::RunId) -> Result<(), cairn::ControlError> {
+    /// client.cancel_because(&id, "the customer called it off").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn cancel_because(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ControlError> {
+        Reason::check(reason).map_err(ControlError::InvalidName)?;
+        self.cancel_tree(id, reason).await.map_err(ControlError::narrow)
     }
 
     /// [`cancel`](Self::cancel), failing with the umbrella error of its read or store call.
-    async fn cancel_tree(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
+    async fn cancel_tree(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ClientError> {
         let id = &self.newest(id).await?.id;
-        let outcome = self.cancel_one(id).await?;
+        let outcome = self.cancel_one(id, reason).await?;
         let mut parents = vec![id.clone()];
         while let Some(parent) = parents.pop() {
             for child in self.awaited_children(&parent).await? {
-                match self.cancel_one(&child).await {
+                match self.cancel_one(&child, reason).await {
                     Ok(_) | Err(ClientError::RunFinished { .. }) => parents.push(child),
                     Err(error) => return Err(error),
                 }
@@ -108,8 +126,8 @@ impl Client {
         }
     }
 
-    async fn cancel_one(&self, id: &RunId) -> Result<CancelOutcome, ClientError> {
-        let outcome = self.store.cancel(self.control(id, "cancelled")).await?;
+    async fn cancel_one(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ClientError> {
+        let outcome = self.store.cancel(self.control(id, reason)).await?;
         if let Some(local) = &self.local {
             match outcome {
                 CancelOutcome::Requested => {
@@ -141,11 +159,19 @@ impl Client {
     /// a `from` its journal does not hold is refused ([`RestartError::UnknownStep`]) and nothing
     /// is created.
     pub async fn restart(&self, id: &RunId, from: &str) -> Result<RunHandle, RestartError> {
-        self.restart_from(id, from).await.map_err(RestartError::narrow)
+        self.restart_from(id, from, None).await.map_err(RestartError::narrow)
+    }
+
+    /// [`restart`](Self::restart) for `reason` (a [`Reason`]: 1 to 1,000 characters), which the
+    /// new run's `started` event journals. A reason that breaks its rule is refused
+    /// ([`RestartError::InvalidName`]) and nothing is created.
+    pub async fn restart_because(&self, id: &RunId, from: &str, reason: &str) -> Result<RunHandle, RestartError> {
+        Reason::check(reason).map_err(RestartError::InvalidName)?;
+        self.restart_from(id, from, Some(reason)).await.map_err(RestartError::narrow)
     }
 
     /// [`restart`](Self::restart), failing with the umbrella error of its check or store call.
-    async fn restart_from(&self, id: &RunId, from: &str) -> Result<RunHandle, ClientError> {
+    async fn restart_from(&self, id: &RunId, from: &str, reason: Option<&str>) -> Result<RunHandle, ClientError> {
         let original = self.get(id).await?;
         if !original.status.is_terminal() {
             return Err(ClientError::NotEnded { run_id: id.clone(), status: original.status });
@@ -168,6 +194,7 @@ impl Client {
         );
         run.prefix = journal[1..at].iter().map(|e| e.event.clone()).collect();
         run.restarted_from = Some(id.clone());
+        run.reason = reason.map(str::to_owned);
         run.retention = original.retention;
         Queue::of(&original).apply(&mut run);
         run.deadline = original.deadline.map(|deadline| now + original.created_at.until(deadline));
@@ -217,11 +244,14 @@ impl Client {
         let now = self.clock.now();
         let max = self.local.as_ref().and_then(|l| l.max_retention());
         let ended_before = [older_than, max].into_iter().flatten().min().map(|keep| now - keep);
+        // Published events are kept as long as a run is by default, or less by either limit.
+        let events_before =
+            [older_than, max, Some(DEFAULT_RETENTION)].into_iter().flatten().min().map(|keep| now - keep);
         let limit = if dry_run { usize::MAX / 2 } else { PRUNE_BATCH };
         let mut deleted = Vec::new();
         loop {
             let began = std::time::Instant::now();
-            let batch = self.store.prune(PruneRequest { now, ended_before, limit, dry_run }).await?;
+            let batch = self.store.prune(PruneRequest { now, ended_before, events_before, limit, dry_run }).await?;
             if !dry_run {
                 crate::telemetry::swept(batch.len());
             }

@@ -20,6 +20,7 @@
 //!     version: 1,
 //!     input: serde_json::value::to_raw_value(&1).unwrap(),
 //!     deadline: None,
+//!     reason: None,
 //! };
 //! let state = RunState::fold(&[JournalEntry::new(1, Timestamp::from_millis(0), started)]).unwrap();
 //! let mut core = RunCore::new(state, Mode::Live, Limits::default());

@@ -16,7 +16,7 @@ fn t(ms: i64) -> Timestamp {
 }
 
 fn started(deadline: Option<i64>) -> Event {
-    Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: deadline.map(t) }
+    Event::Started { workflow: "w".into(), version: 1, input: raw("null"), deadline: deadline.map(t), reason: None }
 }
 
 fn completed(path: &str, ordinal: u32) -> Event {
