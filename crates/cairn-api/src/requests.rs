@@ -159,6 +159,10 @@ pub struct BulkBody {
     /// answer says whether more matched.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub limit: Option<usize>,
+    /// Why, for a cancel: journaled in each run's `cancelled` event, 1 to 1,000 characters
+    /// (refused with another action).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What `POST …/restart` takes.
@@ -168,6 +172,9 @@ pub struct BulkBody {
 pub struct RestartBody {
     /// The step (or scope) to run again from, as the journal names it.
     pub from_step: String,
+    /// Why, journaled in the new run's `started` event: 1 to 1,000 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What `PUT /v1/schedules/{name}` takes (and `cairn schedules put`): cron expressions or an

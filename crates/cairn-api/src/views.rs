@@ -30,7 +30,8 @@ pub struct RunView {
     pub wake_at: Option<String>,
     /// The key it was started with.
     pub idempotency_key: Option<String>,
-    /// Why it failed, was cancelled or is parked.
+    /// Why it failed, was cancelled or is parked; while a cancel waits for its worker, the
+    /// reason given for it.
     pub error: Option<String>,
     /// How many journal entries it has.
     pub steps: u64,
@@ -38,6 +39,9 @@ pub struct RunView {
     pub recoveries: u32,
     /// Whether a pause waits for its next step boundary.
     pub pause_requested: bool,
+    /// Whether a cancel waits for the worker that holds it (its reason is the `error`).
+    #[serde(default)]
+    pub cancel_requested: bool,
     /// When it fails with a timeout if it has not ended.
     pub deadline: Option<String>,
     /// When it is deleted once ended.
@@ -175,6 +179,44 @@ pub struct PublishedEvent {
     pub runs: Vec<StartedRun>,
     /// Runs an earlier publish of the same id started, which were not started again.
     pub already_started: Vec<StartedRun>,
+}
+
+/// A published event as recorded (`GET /v1/events`), with the runs it started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventView {
+    /// Its id.
+    pub id: String,
+    /// The topic it was published to.
+    pub topic: String,
+    /// Its payload, the input of the runs it started.
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
+    pub payload: Value,
+    /// When it was first published.
+    pub published_at: String,
+    /// The runs it started, one per workflow subscribed when it was published (a publish retried
+    /// with its id adds those of workflows that subscribed since).
+    pub runs: Vec<EventRunView>,
+}
+
+/// A run an event started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventRunView {
+    /// Its workflow.
+    pub workflow: String,
+    /// The run's id.
+    pub id: String,
+}
+
+/// One page of published events, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EventPage {
+    /// The events.
+    pub events: Vec<EventView>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
 }
 
 /// One page of runs, newest first.

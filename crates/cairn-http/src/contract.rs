@@ -13,7 +13,7 @@
 //! - the bearer security scheme (`/healthz` and the dashboard's page need none);
 //! - links from a started run to the routes that read and steer it, for stateful clients.
 
-use cairn::store::{EventId, EventName, IdempotencyKey, ScheduleName, WorkflowName};
+use cairn::store::{EventId, EventName, IdempotencyKey, Reason, ScheduleName, WorkflowName};
 use cairn::{RunId, RunStatus};
 use serde_json::{Map, Value, json};
 use utoipa::openapi::OpenApi;
@@ -92,6 +92,7 @@ fn rules() -> Map<String, Value> {
             IdempotencyKey::MAX_CHARS, IdempotencyKey::FORBIDDEN),
         "FlowKey": name("A fairness or debounce key.", cairn::journal::flow::MAX_FAIRNESS_KEY_CHARS, &[]),
         "EventId": name("A published event's id.", EventId::MAX_CHARS, EventId::FORBIDDEN),
+        "Reason": name("Why a run is cancelled or restarted.", Reason::MAX_CHARS, Reason::FORBIDDEN),
         "Topic": {
             "type": "string",
             "description": "A topic: segments of ASCII letters, digits, `_` or `-`, joined by `.`.",
@@ -195,6 +196,8 @@ fn query_parameter(path: &str, name: &str) -> Option<Value> {
         "limit" => json!({"type": "integer", "minimum": 1, "maximum": 1000}),
         "at_most" => json!({"type": "integer", "minimum": 1, "maximum": 100_000}),
         "timeout" if path.ends_with("/result") => reference("ResultWait"),
+        "topic" => reference("Topic"),
+        "reason" => reference("Reason"),
         _ => return None,
     })
 }
@@ -212,6 +215,8 @@ const FIELDS: &[(&str, &str, &str)] = &[
     ("DebounceBody", "quiet", "DebounceWait"),
     ("DebounceBody", "maxWait", "DebounceWait"),
     ("PublishBody", "id", "EventId"),
+    ("RestartBody", "reason", "Reason"),
+    ("BulkBody", "reason", "Reason"),
     ("PruneBody", "olderThan", "Age"),
     ("ScheduleBody", "workflow", "WorkflowName"),
     ("ScheduleBody", "timeZone", "TimeZone"),

@@ -90,6 +90,29 @@ pub(crate) fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiE
     })
 }
 
+/// What `GET /v1/events` takes.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventParams {
+    /// Only events published to this topic.
+    pub(crate) topic: Option<String>,
+    /// From a page's `next_cursor`.
+    pub(crate) cursor: Option<String>,
+    /// Page size, 1 to 1,000 (default 100).
+    pub(crate) limit: Option<usize>,
+}
+
+/// What `DELETE …/runs/{id}` (a cancel) takes.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct CancelParams {
+    /// Why: journaled in the run's `cancelled` event and shown as its error, 1 to 1,000
+    /// characters (default `cancelled`).
+    pub(crate) reason: Option<String>,
+}
+
 /// What `GET …/result` takes.
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -48,6 +48,7 @@ mod body;
 mod contract;
 mod dashboard;
 mod error;
+mod events;
 mod input;
 mod live;
 pub mod metrics;

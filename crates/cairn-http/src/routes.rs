@@ -4,7 +4,7 @@
 use crate::auth::authorize;
 use crate::error::{ErrorBody, method_not_allowed, not_found};
 use crate::state::{Api, ApiConfig, Live};
-use crate::{body, contract, dashboard, live, origin, runs, schedules};
+use crate::{body, contract, dashboard, events, live, origin, runs, schedules};
 use axum::http::header;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -65,7 +65,8 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(runs::resume))
         .routes(routes!(runs::restart))
         .routes(routes!(runs::workers))
-        .routes(routes!(runs::publish))
+        .routes(routes!(events::publish))
+        .routes(routes!(events::list_events))
         .routes(routes!(schedules::list_schedules))
         .routes(routes!(schedules::put_schedule, schedules::show_schedule, schedules::delete_schedule))
         .routes(routes!(schedules::pause_schedule))

@@ -2,11 +2,11 @@
 //! cancel, pause, resume, restart, result, prune; workers and metrics.
 
 use crate::error::{Answer, ApiError, ErrorBody};
-use crate::input::{ListParams, ResultParams, event_name, object, parse, run_id, run_of, timestamp, workflow_name};
-use crate::state::Api;
-use crate::views::{
-    Outcome, PublishedEvent, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows,
+use crate::input::{
+    CancelParams, ListParams, ResultParams, event_name, object, parse, run_id, run_of, timestamp, workflow_name,
 };
+use crate::state::Api;
+use crate::views::{Outcome, Restarted, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps, Workflows};
 use crate::{reads, views};
 use axum::Json;
 use axum::body::Bytes;
@@ -15,7 +15,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cairn::{Client, LiveWorkers, PageCursor, RunFilter, RunStatus};
-use cairn_api::{BulkAction, BulkBody, BulkFilter, PruneBody, PublishBody, RestartBody, StartOptions};
+use cairn_api::{BulkAction, BulkBody, BulkFilter, PruneBody, RestartBody, StartOptions};
 use futures::StreamExt as _;
 use serde_json::value::RawValue;
 use std::time::Duration;
@@ -74,11 +74,7 @@ pub(crate) fn list_request(workflow: Option<String>, params: ListParams) -> Resu
         .map(RunStatus::parse_given)
         .transpose()
         .map_err(|message| ApiError::bad_request("invalid_query", message))?;
-    if let Some(limit) = params.limit
-        && !(1..=1000).contains(&limit)
-    {
-        return Err(ApiError::bad_request("invalid_query", format!("limit {limit} is not between 1 and 1000")));
-    }
+    let limit = page_limit(params.limit)?;
     let cursor = match params.cursor.as_deref() {
         Some(text) => {
             Some(PageCursor::decode(text).map_err(|error| ApiError::bad_request("invalid_cursor", error.to_string()))?)
@@ -90,7 +86,7 @@ pub(crate) fn list_request(workflow: Option<String>, params: ListParams) -> Resu
         status,
         created_after: params.since.as_deref().map(|t| timestamp("since", t)).transpose()?,
         created_before: params.until.as_deref().map(|t| timestamp("until", t)).transpose()?,
-        limit: Some(params.limit.unwrap_or(100)),
+        limit: Some(limit),
         cursor,
         id_prefix: params.id_prefix.filter(|prefix| !prefix.is_empty()),
         error_contains: params.error.filter(|text| !text.is_empty()),
@@ -104,6 +100,36 @@ pub(crate) fn list_request(workflow: Option<String>, params: ListParams) -> Resu
         ),
     };
     Ok(ListRequest { filter: RunFilter { input_contains, ..filter }, stranded: params.stranded.unwrap_or(false) })
+}
+
+/// A page size asked for: 1 to 1,000, 100 when not given.
+pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    match limit {
+        Some(limit) if !(1..=1000).contains(&limit) => {
+            Err(ApiError::bad_request("invalid_query", format!("limit {limit} is not between 1 and 1000")))
+        }
+        limit => Ok(limit.unwrap_or(100)),
+    }
+}
+
+/// A reason given for a cancel or a restart, checked ([`Reason`](cairn::store::Reason)).
+fn reason(given: Option<String>) -> Result<Option<String>, ApiError> {
+    match given {
+        Some(text) => match cairn::store::Reason::check(&text) {
+            Ok(()) => Ok(Some(text)),
+            Err(error) => Err(ApiError::bad_request(error.code, error.to_string())),
+        },
+        None => Ok(None),
+    }
+}
+
+/// Cancels `id`, for `reason` when one is given.
+async fn cancel_run(client: &Client, id: &cairn::RunId, reason: Option<&str>) -> Result<Outcome, ApiError> {
+    let outcome = match reason {
+        Some(reason) => client.cancel_because(id, reason).await,
+        None => client.cancel(id).await,
+    };
+    Ok(views::cancelled(id, outcome?))
 }
 
 async fn list(api: &Api, workflow: Option<String>, params: ListParams) -> Answer<RunPage> {
@@ -231,6 +257,11 @@ const BULK_AT_ONCE: usize = 16;
     responses((status = 200, body = views::BulkResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub(crate) async fn bulk(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Answer<views::BulkResult> {
     let body: BulkBody = object(&body?)?;
+    let reason = reason(body.reason)?;
+    if reason.is_some() && body.action != BulkAction::Cancel {
+        return Err(ApiError::bad_request("invalid_reason", "a reason is given with `cancel` only"));
+    }
+    let reason = reason.as_deref();
     let BulkFilter { workflow, status, id_prefix, since, until, error, stranded, input } = body.filter;
     let params = ListParams {
         workflow: None,
@@ -253,9 +284,7 @@ pub(crate) async fn bulk(State(api): State<Api>, body: Result<Bytes, BytesReject
         .map(|listed| async move {
             let id = cairn::RunId::new(&listed.run.id);
             let outcome = match body.action {
-                BulkAction::Cancel => {
-                    client.cancel(&id).await.map(|o| views::cancelled(&id, o)).map_err(ApiError::from)
-                }
+                BulkAction::Cancel => cancel_run(client, &id, reason).await,
                 BulkAction::Pause => client.pause(&id).await.map(|o| views::paused(&id, o)).map_err(ApiError::from),
                 BulkAction::Resume => client.resume(&id).await.map(|()| views::resumed(&id)).map_err(ApiError::from),
             };
@@ -353,42 +382,20 @@ pub(crate) async fn signal(
     Ok(Json(SignalSent { run: run.id.to_string(), signal: signal.0, event }))
 }
 
-#[utoipa::path(post, path = "/v1/events/{topic}", tag = "events",
-    params(("topic" = String, Path, description = "Topic, e.g. `user.signup`")),
-    request_body = PublishBody,
-    responses(
-        (status = 201, description = "Runs were started", body = PublishedEvent),
-        (status = 200, description = "No run started: no subscriber, or the id was published before", body = PublishedEvent),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub(crate) async fn publish(
-    State(api): State<Api>,
-    path: Result<Path<String>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<PublishedEvent>), ApiError> {
-    let Path(topic) = path?;
-    let body = body?;
-    let body: PublishBody = object(if body.is_empty() { b"{}" } else { &body })?;
-    let payload = body.payload.unwrap_or_else(|| RawValue::NULL.to_owned());
-    let mut publish = api.client.publish(&topic, &*payload);
-    if let Some(id) = body.id {
-        publish = publish.id(id);
-    }
-    let published = views::published(&topic, &publish.await?);
-    let status = if published.runs.is_empty() { StatusCode::OK } else { StatusCode::CREATED };
-    Ok((status, Json(published)))
-}
-
 #[utoipa::path(delete, path = "/v1/workflows/{name}/runs/{id}", tag = "runs",
-    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id")),
+    params(("name" = String, Path, description = "Workflow name"), ("id" = String, Path, description = "Run id"),
+        CancelParams),
     responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody)))]
 pub(crate) async fn cancel(
     State(api): State<Api>,
     path: Result<Path<(String, String)>, PathRejection>,
+    params: Result<Query<CancelParams>, QueryRejection>,
 ) -> Answer<Outcome> {
-    let Path((name, id)) = path?;
+    let (Path((name, id)), Query(params)) = (path?, params?);
+    let reason = reason(params.reason)?;
     let run = run_of(&api, &name, &id).await?;
-    Ok(Json(views::cancelled(&run.id, api.client.cancel(&run.id).await?)))
+    Ok(Json(cancel_run(&api.client, &run.id, reason.as_deref()).await?))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/pause", tag = "runs",
@@ -430,8 +437,12 @@ pub(crate) async fn restart(
 ) -> Result<(StatusCode, Json<Restarted>), ApiError> {
     let Path((name, id)) = path?;
     let body: RestartBody = object(&body?)?;
+    let reason = reason(body.reason)?;
     let run = run_of(&api, &name, &id).await?;
-    let restarted = api.client.restart(&run.id, &body.from_step).await?;
+    let restarted = match reason {
+        Some(reason) => api.client.restart_because(&run.id, &body.from_step, &reason).await?,
+        None => api.client.restart(&run.id, &body.from_step).await?,
+    };
     let answer =
         Restarted { run: restarted.id().to_string(), restarted_from: run.id.to_string(), from_step: body.from_step };
     Ok((StatusCode::CREATED, Json(answer)))

@@ -78,6 +78,7 @@ pub fn run_view(run: &RunRecord) -> RunView {
         steps: run.last_seq,
         recoveries: run.recoveries,
         pause_requested: run.pause_requested,
+        cancel_requested: run.cancel_requested,
         deadline: run.deadline.map(time),
         delete_after: run.delete_after.map(time),
         restarted_from: run.restarted_from.as_ref().map(RunId::to_string),
@@ -144,6 +145,23 @@ pub fn pruned(runs: &[RunId], dry_run: bool) -> Pruned {
 pub fn published(topic: &str, published: &cairn::Published) -> PublishedEvent {
     let (runs, already_started) = published.runs.iter().map(started).partition(|run| run.created);
     PublishedEvent { id: published.event_id.clone(), topic: topic.to_owned(), runs, already_started }
+}
+
+/// A page of published events.
+pub fn event_page(page: &cairn::store::EventPage) -> EventPage {
+    let event = |event: &cairn::store::EventRecord| EventView {
+        id: event.id.clone(),
+        topic: event.topic.clone(),
+        payload: raw_json(&event.payload),
+        published_at: time(event.published_at),
+        runs: (event.runs.iter())
+            .map(|run| EventRunView { workflow: run.workflow.clone(), id: run.run.to_string() })
+            .collect(),
+    };
+    EventPage {
+        events: page.events.iter().map(event).collect(),
+        next_cursor: page.next_cursor.as_ref().map(cairn::store::EventCursor::encode),
+    }
 }
 
 /// A run's steps over time, with its journal and durable values.

@@ -348,8 +348,40 @@ async fn signal_cancel_pause_resume_restart() {
     assert_eq!((status, &resumed["outcome"]), (StatusCode::OK, &json!("resumed")));
     let (status, body) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/resume"), None).await;
     assert_eq!((status, code(&body)), (StatusCode::CONFLICT, "not_paused"));
-    let (status, cancelled) = api.call("DELETE", &format!("/v1/workflows/approval/runs/{new_id}"), None).await;
+    // A reason that breaks its rule is refused, and the run goes on.
+    let uri = format!("/v1/workflows/approval/runs/{new_id}?reason=%0A");
+    let (status, body) = api.call("DELETE", &uri, None).await;
+    assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "invalid_reason"));
+    assert_ne!(status_of(&api, &new_id).await, json!("cancelled"));
+    let uri = format!("/v1/workflows/approval/runs/{new_id}?reason=wrong%20customer");
+    let (status, cancelled) = api.call("DELETE", &uri, None).await;
     assert_eq!(status, StatusCode::OK, "{cancelled}");
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        state = api.call("GET", &format!("/v1/runs/{new_id}"), None).await.1;
+        if state["status"] == json!("cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!((&state["status"], &state["error"]), (&json!("cancelled"), &json!("wrong customer")), "{state}");
+    let (_, steps) = api.call("GET", &format!("/v1/workflows/approval/runs/{new_id}/steps"), None).await;
+    let last = steps["journal"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["event"], json!({"cancelled": {"reason": "wrong customer"}}), "{last}");
+
+    // A restart's reason is journaled in the new run's `started` event.
+    let body = r#"{"fromStep":"approve","reason":"the customer asked again"}"#;
+    let (status, again) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/restart"), Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    let uri = format!("/v1/workflows/approval/runs/{}/steps", again["run"].as_str().unwrap());
+    let (_, steps) = api.call("GET", &uri, None).await;
+    assert_eq!(steps["journal"][0]["event"]["started"]["reason"], json!("the customer asked again"), "{steps}");
+    let body = format!(r#"{{"fromStep":"approve","reason":"{}"}}"#, "x".repeat(1001));
+    let (status, refused) =
+        api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/restart"), Some(&body)).await;
+    assert_eq!((status, code(&refused)), (StatusCode::BAD_REQUEST, "invalid_reason"));
+    let (_, original) = api.call("GET", &format!("/v1/workflows/approval/runs/{new_id}"), None).await;
+    assert_eq!(original["restarts"].as_array().unwrap().len(), 1, "the refused restart created nothing");
     api.engine.shutdown().await;
 }
 
@@ -554,6 +586,30 @@ async fn events_start_one_run_per_subscribed_workflow_once() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!((&nobody["runs"], &nobody["already_started"]), (&json!([]), &json!([])));
     assert_eq!(api.stored().await.len(), 3);
+
+    // Each event is recorded once, newest first, with the runs it started.
+    let (status, page) = api.call("GET", "/v1/events", None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let topics: Vec<&str> = page["events"].as_array().unwrap().iter().map(|e| e["topic"].as_str().unwrap()).collect();
+    assert_eq!(topics, ["order.placed", "user.login", "user.signup"]);
+    let e1 = &page["events"][2];
+    assert_eq!((&e1["id"], &e1["payload"]), (&json!("e1"), &json!({"name": "Ada"})));
+    let runs: Vec<(&Value, &Value)> =
+        e1["runs"].as_array().unwrap().iter().map(|r| (&r["workflow"], &r["id"])).collect();
+    let started: Vec<(&Value, &Value)> =
+        published["runs"].as_array().unwrap().iter().map(|r| (&r["workflow"], &r["id"])).collect();
+    assert_eq!(runs, started);
+    assert_eq!((&page["events"][0]["runs"], &page["events"][0]["payload"]), (&json!([]), &Value::Null));
+    let (_, first) = api.call("GET", "/v1/events?limit=2", None).await;
+    let cursor = first["next_cursor"].as_str().expect("a next page");
+    let (_, rest) = api.call("GET", &format!("/v1/events?limit=2&cursor={cursor}"), None).await;
+    assert_eq!((rest["events"][0]["id"].clone(), rest["next_cursor"].clone()), (json!("e1"), Value::Null));
+    let (_, login) = api.call("GET", "/v1/events?topic=user.login", None).await;
+    assert_eq!(login["events"].as_array().unwrap().len(), 1);
+    for bad in ["topic=user.*", "limit=0", "cursor=nope", "since=2026"] {
+        let (status, body) = api.call("GET", &format!("/v1/events?{bad}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
     api.engine.shutdown().await;
 }
 

@@ -8,7 +8,8 @@ use crate::run_core::Queue;
 use cairn_api::{DebounceOptions, StartOptions};
 use cairn_journal::topic::Topic;
 use cairn_store::{
-    Debounce, EventId, EventName, IdempotencyKey, NewRun, RunId, RunRecord, StartSignal, StoreError, WorkflowName,
+    Debounce, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, IdempotencyKey, NewRun, RunId,
+    RunRecord, StartSignal, StoreError, WorkflowName,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -129,6 +130,17 @@ impl<'a> IntoFuture for Publish<'a> {
             for run in runs {
                 started.push(client.create(run).await?);
             }
+            // Recorded once its runs exist: a publish retried with its id records it then.
+            let runs =
+                started.iter().map(|run| EventRun { workflow: run.run.workflow.clone(), run: run.run.id.clone() });
+            let record = EventRecord {
+                id: event_id.clone(),
+                topic: topic.to_string(),
+                payload,
+                published_at: client.clock.now(),
+                runs: runs.collect(),
+            };
+            client.store.record_event(&record).await?;
             Ok(Published { event_id, runs: started })
         })
     }
@@ -417,6 +429,14 @@ impl Client {
             payload: serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string())),
             id: None,
         }
+    }
+
+    /// The published events `query` selects, newest first, each with the runs it started: a
+    /// page of at most `query.limit` (see [`Store::events`](cairn_store::Store::events)).
+    /// Events are kept as long as a run is by default
+    /// ([`DEFAULT_RETENTION`], or an engine's maximum retention if shorter).
+    pub async fn events(&self, query: &EventQuery) -> Result<EventPage, ReadError> {
+        Ok(self.store.events(query).await?)
     }
 
     /// Starts a run from raw JSON input.
