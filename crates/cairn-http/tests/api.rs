@@ -1054,6 +1054,7 @@ async fn the_openapi_document_matches_the_router() {
         ("POST", "/v1/workflows/{name}/runs/{id}/resume"),
         ("POST", "/v1/workflows/{name}/runs/{id}/restart"),
         ("POST", "/v1/events/{topic}"),
+        ("GET", "/v1/events"),
         ("GET", "/v1/runs/{id}"),
         ("POST", "/v1/runs/prune"),
         ("GET", "/v1/run-count"),
