@@ -172,9 +172,55 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     browser.wait_for("the banner gone", "return document.getElementById('offline').hidden");
     browser.wait_for("cancel back", "return !document.getElementById('cancel').disabled");
     browser.click("#cancel");
+    browser.type_into("#confirm-reason", "wrong customer");
     browser.click("#confirm-yes");
     browser.wait_for("w-2 cancelled", "return document.querySelector('#run-status .status-cancelled') !== null");
     await_status(&server.address, "/v1/workflows/approval/runs/w-2", "cancelled", None);
+    // The reason given is stored, journaled and shown.
+    browser.wait_for(
+        "the reason",
+        "return document.getElementById('output')?.textContent === 'Cancelled: wrong customer.'",
+    );
+    let run = http(&address, "GET", "/v1/runs/w-2", None).1;
+    assert_eq!(run["error"], json!("wrong customer"), "{run}");
+
+    // A restart with a reason: the new run says why it started.
+    browser.wait_for("restart allowed", "return !document.getElementById('restart').disabled");
+    browser.click("#restart");
+    browser.type_into("#confirm-reason", "the customer asked again");
+    browser.click("#confirm-yes");
+    browser.wait_for("the restarted run", "return document.getElementById('restarted-from')?.textContent === 'w-2'");
+    browser.wait_for(
+        "its reason",
+        "return document.getElementById('start-reason')?.textContent === 'the customer asked again'",
+    );
+    no_axe_violations(&browser, &axe, "a restarted run with its reason");
+
+    // The events view: an event published from the page appears with the run it started, and
+    // one nobody subscribes to says so.
+    browser.goto(&format!("{home}#/events"));
+    browser.wait_for("no events", "return document.getElementById('events')?.textContent.includes('No events yet')");
+    no_axe_violations(&browser, &axe, "the events view, empty");
+    browser.click("#publish-panel summary");
+    browser.type_into("#publish-topic", "user.signup");
+    browser.type_into("#publish-id", "ev-1");
+    browser.type_into("#publish-payload", r#"{"name":"Eve"}"#);
+    browser.click("#publish-button");
+    browser.wait_for(
+        "ev-1 listed",
+        "return document.querySelector('tr.event-row[data-key=\"ev-1\"] a.event-run') !== null",
+    );
+    let started = http(&address, "GET", "/v1/events", None).1;
+    let hello = started["events"][0]["runs"][0]["id"].as_str().expect("a run").to_owned();
+    assert_eq!(browser.text("tr.event-row[data-key=\"ev-1\"] a.event-run"), hello);
+    assert_eq!(http(&address, "POST", "/v1/events/order.placed", Some(r#"{"id":"ev-2"}"#)).0, 200);
+    browser.wait_for("ev-2 listed", "return document.querySelector('tr.event-row[data-key=\"ev-2\"]') !== null");
+    assert!(browser.text("tr.event-row[data-key=\"ev-2\"]").contains("no workflow subscribed"));
+    browser.click("tr.event-row[data-key=\"ev-1\"] a.event-run");
+    browser.wait_for("the event's run", &format!("return location.hash === '#/runs/hello/{hello}'"));
+    browser.goto(&format!("{home}#/events?topic=order.placed"));
+    browser.wait_for("by topic", "return document.querySelectorAll('tr.event-row').length === 1");
+    browser.screenshot("events");
 
     // No page is wider than its window at 800 and 400 pixels; text meets AA contrast, in light
     // and dark mode.
@@ -188,13 +234,14 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
         );
         for (name, page, ready) in [
             ("runs", "#/", "return document.querySelectorAll('tr.run').length >= 4"),
-            ("search", "#/?workflow=hello", "return document.querySelectorAll('tr.run').length === 3"),
+            ("search", "#/?workflow=hello", "return document.querySelectorAll('tr.run').length === 4"),
             ("run", "#/runs/flaky/f-1", "return document.querySelector('#steps-table') !== null"),
             (
                 "schedules",
                 "#/schedules",
                 "return document.getElementById('schedules').textContent.includes('No schedules')",
             ),
+            ("events", "#/events", "return document.querySelectorAll('tr.event-row').length === 2"),
         ] {
             for width in [1280, 800, 400] {
                 browser.window(width, 900);

@@ -32,8 +32,8 @@ mod transport;
 pub use error::Error;
 
 pub use cairn_api::views::{
-    ListedRun, Outcome, Pruned, PublishedEvent, Restarted, RunDetail, RunPage, ScheduleView, Schedules, SignalSent,
-    Signals, StartedRun, Steps, Workers, Workflows,
+    EventPage, EventRunView, EventView, ListedRun, Outcome, Pruned, PublishedEvent, Restarted, RunDetail, RunPage,
+    ScheduleView, Schedules, SignalSent, Signals, StartedRun, Steps, Workers, Workflows,
 };
 pub use cairn_api::{DebounceOptions, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions};
 pub use transport::encode;
@@ -200,6 +200,13 @@ impl Client {
         self.call("DELETE", &path, None).await
     }
 
+    /// [`cancel`](Self::cancel) for `reason` (1 to 1,000 characters), journaled in the run's
+    /// `cancelled` event and shown as its error.
+    pub async fn cancel_because(&self, id: &str, reason: &str) -> Result<Outcome, Error> {
+        let path = self.run_path(id).await?;
+        self.call("DELETE", &format!("{path}?reason={}", encode(reason)), None).await
+    }
+
     /// Pauses run `id` (at its next step boundary, if it is executing).
     pub async fn pause(&self, id: &str) -> Result<Outcome, Error> {
         let path = self.run_path(id).await?;
@@ -215,7 +222,15 @@ impl Client {
     /// Starts a new run that replays run `id`'s journal up to `from_step` and runs again from it.
     pub async fn restart(&self, id: &str, from_step: &str) -> Result<Restarted, Error> {
         let path = self.run_path(id).await?;
-        let body = RestartBody { from_step: from_step.to_owned() };
+        let body = RestartBody { from_step: from_step.to_owned(), reason: None };
+        self.send("POST", &format!("{path}/restart"), &body).await
+    }
+
+    /// [`restart`](Self::restart) for `reason` (1 to 1,000 characters), journaled in the new
+    /// run's `started` event.
+    pub async fn restart_because(&self, id: &str, from_step: &str, reason: &str) -> Result<Restarted, Error> {
+        let path = self.run_path(id).await?;
+        let body = RestartBody { from_step: from_step.to_owned(), reason: Some(reason.to_owned()) };
         self.send("POST", &format!("{path}/restart"), &body).await
     }
 
@@ -253,6 +268,29 @@ impl Client {
     /// Publishes an event to `topic`: one run per workflow subscribed to it.
     pub async fn publish(&self, topic: &str, event: &PublishBody) -> Result<PublishedEvent, Error> {
         self.send("POST", &format!("/v1/events/{}", encode(topic)), event).await
+    }
+
+    /// A page of the published events (newest first, each with the runs it started): those to
+    /// `topic` when given, after `cursor` (a page's `next_cursor`), at most `limit` (1 to 1,000;
+    /// default 100).
+    pub async fn events(
+        &self,
+        topic: Option<&str>,
+        cursor: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<EventPage, Error> {
+        let mut query = Vec::new();
+        if let Some(topic) = topic {
+            query.push(format!("topic={}", encode(topic)));
+        }
+        if let Some(cursor) = cursor {
+            query.push(format!("cursor={}", encode(cursor)));
+        }
+        if let Some(limit) = limit {
+            query.push(format!("limit={limit}"));
+        }
+        let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+        self.call("GET", &format!("/v1/events{query}"), None).await
     }
 
     /// Deletes ended runs past their retention (or older than `olderThan`), or lists them

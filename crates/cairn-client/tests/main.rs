@@ -177,6 +177,14 @@ async fn publishes_events_and_keeps_schedules() {
     assert_eq!(greeting, "Hello, Cy!");
     let again = client.publish("user.signup", &event).await.unwrap();
     assert_eq!((again.runs.len(), again.already_started.len()), (0, 1));
+    let events = client.events(Some("user.signup"), None, Some(10)).await.unwrap();
+    assert_eq!((events.events.len(), events.next_cursor), (1, None));
+    let (recorded, run) = (&events.events[0], &published.runs[0].run);
+    assert_eq!((recorded.id.as_str(), &recorded.payload), ("e-1", &json!({"name": "Cy"})));
+    assert_eq!((recorded.runs[0].workflow.as_str(), &recorded.runs[0].id), ("hello", &run.id));
+    assert!(client.events(Some("user.login"), None, None).await.unwrap().events.is_empty());
+    let refused = client.events(Some("user.*"), None, None).await.unwrap_err();
+    assert_eq!(refused.code(), Some("invalid_topic"));
 
     let body = ScheduleBody { workflow: "hello".into(), every: Some("1h".into()), ..ScheduleBody::default() };
     let put = client.put_schedule("hourly", &body).await.unwrap();

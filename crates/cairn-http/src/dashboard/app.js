@@ -405,13 +405,16 @@
   }
 
   // Asks, in the page, whether to go on with `what` (a sentence), with the buttons `yes` and
-  // "Keep it"; `then` runs on yes. The question replaces any other.
-  function confirmInPage(container, what, yes, then) {
+  // "Keep it"; `then` runs on yes, given the reason typed when `reason` asks for one (or
+  // undefined). The question replaces any other.
+  function confirmInPage(container, what, yes, then, reason) {
     const box = document.getElementById(container);
     const close = () => box.replaceChildren();
+    const why = () => { const field = document.getElementById('confirm-reason'); return field ? field.value.trim() || undefined : undefined; };
     box.replaceChildren(el('div', { class: 'confirm', role: 'alertdialog', 'aria-label': what },
       el('span', {}, what + ' '),
-      el('button', { id: 'confirm-yes', class: 'danger act', onclick: () => { close(); then(); } }, yes),
+      reason ? el('label', {}, 'Reason (optional) ', el('input', { id: 'confirm-reason', size: 24, maxlength: 1000 })) : null, ' ',
+      el('button', { id: 'confirm-yes', class: 'danger act', onclick: () => { const given = why(); close(); then(given); } }, yes),
       ' ', el('button', { id: 'confirm-no', onclick: close }, 'Keep it')));
     allow(document.getElementById('confirm-yes'), true);
     document.getElementById('confirm-no').focus();
@@ -464,7 +467,8 @@
         el('button', { id: 'start-button', class: 'primary act', type: 'submit' }, 'Start')));
   }
 
-  function publishPanel() {
+  // The publish form; `published` is called with each answer.
+  function publishPanel(published) {
     const publish = async (event) => {
       event.preventDefault();
       const topic = document.getElementById('publish-topic').value.trim();
@@ -478,6 +482,7 @@
         replace('action-result', 'published event ', el('span', { class: 'mono' }, answer.id), ' to ', answer.topic, ': ',
           started.length ? started.map((r, i) => [i ? ', ' : '', el('a', { class: 'mono published-run', href: runHref(r.workflow, r.id) }, r.id)])
             : 'no workflow subscribes to it', answer.already_started.length ? ' (started before)' : '');
+        if (published) published(answer);
       }
       return answer;
     };
@@ -514,16 +519,17 @@
     const run = (action) => {
       const verb = { cancel: 'Cancel', pause: 'Pause', resume: 'Resume' }[action];
       confirmInPage('bulk-confirm', verb + ' up to ' + limit + ' of the runs this search selects, newest first?',
-        verb + ' them', async () => {
-          const answer = await act(action + ' matching runs',
-            () => api('POST', 'v1/runs/bulk', { action, filter: bulkFilter(filters), limit }));
+        verb + ' them', async (reason) => {
+          const body = { action, filter: bulkFilter(filters), limit };
+          if (reason) body.reason = reason;
+          const answer = await act(action + ' matching runs', () => api('POST', 'v1/runs/bulk', body));
           if (!answer) return;
           const refused = answer.runs.filter((r) => r.error);
           replace('action-result', el('span', { class: 'ok', id: 'bulk-result' },
             action + ': ' + answer.done + ' done, ' + answer.refused + ' refused' + (answer.more ? '; more runs match: do it again' : '') + '.'),
           refused.length ? el('ul', { id: 'bulk-refused' }, refused.slice(0, 20).map((r) => el('li', {},
             el('a', { class: 'mono', href: runHref(r.workflow, r.run) }, r.run), ': ', r.error.message, ' (', r.error.code, ')'))) : null);
-        });
+        }, action === 'cancel');
     };
     return el('div', { id: 'bulk', class: 'bulk' },
       el('span', { class: 'muted' }, 'The runs this search selects: '),
@@ -713,9 +719,10 @@
       }
       return act('signal ' + name, () => api('POST', path + '/signals/' + encodeURIComponent(name), text || 'null'));
     };
-    const restart = async () => {
+    const restart = async (reason) => {
       const from = document.getElementById('restart-step').value;
-      const answer = await act('restart', () => api('POST', path + '/restart', { fromStep: from }));
+      const body = reason ? { fromStep: from, reason } : { fromStep: from };
+      const answer = await act('restart', () => api('POST', path + '/restart', body));
       if (answer) location.hash = runHref(workflow, answer.run);
     };
     show(
@@ -727,12 +734,13 @@
         el('h2', {}, 'Actions'),
         el('div', { class: 'actions' },
           el('button', { id: 'cancel', class: 'danger act', onclick: () => confirmInPage('confirm', 'Cancel this run? Its children are cancelled too.',
-            'Cancel the run', () => act('cancel', () => api('DELETE', path))) }, 'Cancel…'),
+            'Cancel the run', (reason) => act('cancel', () => api('DELETE', path + (reason ? '?reason=' + encodeURIComponent(reason) : ''))),
+            true) }, 'Cancel…'),
           el('button', { id: 'pause', class: 'act', onclick: () => act('pause', () => api('POST', path + '/pause')) }, 'Pause'),
           el('button', { id: 'resume', class: 'act', onclick: () => act('resume', () => api('POST', path + '/resume')) }, 'Resume'),
           el('fieldset', {}, el('label', {}, 'Restart from ', el('select', { id: 'restart-step' })),
             el('button', { id: 'restart', class: 'act', onclick: () => confirmInPage('confirm',
-              'Start a new run from step ' + document.getElementById('restart-step').value + '?', 'Restart', restart) }, 'Restart…')),
+              'Start a new run from step ' + document.getElementById('restart-step').value + '?', 'Restart', restart, true) }, 'Restart…')),
           el('form', { id: 'signal-form', onsubmit: sendSignal },
             el('fieldset', {},
               el('label', {}, 'Signal ', el('input', { id: 'signal-name', placeholder: 'event', size: 12, oninput: warnSignal })),
@@ -789,8 +797,11 @@
     const restarts = run.restarts || [];
     const children = run.children || [];
     const link = (attrs, target) => el('a', Object.assign({ class: 'mono', href: runHref(workflow, target) }, attrs), target);
+    const first = snapshot.steps.journal[0];
+    const started = first && first.event.started;
     replace('facts',
-      fact('status', statusBadge(run.status), run.pause_requested ? ' (pause requested)' : ''),
+      fact('status', statusBadge(run.status), run.pause_requested ? ' (pause requested)' : '',
+        run.cancel_requested && !ENDED.has(run.status) ? ' (cancel requested)' : ''),
       fact('version', String(run.version)),
       fact('created', time(run.created_at, true)),
       fact('updated', time(run.updated_at, true)),
@@ -813,6 +824,7 @@
       children.length ? fact('children', children.flatMap((c, i) =>
         [i ? ', ' : '', el('a', { class: 'mono child-link', href: '#/runs/-/' + encodeURIComponent(c) }, c)])) : [],
       run.restarted_from ? fact('restarted from', link({ id: 'restarted-from' }, run.restarted_from)) : [],
+      started && started.reason ? fact('started because', el('span', { id: 'start-reason' }, started.reason)) : [],
       restarts.length ? fact('restarts', restarts.flatMap((r, i) => [i ? ', ' : '', link({ class: 'mono restart-link' }, r)])) : [],
       run.continued_from ? fact('continues', link({ id: 'continued-from' }, run.continued_from)) : [],
       run.continued_as ? fact('continued as', link({ id: 'continued-as' }, run.continued_as)) : [],
@@ -836,6 +848,7 @@
     replace('outcome',
       run.status === 'paused' ? el('p', { class: 'muted', id: 'output' }, 'Paused: ' + (run.error || 'by request') + '.')
         : run.status === 'cancelled' ? el('p', { class: 'muted', id: 'output' }, 'Cancelled' + (run.error && run.error !== 'cancelled' ? ': ' + run.error : '') + '.')
+          : run.cancel_requested ? el('p', { class: 'muted', id: 'output' }, 'Cancel requested' + (run.error && run.error !== 'cancelled' ? ': ' + run.error : '') + '; its worker stops it.')
           : run.error ? el('pre', { id: 'error', class: 'error-text', tabindex: 0 }, run.error) : null,
       run.status === 'completed' ? jsonView('output', run.output)
         : run.error || run.status === 'paused' || run.status === 'cancelled' ? null
@@ -1332,6 +1345,71 @@
       'No schedules. Declare one above, with EngineBuilder::schedule, `cairn schedules put` or PUT /v1/schedules/{name}.'));
   }
 
+  // ---- events --------------------------------------------------------------------------------
+
+  // Published events, newest first, with the runs each started: the first page followed every
+  // two seconds, older pages read on request. `params` may name a topic.
+  function eventsPage(params) {
+    const topic = params.get('topic') || '';
+    const query = 'v1/events?limit=50' + (topic ? '&topic=' + encodeURIComponent(topic) : '');
+    let older = [];
+    let next = null;
+    let olderRead = false;
+    const row = (event) => el('tr', { 'data-key': event.id, class: 'event-row' },
+      el('td', {}, time(event.published_at)),
+      el('td', { class: 'mono' }, event.id),
+      el('td', {}, el('a', { class: 'mono', href: '#/events?topic=' + encodeURIComponent(event.topic) }, event.topic)),
+      el('td', {}, el('code', { class: 'payload' }, shorten(JSON.stringify(event.payload), 120))),
+      el('td', {}, event.runs.length
+        ? event.runs.map((r, i) => [i ? ', ' : '', r.workflow, ' ', el('a', { class: 'mono event-run', href: runHref(r.workflow, r.id) }, r.id)])
+        : el('span', { class: 'muted' }, 'none: no workflow subscribed')));
+    let first = [];
+    const render = () => {
+      const seen = new Set(first.map((e) => e.id));
+      const rows = first.concat(older.filter((e) => !seen.has(e.id))).map(row);
+      replace('events', table(['Published', 'Id', 'Topic', 'Payload', 'Runs started'], rows,
+        topic ? 'No events published to ' + topic + ' are kept.'
+          : 'No events yet. Publish one above, or with Client::publish, `cairn events publish` or POST /v1/events/{topic}.',
+        { 'aria-label': 'Published events' }));
+      const more = olderRead ? next : firstNext;
+      replace('events-more', more ? el('button', { id: 'older-events', onclick: readOlder }, 'Show older events') : null);
+    };
+    let firstNext = null;
+    const readOlder = async () => {
+      const cursor = olderRead ? next : firstNext;
+      if (!cursor) return;
+      try {
+        const page = await api('GET', query + '&cursor=' + encodeURIComponent(cursor));
+        older = older.concat(page.events);
+        next = page.next_cursor;
+        olderRead = true;
+        render();
+      } catch (error) {
+        replace('events-more', el('p', { class: 'error-text' }, error.message + ' (' + error.code + ')'));
+      }
+    };
+    show(
+      el('h1', {}, topic ? ['Events on ', el('span', { class: 'mono' }, topic)] : 'Events'),
+      topic ? el('p', {}, el('a', { href: '#/events', id: 'all-events' }, '← every topic')) : null,
+      el('form', { id: 'event-filter', class: 'filters', onsubmit: (e) => {
+        e.preventDefault();
+        const value = document.getElementById('topic-filter').value.trim();
+        location.hash = '#/events' + (value ? '?topic=' + encodeURIComponent(value) : '');
+      } },
+        el('label', {}, 'Topic', el('input', { id: 'topic-filter', size: 16, value: topic, placeholder: 'user.signup' })),
+        el('button', { type: 'submit', class: 'primary' }, 'Show')),
+      publishPanel(() => api('GET', query).then((page) => { first = page.events; render(); }).catch(() => {})),
+      el('p', { id: 'action-result', role: 'status' }),
+      el('div', { id: 'events' }, el('p', { class: 'empty' }, 'Loading…')),
+      el('div', { id: 'events-more' }));
+    poll(query, {
+      data: (page) => { first = page.events; firstNext = page.next_cursor; render(); },
+      error: (error) => replace('events', el('p', { class: 'error-text', id: 'events-error' }, error.message + ' (' + error.code + ')')),
+    });
+  }
+
+  const shorten = (text, max) => (text.length > max ? text.slice(0, max - 1) + '…' : text);
+
   // ---- routing -------------------------------------------------------------------------------
 
   function route() {
@@ -1342,6 +1420,7 @@
     if (parts[0] === 'runs' && parts.length === 3 && parts[1] === '-') anyRun(parts[2]);
     else if (parts[0] === 'runs' && parts.length === 3) runPage(parts[1], parts[2]);
     else if (parts[0] === 'schedules') schedulesPage();
+    else if (parts[0] === 'events' && parts.length === 1) eventsPage(new URLSearchParams(query || ''));
     else if (parts.length === 0) runsPage(new URLSearchParams(query || ''));
     else notFound(path);
   }
