@@ -194,13 +194,19 @@ impl Backend {
         }
     }
 
-    pub(crate) async fn cancel(&self, id: &str) -> Result<Outcome> {
-        match self {
-            Backend::Store(client) => {
+    /// Cancels run `id`, for `reason` when one is given.
+    pub(crate) async fn cancel(&self, id: &str, reason: Option<&str>) -> Result<Outcome> {
+        match (self, reason) {
+            (Backend::Store(client), reason) => {
                 let id = RunId::new(id);
-                Ok(views::cancelled(&id, client.cancel(&id).await?))
+                let outcome = match reason {
+                    Some(reason) => client.cancel_because(&id, reason).await?,
+                    None => client.cancel(&id).await?,
+                };
+                Ok(views::cancelled(&id, outcome))
             }
-            Backend::Http(remote) => remote.cancel(id).await.map_err(remote_error),
+            (Backend::Http(remote), Some(reason)) => remote.cancel_because(id, reason).await.map_err(remote_error),
+            (Backend::Http(remote), None) => remote.cancel(id).await.map_err(remote_error),
         }
     }
 
@@ -225,17 +231,24 @@ impl Backend {
         }
     }
 
-    pub(crate) async fn restart(&self, id: &str, from_step: &str) -> Result<views::Restarted> {
-        match self {
-            Backend::Store(client) => {
-                let restarted = client.restart(&RunId::new(id), from_step).await?;
+    /// Restarts run `id` from `from_step`, for `reason` when one is given.
+    pub(crate) async fn restart(&self, id: &str, from_step: &str, reason: Option<&str>) -> Result<views::Restarted> {
+        match (self, reason) {
+            (Backend::Store(client), reason) => {
+                let restarted = match reason {
+                    Some(reason) => client.restart_because(&RunId::new(id), from_step, reason).await?,
+                    None => client.restart(&RunId::new(id), from_step).await?,
+                };
                 Ok(views::Restarted {
                     run: restarted.id().to_string(),
                     restarted_from: id.to_owned(),
                     from_step: from_step.to_owned(),
                 })
             }
-            Backend::Http(remote) => remote.restart(id, from_step).await.map_err(remote_error),
+            (Backend::Http(remote), Some(reason)) => {
+                remote.restart_because(id, from_step, reason).await.map_err(remote_error)
+            }
+            (Backend::Http(remote), None) => remote.restart(id, from_step).await.map_err(remote_error),
         }
     }
 
@@ -291,6 +304,26 @@ impl Backend {
         match self {
             Backend::Store(client) => Ok(reads::workflows(client).await?),
             Backend::Http(remote) => remote.workflows().await.map_err(remote_error),
+        }
+    }
+
+    /// A page of published events, newest first.
+    pub(crate) async fn events(
+        &self,
+        topic: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<views::EventPage> {
+        match self {
+            Backend::Store(client) => {
+                if let Some(topic) = topic {
+                    cairn::journal::topic::check_topic(topic).map_err(cairn::ClientError::InvalidTopic)?;
+                }
+                let cursor = cursor.map(cairn::store::EventCursor::decode).transpose()?;
+                let query = cairn::store::EventQuery { topic: topic.map(str::to_owned), cursor, limit };
+                Ok(views::event_page(&client.events(&query).await?))
+            }
+            Backend::Http(remote) => remote.events(topic, cursor, Some(limit)).await.map_err(remote_error),
         }
     }
 

@@ -1,4 +1,5 @@
-//! `cairn events publish`: events that start the workflows subscribed to their topic.
+//! `cairn events publish`: events that start the workflows subscribed to their topic; `cairn
+//! events list`: those published, with the runs each started.
 
 use crate::backend::Target;
 use crate::runs::json_arg;
@@ -26,6 +27,23 @@ pub(crate) enum EventsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// List published events, newest first, each with the runs it started.
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// Only events published to this topic.
+        #[arg(long)]
+        topic: Option<String>,
+        /// At most this many (1 to 1,000).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        limit: u16,
+        /// Continue after a page (the cursor an earlier list printed).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Print JSON (the HTTP API's answer) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(crate) async fn run(command: EventsCommand) -> Result<()> {
@@ -49,6 +67,26 @@ pub(crate) async fn run(command: EventsCommand) -> Result<()> {
                     run.run.version,
                     run.run.status
                 );
+            }
+        }
+        EventsCommand::List { target, topic, limit, cursor, json } => {
+            let page = (target.connect(Access::Read).await?)
+                .events(topic.as_deref(), cursor.as_deref(), usize::from(limit))
+                .await?;
+            if json {
+                out!("{}", json!(page));
+                return Ok(());
+            }
+            if page.events.is_empty() {
+                out!("no events");
+            }
+            for event in &page.events {
+                let runs: Vec<String> = event.runs.iter().map(|r| format!("{} ({})", r.id, r.workflow)).collect();
+                let runs = if runs.is_empty() { "no run started".to_owned() } else { runs.join(", ") };
+                out!("{}  {}  {}  {}", event.published_at, event.id, event.topic, runs);
+            }
+            if let Some(cursor) = &page.next_cursor {
+                out!("more: --cursor {cursor}");
             }
         }
     }

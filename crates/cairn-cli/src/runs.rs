@@ -102,6 +102,9 @@ pub(crate) enum RunsCommand {
         /// The step (or scope) to run again from, as `runs show` lists its path.
         #[arg(long = "from-step", value_name = "PATH")]
         from_step: String,
+        /// Why, journaled in the new run's `started` event (1 to 1,000 characters).
+        #[arg(long)]
+        reason: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -187,6 +190,10 @@ pub(crate) enum RunsCommand {
         target: Target,
         /// The run's id.
         id: String,
+        /// Why, journaled in the run's `cancelled` event and shown as its error (1 to 1,000
+        /// characters; default `cancelled`).
+        #[arg(long)]
+        reason: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -415,8 +422,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{}", table(&["PATH", "KIND", "PHASE", "STARTED", "TOOK", "ATTEMPTS"], &rows));
             }
         }
-        RunsCommand::Cancel { target, id, json } => {
-            let outcome = target.connect(Access::Write).await?.cancel(&id).await?;
+        RunsCommand::Cancel { target, id, reason, json } => {
+            let outcome = target.connect(Access::Write).await?.cancel(&id, reason.as_deref()).await?;
             if json {
                 out!("{}", json!(outcome));
             } else if outcome.outcome == "cancelled" {
@@ -435,8 +442,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{id} is running: its worker will pause it at its next step boundary");
             }
         }
-        RunsCommand::Restart { target, id, from_step, json } => {
-            let restarted = target.connect(Access::Write).await?.restart(&id, &from_step).await?;
+        RunsCommand::Restart { target, id, from_step, reason, json } => {
+            let restarted = target.connect(Access::Write).await?.restart(&id, &from_step, reason.as_deref()).await?;
             if json {
                 out!("{}", json!(restarted));
             } else {

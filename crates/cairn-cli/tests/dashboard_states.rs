@@ -216,11 +216,11 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     assert_eq!(http(&address, "POST", "/v1/events/order.placed", Some(r#"{"id":"ev-2"}"#)).0, 200);
     browser.wait_for("ev-2 listed", "return document.querySelector('tr.event-row[data-key=\"ev-2\"]') !== null");
     assert!(browser.text("tr.event-row[data-key=\"ev-2\"]").contains("no workflow subscribed"));
+    browser.screenshot("events");
     browser.click("tr.event-row[data-key=\"ev-1\"] a.event-run");
     browser.wait_for("the event's run", &format!("return location.hash === '#/runs/hello/{hello}'"));
     browser.goto(&format!("{home}#/events?topic=order.placed"));
     browser.wait_for("by topic", "return document.querySelectorAll('tr.event-row').length === 1");
-    browser.screenshot("events");
 
     // No page is wider than its window at 800 and 400 pixels; text meets AA contrast, in light
     // and dark mode.

@@ -90,20 +90,42 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
     assert_eq!((&sent["run"], &sent["event"]), (&json!("a-1"), &json!("approve")), "{sent}");
     await_status(&address, "/v1/workflows/approval/runs/a-1", "completed", Some(TOKEN));
     assert_eq!(json_of(&local(&["runs", "show", "a-1", "--json"]))["run"]["output"], json!({"by": "cli"}));
-    let cancelled = json_of(&remote(&["runs", "cancel", "a-2", "--json"]));
+    let cancelled = json_of(&remote(&["runs", "cancel", "a-2", "--reason", "wrong customer", "--json"]));
     assert_eq!(cancelled["run"], json!("a-2"));
     await_status(&address, "/v1/workflows/approval/runs/a-2", "cancelled", Some(TOKEN));
+    assert_eq!(json_of(&local(&["runs", "show", "a-2", "--json"]))["run"]["error"], json!("wrong customer"));
     json_of(&remote(&["runs", "pause", "a-3", "--json"]));
     await_status(&address, "/v1/workflows/approval/runs/a-3", "paused", Some(TOKEN));
     assert_eq!(json_of(&remote(&["runs", "resume", "a-3", "--json"])), json!({"run": "a-3", "outcome": "resumed"}));
-    let restarted = json_of(&remote(&["runs", "restart", "h-1", "--from-step", "greet", "--json"]));
+    let restart = ["runs", "restart", "h-1", "--from-step", "greet", "--reason", "a second greeting", "--json"];
+    let restarted = json_of(&remote(&restart));
     assert_eq!((&restarted["restarted_from"], &restarted["from_step"]), (&json!("h-1"), &json!("greet")));
+    let steps = json_of(&local(&["runs", "steps", restarted["run"].as_str().unwrap(), "--json"]));
+    assert_eq!(steps["journal"][0]["event"]["started"]["reason"], json!("a second greeting"), "{steps}");
     let published =
         json_of(&remote(&["events", "publish", "user.signup", r#"{"name":"Bo"}"#, "--id", "e-1", "--json"]));
     assert_eq!(published["runs"].as_array().unwrap().len(), 1, "{published}");
     let republished =
         json_of(&local(&["events", "publish", "user.signup", r#"{"name":"Bo"}"#, "--id", "e-1", "--json"]));
     assert_eq!(republished["already_started"][0]["id"], published["runs"][0]["id"]);
+    json_of(&local(&["events", "publish", "order.placed", "--id", "e-2", "--json"]));
+    for args in [
+        vec!["events", "list"],
+        vec!["events", "list", "--json"],
+        vec!["events", "list", "--topic", "user.signup", "--json"],
+        vec!["events", "list", "--limit", "1"],
+    ] {
+        assert_eq!(ok(&remote(&args)), ok(&local(&args)), "cairn {}", args.join(" "));
+    }
+    let events = json_of(&remote(&["events", "list", "--json"]));
+    assert_eq!(
+        (&events["events"][0]["id"], &events["events"][1]["runs"][0]["id"]),
+        (&json!("e-2"), &published["runs"][0]["id"])
+    );
+    let cursor =
+        json_of(&local(&["events", "list", "--limit", "1", "--json"]))["next_cursor"].as_str().unwrap().to_owned();
+    let older = json_of(&remote(&["events", "list", "--limit", "1", "--cursor", &cursor, "--json"]));
+    assert_eq!(older["events"][0]["id"], json!("e-1"), "{older}");
 
     // Schedules: declared through the server, read the same either way, steered either way.
     let put = ["schedules", "put", "new-year", "--workflow", "hello", "--cron", "0 0 1 1 *", "--tz", "Asia/Tokyo"];
@@ -151,6 +173,9 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         vec!["runs", "list", "--status", "sleeping"],
         vec!["runs", "restart", "a-3", "--from-step", "approve"],
         vec!["events", "publish", "user..signup"],
+        vec!["events", "list", "--topic", "user.*"],
+        vec!["runs", "cancel", "a-3", "--reason", ""],
+        vec!["runs", "restart", "h-1", "--from-step", "greet", "--reason", "a\nb"],
         vec!["runs", "list", "--input", "name"],
         vec!["runs", "start", "approval", "null", "--debounce", "", "--quiet", "1s"],
     ];

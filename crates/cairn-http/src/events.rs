@@ -58,7 +58,7 @@ pub(crate) async fn list_events(
         })
         .transpose()?;
     if let Some(topic) = &params.topic {
-        check_topic(topic).map_err(|error| ApiError::bad_request("invalid_topic", error.to_string()))?;
+        check_topic(topic).map_err(|error| ApiError::from(cairn::ClientError::InvalidTopic(error)))?;
     }
     let query = EventQuery { topic: params.topic, cursor, limit: page_limit(params.limit)? };
     Ok(Json(views::event_page(&api.client.events(&query).await?)))

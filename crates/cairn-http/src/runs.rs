@@ -117,7 +117,7 @@ fn reason(given: Option<String>) -> Result<Option<String>, ApiError> {
     match given {
         Some(text) => match cairn::store::Reason::check(&text) {
             Ok(()) => Ok(Some(text)),
-            Err(error) => Err(ApiError::bad_request(error.code, error.to_string())),
+            Err(error) => Err(ApiError::from(cairn::ClientError::InvalidName(error))),
         },
         None => Ok(None),
     }

@@ -308,7 +308,8 @@ pub enum ClientError {
     InvalidDebounce(String),
     /// A workflow name, an event name or an idempotency key breaks its rule (see
     /// [`WorkflowName`](cairn_store::WorkflowName), [`EventName`](cairn_store::EventName),
-    /// [`IdempotencyKey`](cairn_store::IdempotencyKey)). Nothing was stored.
+    /// [`IdempotencyKey`](cairn_store::IdempotencyKey), [`Reason`](cairn_store::Reason)). Nothing
+    /// was stored.
     #[error("[CAIRN-E0316] {0}")]
     InvalidName(NameError),
     /// A start's timeout is not a duration from 1 ms to 10 years (`30m`, `2h`).
