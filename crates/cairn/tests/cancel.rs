@@ -76,7 +76,8 @@ async fn cancel_a_run_inside_a_long_step() {
     while started.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(engine.client().cancel(run.id()).await.unwrap(), CancelOutcome::Requested);
+    let cancelled = engine.client().cancel_because(run.id(), "the customer called it off").await;
+    assert_eq!(cancelled.unwrap(), CancelOutcome::Requested);
     let result = run.result::<String>().await;
     assert!(matches!(result, Err(ReadError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
     while saw_cancel.get() == 0 {
@@ -84,7 +85,10 @@ async fn cancel_a_run_inside_a_long_step() {
     }
     let journal = engine.client().journal(run.id()).await.unwrap();
     assert!(!journal.iter().any(|e| matches!(e.event, Event::StepCompleted { .. })), "late result discarded");
-    assert!(matches!(journal.last().unwrap().event, Event::Cancelled { .. }));
+    // The reason given, kept while the worker stopped the run, is the one it journaled.
+    let reason = "the customer called it off".to_owned();
+    assert!(matches!(&journal.last().unwrap().event, Event::Cancelled { reason: r } if *r == reason), "{journal:?}");
+    assert_eq!(engine.client().get(run.id()).await.unwrap().error, Some(reason));
     cairn::journal::RunState::fold(&journal).unwrap();
     engine.shutdown().await;
 }
@@ -120,8 +124,13 @@ async fn a_cancel_from_another_process_reaches_the_worker_through_its_heartbeat(
     }
     // A detached client (as the CLI is) only flags the run; the worker's heartbeat does the rest.
     let outside = Client::new(store);
-    assert_eq!(outside.cancel(run.id()).await.unwrap(), CancelOutcome::Requested);
+    assert_eq!(outside.cancel_because(run.id(), "from the CLI").await.unwrap(), CancelOutcome::Requested);
     wait_for_status(&outside, run.id(), RunStatus::Cancelled).await;
+    let journal = outside.journal(run.id()).await.unwrap();
+    assert!(matches!(&journal.last().unwrap().event, Event::Cancelled { reason } if reason == "from the CLI"));
+    // A reason that breaks its rule is refused.
+    let refused = outside.cancel_because(run.id(), "").await;
+    assert!(matches!(refused, Err(ControlError::InvalidName(_))), "{refused:?}");
     engine.shutdown().await;
 }
 
@@ -188,5 +197,7 @@ async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
         .unwrap();
     wait_for_status(&engine.client(), &cairn::RunId::new("orphan"), RunStatus::Cancelled).await;
     assert_eq!(ran.get(), 0, "the body of a cancelled run does not run");
+    let journal = engine.client().journal(&cairn::RunId::new("orphan")).await.unwrap();
+    assert!(matches!(&journal.last().unwrap().event, Event::Cancelled { reason } if reason == "stop"), "{journal:?}");
     engine.shutdown().await;
 }
