@@ -252,14 +252,21 @@ fn read_list<T: serde::de::DeserializeOwned>(file: &Path) -> Result<Vec<T>, Stor
     }
 }
 
-/// The event records in `file` (a torn last line left out), or none if there is no such file.
+/// The event records in `file`, or none if there is no such file; a torn last line is cut off
+/// (so the next record starts a line of its own).
 fn read_events(file: &Path) -> Result<Vec<EventRecord>, StoreError> {
     let bytes = match std::fs::read(file) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io("cannot read", file, e)),
     };
-    (complete_lines(&bytes).into_iter())
+    let lines = complete_lines(&bytes);
+    let covered = lines.last().map_or(0, |(end, _)| *end);
+    if covered < bytes.len() {
+        let cut = OpenOptions::new().write(true).open(file).and_then(|f| f.set_len(covered as u64));
+        cut.map_err(|e| io("cannot truncate", file, e))?;
+    }
+    (lines.into_iter())
         .map(|(_, line)| {
             serde_json::from_slice(line).map_err(|e| StoreError::Corrupt(format!("{}: {e}", file.display())))
         })

@@ -400,3 +400,49 @@ async fn a_joined_debounce_window_survives_a_reopen() {
     let joined = store.create_run(start(3, 900)).await.unwrap();
     assert_eq!((joined.created, joined.run.id.as_str()), (false, "d1"));
 }
+
+/// Published events read back after a restart, merged as they were recorded (a later line of an
+/// id is its merged record), a torn last line dropped; a prune that deletes some rewrites the
+/// file with the rest.
+#[tokio::test]
+async fn published_events_read_back_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |workflow: &str, id: &str| EventRun { workflow: workflow.into(), run: RunId::new(id) };
+    let event = |id: &str, at: i64, runs: Vec<EventRun>| EventRecord {
+        id: id.into(),
+        topic: "user.signup".into(),
+        payload: raw(r#"{"name":"Ada"}"#),
+        published_at: Timestamp::from_millis(at),
+        runs,
+    };
+    let all = EventQuery { limit: 10, ..EventQuery::default() };
+    {
+        let store = JsonlStore::open(dir.path()).unwrap();
+        store.record_event(&event("e1", 10, vec![run("welcome", "r1")])).await.unwrap();
+        store.record_event(&event("e2", 20, vec![])).await.unwrap();
+        store.record_event(&event("e1", 30, vec![run("audit", "r2")])).await.unwrap();
+    }
+    let file = dir.path().join("events.jsonl");
+    std::fs::OpenOptions::new().append(true).open(&file).unwrap().write_all(br#"{"id":"torn","to"#).unwrap();
+    {
+        let store = JsonlStore::open(dir.path()).unwrap();
+        let page = store.events(&all).await.unwrap();
+        let ids: Vec<&str> = page.events.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["e2", "e1"]);
+        assert_eq!(page.events[1], event("e1", 10, vec![run("audit", "r2"), run("welcome", "r1")]));
+        // The torn line was cut off: a record after it reads back.
+        store.record_event(&event("e0", 5, vec![])).await.unwrap();
+        let prune = PruneRequest {
+            now: Timestamp::from_millis(100),
+            ended_before: None,
+            events_before: Some(Timestamp::from_millis(15)),
+            limit: 10,
+            dry_run: false,
+        };
+        store.prune(prune).await.unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 1, "rewritten with e2 alone (e0, e1 pruned)");
+    let store = JsonlStore::open(dir.path()).unwrap();
+    let page = store.events(&all).await.unwrap();
+    assert_eq!(page.events, [event("e2", 20, vec![])]);
+}
