@@ -335,15 +335,7 @@ async fn signal_cancel_pause_resume_restart() {
     let (status, paused) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/pause"), None).await;
     assert_eq!(status, StatusCode::OK, "{paused}");
     assert!(paused["outcome"] == json!("paused") || paused["outcome"] == json!("pause-requested"), "{paused}");
-    let mut state = Value::Null;
-    for _ in 0..200 {
-        state = api.call("GET", &format!("/v1/workflows/approval/runs/{new_id}"), None).await.1;
-        if state["status"] == json!("paused") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(state["status"], json!("paused"), "{state}");
+    wait_status(&api, &new_id, "paused").await;
     let (status, resumed) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/resume"), None).await;
     assert_eq!((status, &resumed["outcome"]), (StatusCode::OK, &json!("resumed")));
     let (status, body) = api.call("POST", &format!("/v1/workflows/approval/runs/{new_id}/resume"), None).await;
@@ -356,15 +348,8 @@ async fn signal_cancel_pause_resume_restart() {
     let uri = format!("/v1/workflows/approval/runs/{new_id}?reason=wrong%20customer");
     let (status, cancelled) = api.call("DELETE", &uri, None).await;
     assert_eq!(status, StatusCode::OK, "{cancelled}");
-    let mut state = Value::Null;
-    for _ in 0..200 {
-        state = api.call("GET", &format!("/v1/runs/{new_id}"), None).await.1;
-        if state["status"] == json!("cancelled") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!((&state["status"], &state["error"]), (&json!("cancelled"), &json!("wrong customer")), "{state}");
+    let state = wait_status(&api, &new_id, "cancelled").await;
+    assert_eq!(state["error"], json!("wrong customer"), "{state}");
     let (_, steps) = api.call("GET", &format!("/v1/workflows/approval/runs/{new_id}/steps"), None).await;
     let last = steps["journal"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["event"], json!({"cancelled": {"reason": "wrong customer"}}), "{last}");
@@ -466,13 +451,19 @@ async fn status_of(api: &Served, id: &str) -> Value {
 }
 
 async fn wait_suspended(api: &Served, id: &str) {
+    wait_status(api, id, "suspended").await;
+}
+
+/// Run `id` once it has `status` (it fails the test if that takes ten seconds).
+async fn wait_status(api: &Served, id: &str, status: &str) -> Value {
     for _ in 0..400 {
-        if api.call("GET", &format!("/v1/runs/{id}"), None).await.1["status"] == json!("suspended") {
-            return;
+        let run = api.call("GET", &format!("/v1/runs/{id}"), None).await.1;
+        if run["status"] == json!(status) {
+            return run;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    panic!("{id} never waited");
+    panic!("{id} never became {status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
