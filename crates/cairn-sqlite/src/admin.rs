@@ -43,21 +43,18 @@ impl Writer {
         Ok(doomed.into_iter().map(|(id, _, _)| RunId::new(id)).collect())
     }
 
-    /// Records `event`, or merges it into the record of its id ([`EventRecord::merge`]).
+    /// Records `event`, or adds its runs to the record of its id ([`EventRecord::runs_over`]).
     pub(super) fn record_event(&mut self, event: &EventRecord) -> Result<(), Failure> {
         let kept: Option<String> = self
             .conn
             .prepare_cached("SELECT runs FROM events WHERE id = ?1")?
             .query_row([&event.id], |r| r.get(0))
             .optional()?;
-        let mut merged = event.clone();
-        if let Some(runs) = kept {
-            merged.runs = serde_json::from_str(&runs).map_err(|e| clean(StoreError::from_cause(e)))?;
-            merged.merge(event);
-        } else {
-            merged.runs.sort_by(|a, b| a.workflow.cmp(&b.workflow));
-        }
-        let runs = serde_json::to_string(&merged.runs).map_err(|e| clean(StoreError::from_cause(e)))?;
+        let kept = match kept {
+            Some(runs) => serde_json::from_str(&runs).map_err(|e| clean(StoreError::from_cause(e)))?,
+            None => Vec::new(),
+        };
+        let runs = serde_json::to_string(&event.runs_over(kept)).map_err(|e| clean(StoreError::from_cause(e)))?;
         self.conn
             .prepare_cached(
                 "INSERT INTO events (id, topic, payload, published_at, runs) VALUES (?1, ?2, ?3, ?4, ?5)

@@ -109,7 +109,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Records a published event with the runs it started. An id recorded before keeps its
     /// topic, payload and time and gains the runs of workflows it had none of
-    /// ([`EventRecord::merge`]): a publish retried with its id records nothing twice.
+    /// ([`EventRecord::runs_over`]): a publish retried with its id records nothing twice.
     fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()>;
 
     /// The recorded events `query` selects, newest first (by time, then id), a page of at most

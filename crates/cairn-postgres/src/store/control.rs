@@ -340,15 +340,12 @@ impl PostgresStore {
         self.rows(text, params).await?.iter().map(row_to_run).collect()
     }
 
-    /// The rows statement `text` answers, on a pooled connection.
-    /// Records `event`, or merges it into the record of its id ([`EventRecord::merge`]) under a
-    /// row lock, so concurrent publishes of one id lose no run.
+    /// Records `event`, or adds its runs to the record of its id ([`EventRecord::runs_over`])
+    /// under a row lock, so concurrent publishes of one id lose no run.
     pub(super) async fn record_event_inner(&self, event: &EventRecord) -> Result<(), StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
-        let mut merged = event.clone();
-        merged.runs.sort_by(|a, b| a.workflow.cmp(&b.workflow));
-        let encode = |runs: &[cairn_store::EventRun]| serde_json::to_string(runs).map_err(StoreError::from_cause);
+        let encode = |runs: Vec<cairn_store::EventRun>| serde_json::to_string(&runs).map_err(StoreError::from_cause);
         let statement = tx
             .prepare_cached(
                 "INSERT INTO events (id, topic, payload, published_at, runs) VALUES ($1, $2, $3, $4, $5)
@@ -356,21 +353,26 @@ impl PostgresStore {
             )
             .await
             .map_err(backend)?;
-        let params: [&(dyn ToSql + Sync); 5] =
-            [&event.id, &event.topic, &event.payload.get(), &event.published_at.as_millis(), &encode(&merged.runs)?];
+        let params: [&(dyn ToSql + Sync); 5] = [
+            &event.id,
+            &event.topic,
+            &event.payload.get(),
+            &event.published_at.as_millis(),
+            &encode(event.runs_over(vec![]))?,
+        ];
         if tx.execute(&statement, &params).await.map_err(backend)? == 0 {
             let statement =
                 tx.prepare_cached("SELECT runs FROM events WHERE id = $1 FOR UPDATE").await.map_err(backend)?;
             let runs: String =
                 tx.query_one(&statement, &[&event.id]).await.map_err(backend)?.try_get(0).map_err(backend)?;
-            merged.runs = serde_json::from_str(&runs).map_err(StoreError::from_cause)?;
-            merged.merge(event);
+            let kept = serde_json::from_str(&runs).map_err(StoreError::from_cause)?;
             let statement = tx.prepare_cached("UPDATE events SET runs = $2 WHERE id = $1").await.map_err(backend)?;
-            tx.execute(&statement, &[&event.id, &encode(&merged.runs)?]).await.map_err(backend)?;
+            tx.execute(&statement, &[&event.id, &encode(event.runs_over(kept))?]).await.map_err(backend)?;
         }
         tx.commit().await.map_err(backend)
     }
 
+    /// The rows statement `text` answers, on a pooled connection.
     pub(super) async fn rows(&self, text: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
         let client = self.pool.get().await.map_err(backend)?;
         let statement = client.prepare_cached(text).await.map_err(backend)?;

@@ -3,9 +3,6 @@
 
 use super::prelude::*;
 
-/// The flow columns a new run is inserted with, from its workflow's rule `r` (joined, maybe
-/// absent): its key (the input's value at the rule's path as text, `''` without a path or value),
-/// whether it keeps its slot while suspended, and that it enters waiting for a slot.
 /// A recorded event's columns, as `row_to_event` reads them.
 const EVENT_COLUMNS: &str = "id, topic, payload, published_at, runs";
 
@@ -13,6 +10,9 @@ const EVENT_COLUMNS: &str = "id, topic, payload, published_at, runs";
 const EVENTS_BEFORE: &str = "(published_at, id) < (coalesce($2::bigint, 9223372036854775807), coalesce($3::text, ''))
     ORDER BY published_at DESC, id DESC LIMIT $4";
 
+/// The flow columns a new run is inserted with, from its workflow's rule `r` (joined, maybe
+/// absent): its key (the input's value at the rule's path as text, `''` without a path or value),
+/// whether it keeps its slot while suspended, and that it enters waiting for a slot.
 pub(super) const FLOW_INSERT_COLUMNS: &str = "flow_key, flow_hold, waiting_for";
 
 pub(super) fn flow_values(input: &str) -> String {

@@ -92,17 +92,17 @@ pub(super) fn group_of(run: &RunRecord) -> (String, String) {
 }
 
 impl Inner {
-    /// Records `event`, or merges it into the record of its id ([`EventRecord::merge`]).
+    /// Records `event`, or adds its runs to the record of its id ([`EventRecord::runs_over`]).
     pub(super) fn record_event(&mut self, event: &EventRecord) {
         match self.event_times.get(&event.id) {
             Some(at) => {
                 if let Some(kept) = self.events.get_mut(&(*at, event.id.clone())) {
-                    kept.merge(event);
+                    kept.runs = event.runs_over(std::mem::take(&mut kept.runs));
                 }
             }
             None => {
                 let mut event = event.clone();
-                event.runs.sort_by(|a, b| a.workflow.cmp(&b.workflow));
+                event.runs = event.runs_over(Vec::new());
                 self.event_times.insert(event.id.clone(), event.published_at);
                 self.events.insert((event.published_at, event.id.clone()), event);
             }

@@ -28,15 +28,27 @@ impl PartialEq for EventRecord {
 }
 
 impl EventRecord {
-    /// `self` recorded again (a publish of the same id): the first record keeps its topic,
-    /// payload and time, and gains the runs of workflows it had none of.
-    pub fn merge(&mut self, again: &EventRecord) {
-        for run in &again.runs {
-            if !self.runs.iter().any(|kept| kept.workflow == run.workflow) {
-                self.runs.push(run.clone());
+    /// The runs to store for this record when its id already has `kept` (none for a new id):
+    /// `kept`, and this record's run of each workflow `kept` has none of, by workflow. A record of
+    /// an id seen before keeps its first topic, payload and time; only its runs grow.
+    ///
+    /// ```
+    /// # use cairn_store::{EventRecord, EventRun, RunId};
+    /// # use cairn_journal::Timestamp;
+    /// let run = |workflow: &str, id: &str| EventRun { workflow: workflow.into(), run: RunId::new(id) };
+    /// let payload = serde_json::value::to_raw_value(&1).unwrap();
+    /// let again = EventRecord { id: "e1".into(), topic: "user.signup".into(), payload, published_at: Timestamp::from_millis(9),
+    ///     runs: vec![run("welcome", "w2"), run("audit", "a1")] };
+    /// assert_eq!(again.runs_over(vec![run("welcome", "w1")]), [run("audit", "a1"), run("welcome", "w1")]);
+    /// ```
+    pub fn runs_over(&self, mut kept: Vec<EventRun>) -> Vec<EventRun> {
+        for run in &self.runs {
+            if !kept.iter().any(|k| k.workflow == run.workflow) {
+                kept.push(run.clone());
             }
         }
-        self.runs.sort_by(|a, b| a.workflow.cmp(&b.workflow));
+        kept.sort_by(|a, b| a.workflow.cmp(&b.workflow));
+        kept
     }
 
     /// Where a page that ends with this event continues.
