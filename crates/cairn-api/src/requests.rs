@@ -159,10 +159,6 @@ pub struct BulkBody {
     /// answer says whether more matched.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub limit: Option<usize>,
-    /// Why, for a cancel: journaled in each run's `cancelled` event, 1 to 1,000 characters
-    /// (refused with another action).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
 }
 
 /// What `POST …/restart` takes.

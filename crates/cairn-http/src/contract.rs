@@ -216,7 +216,6 @@ const FIELDS: &[(&str, &str, &str)] = &[
     ("DebounceBody", "maxWait", "DebounceWait"),
     ("PublishBody", "id", "EventId"),
     ("RestartBody", "reason", "Reason"),
-    ("BulkBody", "reason", "Reason"),
     ("PruneBody", "olderThan", "Age"),
     ("ScheduleBody", "workflow", "WorkflowName"),
     ("ScheduleBody", "timeZone", "TimeZone"),

@@ -257,11 +257,6 @@ const BULK_AT_ONCE: usize = 16;
     responses((status = 200, body = views::BulkResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub(crate) async fn bulk(State(api): State<Api>, body: Result<Bytes, BytesRejection>) -> Answer<views::BulkResult> {
     let body: BulkBody = object(&body?)?;
-    let reason = reason(body.reason)?;
-    if reason.is_some() && body.action != BulkAction::Cancel {
-        return Err(ApiError::bad_request("invalid_reason", "a reason is given with `cancel` only"));
-    }
-    let reason = reason.as_deref();
     let BulkFilter { workflow, status, id_prefix, since, until, error, stranded, input } = body.filter;
     let params = ListParams {
         workflow: None,
@@ -284,7 +279,7 @@ pub(crate) async fn bulk(State(api): State<Api>, body: Result<Bytes, BytesReject
         .map(|listed| async move {
             let id = cairn::RunId::new(&listed.run.id);
             let outcome = match body.action {
-                BulkAction::Cancel => cancel_run(client, &id, reason).await,
+                BulkAction::Cancel => cancel_run(client, &id, None).await,
                 BulkAction::Pause => client.pause(&id).await.map(|o| views::paused(&id, o)).map_err(ApiError::from),
                 BulkAction::Resume => client.resume(&id).await.map(|()| views::resumed(&id)).map_err(ApiError::from),
             };

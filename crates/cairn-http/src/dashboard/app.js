@@ -519,17 +519,16 @@
     const run = (action) => {
       const verb = { cancel: 'Cancel', pause: 'Pause', resume: 'Resume' }[action];
       confirmInPage('bulk-confirm', verb + ' up to ' + limit + ' of the runs this search selects, newest first?',
-        verb + ' them', async (reason) => {
-          const body = { action, filter: bulkFilter(filters), limit };
-          if (reason) body.reason = reason;
-          const answer = await act(action + ' matching runs', () => api('POST', 'v1/runs/bulk', body));
+        verb + ' them', async () => {
+          const answer = await act(action + ' matching runs',
+            () => api('POST', 'v1/runs/bulk', { action, filter: bulkFilter(filters), limit }));
           if (!answer) return;
           const refused = answer.runs.filter((r) => r.error);
           replace('action-result', el('span', { class: 'ok', id: 'bulk-result' },
             action + ': ' + answer.done + ' done, ' + answer.refused + ' refused' + (answer.more ? '; more runs match: do it again' : '') + '.'),
           refused.length ? el('ul', { id: 'bulk-refused' }, refused.slice(0, 20).map((r) => el('li', {},
             el('a', { class: 'mono', href: runHref(r.workflow, r.run) }, r.run), ': ', r.error.message, ' (', r.error.code, ')'))) : null);
-        }, action === 'cancel');
+        });
     };
     return el('div', { id: 'bulk', class: 'bulk' },
       el('span', { class: 'muted' }, 'The runs this search selects: '),
