@@ -19,10 +19,12 @@
 //! | `GET /v1/workflows/{name}/runs/{id}/steps` | each step over time (start, end, attempts with errors, sleeps and waits), and the journal |
 //! | `GET /v1/workflows/{name}/runs/{id}/signals` | its signals, buffered and consumed |
 //! | `POST /v1/workflows/{name}/runs/{id}/signals/{event}` | deliver a signal; the body is its payload (empty: `null`) |
-//! | `DELETE /v1/workflows/{name}/runs/{id}` | cancel |
+//! | `DELETE /v1/workflows/{name}/runs/{id}` | cancel (`?reason=`: journaled and shown as its error) |
 //! | `POST /v1/workflows/{name}/runs/{id}/pause` | pause |
 //! | `POST /v1/workflows/{name}/runs/{id}/resume` | resume |
-//! | `POST /v1/workflows/{name}/runs/{id}/restart` | restart from a step: `{fromStep}`; `201` with the new run |
+//! | `POST /v1/workflows/{name}/runs/{id}/restart` | restart from a step: `{fromStep, reason?}`; `201` with the new run |
+//! | `POST /v1/events/{topic}` | publish: `{payload?, id?}`; one run per subscribed workflow |
+//! | `GET /v1/events` | published events, newest first, with the runs each started: `topic`, `cursor`, `limit` |
 //! | `GET /v1/workers` | the live workers, and the workflow versions whose runs no live worker serves |
 //! | `GET /v1/live/runs` | server-sent events: the runs page (the list's query), workflows and workers, whole and then as JSON Patch changes (`patches=false`: whole each time) |
 //! | `GET /v1/workflows/{name}/runs/{id}/live` | server-sent events: one run, its steps and its signals, whole and then as JSON Patch changes |
