@@ -563,7 +563,7 @@ async fn read_commands_write_nothing_but_migrate_an_older_file() {
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(
         "DROP TRIGGER run_inputs_delete; DROP TRIGGER run_inputs_update;
-         DROP TABLE run_inputs; DROP TABLE served_workflows; PRAGMA user_version = 18;",
+         DROP TABLE run_inputs; DROP TABLE served_workflows; DROP TABLE events; PRAGMA user_version = 18;",
     )
     .unwrap();
     drop(conn);

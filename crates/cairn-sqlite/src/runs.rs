@@ -219,7 +219,7 @@ impl Writer {
             ),
             RunUpdate::Continue { successor, at } => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'continued',
-                     suspend_reason = NULL, continued_as = ?6, completed_at = ?7, wake_at = NULL, lease_owner = NULL,
+                     suspend_reason = NULL, error = NULL, continued_as = ?6, completed_at = ?7, wake_at = NULL, lease_owner = NULL,
                      lease_expires_at = NULL, delete_after = ?7 + retention_ms
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",

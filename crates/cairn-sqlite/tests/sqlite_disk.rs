@@ -115,7 +115,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
              ALTER TABLE runs DROP COLUMN debounce_until;
              DROP INDEX runs_timer; DROP INDEX runs_leased; DROP INDEX runs_open;
              CREATE INDEX runs_wake ON runs(status, wake_at); CREATE INDEX runs_lease ON runs(status, lease_expires_at);
-             DROP TABLE served_workflows;
+             DROP TABLE served_workflows; DROP TABLE events;
              PRAGMA user_version = 5;",
         )
         .unwrap();
@@ -149,7 +149,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes, gone), (21, 11, 0));
+    assert_eq!((version, indexes, gone), (22, 11, 0));
     // The store writes an inserted run's index rows itself; triggers keep them on delete and update.
     let mut triggers = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'run_inputs%' ORDER BY name")

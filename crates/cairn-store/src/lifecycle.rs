@@ -177,6 +177,8 @@ pub fn apply(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
         }
         RunUpdate::Continue { successor, at } => {
             run.continued_as = Some(successor.id);
+            // A run that continued has no error, not even the reason of a cancel it ended before.
+            run.error = None;
             end(run, RunStatus::Continued, at);
         }
         RunUpdate::Release => run.status = RunStatus::Pending,
