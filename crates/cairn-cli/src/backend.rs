@@ -316,9 +316,6 @@ impl Backend {
     ) -> Result<views::EventPage> {
         match self {
             Backend::Store(client) => {
-                if let Some(topic) = topic {
-                    cairn::journal::topic::check_topic(topic).map_err(cairn::ClientError::InvalidTopic)?;
-                }
                 let cursor = cursor.map(cairn::store::EventCursor::decode).transpose()?;
                 let query = cairn::store::EventQuery { topic: topic.map(str::to_owned), cursor, limit };
                 Ok(views::event_page(&client.events(&query).await?))

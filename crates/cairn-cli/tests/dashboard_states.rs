@@ -271,6 +271,18 @@ fn the_dashboard_tells_the_truth_in_a_real_browser() {
     browser.wait_for("f-1", "return document.querySelector('#steps-table') !== null");
     browser.screenshot("narrow-run");
     assert!(!page_text().contains("[object"), "{}", page_text());
+
+    // Older events are a button away: 50 to a page, then the rest, none twice.
+    for i in 0..50 {
+        let event = format!(r#"{{"id":"bulk-{i:02}"}}"#);
+        assert_eq!(http(&address, "POST", "/v1/events/order.placed", Some(&event)).0, 200);
+    }
+    browser.window(1280, 900);
+    browser.goto(&format!("{home}#/events"));
+    browser.wait_for("the first page", "return document.querySelectorAll('tr.event-row').length === 50");
+    browser.click("#older-events");
+    browser.wait_for("every event", "return document.querySelectorAll('tr.event-row').length === 52");
+    assert_eq!(browser.count("#older-events"), 0, "no older page is left");
 }
 
 /// A run as people read it: its scopes as a tree with each one's status (an `each` item per

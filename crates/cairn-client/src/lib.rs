@@ -86,7 +86,7 @@ impl ListQuery {
             ("id_prefix", &self.id_prefix),
             ("error", &self.error),
         ];
-        params.extend(given.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v)))));
+        params.extend(given.iter().filter_map(|(k, v)| v.as_deref().map(|v| pair(k, v))));
         if self.stranded {
             params.push("stranded=true".into());
         }
@@ -95,6 +95,17 @@ impl ListQuery {
         }
         params.join("&")
     }
+}
+
+/// `name=value`, the value percent-encoded.
+fn pair(name: &str, value: &str) -> String {
+    format!("{name}={}", encode(value))
+}
+
+/// A query string of the parameters given (`?a=1&b=2`), or nothing when none is.
+fn query_of(given: &[(&str, Option<&str>)]) -> String {
+    let pairs: Vec<String> = given.iter().filter_map(|(name, value)| value.map(|v| pair(name, v))).collect();
+    if pairs.is_empty() { String::new() } else { format!("?{}", pairs.join("&")) }
 }
 
 /// A client of one server's API. Cheap to share (`Arc` it); connections are kept open and
@@ -196,15 +207,18 @@ impl Client {
 
     /// Cancels run `id` (a run executing on a worker stops at its next heartbeat).
     pub async fn cancel(&self, id: &str) -> Result<Outcome, Error> {
-        let path = self.run_path(id).await?;
-        self.call("DELETE", &path, None).await
+        self.cancel_with(id, None).await
     }
 
     /// [`cancel`](Self::cancel) for `reason` (1 to 1,000 characters), journaled in the run's
     /// `cancelled` event and shown as its error.
     pub async fn cancel_because(&self, id: &str, reason: &str) -> Result<Outcome, Error> {
+        self.cancel_with(id, Some(reason)).await
+    }
+
+    async fn cancel_with(&self, id: &str, reason: Option<&str>) -> Result<Outcome, Error> {
         let path = self.run_path(id).await?;
-        self.call("DELETE", &format!("{path}?reason={}", encode(reason)), None).await
+        self.call("DELETE", &format!("{path}{}", query_of(&[("reason", reason)])), None).await
     }
 
     /// Pauses run `id` (at its next step boundary, if it is executing).
@@ -221,16 +235,18 @@ impl Client {
 
     /// Starts a new run that replays run `id`'s journal up to `from_step` and runs again from it.
     pub async fn restart(&self, id: &str, from_step: &str) -> Result<Restarted, Error> {
-        let path = self.run_path(id).await?;
-        let body = RestartBody { from_step: from_step.to_owned(), reason: None };
-        self.send("POST", &format!("{path}/restart"), &body).await
+        self.restart_with(id, from_step, None).await
     }
 
     /// [`restart`](Self::restart) for `reason` (1 to 1,000 characters), journaled in the new
     /// run's `started` event.
     pub async fn restart_because(&self, id: &str, from_step: &str, reason: &str) -> Result<Restarted, Error> {
+        self.restart_with(id, from_step, Some(reason)).await
+    }
+
+    async fn restart_with(&self, id: &str, from_step: &str, reason: Option<&str>) -> Result<Restarted, Error> {
         let path = self.run_path(id).await?;
-        let body = RestartBody { from_step: from_step.to_owned(), reason: Some(reason.to_owned()) };
+        let body = RestartBody { from_step: from_step.to_owned(), reason: reason.map(str::to_owned) };
         self.send("POST", &format!("{path}/restart"), &body).await
     }
 
@@ -279,17 +295,8 @@ impl Client {
         cursor: Option<&str>,
         limit: Option<usize>,
     ) -> Result<EventPage, Error> {
-        let mut query = Vec::new();
-        if let Some(topic) = topic {
-            query.push(format!("topic={}", encode(topic)));
-        }
-        if let Some(cursor) = cursor {
-            query.push(format!("cursor={}", encode(cursor)));
-        }
-        if let Some(limit) = limit {
-            query.push(format!("limit={limit}"));
-        }
-        let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+        let limit = limit.map(|n| n.to_string());
+        let query = query_of(&[("topic", topic), ("cursor", cursor), ("limit", limit.as_deref())]);
         self.call("GET", &format!("/v1/events{query}"), None).await
     }
 

@@ -10,7 +10,6 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use cairn::journal::topic::check_topic;
 use cairn::store::{EventCursor, EventQuery};
 use cairn_api::PublishBody;
 use serde_json::value::RawValue;
@@ -57,9 +56,6 @@ pub(crate) async fn list_events(
             EventCursor::decode(text).map_err(|error| ApiError::bad_request("invalid_cursor", error.to_string()))
         })
         .transpose()?;
-    if let Some(topic) = &params.topic {
-        check_topic(topic).map_err(|error| ApiError::from(cairn::ClientError::InvalidTopic(error)))?;
-    }
     let query = EventQuery { topic: params.topic, cursor, limit: page_limit(params.limit)? };
     Ok(Json(views::event_page(&api.client.events(&query).await?)))
 }

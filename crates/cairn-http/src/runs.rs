@@ -112,18 +112,7 @@ pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
     }
 }
 
-/// A reason given for a cancel or a restart, checked ([`Reason`](cairn::store::Reason)).
-fn reason(given: Option<String>) -> Result<Option<String>, ApiError> {
-    match given {
-        Some(text) => match cairn::store::Reason::check(&text) {
-            Ok(()) => Ok(Some(text)),
-            Err(error) => Err(ApiError::from(cairn::ClientError::InvalidName(error))),
-        },
-        None => Ok(None),
-    }
-}
-
-/// Cancels `id`, for `reason` when one is given.
+/// Cancels `id`, for `reason` when one is given (the client checks it).
 async fn cancel_run(client: &Client, id: &cairn::RunId, reason: Option<&str>) -> Result<Outcome, ApiError> {
     let outcome = match reason {
         Some(reason) => client.cancel_because(id, reason).await,
@@ -388,9 +377,8 @@ pub(crate) async fn cancel(
     params: Result<Query<CancelParams>, QueryRejection>,
 ) -> Answer<Outcome> {
     let (Path((name, id)), Query(params)) = (path?, params?);
-    let reason = reason(params.reason)?;
     let run = run_of(&api, &name, &id).await?;
-    Ok(Json(cancel_run(&api.client, &run.id, reason.as_deref()).await?))
+    Ok(Json(cancel_run(&api.client, &run.id, params.reason.as_deref()).await?))
 }
 
 #[utoipa::path(post, path = "/v1/workflows/{name}/runs/{id}/pause", tag = "runs",
@@ -432,10 +420,9 @@ pub(crate) async fn restart(
 ) -> Result<(StatusCode, Json<Restarted>), ApiError> {
     let Path((name, id)) = path?;
     let body: RestartBody = object(&body?)?;
-    let reason = reason(body.reason)?;
     let run = run_of(&api, &name, &id).await?;
-    let restarted = match reason {
-        Some(reason) => api.client.restart_because(&run.id, &body.from_step, &reason).await?,
+    let restarted = match &body.reason {
+        Some(reason) => api.client.restart_because(&run.id, &body.from_step, reason).await?,
         None => api.client.restart(&run.id, &body.from_step).await?,
     };
     let answer =

@@ -493,24 +493,22 @@ impl JsonlStore {
     }
 
     /// Deletes the runs in memory, then their files (the journal file last: a run whose journal
-    /// file is left is loaded again on the next open, and pruned again).
+    /// file is left is loaded again on the next open, and pruned again); when events were
+    /// deleted too, the events file is rewritten with the rest.
     fn prune_now(&self, request: PruneRequest) -> Result<Vec<RunId>, StoreError> {
         let _writes = self.writing()?;
         let dry_run = request.dry_run;
-        let events = self.inner.memory.all_events().len();
+        let events = self.inner.memory.event_count();
         let doomed = ready(self.inner.memory.prune(request))?;
         if !dry_run {
             for id in &doomed {
                 remove_files(&self.inner.runs_dir, id)?;
             }
         }
-        let kept = self.inner.memory.all_events();
-        if kept.len() != events {
-            let lines = kept.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
-            self.replace_text(
-                &self.inner.events_file,
-                &lines.iter().map(|line| format!("{line}\n")).collect::<String>(),
-            )?;
+        if self.inner.memory.event_count() != events {
+            let kept = self.inner.memory.all_events();
+            let text = kept.iter().map(|event| Ok(encode(event)? + "\n")).collect::<Result<String, StoreError>>()?;
+            self.replace_text(&self.inner.events_file, &text)?;
         }
         Ok(doomed)
     }

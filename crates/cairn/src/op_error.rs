@@ -143,7 +143,7 @@ pub enum RestartError {
 }
 
 /// What reading runs can fail with: [`Client::get`](crate::Client::get), `list`, `journal`,
-/// `vars`, `signals`, `children`, `restarts`, `newest`, `workflow_counts` and `result`.
+/// `vars`, `signals`, `children`, `restarts`, `newest`, `workflow_counts`, `result` and `events`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReadError {
@@ -161,6 +161,8 @@ pub enum ReadError {
     /// [`result`](crate::Client::result): the output is not of the type asked for; or a filter
     /// the store refused.
     InvalidPayload(String),
+    /// [`events`](crate::Client::events): the topic asked for is not one events are published to.
+    InvalidTopic(cairn_journal::topic::TopicError),
     /// The store failed.
     Store(StoreError),
 }
@@ -277,6 +279,7 @@ operation_error!(ReadError {
     RunNotFound(id),
     RunDidNotComplete { run_id, status, message },
     InvalidPayload(message),
+    InvalidTopic(error),
     Store(error),
 });
 

@@ -844,10 +844,12 @@
     replace('restart-step', choices.map((step) =>
       el('option', { value: step.path, 'data-key': step.path, selected: step.path === chosen }, step.path)));
     replace('input-view', jsonView('input', run.input));
+    // A cancel's reason, unless it is the one a cancel without a reason journals.
+    const why = run.error && run.error !== 'cancelled' ? ': ' + run.error : '';
     replace('outcome',
       run.status === 'paused' ? el('p', { class: 'muted', id: 'output' }, 'Paused: ' + (run.error || 'by request') + '.')
-        : run.status === 'cancelled' ? el('p', { class: 'muted', id: 'output' }, 'Cancelled' + (run.error && run.error !== 'cancelled' ? ': ' + run.error : '') + '.')
-          : run.cancel_requested ? el('p', { class: 'muted', id: 'output' }, 'Cancel requested' + (run.error && run.error !== 'cancelled' ? ': ' + run.error : '') + '; its worker stops it.')
+        : run.status === 'cancelled' ? el('p', { class: 'muted', id: 'output' }, 'Cancelled' + why + '.')
+          : run.cancel_requested ? el('p', { class: 'muted', id: 'output' }, 'Cancel requested' + why + '; its worker stops it.')
           : run.error ? el('pre', { id: 'error', class: 'error-text', tabindex: 0 }, run.error) : null,
       run.status === 'completed' ? jsonView('output', run.output)
         : run.error || run.status === 'paused' || run.status === 'cancelled' ? null
@@ -1351,9 +1353,11 @@
   function eventsPage(params) {
     const topic = params.get('topic') || '';
     const query = 'v1/events?limit=50' + (topic ? '&topic=' + encodeURIComponent(topic) : '');
-    let older = [];
+    // The first page as last read, the older pages read since (null: none yet), and where the
+    // next older page starts.
+    let first = [];
+    let older = null;
     let next = null;
-    let olderRead = false;
     const row = (event) => el('tr', { 'data-key': event.id, class: 'event-row' },
       el('td', {}, time(event.published_at)),
       el('td', { class: 'mono' }, event.id),
@@ -1362,26 +1366,26 @@
       el('td', {}, event.runs.length
         ? event.runs.map((r, i) => [i ? ', ' : '', r.workflow, ' ', el('a', { class: 'mono event-run', href: runHref(r.workflow, r.id) }, r.id)])
         : el('span', { class: 'muted' }, 'none: no workflow subscribed')));
-    let first = [];
     const render = () => {
       const seen = new Set(first.map((e) => e.id));
-      const rows = first.concat(older.filter((e) => !seen.has(e.id))).map(row);
+      const rows = first.concat((older || []).filter((e) => !seen.has(e.id))).map(row);
       replace('events', table(['Published', 'Id', 'Topic', 'Payload', 'Runs started'], rows,
         topic ? 'No events published to ' + topic + ' are kept.'
           : 'No events yet. Publish one above, or with Client::publish, `cairn events publish` or POST /v1/events/{topic}.',
         { 'aria-label': 'Published events' }));
-      const more = olderRead ? next : firstNext;
-      replace('events-more', more ? el('button', { id: 'older-events', onclick: readOlder }, 'Show older events') : null);
+      replace('events-more', next ? el('button', { id: 'older-events', onclick: readOlder }, 'Show older events') : null);
     };
-    let firstNext = null;
+    const showFirst = (page) => {
+      first = page.events;
+      if (older === null) next = page.next_cursor;
+      render();
+    };
     const readOlder = async () => {
-      const cursor = olderRead ? next : firstNext;
-      if (!cursor) return;
+      if (!next) return;
       try {
-        const page = await api('GET', query + '&cursor=' + encodeURIComponent(cursor));
-        older = older.concat(page.events);
+        const page = await api('GET', query + '&cursor=' + encodeURIComponent(next));
+        older = (older || []).concat(page.events);
         next = page.next_cursor;
-        olderRead = true;
         render();
       } catch (error) {
         replace('events-more', el('p', { class: 'error-text' }, error.message + ' (' + error.code + ')'));
@@ -1397,12 +1401,12 @@
       } },
         el('label', {}, 'Topic', el('input', { id: 'topic-filter', size: 16, value: topic, placeholder: 'user.signup' })),
         el('button', { type: 'submit', class: 'primary' }, 'Show')),
-      publishPanel(() => api('GET', query).then((page) => { first = page.events; render(); }).catch(() => {})),
+      publishPanel(() => api('GET', query).then(showFirst).catch(() => {})),
       el('p', { id: 'action-result', role: 'status' }),
       el('div', { id: 'events' }, el('p', { class: 'empty' }, 'Loading…')),
       el('div', { id: 'events-more' }));
     poll(query, {
-      data: (page) => { first = page.events; firstNext = page.next_cursor; render(); },
+      data: showFirst,
       error: (error) => replace('events', el('p', { class: 'error-text', id: 'events-error' }, error.message + ' (' + error.code + ')')),
     });
   }

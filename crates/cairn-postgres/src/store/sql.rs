@@ -211,6 +211,7 @@ impl Statements {
             prune_events: "DELETE FROM events WHERE id IN
                 (SELECT id FROM events WHERE published_at < $1 ORDER BY published_at, id LIMIT $2)"
                 .to_owned(),
+            // Both take the same four parameters; without a topic `$1` is NULL and only typed.
             events: format!("SELECT {EVENT_COLUMNS} FROM events WHERE $1::text IS NULL AND {EVENTS_BEFORE}"),
             events_of_topic: format!("SELECT {EVENT_COLUMNS} FROM events WHERE topic = $1 AND {EVENTS_BEFORE}"),
             record_worker: include_str!("../../sql/statements/record_worker.sql").to_owned(),

@@ -115,6 +115,11 @@ impl MemoryStore {
         inner.events.get(&(*at, id.to_owned())).cloned()
     }
 
+    /// How many events are recorded.
+    pub fn event_count(&self) -> usize {
+        self.lock().events.len()
+    }
+
     /// Every recorded event, oldest first.
     pub fn all_events(&self) -> Vec<EventRecord> {
         self.lock().events.values().cloned().collect()

@@ -97,7 +97,7 @@ pub struct EventCursor {
 impl EventCursor {
     /// The opaque text form, for APIs and the CLI.
     pub fn encode(&self) -> String {
-        format!("{}:{}", self.published_at.as_millis(), self.id)
+        super::lists::join_cursor(self.published_at, &self.id)
     }
 
     /// Parses [`EventCursor::encode`]'s text.
@@ -120,8 +120,7 @@ impl EventPage {
     /// A page from `events` fetched with one more than `size` (newest first): the extra event,
     /// if any, only tells that another page follows.
     pub fn cut(mut events: Vec<EventRecord>, size: usize) -> EventPage {
-        let next_cursor = (events.len() > size && size > 0).then(|| events[size - 1].cursor());
-        events.truncate(size);
+        let next_cursor = super::lists::cut(&mut events, size, EventRecord::cursor);
         EventPage { events, next_cursor }
     }
 }

@@ -145,7 +145,7 @@ pub struct PageCursor {
 impl PageCursor {
     /// The opaque text form, for APIs and the CLI.
     pub fn encode(&self) -> String {
-        format!("{}:{}", self.created_at.as_millis(), self.id)
+        join_cursor(self.created_at, self.id.as_str())
     }
 
     /// Parses [`PageCursor::encode`]'s text.
@@ -155,7 +155,12 @@ impl PageCursor {
     }
 }
 
-/// A page cursor's text (`<millis>:<id>`) split into its time and id.
+/// A page cursor's text: `<millis>:<id>` of the last item listed.
+pub(super) fn join_cursor(at: Timestamp, id: &str) -> String {
+    format!("{}:{id}", at.as_millis())
+}
+
+/// A page cursor's text ([`join_cursor`]) split into its time and id.
 pub(super) fn split_cursor(text: &str) -> Result<(Timestamp, &str), StoreError> {
     let bad = || StoreError::InvalidInput(format!("invalid page cursor {text:?}"));
     let (millis, id) = text.split_once(':').ok_or_else(bad)?;
@@ -175,11 +180,15 @@ impl RunPage {
     /// A page from `runs` fetched with one more than `size` (newest first): the extra run, if
     /// any, only tells that another page follows.
     pub fn cut(mut runs: Vec<RunRecord>, size: usize) -> RunPage {
-        let next_cursor = (runs.len() > size && size > 0).then(|| {
-            let last = &runs[size - 1];
-            PageCursor { created_at: last.created_at, id: last.id.clone() }
-        });
-        runs.truncate(size);
+        let next_cursor = cut(&mut runs, size, |last| PageCursor { created_at: last.created_at, id: last.id.clone() });
         RunPage { runs, next_cursor }
     }
+}
+
+/// Cuts `items`, fetched with one more than `size`, to `size`; the cursor `cursor` makes of the
+/// last item kept when the extra one shows that another page follows.
+pub(super) fn cut<T, C>(items: &mut Vec<T>, size: usize, cursor: impl FnOnce(&T) -> C) -> Option<C> {
+    let next = (items.len() > size && size > 0).then(|| cursor(&items[size - 1]));
+    items.truncate(size);
+    next
 }

@@ -6,7 +6,7 @@ use super::start::{RunHandle, check_signal_name};
 use crate::clock::wall_now;
 use crate::error::ClientError;
 use crate::op_error::{ControlError, RestartError, SignalError};
-use crate::run_core::{CHILD_ENDED, PAUSED_BY_REQUEST, Queue, awaited, first_of_chain};
+use crate::run_core::{CANCELLED_BY_REQUEST, CHILD_ENDED, PAUSED_BY_REQUEST, Queue, awaited, first_of_chain};
 use cairn_journal::{SignalId, StepPath};
 use cairn_store::{
     CancelOutcome, ControlRequest, NewRun, NewSignal, PauseOutcome, PruneRequest, Reason, ResumeRequest, RunFilter,
@@ -18,9 +18,6 @@ use std::time::Duration;
 
 /// How many times as long as a batch took [`Client::sweep`] pauses before the next.
 pub const SWEEP_PAUSE_FACTOR: u32 = 8;
-
-/// The reason a cancel journals when none is given.
-const CANCELLED: &str = "cancelled";
 
 /// Most runs [`Client::prune`] deletes in one store transaction.
 pub const PRUNE_BATCH: usize = 1_000;
@@ -68,7 +65,7 @@ impl Client {
     /// ([`Ctx::child`](crate::ctx::Ctx::child), not detached ones) are cancelled too, and theirs. A
     /// run that continued as new: the newest run of its chain is the one cancelled.
     pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ControlError> {
-        self.cancel_tree(id, CANCELLED).await.map_err(ControlError::narrow)
+        self.cancel_tree(id, CANCELLED_BY_REQUEST).await.map_err(ControlError::narrow)
     }
 
     /// [`cancel`](Self::cancel) for `reason` (a [`Reason`]: 1 to 1,000 characters), which the

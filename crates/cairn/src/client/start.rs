@@ -432,10 +432,14 @@ impl Client {
     }
 
     /// The published events `query` selects, newest first, each with the runs it started: a
-    /// page of at most `query.limit` (see [`Store::events`](cairn_store::Store::events)).
+    /// page of at most `query.limit` (see [`Store::events`](cairn_store::Store::events)). A
+    /// topic that events cannot be published to is refused ([`ReadError::InvalidTopic`]).
     /// Events are kept as long as a run is by default
     /// ([`DEFAULT_RETENTION`], or an engine's maximum retention if shorter).
     pub async fn events(&self, query: &EventQuery) -> Result<EventPage, ReadError> {
+        if let Some(topic) = &query.topic {
+            cairn_journal::topic::check_topic(topic).map_err(ReadError::InvalidTopic)?;
+        }
         Ok(self.store.events(query).await?)
     }
 

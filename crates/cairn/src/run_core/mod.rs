@@ -100,6 +100,9 @@ impl Ended {
 /// Why a run parked at an operator's request is paused (its row's error).
 pub const PAUSED_BY_REQUEST: &str = "paused by request";
 
+/// The reason a cancel journals when its canceller gave none.
+pub const CANCELLED_BY_REQUEST: &str = "cancelled";
+
 /// The error of a run parked because its body panicked.
 fn body_panicked(message: &str) -> String {
     format!("[CAIRN-E0108] the workflow body panicked: {message}")
@@ -596,7 +599,7 @@ impl RunCore {
         };
         match (interrupt, outcome) {
             (Some(Interrupt::Cancelled), _) => {
-                let reason = "cancelled".to_owned();
+                let reason = CANCELLED_BY_REQUEST.to_owned();
                 Some(Ending::Record(
                     vec![Event::Cancelled { reason: reason.clone() }],
                     finish(RunStatus::Cancelled, None, Some(reason)),
