@@ -60,6 +60,13 @@ pub(crate) struct Lease {
     pub(crate) until: Timestamp,
 }
 
+/// Removes `id`'s entry from `map` if `keep_out` says it is the one to remove.
+fn remove_if<V>(map: &mut FastMap<RunId, V>, id: &RunId, keep_out: impl FnOnce(&V) -> bool) {
+    if map.get(id).is_some_and(keep_out) {
+        map.remove(id);
+    }
+}
+
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -155,9 +162,14 @@ impl Local {
         lock(&self.leases).get(id).is_some_and(|lease| lease.until > wall_now())
     }
 
-    pub(crate) fn run_finished(&self, id: &RunId, ended: Option<Ended>) {
-        lock(&self.active).remove(id);
-        lock(&self.leases).remove(id);
+    /// The execution of run `id` under lease `epoch` ended here (`ended`: how the run ended, if
+    /// it did). Only that execution's entries go: the run may already execute here again under a
+    /// newer lease (a suspension woken at once by a signal is claimed again while the execution
+    /// that suspended it is still finishing), and removing that one's would stop it unseen.
+    pub(crate) fn run_finished(&self, id: &RunId, epoch: u64, ended: Option<Ended>) {
+        remove_if(&mut lock(&self.active), id, |run| run.epoch == epoch);
+        remove_if(&mut lock(&self.loading), id, |(loading, _)| *loading == epoch);
+        remove_if(&mut lock(&self.leases), id, |lease| lease.epoch == epoch);
         self.running.fetch_sub(1, Ordering::SeqCst);
         self.notify_watchers(id, ended);
         // A freed slot matters only if the last claim was cut short by capacity; new, woken and

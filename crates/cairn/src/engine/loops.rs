@@ -8,6 +8,7 @@ use crate::client::Client;
 use crate::clock::wall_now;
 use crate::error::Interrupt;
 use crate::run::RunShared;
+use cairn_journal::FastMap;
 use cairn_store::{ClaimRequest, ForgetWorkers, HeartbeatRequest, Notice, RunId, Store};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -286,17 +287,21 @@ async fn beat(local: &Local, warned: &mut Option<tokio::time::Instant>) {
              round trips to the store"
         );
     }
+    // Each status speaks of the lease whose epoch was sent. The run may have been claimed here
+    // again meanwhile (suspended, then woken): a status of the older lease says nothing of the
+    // newer one.
+    let sent: FastMap<&RunId, u64> = request.runs.iter().map(|(id, epoch)| (id, *epoch)).collect();
+    let of_sent = |id: &RunId, epoch: u64| sent.get(id) == Some(&epoch);
     {
-        // Held means the store's epoch is still the one sent, so it is the lease's here too.
         let mut leases = lock(&local.leases);
         for status in statuses.iter().filter(|status| status.held) {
-            if let Some(held) = leases.get_mut(&status.run_id) {
+            if let Some(held) = leases.get_mut(&status.run_id).filter(|held| of_sent(&status.run_id, held.epoch)) {
                 held.until = held.until.max(request.lease_until);
             }
         }
     }
     for status in statuses {
-        let Some(run) = local.active(&status.run_id) else { continue };
+        let Some(run) = local.active(&status.run_id).filter(|run| of_sent(&run.id, run.epoch)) else { continue };
         if !status.held {
             run.interrupt(Interrupt::LeaseLost);
         } else if status.cancel_requested {

@@ -25,10 +25,9 @@ pub(crate) fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRec
     // the task of every run in flight for its whole life.
     let run = Box::new(run);
     tasks.spawn(async move {
-        let id = run.id.clone();
+        let (id, epoch) = (run.id.clone(), run.epoch);
         let ended = start_run(&local, run).await;
-        lock(&local.loading).remove(&id);
-        local.run_finished(&id, ended);
+        local.run_finished(&id, epoch, ended);
     });
 }
 

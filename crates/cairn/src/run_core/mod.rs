@@ -203,7 +203,9 @@ pub enum Ending {
 struct Suspension {
     reason: SuspendReason,
     wake_at: Option<Timestamp>,
-    waits_for_signal: bool,
+    /// For a wait: every signal up to this id was in memory when it last looked (see
+    /// [`RunCore::signals_loaded_through`]).
+    looked_through: Option<SignalId>,
 }
 
 /// One run's state machine on a worker: see the [module](self).
@@ -216,7 +218,11 @@ pub struct RunCore {
     limits: Limits,
     /// Unconsumed signals, loaded on the first wait.
     signals: Option<Vec<SignalRecord>>,
-    signals_seen: SignalId,
+    /// The newest signal of the store's last read: every signal of the run up to it was in
+    /// memory from then on (a store numbers one run's signals in the order they commit). Signals
+    /// delivered in this process do not move it: one may arrive after a wait looked, and another
+    /// with a lower id may still be on its way, so a suspension counts only what was read.
+    signals_loaded_through: SignalId,
     /// Signals this execution took (their consuming appends may not have committed yet).
     taken: HashSet<SignalId>,
     in_flight: usize,
@@ -248,7 +254,7 @@ impl RunCore {
             mode,
             limits,
             signals: None,
-            signals_seen: SignalId(0),
+            signals_loaded_through: SignalId(0),
             taken: HashSet::new(),
             in_flight: 0,
             suspensions: HashMap::new(),
@@ -496,11 +502,13 @@ impl RunCore {
         Append { run_id: run.0.clone(), epoch: run.1, after_seq, events, at, update, consume_signal, batched }
     }
 
-    /// The body parks (a sleep, a retry's wait, a wait for a signal); the key that ends it.
+    /// The body parks (a sleep, a retry's wait, a wait for a signal that has just looked at the
+    /// signals in memory and found none); the key that ends it.
     pub fn park(&mut self, reason: SuspendReason, wake_at: Option<Timestamp>, waits_for_signal: bool) -> u64 {
         let key = self.next_suspension;
         self.next_suspension += 1;
-        self.suspensions.insert(key, Suspension { reason, wake_at, waits_for_signal });
+        let looked_through = waits_for_signal.then_some(self.signals_loaded_through);
+        self.suspensions.insert(key, Suspension { reason, wake_at, looked_through });
         key
     }
 
@@ -517,8 +525,8 @@ impl RunCore {
     /// The run's signals as the store holds them: the unconsumed ones this execution did not
     /// take become the ones waits look at.
     pub fn load_signals(&mut self, signals: Vec<SignalRecord>) {
-        let seen = signals.iter().map(|s| s.id).max().unwrap_or(SignalId(0));
-        self.signals_seen = self.signals_seen.max(seen);
+        let newest = signals.iter().map(|s| s.id).max().unwrap_or(SignalId(0));
+        self.signals_loaded_through = self.signals_loaded_through.max(newest);
         let unconsumed: Vec<SignalRecord> = signals
             .into_iter()
             .filter(|s| s.consumed_seq.is_none() && !self.taken.contains(&s.id) && !self.state.has_consumed(s.id))
@@ -541,10 +549,13 @@ impl RunCore {
         Some(signal)
     }
 
-    /// A signal delivered while the run executes here.
+    /// A signal delivered while the run executes here. Before the first load it is left to the
+    /// load; one a wait took already (found in the store before its sender delivered it here) is
+    /// not taken twice.
     pub fn deliver(&mut self, signal: SignalRecord) {
-        self.signals_seen = self.signals_seen.max(signal.id);
+        let known = self.taken.contains(&signal.id) || self.state.has_consumed(signal.id);
         if let Some(signals) = self.signals.as_mut()
+            && !known
             && !signals.iter().any(|s| s.id == signal.id)
         {
             signals.push(signal);
@@ -570,12 +581,13 @@ impl RunCore {
         if self.suspensions.values().all(|s| s.wake_at.is_some_and(|w| w <= soon)) {
             return None;
         }
-        let any_wait = self.suspensions.values().any(|s| s.waits_for_signal);
+        // The store wakes the run for any signal newer than what every parked wait looked at.
+        let signals_after = self.suspensions.values().filter_map(|s| s.looked_through).min();
         let earliest = self.suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
         // A run with a deadline is woken by it at the latest, to time out.
         let wake_at = earliest.and_then(|s| s.wake_at).into_iter().chain(self.deadline()).min();
         let reason = earliest.map_or(SuspendReason::Waiting, |s| s.reason);
-        Some(RunUpdate::Suspend { reason, wake_at, signals_after: any_wait.then_some(self.signals_seen), now })
+        Some(RunUpdate::Suspend { reason, wake_at, signals_after, now })
     }
 
     /// What to record for an execution that ended with `outcome` at `now`, or `None` when this

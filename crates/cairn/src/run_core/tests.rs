@@ -276,3 +276,53 @@ fn a_run_knows_its_place_among_runs_from_its_journal_and_lineage() {
     let first = c.info(&RunId::new("job~3"), &Lineage::default());
     assert_eq!((first.first_of_chain.as_str(), first.generation), ("job~3", 0));
 }
+
+/// The id a suspension plan tells the store it may skip signals up to (`None`: no wait).
+fn signals_after(c: &RunCore) -> Option<SignalId> {
+    match c.suspension_plan(t(0)) {
+        Some(RunUpdate::Suspend { signals_after, .. }) => signals_after,
+        other => panic!("expected a suspension, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_signal_delivered_after_the_wait_looked_is_not_counted_as_seen() {
+    // The wait looked (nothing loaded), parked, then a signal arrived in this process before the
+    // body could look again: the suspension must leave it to the store to wake the run.
+    let mut c = core(vec![started(None)], Mode::Live);
+    c.load_signals(vec![signal(1, "other", "{}")]);
+    assert!(c.take_signal("approve", None).is_none());
+    c.park(SuspendReason::Waiting, Some(t(3_600_000)), true);
+    c.deliver(signal(2, "approve", "{}"));
+    assert_eq!(signals_after(&c), Some(SignalId(1)), "only what the wait looked at is seen");
+    // A delivery while the first load is in flight (nothing loaded yet) is not seen either.
+    let mut c = core(vec![started(None)], Mode::Live);
+    c.deliver(signal(4, "approve", "{}"));
+    c.load_signals(Vec::new());
+    assert!(c.take_signal("approve", None).is_none());
+    c.park(SuspendReason::Waiting, Some(t(3_600_000)), true);
+    assert_eq!(signals_after(&c), Some(SignalId(0)));
+}
+
+#[test]
+fn a_signal_another_wait_loaded_is_not_seen_by_a_wait_parked_before() {
+    let mut c = core(vec![started(None)], Mode::Live);
+    c.load_signals(Vec::new());
+    assert!(c.take_signal("b", None).is_none());
+    c.park(SuspendReason::Waiting, Some(t(3_600_000)), true);
+    // Wait `a` reads the store again and finds its own signal and one for `b`, which `b` has not
+    // looked at yet.
+    c.load_signals(vec![signal(6, "b", "{}"), signal(7, "a", "{}")]);
+    assert_eq!(c.take_signal("a", None).map(|s| s.id), Some(SignalId(7)));
+    assert_eq!(signals_after(&c), Some(SignalId(0)), "the wait parked first saw nothing");
+}
+
+#[test]
+fn a_signal_taken_is_not_delivered_again() {
+    let mut c = core(vec![started(None)], Mode::Live);
+    c.load_signals(vec![signal(2, "go", "{}")]);
+    assert_eq!(c.take_signal("go", None).map(|s| s.id), Some(SignalId(2)));
+    // The sender's own delivery arrives after the wait found the signal in the store.
+    c.deliver(signal(2, "go", "{}"));
+    assert!(c.take_signal("go", None).is_none(), "one signal is consumed once");
+}
