@@ -33,10 +33,15 @@ pub(crate) struct ServeArgs {
     /// How long a client may take to send a request's body.
     #[arg(long, env = "CAIRN_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     body_timeout: Duration,
-    /// Connections served at once (more wait to be accepted). Default: 1,024, or `ulimit -n`
-    /// less 64 when that is lower; keep it below `ulimit -n`.
+    /// Connections served at once: past it, the connection silent longest is closed, or if
+    /// none is, the new one is answered 503 with Retry-After. Live streams hold at most half.
+    /// Default: 1,024, or `ulimit -n` less 64 when that is lower; keep it below `ulimit -n`.
     #[arg(long, env = "CAIRN_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
+    /// How long writing an answer may make no progress (the client reads none of it) before
+    /// its connection is closed.
+    #[arg(long, env = "CAIRN_WRITE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    write_timeout: Duration,
     /// Register the example workflows `hello` (subscribed to the topic `user.*`), `approval`,
     /// `flaky` (input `{"failures": n, "attempts": m}`: fewer attempts than n + 1 end failed),
     /// `fanout` (input `{"items": n, "ticks": k}`: n items in scopes of their own, a durable
@@ -48,6 +53,12 @@ pub(crate) struct ServeArgs {
     /// other origin are refused (403).
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allow_origins: Vec<String>,
+    /// A host name (`cairn.internal`) or address this server answers by `Host` when it has no
+    /// token, besides `localhost`, loopback addresses and the address it listens on; repeatable,
+    /// added to `CAIRN_ALLOWED_HOSTS` (comma-separated). Requests for other hosts are refused
+    /// (403): a page on a domain that resolves here (DNS rebinding) cannot drive it.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
 }
 
 /// `hello`'s input.
@@ -153,8 +164,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let mut service = cairn_http::Service::from_env()?;
     service.listen = args.listen;
     service.api.allowed_origins.extend(args.allow_origins);
+    service.api.allowed_hosts.extend(args.allowed_hosts);
     service.api.body_timeout = args.body_timeout;
     service.limits.header_timeout = args.header_timeout;
+    service.limits.write_timeout = args.write_timeout;
     if let Some(connections) = args.max_connections {
         service.limits.max_connections = connections;
     }

@@ -1,4 +1,4 @@
-//! The contract, checked by outside tools against a real `cairn serve --examples` (with a token),
+//! The contract, checked by outside tools against a real `cairn serve --examples` (with a token, and without),
 //! on SQLite and on PostgreSQL:
 //!
 //! - Schemathesis, driven by the server's own `/openapi.json`, with `--checks all` and every
@@ -59,12 +59,12 @@ fn succeeds(what: &str, command: &mut Command) -> Output {
     output
 }
 
-/// Both checks against `server`.
-fn keeps_its_contract(server: &Server, (st, generator, python): &(PathBuf, PathBuf, PathBuf)) {
+/// Both checks against `server`, which takes `token` (or none).
+fn keeps_its_contract(server: &Server, token: Option<&str>, (st, generator, python): &(PathBuf, PathBuf, PathBuf)) {
     let url = format!("http://{}", server.address);
     let work = tempfile::tempdir().unwrap();
 
-    let document = http_with(&server.address, "GET", "/openapi.json", None, Some(TOKEN)).1;
+    let document = http_with(&server.address, "GET", "/openapi.json", None, token).1;
     assert_eq!(document["openapi"], "3.1.0", "{document}");
     let document_path = work.path().join("openapi.json");
     std::fs::write(&document_path, document.to_string()).unwrap();
@@ -79,7 +79,8 @@ fn keeps_its_contract(server: &Server, (st, generator, python): &(PathBuf, PathB
             // and CPython 3.11's `ast` is not thread-safe ("AST constructor recursion depth
             // mismatch", a Runtime Error in about one run in two with two workers).
             .args(["run", &format!("{url}/openapi.json"), "--checks", "all", "--workers", "1"])
-            .args(["--request-timeout", "20", "-H", &format!("Authorization: Bearer {TOKEN}")]),
+            .args(["--request-timeout", "20"])
+            .args(token.map(|token| ["-H".to_owned(), format!("Authorization: Bearer {token}")]).into_iter().flatten()),
     );
 
     let package = work.path().join("cairn-client");
@@ -94,7 +95,7 @@ fn keeps_its_contract(server: &Server, (st, generator, python): &(PathBuf, PathB
     );
     let output = succeeds(
         "the generated client",
-        Command::new(python).arg(here().join("generated_client.py")).arg(&package).args([&url, TOKEN]),
+        Command::new(python).arg(here().join("generated_client.py")).arg(&package).args([&url, token.unwrap_or("")]),
     );
     assert!(String::from_utf8_lossy(&output.stdout).contains("hello and approval completed"));
 }
@@ -102,7 +103,14 @@ fn keeps_its_contract(server: &Server, (st, generator, python): &(PathBuf, PathB
 #[test]
 fn outside_tools_find_the_server_keeps_its_document_on_sqlite() {
     let Some(tools) = tools() else { return };
-    keeps_its_contract(&Server::start(Some(TOKEN)), &tools);
+    keeps_its_contract(&Server::start(Some(TOKEN)), Some(TOKEN), &tools);
+}
+
+/// Without a token, the document asks for none, and tools that trust it find the server keeps it.
+#[test]
+fn outside_tools_find_a_server_without_a_token_keeps_its_document() {
+    let Some(tools) = tools() else { return };
+    keeps_its_contract(&Server::start(None), None, &tools);
 }
 
 #[test]
@@ -113,5 +121,5 @@ fn outside_tools_find_the_server_keeps_its_document_on_postgres() {
     let Some((store, schema)) = runtime.block_on(cairn_postgres::testing::test_store("contract")) else { return };
     drop(store);
     let env = [("CAIRN_DATABASE_URL", schema.url.as_str()), ("CAIRN_SCHEMA", schema.name.as_str())];
-    keeps_its_contract(&Server::start_at(PathBuf::from("unused.db"), Some(TOKEN), &env), &tools);
+    keeps_its_contract(&Server::start_at(PathBuf::from("unused.db"), Some(TOKEN), &env), Some(TOKEN), &tools);
 }

@@ -13,6 +13,7 @@ mod contract;
 mod dashboard;
 mod dashboard_search;
 mod dashboard_states;
+mod hostile;
 mod otlp;
 mod remote;
 mod serve;

@@ -16,7 +16,14 @@ pub(crate) async fn read_in_time(
     request: Request,
     next: Next,
 ) -> Response {
-    if !has_body(request.headers()) {
+    let headers = request.headers();
+    if headers.contains_key(header::TRANSFER_ENCODING) && headers.contains_key(header::CONTENT_LENGTH) {
+        // Two lengths that a proxy in front may read differently from this server: the way a
+        // smuggled request gets past it (RFC 9112, section 6.3).
+        let message = "a request gives its body's length by Content-Length or by Transfer-Encoding, not both";
+        return ApiError::bad_request("ambiguous_length", message).into_response();
+    }
+    if !has_body(headers) {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();

@@ -321,6 +321,27 @@ fn apply(document: &mut Value) {
     }
 }
 
+/// The document of a server without a token: no security scheme and no `401` answers, so that
+/// tools that trust the document (generated clients, fuzzers) send no token and expect none.
+pub(crate) fn without_token(mut document: Value) -> Value {
+    if let Some(object) = document.as_object_mut() {
+        object.remove("security");
+    }
+    if let Some(components) = document.get_mut("components").and_then(Value::as_object_mut) {
+        components.remove("securitySchemes");
+    }
+    let paths = document.get_mut("paths").and_then(Value::as_object_mut).into_iter().flat_map(|p| p.values_mut());
+    for operation in paths.filter_map(Value::as_object_mut).flat_map(|item| item.values_mut()) {
+        if let Some(operation) = operation.as_object_mut() {
+            operation.remove("security");
+            if let Some(responses) = operation.get_mut("responses").and_then(Value::as_object_mut) {
+                responses.remove("401");
+            }
+        }
+    }
+    document
+}
+
 /// One operation's parameters, body and answers.
 fn document_operation(path: &str, mutating: bool, operation: &mut Value) {
     let id = operation["operationId"].as_str().unwrap_or_default().to_owned();

@@ -46,7 +46,13 @@ impl From<ClientError> for ApiError {
             ErrorKind::Invalid => StatusCode::BAD_REQUEST,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::Conflict => StatusCode::CONFLICT,
-            ErrorKind::Unavailable | ErrorKind::Corrupt => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::Unavailable | ErrorKind::Corrupt => {
+                // The cause (a driver's message, a file's path) is the operator's to read, not
+                // every client's: it goes to the log, and the answer says where it is.
+                tracing::warn!(error = %error, "a request failed in the store: {error}");
+                let message = "the store failed to answer this request; the server's log has the cause";
+                return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.name(), message);
+            }
         };
         ApiError::new(status, error.name(), error.to_string())
     }

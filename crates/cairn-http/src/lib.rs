@@ -47,6 +47,7 @@
 
 mod auth;
 mod body;
+mod conn;
 mod contract;
 mod dashboard;
 mod error;
@@ -68,7 +69,7 @@ pub mod views;
 pub use cairn_api::{DebounceOptions as DebounceBody, PruneBody, PublishBody, RestartBody, StartOptions as StartBody};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use input::{ListParams, ResultParams};
-pub use routes::{Health, openapi, router};
+pub use routes::{Health, openapi, router, served_openapi};
 pub use service::{ConnectionLimits, Listening, Service, ServiceError, stop_requested};
 pub use state::ApiConfig;
 pub use tokio_util::sync::CancellationToken;

@@ -5,6 +5,7 @@ use crate::auth::authorize;
 use crate::error::{ErrorBody, method_not_allowed, not_found};
 use crate::state::{Api, ApiConfig, Live};
 use crate::{body, contract, dashboard, events, live, origin, runs, schedules};
+use axum::extract::State;
 use axum::http::header;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -25,25 +26,36 @@ struct ApiDoc;
 
 /// The API's routes over `client`. Mount it with [`Router::nest`] or serve it as it is.
 pub fn router(client: Client, config: ApiConfig) -> Router {
+    let secured = config.token.is_some();
+    let hosts = (!secured).then(|| Arc::new(origin::Hosts::new(&config.allowed_hosts)));
     let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
     let polling = crate::topics::Polling { interval: config.live_interval, shutdown: config.shutdown };
-    let live = Live { polling, topics: Default::default() };
-    let api = Api { client, live, metrics: config.metrics };
-    let origins: Arc<[String]> = config.allowed_origins.into();
+    let live = Live { polling, topics: crate::topics::Topics::new(config.max_live_streams) };
+    let api = Api { client, live, metrics: config.metrics, secured };
+    let guard = origin::Guard { origins: config.allowed_origins.into(), hosts };
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.body_limit))
         .layer(middleware::from_fn_with_state((config.body_timeout, config.body_limit), body::read_in_time))
-        .layer(middleware::from_fn_with_state(origins, origin::guard))
+        .layer(middleware::from_fn_with_state(guard, origin::guard))
         .with_state(api)
 }
 
-/// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves): the handlers' shapes
-/// with every rule the server enforces written in (names' patterns, enums, ranges, the bearer
-/// scheme, links), as JSON.
+/// This API as an OpenAPI 3.1 document (what `GET /openapi.json` serves with a token): the
+/// handlers' shapes with every rule the server enforces written in (names' patterns, enums,
+/// ranges, the bearer scheme, links), as JSON.
 pub fn openapi() -> serde_json::Value {
     contract::written_in(&documented(None).into_openapi())
+}
+
+/// The document a router built with `config` serves: [`openapi`], without the bearer scheme
+/// and the `401` answers when it has no token.
+pub fn served_openapi(config: &ApiConfig) -> serde_json::Value {
+    match config.token {
+        Some(_) => openapi(),
+        None => contract::without_token(openapi()),
+    }
 }
 
 /// Every documented route; those under `/v1` (and the document) are guarded by `token`.
@@ -97,9 +109,11 @@ async fn healthz() -> Json<Health> {
 
 #[utoipa::path(get, path = "/openapi.json", tag = "service",
     responses((status = 200, description = "This document", body = Object), (status = 401, body = ErrorBody)))]
-async fn openapi_json() -> Response {
-    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let text = DOCUMENT.get_or_init(|| openapi().to_string());
+async fn openapi_json(State(api): State<Api>) -> Response {
+    static SECURED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static OPEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let (document, token) = if api.secured { (&SECURED, Some(String::new())) } else { (&OPEN, None) };
+    let text = document.get_or_init(|| served_openapi(&ApiConfig { token, ..ApiConfig::default() }).to_string());
     ([(header::CONTENT_TYPE, "application/json")], text.as_str()).into_response()
 }
 

@@ -26,10 +26,16 @@ pub struct ConnectionLimits {
     /// is ready for it: a new connection, or a kept-alive one after its last answer (so it is
     /// also how long a connection may stay idle). Default 10 s.
     pub header_timeout: Duration,
-    /// Connections served at once; more wait in the accept queue until one closes. Default
-    /// [`ConnectionLimits::default_max_connections`]: 1,024, or fewer under a lower open-file
-    /// limit.
+    /// Connections served at once. Past it, a new connection closes the one that has been
+    /// silent longest (connected, no request sent), or if none is silent it is answered `503`
+    /// with `Retry-After` and closed. Default [`ConnectionLimits::default_max_connections`]:
+    /// 1,024, or fewer under a lower open-file limit. Live streams may hold at most half of
+    /// them ([`ApiConfig::max_live_streams`](crate::ApiConfig::max_live_streams) is cut to
+    /// that), so that `/healthz` and the API always find room.
     pub max_connections: usize,
+    /// How long writing an answer may make no progress (the client reads none of it) before
+    /// the connection is closed. Default 10 s.
+    pub write_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -37,6 +43,7 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             header_timeout: Duration::from_secs(10),
             max_connections: ConnectionLimits::default_max_connections(),
+            write_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -80,6 +87,22 @@ pub enum ServiceError {
     Io(#[from] std::io::Error),
 }
 
+/// Refuses a token no request could present: `Authorization: Bearer <token>` carries visible
+/// ASCII without spaces (a space or a line break at either end is cut off on the way, and one
+/// inside splits it), so such a token would lock every client out.
+fn check_token(token: &str) -> Result<(), ServiceError> {
+    match token.bytes().all(|b| b.is_ascii_graphic()) {
+        true => Ok(()),
+        false => Err(ServiceError::Setting {
+            variable: "CAIRN_TOKEN",
+            value: "(hidden)".to_owned(),
+            reason: "a token is visible ASCII characters without spaces or line breaks, which no request could \
+                     send otherwise"
+                .to_owned(),
+        }),
+    }
+}
+
 /// What `cairn serve` is, over any [`Engine`]: the HTTP API, the dashboard and `/metrics`.
 ///
 /// ```no_run
@@ -106,8 +129,10 @@ impl Service {
     /// The defaults, with `CAIRN_LISTEN` (an address), `CAIRN_TOKEN` (refused when set but empty:
     /// it would serve without one) and `CAIRN_ALLOW_ORIGINS` (comma-separated) read.
     pub fn from_env() -> Result<Service, ServiceError> {
-        if std::env::var_os("CAIRN_TOKEN").is_some_and(|token| token.is_empty()) {
-            return Err(ServiceError::EmptyToken);
+        match std::env::var_os("CAIRN_TOKEN") {
+            Some(token) if token.is_empty() => return Err(ServiceError::EmptyToken),
+            Some(token) => check_token(&token.to_string_lossy())?,
+            None => {}
         }
         let listen = match std::env::var("CAIRN_LISTEN") {
             Ok(text) => text.parse().map_err(|error: std::net::AddrParseError| ServiceError::Setting {
@@ -134,12 +159,16 @@ impl Service {
     pub async fn bind(mut self) -> Result<Listening, ServiceError> {
         let listener = listen(self.listen)?;
         let address = listener.local_addr()?;
+        // The address it listens on is a host it serves (every address, listening on all).
+        self.api.allowed_hosts.push(address.ip().to_string());
         if self.api.token.is_none() && !address.ip().is_loopback() {
             tracing::warn!(%address, "listening beyond loopback without a token: anyone who can reach it can start, signal and cancel runs; set CAIRN_TOKEN");
         }
         if self.api.metrics.is_none() {
             self.api.metrics = crate::metrics::Prometheus::install();
         }
+        let half = (self.limits.max_connections / 2).max(1);
+        self.api.max_live_streams = self.api.max_live_streams.min(half);
         Ok(Listening { listener, address, service: self })
     }
 }
@@ -233,11 +262,14 @@ async fn accept(
         let slot = match Arc::clone(&slots).try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
-                // Full: make room by closing the connection silent the longest, if there is one;
-                // otherwise this one waits for a slot (the accept queue holds the rest).
-                if let Some((_, oldest)) = Silent::lock(&silent).connections.pop_first() {
-                    oldest.cancel();
-                }
+                // Full: make room by closing the connection silent the longest, if there is one
+                // (its slot is free as soon as its task sees it); otherwise every connection is
+                // busy, and this one is told to come back.
+                let Some((_, oldest)) = Silent::lock(&silent).connections.pop_first() else {
+                    tokio::spawn(answer_busy(stream));
+                    continue;
+                };
+                oldest.cancel();
                 tokio::select! {
                     slot = Arc::clone(&slots).acquire_owned() => slot.map_err(std::io::Error::other)?,
                     () = &mut stop => break,
@@ -266,12 +298,13 @@ async fn accept(
                 request.map(Body::new)
             }));
         let mut stopped = stopped.clone();
-        let header_timeout = limits.header_timeout;
+        let (header_timeout, write_timeout) = (limits.header_timeout, limits.write_timeout);
         tokio::spawn(async move {
             let _slot = slot;
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let stream = TokioIo::new(crate::conn::Socket::new(stream, write_timeout));
+            let connection = builder.serve_connection(stream, service);
             let mut connection = std::pin::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => {}
@@ -288,6 +321,41 @@ async fn accept(
     let all = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(Duration::from_secs(30), slots.acquire_many(all)).await;
     Ok(())
+}
+
+/// How long a connection turned away may take to send its request's head and read the answer.
+const BUSY_ANSWER_TIME: Duration = Duration::from_secs(2);
+
+/// Tells a connection that came while every slot was busy to come back in a second: `503` with
+/// `Retry-After` and the JSON error, after reading what the client sent (closing a socket with
+/// unread bytes resets it, and the client would lose the answer).
+async fn answer_busy(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = async {
+        let mut head = [0u8; 4096];
+        let mut seen = 0;
+        while seen < head.len() && !head[..seen].windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut head[seen..]).await? {
+                0 => break,
+                n => seen += n,
+            }
+        }
+        let body = crate::error::ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "every connection is busy: try again in a second",
+        )
+        .body();
+        let body = serde_json::to_string(&body).unwrap_or_default();
+        let response = format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(BUSY_ANSWER_TIME, answer).await;
 }
 
 /// Resolves when the process is asked to stop (SIGTERM or Ctrl-C).

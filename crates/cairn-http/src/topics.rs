@@ -15,17 +15,37 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
-/// The open topics by what they watch, held weakly: a topic ends when its last stream does.
-#[derive(Clone, Default)]
-pub(crate) struct Topics(Arc<Mutex<HashMap<String, Weak<Topic>>>>);
+/// The open topics by what they watch, held weakly (a topic ends when its last stream does), and
+/// the room left for streams.
+#[derive(Clone)]
+pub(crate) struct Topics {
+    open: Arc<Mutex<HashMap<String, Weak<Topic>>>>,
+    /// One permit per stream that may open: each open stream holds one.
+    streams: Arc<Semaphore>,
+}
 
 /// What the streams of one topic hold: the newest frame, and (through the `Arc`) the reader task
 /// alive.
 struct Topic {
     frames: watch::Receiver<Option<Arc<Frame>>>,
+}
+
+/// What an open stream holds: its topic, and its room among streams.
+struct Open {
+    /// Held, not read: the topic lives while a stream holds it.
+    _topic: Arc<Topic>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// The answer when as many streams are open as there is room for.
+fn busy() -> Response {
+    let message = "as many live streams are open as this server takes: try again later";
+    let mut response = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message).into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+    response
 }
 
 /// One change of a topic, ready to send.
@@ -58,9 +78,15 @@ pub(crate) struct Polling {
 }
 
 impl Topics {
+    /// Room for at most `most` streams at once.
+    pub(crate) fn new(most: usize) -> Topics {
+        Topics { open: Arc::default(), streams: Arc::new(Semaphore::new(most)) }
+    }
+
     /// A server-sent event stream of `event` for `key`: the snapshot now and whenever it changes
     /// (polled every interval by one task per key, however many streams watch it), until the
-    /// client goes away or the server shuts down.
+    /// client goes away or the server shuts down. With as many streams open as there is room
+    /// for, `503` with `Retry-After`.
     pub(crate) fn stream<T, F, Fut>(
         &self,
         polling: &Polling,
@@ -74,11 +100,12 @@ impl Topics {
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
     {
+        let Ok(permit) = Arc::clone(&self.streams).try_acquire_owned() else { return busy() };
         let topic = self.topic(polling, key, event, snapshot);
         let shutdown = polling.shutdown.clone();
         let mut frames = topic.frames.clone();
         frames.mark_changed();
-        let state = (topic, frames, 0u64);
+        let state = (Open { _topic: topic, _permit: permit }, frames, 0u64);
         let events = futures::stream::unfold(state, move |(topic, mut frames, sent)| {
             let shutdown = shutdown.clone();
             async move {
@@ -113,7 +140,7 @@ impl Topics {
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
     {
-        let mut topics = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut topics = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(topic) = topics.get(&key).and_then(Weak::upgrade) {
             return topic;
         }
@@ -176,7 +203,7 @@ async fn read_topic<T, F, Fut>(
             () = polling.shutdown.cancelled() => break,
         }
     }
-    let mut topics = topics.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut topics = topics.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if topics.get(&key).is_some_and(|topic| topic.strong_count() == 0) {
         topics.remove(&key);
     }

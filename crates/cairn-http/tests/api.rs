@@ -1015,7 +1015,13 @@ async fn the_openapi_document_matches_the_router() {
     let (status, document) = api.call("GET", "/openapi.json", None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(document["openapi"].as_str().unwrap().starts_with("3.1"), "{}", document["openapi"]);
-    assert_eq!(document, cairn_http::openapi());
+    assert_eq!(document, cairn_http::served_openapi(&cairn_http::ApiConfig::default()));
+    // Without a token the document asks for none; with one, every route but two needs it.
+    assert_eq!(document.get("security"), None);
+    let secured = cairn_http::openapi();
+    assert_eq!(secured["security"], json!([{"bearer": []}]));
+    assert!(secured["paths"]["/v1/runs"]["get"]["responses"]["401"]["description"].is_string());
+    assert_eq!(document["paths"]["/v1/runs"]["get"]["responses"].get("401"), None);
 
     // Every route the issue fixes is documented, and nothing else.
     let mut documented: Vec<(String, String)> = Vec::new();

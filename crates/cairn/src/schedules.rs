@@ -97,12 +97,14 @@ impl Client {
 
     /// The schedule `name`.
     pub async fn schedule(&self, name: &str) -> Result<ScheduleRecord, ClientError> {
+        check_name(name)?;
         let all = self.schedules().await?;
         all.into_iter().find(|s| s.name == name).ok_or_else(|| ClientError::ScheduleNotFound(name.to_owned()))
     }
 
     /// Pauses schedule `name`: it fires no more until resumed.
     pub async fn pause_schedule(&self, name: &str) -> Result<ScheduleRecord, ClientError> {
+        check_name(name)?;
         let change = PauseSchedule { name: name.to_owned(), paused: true, next_fire_at: None, now: self.clock.now() };
         Ok(self.store.pause_schedule(&change).await?)
     }
@@ -121,6 +123,7 @@ impl Client {
 
     /// Deletes schedule `name` (the runs it started stay).
     pub async fn delete_schedule(&self, name: &str) -> Result<(), ClientError> {
+        check_name(name)?;
         match self.store.delete_schedule(name).await? {
             true => Ok(()),
             false => Err(ClientError::ScheduleNotFound(name.to_owned())),
@@ -130,7 +133,6 @@ impl Client {
     /// Starts a run of schedule `name` now, as a firing at this instant would (paused or not);
     /// its run.
     pub async fn trigger_schedule(&self, name: &str) -> Result<RunHandle, ClientError> {
-        check_name(name)?;
         let schedule = self.schedule(name).await?;
         let now = self.clock.now();
         let version = self.version_to_start(&schedule.workflow).await?;

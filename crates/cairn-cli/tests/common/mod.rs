@@ -126,3 +126,27 @@ impl Drop for Server {
         let _ = self.process.wait();
     }
 }
+
+/// A `cairn serve --examples` on PostgreSQL, in a schema of its own (`tag` names it) that is
+/// dropped with the returned guard; `None` when no server answers (skipped loudly, or a panic
+/// under `CAIRN_REQUIRE_POSTGRES=1`).
+pub(crate) fn postgres_server(tag: &str) -> Option<(Server, cairn_postgres::testing::TestSchema)> {
+    let url = cairn_postgres::testing::test_database_url();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    if let Err(error) = runtime.block_on(tokio_postgres::connect(&url, tokio_postgres::NoTls)) {
+        return cairn_postgres::testing::unusable(&url, &error.to_string());
+    }
+    let name = format!("cairn_cli_{tag}_{}", std::process::id());
+    let schema = cairn_postgres::testing::TestSchema { url: url.clone(), name: name.clone() };
+    let env = [("CAIRN_DATABASE_URL", url.as_str()), ("CAIRN_SCHEMA", name.as_str())];
+    Some((Server::start_at(std::path::PathBuf::from("unused.db"), None, &env), schema))
+}
+
+/// Runs `test` against a server on SQLite, then (when one answers) on PostgreSQL; `tag` names
+/// the PostgreSQL schema. The test gets the server and the store's name, for its messages.
+pub(crate) fn on_each_store(tag: &str, test: impl Fn(&Server, &str)) {
+    test(&Server::start(None), "sqlite");
+    if let Some((server, _schema)) = postgres_server(tag) {
+        test(&server, "postgres");
+    }
+}

@@ -63,8 +63,9 @@ impl PostgresStore {
         // value from `run_inputs` (migration 21), in list order; its columns `at` and `run`
         // are the run's `created_at` and `id`.
         let leaf = match &input {
-            // No input holds a NUL that `@>` can read (see `NUL_ESCAPE`), so no run matches.
-            Some(needle) if cairn_journal::payload_shape(needle).nul => return Ok(None),
+            // Every input kept the payload rules, so a value that breaks them (a NUL, a lone
+            // surrogate, a number out of range, none of which `jsonb` reads) matches no run.
+            Some(needle) if cairn_journal::check_payload(needle).is_err() => return Ok(None),
             Some(needle) => self.input_leaf(needle).await?,
             None => None,
         };

@@ -160,10 +160,12 @@ pub(super) fn join_cursor(at: Timestamp, id: &str) -> String {
     format!("{}:{id}", at.as_millis())
 }
 
-/// A page cursor's text ([`join_cursor`]) split into its time and id.
+/// A page cursor's text ([`join_cursor`]) split into its time and id. No id holds a control
+/// character, so a cursor with one is refused here rather than by a store (PostgreSQL's text
+/// holds no NUL).
 pub(super) fn split_cursor(text: &str) -> Result<(Timestamp, &str), StoreError> {
     let bad = || StoreError::InvalidInput(format!("invalid page cursor {text:?}"));
-    let (millis, id) = text.split_once(':').ok_or_else(bad)?;
+    let (millis, id) = text.split_once(':').filter(|(_, id)| !id.contains(char::is_control)).ok_or_else(bad)?;
     Ok((Timestamp::from_millis(millis.parse::<i64>().map_err(|_| bad())?), id))
 }
 

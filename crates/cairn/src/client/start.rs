@@ -337,27 +337,15 @@ impl Client {
     }
 
     /// A payload (an input, a signal's or an event's, a schedule's input) every store keeps and
-    /// a run can read back: within the size limit, nested at most [`cairn_journal::MAX_NESTING`]
-    /// levels (deeper, it would be stored and then fail the run that reads it), and without NUL
-    /// (`\u0000`: PostgreSQL's `jsonb` cannot hold it, so one such input broke every input
-    /// filter there). The same rules on every store.
+    /// a run can read back: within the size limit and keeping [`cairn_journal::check_payload`]'s
+    /// rules (nesting, NUL, lone surrogates, numbers out of range: each would be stored and then
+    /// fail the run that reads it, or break PostgreSQL's `jsonb`). The same rules on every store.
     pub(crate) fn check_payload(&self, payload: &RawValue) -> Result<(), ClientError> {
         let size = payload.get().len();
         if size > self.max_payload_bytes {
             return Err(ClientError::PayloadTooLarge { size, limit: self.max_payload_bytes });
         }
-        let shape = cairn_journal::payload_shape(payload.get());
-        if shape.depth > cairn_journal::MAX_NESTING {
-            return Err(ClientError::InvalidPayload(format!(
-                "the payload nests {} levels of arrays and objects, over the limit of {}",
-                shape.depth,
-                cairn_journal::MAX_NESTING
-            )));
-        }
-        if shape.nul {
-            return Err(ClientError::InvalidPayload("the payload holds a NUL character (\\u0000)".into()));
-        }
-        Ok(())
+        cairn_journal::check_payload(payload.get()).map_err(|fault| ClientError::InvalidPayload(fault.to_string()))
     }
 
     /// Starts a run of `workflow` with `input`; chain [`id`](StartRun::id),
