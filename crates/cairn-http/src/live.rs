@@ -10,7 +10,11 @@ use crate::{reads, views};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
+use cairn::{Client, LiveWorkers};
 use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
 use utoipa::IntoParams;
 
 /// The query of the live routes beyond the list's.
@@ -44,18 +48,48 @@ pub(crate) async fn live_runs(
     let patches = take_patches(&mut params)?;
     let request = list_request(params.workflow.take(), params)?;
     let key = format!("runs {:?} {}", request.filter, request.stranded);
-    let client = api.client.clone();
+    let (client, overview, interval) = (api.client.clone(), api.live.overview.clone(), api.live.polling.interval);
     Ok(api.live.topics.stream(&api.live.polling, key, "runs", patches, move || {
-        let (client, request) = (client.clone(), request.clone());
+        let (client, request, overview) = (client.clone(), request.clone(), overview.clone());
         async move {
-            let (live, workflows) = tokio::try_join!(client.live_workers(), reads::workflows(&client))?;
+            let overview = overview.read(&client, interval).await?;
             Ok(views::RunsSnapshot {
-                runs: reads::run_page(&client, &request.filter, request.stranded, &live).await?,
-                workflows,
-                workers: workers_view(&client, &live).await?,
+                runs: reads::run_page(&client, &request.filter, request.stranded, &overview.live).await?,
+                workflows: overview.workflows.clone(),
+                workers: overview.workers.clone(),
             })
         }
     }))
+}
+
+/// What every runs stream shows beside its own page: the live workers, the workflows and the
+/// workers' view. Read once per interval for all the streams open, however many filters they
+/// have (each stream read them itself before: 100 streams, 400 reads a second).
+#[derive(Clone, Default)]
+pub(crate) struct Overview(Arc<tokio::sync::Mutex<Option<Arc<Shared>>>>);
+
+/// One reading of the [`Overview`], and when it was read.
+struct Shared {
+    at: Instant,
+    live: LiveWorkers,
+    workflows: views::Workflows,
+    workers: views::Workers,
+}
+
+impl Overview {
+    /// The overview read within `fresh_for`, or read now (one reader at a time: the streams
+    /// that ask meanwhile wait for its answer and share it).
+    async fn read(&self, client: &Client, fresh_for: Duration) -> Result<Arc<Shared>, ApiError> {
+        let mut held = self.0.lock().await;
+        if let Some(shared) = held.as_ref().filter(|shared| shared.at.elapsed() < fresh_for) {
+            return Ok(Arc::clone(shared));
+        }
+        let (live, workflows) = tokio::try_join!(client.live_workers(), reads::workflows(client))?;
+        let workers = workers_view(client, &live).await?;
+        let shared = Arc::new(Shared { at: Instant::now(), live, workflows, workers });
+        *held = Some(Arc::clone(&shared));
+        Ok(shared)
+    }
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/live", tag = "live",

@@ -21,7 +21,9 @@ pub async fn run_page(
     stranded: bool,
     live: &LiveWorkers,
 ) -> Result<RunPage, ReadError> {
-    let page = client.list(&selected(filter, stranded, live)).await?;
+    // Lists show no payload, so they read none.
+    let filter = RunFilter { without_payloads: true, ..selected(filter, stranded, live).into_owned() };
+    let page = client.list(&filter).await?;
     let runs = page.runs.iter().map(|run| views::listed(run, live)).collect();
     Ok(RunPage { runs, next_cursor: page.next_cursor.map(|cursor| cursor.encode()) })
 }

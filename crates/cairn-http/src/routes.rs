@@ -30,7 +30,8 @@ pub fn router(client: Client, config: ApiConfig) -> Router {
     let hosts = (!secured).then(|| Arc::new(origin::Hosts::new(&config.allowed_hosts)));
     let (router, _) = documented(config.token.map(Arc::from)).split_for_parts();
     let polling = crate::topics::Polling { interval: config.live_interval, shutdown: config.shutdown };
-    let live = Live { polling, topics: crate::topics::Topics::new(config.max_live_streams) };
+    let live =
+        Live { polling, topics: crate::topics::Topics::new(config.max_live_streams), overview: Default::default() };
     let api = Api { client, live, metrics: config.metrics, secured };
     let guard = origin::Guard { origins: config.allowed_origins.into(), hosts };
     router

@@ -94,4 +94,6 @@ pub(crate) struct Live {
     pub(crate) polling: crate::topics::Polling,
     /// What the open streams watch, each read by one task.
     pub(crate) topics: crate::topics::Topics,
+    /// What every runs stream shows beside its page, read once for all of them.
+    pub(crate) overview: crate::live::Overview,
 }

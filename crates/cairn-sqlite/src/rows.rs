@@ -8,6 +8,11 @@ pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_rea
      pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
      continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
 
+/// [`RUN_COLUMNS`] with `null` for the input and no output: what a list that shows neither
+/// reads ([`RunFilter::without_payloads`](cairn_store::RunFilter::without_payloads)).
+pub(super) static RUN_SUMMARY_COLUMNS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| RUN_COLUMNS.replacen("input, output", "'null' AS input, NULL AS output", 1));
+
 /// The claim: the first ready runs in claim order (`cairn_journal::flow::claim_rank`), leased.
 /// Each kind of ready run is read from its own index in order and cut at the limit before they
 /// are merged, so a claim reads about `limit` rows of each however many runs are queued.

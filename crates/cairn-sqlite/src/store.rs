@@ -3,7 +3,8 @@
 use crate::handle::SqliteStore;
 use crate::prelude::*;
 use crate::rows::{
-    RULES, RUN_COLUMNS, SCHEDULE_COLUMNS, query_rows, raw, read_run, row_to_rule, row_to_run, row_to_schedule,
+    RULES, RUN_COLUMNS, RUN_SUMMARY_COLUMNS, SCHEDULE_COLUMNS, query_rows, raw, read_run, row_to_rule, row_to_run,
+    row_to_schedule,
 };
 use crate::writer::{Command, backend};
 
@@ -23,8 +24,9 @@ impl Store for SqliteStore {
             let size = filter.page_size();
             let Selection { from, conditions, order, mut values } = selection(conn, &filter)?;
             values.push(((size + 1) as i64).into());
+            let columns = if filter.without_payloads { RUN_SUMMARY_COLUMNS.as_str() } else { RUN_COLUMNS };
             let mut stmt = conn
-                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM {from}{conditions} ORDER BY {order} LIMIT ?"))
+                .prepare_cached(&format!("SELECT {columns} FROM {from}{conditions} ORDER BY {order} LIMIT ?"))
                 .map_err(backend)?;
             let runs = query_rows(&mut stmt, rusqlite::params_from_iter(values), row_to_run)?;
             Ok(RunPage::cut(runs, size))

@@ -195,6 +195,13 @@ pub async fn list_filters_by_input(store: DynStore) {
         (serde_json::json!("customer"), vec!["r4"]),
         (serde_json::json!([2]), vec!["r5"]),
     ];
+    // A list without payloads selects the same runs and reads neither input nor output.
+    let bare = RunFilter { without_payloads: true, ..filtered(serde_json::json!({"customer": 42})) };
+    let page = store.list_runs(&bare).await.expect("list");
+    assert_eq!(ids(&page), ["r3", "r1"]);
+    assert!(page.runs.iter().all(|r| r.input.get() == "null" && r.output.is_none()), "{:?}", page.runs);
+    let full = store.list_runs(&filtered(serde_json::json!({"customer": 42}))).await.expect("list");
+    assert_eq!(full.runs[0].input.get(), inputs[2].1, "a full list reads the input");
     for (needle, expected) in cases {
         let page = store.list_runs(&filtered(needle.clone())).await.expect("list");
         assert_eq!(ids(&page), expected, "input containing {needle}");

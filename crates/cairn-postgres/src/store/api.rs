@@ -5,8 +5,8 @@ use super::handle::PostgresStore;
 use super::maintain::status_counts;
 use super::prelude::*;
 use super::rows::{ClaimValues, raw, row_to_event, row_to_schedule, tags};
-use super::sql::RUN_COLUMNS;
 use super::sql::backend;
+use super::sql::{RUN_COLUMNS, RUN_SUMMARY_COLUMNS};
 use super::writer::{Job, journal_range};
 
 /// A regular expression that finds a NUL written as a JSON escape (`\u0000`, after an even
@@ -178,7 +178,8 @@ impl Store for PostgresStore {
                 return Ok(RunPage::cut(Vec::new(), size));
             };
             values.push(Box::new((size + 1) as i64));
-            let text = format!("SELECT {RUN_COLUMNS} FROM {from}{conditions} ORDER BY {order} LIMIT ${}", values.len());
+            let columns = if filter.without_payloads { RUN_SUMMARY_COLUMNS.as_str() } else { RUN_COLUMNS };
+            let text = format!("SELECT {columns} FROM {from}{conditions} ORDER BY {order} LIMIT ${}", values.len());
             let runs = self.query_runs(&text, &params(&values)).await?;
             Ok(RunPage::cut(runs, size))
         })

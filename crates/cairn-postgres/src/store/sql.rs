@@ -41,6 +41,12 @@ pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_rea
 pub(super) const SCHEDULE_COLUMNS: &str =
     "name, workflow, spec, input, paused, next_fire_at, last_fired_at, created_at, updated_at";
 
+/// [`RUN_COLUMNS`] with `null` for the input and no output: what a list that shows neither
+/// reads ([`RunFilter::without_payloads`](cairn_store::RunFilter::without_payloads)).
+pub(super) static RUN_SUMMARY_COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    RUN_COLUMNS.replacen("input, output", "'null'::text AS input, NULL::text AS output", 1)
+});
+
 /// [`RUN_COLUMNS`] of the table aliased `alias`.
 pub(super) fn run_columns_of(alias: &str) -> String {
     RUN_COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")

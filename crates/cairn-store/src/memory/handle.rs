@@ -155,6 +155,7 @@ impl Store for MemoryStore {
         drop(inner);
         runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
         let page = RunPage::cut(runs, filter.page_size());
+        let page = if filter.without_payloads { page.without_payloads() } else { page };
         Box::pin(async move { Ok(page) })
     }
 

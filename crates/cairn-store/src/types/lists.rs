@@ -34,6 +34,10 @@ pub struct RunFilter {
     pub limit: Option<usize>,
     /// Continue after this cursor (from [`RunPage::next_cursor`]).
     pub cursor: Option<PageCursor>,
+    /// Leave each run's input and output out (`null` and `None`): a list that does not show
+    /// them reads none of their bytes (a page of runs with megabytes of input each costs what
+    /// one of small runs does).
+    pub without_payloads: bool,
 }
 
 impl RunFilter {
@@ -184,6 +188,16 @@ impl RunPage {
     pub fn cut(mut runs: Vec<RunRecord>, size: usize) -> RunPage {
         let next_cursor = cut(&mut runs, size, |last| PageCursor { created_at: last.created_at, id: last.id.clone() });
         RunPage { runs, next_cursor }
+    }
+
+    /// The page with its runs' input and output left out, as
+    /// [`RunFilter::without_payloads`] asks (for a store that holds them in memory anyway).
+    pub fn without_payloads(mut self) -> RunPage {
+        for run in &mut self.runs {
+            run.input = serde_json::value::RawValue::NULL.to_owned();
+            run.output = None;
+        }
+        self
     }
 }
 

@@ -84,7 +84,7 @@ impl Client {
 
     /// The runs that restart `id` (newest first).
     pub async fn restarts(&self, id: &RunId) -> Result<Vec<RunId>, ReadError> {
-        let filter = RunFilter { restarted_from: Some(id.clone()), ..RunFilter::default() };
+        let filter = RunFilter { restarted_from: Some(id.clone()), without_payloads: true, ..RunFilter::default() };
         Ok(self.every_run(filter).await?.into_iter().map(|r| r.id).collect())
     }
 
