@@ -152,8 +152,14 @@ impl Topics {
     }
 }
 
+/// The largest snapshot (serialised) a topic patches: a larger one is sent whole on each change,
+/// so that no topic keeps the parsed tree of a run with megabytes of input (to diff the next
+/// snapshot against) for as long as it is watched.
+const MOST_PATCHED: usize = 256 * 1024;
+
 /// Reads a topic's snapshot every interval and publishes each change, until no stream watches it
-/// or the server shuts down.
+/// or the server shuts down. An unchanged snapshot is told by its text, so an idle topic builds
+/// no tree; only a change to a snapshot of at most [`MOST_PATCHED`] bytes is diffed.
 async fn read_topic<T, F, Fut>(
     topics: Topics,
     polling: Polling,
@@ -166,25 +172,29 @@ async fn read_topic<T, F, Fut>(
     F: FnMut() -> Fut + Send + 'static,
     Fut: Future<Output = Result<T, ApiError>> + Send + 'static,
 {
-    // The last snapshot sent (to patch from), or the last error sent.
-    let mut last: Option<Result<Value, Value>> = None;
+    // The last snapshot's text (or the error's), and its tree when it is small enough to patch.
+    let mut last: Option<(Result<String, String>, Option<Value>)> = None;
     let mut version = 0;
     loop {
         let now = match snapshot().await.and_then(|value| {
-            serde_json::to_value(value)
+            serde_json::to_string(&value)
                 .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", error.to_string()))
         }) {
-            Ok(value) => Ok(value),
-            Err(error) => Err(serde_json::to_value(error.body()).unwrap_or(Value::Null)),
+            Ok(text) => Ok(text),
+            Err(error) => Err(serde_json::to_string(&error.body()).unwrap_or_default()),
         };
-        if last.as_ref() != Some(&now) {
+        if last.as_ref().map(|(text, _)| text) != Some(&now) {
             version += 1;
+            let tree = match &now {
+                Ok(text) if text.len() <= MOST_PATCHED => serde_json::from_str::<Value>(text).ok(),
+                _ => None,
+            };
             let frame = match &now {
-                Ok(value) => {
-                    let whole = event_bytes(event, &value.to_string());
-                    let patch = match &last {
-                        Some(Ok(before)) => {
-                            Some(event_bytes("patch", &Value::from(patch::diff(before, value)).to_string()))
+                Ok(text) => {
+                    let whole = event_bytes(event, text);
+                    let patch = match (last.as_ref().and_then(|(_, before)| before.as_ref()), &tree) {
+                        (Some(before), Some(after)) => {
+                            Some(event_bytes("patch", &Value::from(patch::diff(before, after)).to_string()))
                                 .filter(|patch| patch.len() < whole.len())
                                 .map(|patch| (version - 1, patch))
                         }
@@ -192,10 +202,10 @@ async fn read_topic<T, F, Fut>(
                     };
                     Frame { version, whole, patch }
                 }
-                Err(error) => Frame { version, whole: event_bytes("error", &error.to_string()), patch: None },
+                Err(error) => Frame { version, whole: event_bytes("error", error), patch: None },
             };
             sender.send_replace(Some(Arc::new(frame)));
-            last = Some(now);
+            last = Some((now, tree));
         }
         tokio::select! {
             () = tokio::time::sleep(polling.interval) => {}
