@@ -157,9 +157,13 @@ impl Topics {
 /// snapshot against) for as long as it is watched.
 const MOST_PATCHED: usize = 256 * 1024;
 
+/// How many intervals apart the biggest snapshots are read (see [`read_topic`]).
+const SLOWEST: usize = 10;
+
 /// Reads a topic's snapshot every interval and publishes each change, until no stream watches it
 /// or the server shuts down. An unchanged snapshot is told by its text, so an idle topic builds
-/// no tree; only a change to a snapshot of at most [`MOST_PATCHED`] bytes is diffed.
+/// no tree; only a change to a snapshot of at most [`MOST_PATCHED`] bytes is diffed, and a larger
+/// snapshot is read once every `size / MOST_PATCHED` intervals (at most [`SLOWEST`]).
 async fn read_topic<T, F, Fut>(
     topics: Topics,
     polling: Polling,
@@ -183,6 +187,11 @@ async fn read_topic<T, F, Fut>(
             Ok(text) => Ok(text),
             Err(error) => Err(serde_json::to_string(&error.body()).unwrap_or_default()),
         };
+        // A big snapshot is read less often, in proportion to its size (every 10 intervals at
+        // most): building one of a run with megabytes of payload each second for every run
+        // watched took the server's cores.
+        let size = now.as_ref().map_or(0, String::len);
+        let pause = polling.interval * u32::try_from((size / MOST_PATCHED).clamp(1, SLOWEST)).unwrap_or(1);
         if last.as_ref().map(|(text, _)| text) != Some(&now) {
             version += 1;
             let tree = match &now {
@@ -208,7 +217,7 @@ async fn read_topic<T, F, Fut>(
             last = Some((now, tree));
         }
         tokio::select! {
-            () = tokio::time::sleep(polling.interval) => {}
+            () = tokio::time::sleep(pause) => {}
             () = sender.closed() => break,
             () = polling.shutdown.cancelled() => break,
         }

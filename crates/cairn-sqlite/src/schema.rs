@@ -55,6 +55,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../sql/migrations/20.sql"),
     include_str!("../sql/migrations/21.sql"),
     include_str!("../sql/migrations/22.sql"),
+    include_str!("../sql/migrations/23.sql"),
 ];
 
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
