@@ -44,7 +44,10 @@ struct Open {
 fn busy() -> Response {
     let message = "as many live streams are open as this server takes: try again later";
     let mut response = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message).into_response();
-    response.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+    // The connection goes too, so a client turned away holds no slot while it waits.
+    headers.insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
     response
 }
 
