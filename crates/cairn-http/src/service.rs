@@ -126,8 +126,10 @@ pub struct Service {
 }
 
 impl Service {
-    /// The defaults, with `CAIRN_LISTEN` (an address), `CAIRN_TOKEN` (refused when set but empty:
-    /// it would serve without one) and `CAIRN_ALLOW_ORIGINS` (comma-separated) read.
+    /// The defaults, with `CAIRN_LISTEN` (an address), `CAIRN_TOKEN` (refused when set but empty,
+    /// which would serve without one, or holding what no request can send: spaces, line breaks,
+    /// other than visible ASCII), `CAIRN_ALLOW_ORIGINS` and `CAIRN_ALLOWED_HOSTS` (comma-separated)
+    /// read.
     pub fn from_env() -> Result<Service, ServiceError> {
         match std::env::var_os("CAIRN_TOKEN") {
             Some(token) if token.is_empty() => return Err(ServiceError::EmptyToken),

@@ -204,7 +204,7 @@ struct Suspension {
     reason: SuspendReason,
     wake_at: Option<Timestamp>,
     /// For a wait: every signal up to this id was in memory when it last looked (see
-    /// [`RunCore::signals_loaded_through`]).
+    /// `RunCore::signals_loaded_through`).
     looked_through: Option<SignalId>,
 }
 
