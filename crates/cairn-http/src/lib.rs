@@ -56,6 +56,7 @@ mod input;
 mod live;
 pub mod metrics;
 mod origin;
+mod overview;
 pub mod patch;
 pub mod reads;
 mod routes;

@@ -4,17 +4,13 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::input::{ListParams, run_of};
-use crate::runs::{list_request, workers_view};
+use crate::runs::list_request;
 use crate::state::Api;
 use crate::{reads, views};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use cairn::{Client, LiveWorkers};
 use serde::Deserialize;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::time::Instant;
 use utoipa::IntoParams;
 
 /// The query of the live routes beyond the list's.
@@ -60,36 +56,6 @@ pub(crate) async fn live_runs(
             })
         }
     }))
-}
-
-/// What every runs stream shows beside its own page: the live workers, the workflows and the
-/// workers' view. Read once per interval for all the streams open, however many filters they
-/// have (each stream read them itself before: 100 streams, 400 reads a second).
-#[derive(Clone, Default)]
-pub(crate) struct Overview(Arc<tokio::sync::Mutex<Option<Arc<Shared>>>>);
-
-/// One reading of the [`Overview`], and when it was read.
-struct Shared {
-    at: Instant,
-    live: LiveWorkers,
-    workflows: views::Workflows,
-    workers: views::Workers,
-}
-
-impl Overview {
-    /// The overview read within `fresh_for`, or read now (one reader at a time: the streams
-    /// that ask meanwhile wait for its answer and share it).
-    async fn read(&self, client: &Client, fresh_for: Duration) -> Result<Arc<Shared>, ApiError> {
-        let mut held = self.0.lock().await;
-        if let Some(shared) = held.as_ref().filter(|shared| shared.at.elapsed() < fresh_for) {
-            return Ok(Arc::clone(shared));
-        }
-        let (live, workflows) = tokio::try_join!(client.live_workers(), reads::workflows(client))?;
-        let workers = workers_view(client, &live).await?;
-        let shared = Arc::new(Shared { at: Instant::now(), live, workflows, workers });
-        *held = Some(Arc::clone(&shared));
-        Ok(shared)
-    }
 }
 
 #[utoipa::path(get, path = "/v1/workflows/{name}/runs/{id}/live", tag = "live",

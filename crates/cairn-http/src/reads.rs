@@ -45,6 +45,12 @@ pub async fn workflows(client: &Client) -> Result<Workflows, ReadError> {
     Ok(views::workflows(&counts, &served))
 }
 
+/// The live workers (`live`) and the stranded versions, as of now.
+pub async fn workers(client: &Client, live: &LiveWorkers) -> Result<views::Workers, ReadError> {
+    let stranded = client.stranded_versions().await?;
+    Ok(views::workers(live, &stranded, cairn::Timestamp::from_system_time(std::time::SystemTime::now())))
+}
+
 /// `run` in full: stranded or not, the runs that restart it, its children (three reads at once).
 pub async fn run_detail(client: &Client, run: &RunRecord) -> Result<RunDetail, ReadError> {
     let (restarts, children, live) =

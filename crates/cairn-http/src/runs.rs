@@ -14,7 +14,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cairn::{Client, LiveWorkers, PageCursor, RunFilter, RunStatus};
+use cairn::{Client, PageCursor, RunFilter, RunStatus};
 use cairn_api::{BulkAction, BulkBody, BulkFilter, PruneBody, RestartBody, StartOptions};
 use futures::StreamExt as _;
 use serde_json::value::RawValue;
@@ -430,13 +430,8 @@ pub(crate) async fn restart(
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
-pub(crate) async fn workers_view(client: &Client, live: &LiveWorkers) -> Result<views::Workers, ApiError> {
-    let stranded = client.stranded_versions().await?;
-    Ok(views::workers(live, &stranded, cairn::Timestamp::from_system_time(std::time::SystemTime::now())))
-}
-
 #[utoipa::path(get, path = "/v1/workers", tag = "service",
     responses((status = 200, body = views::Workers), (status = 401, body = ErrorBody)))]
 pub(crate) async fn workers(State(api): State<Api>) -> Answer<views::Workers> {
-    Ok(Json(workers_view(&api.client, &api.client.live_workers().await?).await?))
+    Ok(Json(reads::workers(&api.client, &api.client.live_workers().await?).await?))
 }

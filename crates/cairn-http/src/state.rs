@@ -95,5 +95,5 @@ pub(crate) struct Live {
     /// What the open streams watch, each read by one task.
     pub(crate) topics: crate::topics::Topics,
     /// What every runs stream shows beside its page, read once for all of them.
-    pub(crate) overview: crate::live::Overview,
+    pub(crate) overview: crate::overview::Overview,
 }
