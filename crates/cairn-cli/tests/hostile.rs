@@ -241,11 +241,14 @@ fn a_page_on_a_rebound_domain_changes_nothing() {
 /// rather than left waiting. Live streams hold at most half of the connections.
 #[test]
 fn slow_readers_and_streams_cannot_starve_the_server() {
-    // Pipelines 400 dashboard pages (about 37 MB of answers, more than the socket buffers of
-    // both ends hold) and reads none of them but the first bytes of the first, so it is no
-    // silent connection (the server closes those first to make room).
+    // Pipelines 400 dashboard pages (about 37 MB of answers, far more than its 4 KiB receive
+    // buffer and the server's send buffer hold) and reads none of them but the first bytes of
+    // the first, so it is no silent connection (the server closes those first to make room).
     let slow_reader = |address: &str| {
-        let mut stream = TcpStream::connect(address).unwrap();
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        socket.connect(&address.parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+        let mut stream: TcpStream = socket.into();
         let one = format!("GET / HTTP/1.1\r\nHost: {address}\r\n\r\n");
         stream.write_all(one.repeat(400).as_bytes()).unwrap();
         let mut first = [0u8; 12];
