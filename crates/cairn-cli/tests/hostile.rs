@@ -295,7 +295,21 @@ fn slow_readers_and_streams_cannot_starve_the_server() {
     let server = Server::start_at(dir.path().join("cut.db"), None, &env);
     let address = server.address.as_str();
     let mut readers: Vec<TcpStream> = (0..40).map(|_| slow_reader(address)).collect();
-    wait_for(|| http(address, "GET", "/healthz", None).0 == 200, "the stalled connections were closed");
+    // Every slot is free again when 40 connections held open at once are all served.
+    let all_free = || {
+        let held: Vec<TcpStream> = (0..40)
+            .map(|_| {
+                let mut stream = TcpStream::connect(address).unwrap();
+                write!(stream, "GET /healthz HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+                stream
+            })
+            .collect();
+        held.into_iter().all(|mut stream| {
+            let mut first = [0u8; 12];
+            stream.read_exact(&mut first).is_ok() && &first == b"HTTP/1.1 200"
+        })
+    };
+    wait_for(all_free, "every stalled connection was closed");
     // Each reader, reading now, finds its connection ended after some of its answers.
     for reader in &mut readers {
         reader.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
