@@ -97,17 +97,7 @@ fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
              non-negative number)",
         ),
     };
-    let status = StatusCode::from_u16(status).ok()?;
-    let body = serde_json::to_string(&ApiError::new(status, code, message).body()).ok()?;
-    let reason = status.canonical_reason().unwrap_or("Error");
-    Some(
-        format!(
-            "HTTP/1.1 {} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-            status.as_u16(),
-            body.len()
-        )
-        .into_bytes(),
-    )
+    Some(ApiError::new(StatusCode::from_u16(status).ok()?, code, message).closing_answer(""))
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Socket<T> {

@@ -32,6 +32,23 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The whole HTTP/1.1 answer as bytes, with `headers` (`name: value\r\n` each) and
+    /// `Connection: close`: for a connection no handler serves (one turned away while every
+    /// slot is busy, or one hyper answers itself).
+    pub(crate) fn closing_answer(&self, headers: &str) -> Vec<u8> {
+        let body = serde_json::to_string(&self.body()).unwrap_or_default();
+        let reason = self.status.canonical_reason().unwrap_or("Error");
+        format!(
+            "HTTP/1.1 {} {reason}\r\ncontent-type: application/json\r\n{headers}connection: close\r\n\
+             content-length: {}\r\n\r\n{body}",
+            self.status.as_u16(),
+            body.len()
+        )
+        .into_bytes()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status, Json(self.body())).into_response()

@@ -53,9 +53,14 @@ pub fn openapi() -> serde_json::Value {
 /// The document a router built with `config` serves: [`openapi`], without the bearer scheme
 /// and the `401` answers when it has no token.
 pub fn served_openapi(config: &ApiConfig) -> serde_json::Value {
-    match config.token {
-        Some(_) => openapi(),
-        None => contract::without_token(openapi()),
+    document_of(config.token.is_some())
+}
+
+/// [`openapi`] for a server with a token or (`secured` false) without one.
+fn document_of(secured: bool) -> serde_json::Value {
+    match secured {
+        true => openapi(),
+        false => contract::without_token(openapi()),
     }
 }
 
@@ -113,8 +118,8 @@ async fn healthz() -> Json<Health> {
 async fn openapi_json(State(api): State<Api>) -> Response {
     static SECURED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     static OPEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let (document, token) = if api.secured { (&SECURED, Some(String::new())) } else { (&OPEN, None) };
-    let text = document.get_or_init(|| served_openapi(&ApiConfig { token, ..ApiConfig::default() }).to_string());
+    let document = if api.secured { &SECURED } else { &OPEN };
+    let text = document.get_or_init(|| document_of(api.secured).to_string());
     ([(header::CONTENT_TYPE, "application/json")], text.as_str()).into_response()
 }
 

@@ -342,19 +342,10 @@ async fn answer_busy(mut stream: tokio::net::TcpStream) {
                 n => seen += n,
             }
         }
-        let body = crate::error::ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "busy",
-            "every connection is busy: try again in a second",
-        )
-        .body();
-        let body = serde_json::to_string(&body).unwrap_or_default();
-        let response = format!(
-            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
-             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(response.as_bytes()).await?;
+        let busy = "every connection is busy: try again in a second";
+        let answer = crate::error::ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "busy", busy)
+            .closing_answer("retry-after: 1\r\n");
+        stream.write_all(&answer).await?;
         stream.shutdown().await
     };
     let _ = tokio::time::timeout(BUSY_ANSWER_TIME, answer).await;
