@@ -309,6 +309,7 @@ fn apply(document: &mut Value) {
         }
         schemas.append(&mut rules);
     }
+    widen_unsigned(document);
     document["components"]["securitySchemes"] =
         json!({"bearer": {"type": "http", "scheme": "bearer", "description": "`Authorization: Bearer <CAIRN_TOKEN>`"}});
     document["security"] = json!([{"bearer": []}]);
@@ -318,6 +319,22 @@ fn apply(document: &mut Value) {
         for (method, operation) in item.iter_mut() {
             document_operation(path, method != "get", operation);
         }
+    }
+}
+
+/// Every `u32` as `int64`: utoipa writes a `u32` as `"format": "int32"` with `"minimum": 0`, and
+/// tools read `int32` as at most 2³¹ − 1, so a version or a retention of 3,000,000,000 (which the
+/// server takes, and answers with) would break the document.
+fn widen_unsigned(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if map.get("format").is_some_and(|f| f == "int32") && map.get("minimum").is_some_and(|m| m == 0) {
+                map.insert("format".to_owned(), json!("int64"));
+            }
+            map.values_mut().for_each(widen_unsigned);
+        }
+        Value::Array(items) => items.iter_mut().for_each(widen_unsigned),
+        _ => {}
     }
 }
 

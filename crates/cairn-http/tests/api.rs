@@ -1072,6 +1072,15 @@ async fn the_openapi_document_matches_the_router() {
     expected.sort();
     assert_eq!(documented, expected);
 
+    // A `u32` the server takes (a version or a retention up to 4,294,967,295) is not documented
+    // as `int32`, which tools read as at most 2,147,483,647 (Schemathesis sent 2,147,483,648 as
+    // "schema-violating" and failed the server for taking it).
+    let retention = &document["components"]["schemas"]["StartBody"]["properties"]["retentionDays"];
+    assert_eq!((&retention["format"], &retention["maximum"]), (&json!("int64"), &json!(u32::MAX)), "{retention}");
+    let text = document.to_string();
+    assert!(!text.contains(r#""format":"int32","maximum":4294967295"#), "a u32 documented as int32");
+    assert_eq!(document["components"]["schemas"]["RunView"]["properties"]["version"]["format"], "int64");
+
     // Every documented route answers on the real router (its handler, not the fallback), with a
     // status the document lists for it.
     for (method, path) in &documented {
