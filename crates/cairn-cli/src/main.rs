@@ -83,7 +83,7 @@ enum Command {
         store: store_args::StoreArgs,
     },
     /// Run a worker that also serves the HTTP API and the dashboard (`--examples` registers
-    /// `hello`, `approval` and `flaky`); stops gracefully on SIGTERM or Ctrl-C.
+    /// `hello`, `approval`, `flaky`, `fanout` and `noop`); stops gracefully on SIGTERM or Ctrl-C.
     Serve(serve::ServeArgs),
     /// Measure throughput (w1) or latency (w2).
     Bench(bench::BenchArgs),
@@ -134,6 +134,15 @@ fn init_telemetry(format: LogFormat) -> Telemetry {
     #[cfg(not(feature = "otlp"))]
     {
         registry.init();
+        let asked = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+            .into_iter()
+            .find(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()));
+        if let Some(name) = asked {
+            eprintln!(
+                "warning: {name} is set, but this cairn was built without OTLP export; spans are not exported \
+                 (build with `--features otlp`)"
+            );
+        }
         Telemetry {}
     }
 }
@@ -163,7 +172,10 @@ fn main() -> std::process::ExitCode {
     });
     // The runtime first (its tasks end), then the spans still waiting are sent.
     drop(runtime);
+    #[cfg(feature = "otlp")]
     drop(telemetry);
+    #[cfg(not(feature = "otlp"))]
+    let Telemetry {} = telemetry;
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

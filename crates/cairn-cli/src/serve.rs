@@ -190,7 +190,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
             .register("noop", 1, crate::bench::noop_workflow(Default::default(), false));
     }
     let engine = builder.start().await?;
-    let listening = service.bind().await.with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listening = service.bind().await?;
     let address = listening.address();
     out!("cairn serve: dashboard on http://{address}/ (API under /v1; store: {})", args.store.describe());
     let served = listening.serve(engine.client(), cairn_http::stop_requested()).await;

@@ -576,3 +576,22 @@ async fn read_commands_write_nothing_but_migrate_an_older_file() {
     drop(conn);
     assert!(!SqliteStore::needs_migrating(&db).unwrap());
 }
+
+/// A `cairn` built without the `otlp` feature (the default) says so when an OTLP endpoint is
+/// set, rather than dropping the spans in silence, and still does its work.
+#[cfg(not(feature = "otlp"))]
+#[test]
+fn an_otlp_endpoint_without_the_feature_is_named_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cli.db");
+    drop(SqliteStore::open(&db).unwrap());
+    let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["workers", "--json", "--db"])
+        .arg(&db)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("OTEL_EXPORTER_OTLP_ENDPOINT is set") && said.contains("--features otlp"), "{said}");
+}

@@ -210,6 +210,7 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
 
 /// A TLS proxy on a port of its own in front of `backend` (plain HTTP), serving `certificate`
 /// (PEM) with `key` (PEM); its port. It runs on a thread of its own for the rest of the test.
+#[cfg(feature = "https")]
 fn tls_proxy(backend: String, certificate: &str, key: &str) -> u16 {
     use tokio_rustls::rustls;
     use tokio_rustls::rustls::pki_types::pem::PemObject as _;
@@ -247,6 +248,8 @@ fn tls_proxy(backend: String, certificate: &str, key: &str) -> u16 {
 /// `--url https://…` speaks TLS: through a TLS proxy in front of `cairn serve`, trusting its
 /// certificate (`SSL_CERT_FILE`), a start and a list work and print what they print over plain
 /// HTTP; trusting another certificate, the command fails on the certificate and starts nothing.
+/// Built with the `https` feature (`.ci/run` runs it).
+#[cfg(feature = "https")]
 #[test]
 fn https_urls_are_spoken_and_checked() {
     let server = Server::start(None);

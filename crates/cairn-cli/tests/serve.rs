@@ -25,6 +25,17 @@ fn serve_examples_over_http_then_stop_on_sigterm() {
     let address = server.address.clone();
 
     assert_eq!(http(&address, "GET", "/healthz", None).0, 200);
+    // `cairn --help` names every workflow `--examples` registers.
+    let help = Command::new(env!("CARGO_BIN_EXE_cairn")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    let (_, workers) = http(&address, "GET", "/v1/workers", None);
+    let served =
+        workers["workers"][0]["serves"].as_array().unwrap().iter().map(|s| s["workflow"].as_str().unwrap().to_owned());
+    let served: Vec<String> = served.collect();
+    assert_eq!(served.len(), 5, "{workers}");
+    for name in &served {
+        assert!(help.contains(&format!("`{name}`")), "`cairn --help` does not name {name}: {help}");
+    }
     let (status, started) = http(&address, "POST", "/v1/workflows/hello/runs", Some(r#"{"input":{"name":"Ada"}}"#));
     assert_eq!(status, 201, "{started}");
     let id = started["id"].as_str().unwrap();
@@ -191,7 +202,7 @@ fn pages_on_other_origins_change_nothing() {
 }
 
 /// At the default level, `serve` says which worker started and what it serves, and gives each
-/// run that ends failed one warning line with its run id and error code; `--log-format json`
+/// run that ends failed one warning line with its run id and error code (when it has one); `--log-format json`
 /// writes the same as one JSON object per line.
 #[test]
 fn serve_logs_its_worker_and_each_failed_run() {
@@ -213,11 +224,16 @@ fn serve_logs_its_worker_and_each_failed_run() {
         let start = r#"{"id": "late", "timeout": "1s"}"#;
         assert_eq!(http(&address, "POST", "/v1/workflows/approval/runs", Some(start)).0, 201);
         await_status(&address, "/v1/runs/late", "failed", None);
+        // A step that failed for good: an error of the workflow's own, with no code to log.
+        let doomed = r#"{"id": "doomed", "input": {"failures": 2, "attempts": 1}}"#;
+        assert_eq!(http(&address, "POST", "/v1/workflows/flaky/runs", Some(doomed)).0, 201);
+        await_status(&address, "/v1/runs/doomed", "failed", None);
         let _ = child.kill();
         let _ = child.wait();
         let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
         let line = |what: &str| log.lines().find(|line| line.contains(what)).unwrap_or_else(|| panic!("{log}"));
-        let (started, failed) = (line("worker started"), line("run failed"));
+        let (started, failed) = (line("worker started"), line("run failed: [CAIRN-E0110]"));
+        let uncoded = line("run failed: step `charge`");
         if format == "json" {
             let started: Value = serde_json::from_str(started).unwrap();
             assert_eq!(started["level"], json!("INFO"), "{started}");
@@ -232,6 +248,9 @@ fn serve_logs_its_worker_and_each_failed_run() {
                 (&failed["fields"]["run_id"], &failed["fields"]["code"]),
                 (&json!("late"), &json!("CAIRN-E0110"))
             );
+            let uncoded: Value = serde_json::from_str(uncoded).unwrap();
+            assert_eq!(uncoded["fields"]["run_id"], json!("doomed"), "{uncoded}");
+            assert_eq!(uncoded["fields"].get("code"), None, "{uncoded}");
         } else {
             assert!(
                 started.contains("INFO") && started.contains("approval@1, fanout@1, flaky@1, hello@1, noop@1"),
@@ -239,6 +258,7 @@ fn serve_logs_its_worker_and_each_failed_run() {
             );
             assert!(failed.contains("WARN") && failed.contains("run_id=late"), "{failed}");
             assert!(failed.contains(r#"code="CAIRN-E0110""#), "{failed}");
+            assert!(uncoded.contains("run_id=doomed") && !uncoded.contains("code="), "{uncoded}");
         }
     }
 }

@@ -129,7 +129,10 @@ impl Transport {
         };
         #[cfg(not(feature = "https"))]
         if https {
-            return Err(invalid("this build has no TLS (cairn-client's `https` feature)"));
+            return Err(invalid(
+                "this build has no TLS: build it with the `https` feature (of cairn-cli for the `cairn` command, \
+                 of cairn-client for a program of your own)",
+            ));
         }
         Ok(Transport {
             authority,

@@ -82,9 +82,33 @@ pub enum ServiceError {
         /// Why it was refused.
         reason: String,
     },
-    /// Listening or serving failed.
+    /// The address could not be listened on (taken by another process, or not this host's).
+    #[error("cannot listen on {address}: {source}{}", listen_hint(source))]
+    Listen {
+        /// The address asked for.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// What to do about a failed listen, where there is something to say.
+fn listen_hint(error: &std::io::Error) -> &'static str {
+    match error.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "; another process listens there (an earlier `cairn serve`?): stop it, or listen elsewhere \
+             (`--listen 127.0.0.1:7701`, or CAIRN_LISTEN)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "; that address is not one of this host's: listen on one of its own (`127.0.0.1:7700`, or `0.0.0.0:7700` \
+             for every address)"
+        }
+        std::io::ErrorKind::PermissionDenied => "; ports below 1024 need privileges: use a higher port",
+        _ => "",
+    }
 }
 
 /// Refuses a token no request could present: `Authorization: Bearer <token>` carries visible
@@ -159,7 +183,7 @@ impl Service {
 
     /// Listens, without serving yet (to learn the address of port 0).
     pub async fn bind(mut self) -> Result<Listening, ServiceError> {
-        let listener = listen(self.listen)?;
+        let listener = listen(self.listen).map_err(|source| ServiceError::Listen { address: self.listen, source })?;
         let address = listener.local_addr()?;
         // The address it listens on is a host it serves (every address, listening on all).
         self.api.allowed_hosts.push(address.ip().to_string());

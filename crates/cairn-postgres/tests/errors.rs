@@ -16,3 +16,16 @@ async fn a_refused_connection_says_why_and_keeps_the_drivers_error_as_its_source
     let source = error.source().expect("the driver's error is the source");
     assert!(!source.to_string().is_empty());
 }
+
+/// `startup_wait` is waited whole: the last attempt is made at its end, not one backoff step
+/// before it (`--startup-wait 10s` gave up after 6.3 s, and `3s` after 1.5 s).
+#[tokio::test]
+async fn a_startup_wait_is_waited_whole() {
+    let wait = std::time::Duration::from_millis(1_600);
+    let options = PostgresOptions::new("postgres://postgres@127.0.0.1:1/postgres").startup_wait(wait);
+    let started = std::time::Instant::now();
+    let error = PostgresStore::connect(options).await.unwrap_err();
+    // Attempts at 0, 0.1, 0.3, 0.7 and 1.5 s, and one more at 1.6 s (the old loop gave up at 1.5).
+    assert!(started.elapsed() >= wait, "gave up after {:?} of {wait:?}: {error}", started.elapsed());
+    assert!(error.to_string().contains("attempts over"), "{error}");
+}

@@ -44,9 +44,22 @@ async fn order(ctx: Ctx, order: Order) -> Result<String, WorkflowError> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() {
+    // Errors are printed as their messages (which say what to do), not as `Debug` dumps.
+    if let Err(error) = serve().await {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let db = std::env::var("CAIRN_DB").unwrap_or_else(|_| "service.db".into());
     let engine = Engine::builder().store(SqliteStore::open(&db)?).register("order", 1, order).start().await?;
-    cairn_http::Service::from_env()?.run(engine).await?;
+    // `Service::run(engine)` does these three in one call, saying where it listens only in its
+    // log (`tracing`); this example has no log subscriber, so it says it here.
+    let listening = cairn_http::Service::from_env()?.bind().await?;
+    println!("serving `order` on {db}: the dashboard on http://{}/ (API under /v1)", listening.address());
+    listening.serve(engine.client(), cairn_http::stop_requested()).await?;
+    engine.shutdown().await;
     Ok(())
 }

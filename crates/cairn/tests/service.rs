@@ -1,12 +1,13 @@
 //! `examples/service.rs`, the README's "Serve your own workflows", as a user runs it: its binary
 //! serves its own workflow over HTTP (the API of `cairn serve`, with a token), a run is started,
-//! signalled and read to its end through that API, and SIGTERM stops it gracefully.
+//! signalled and read to its end through that API, and SIGTERM stops it gracefully. It says
+//! where it listens, and a second one on the same address says that address is taken.
 
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "service-secret";
@@ -60,15 +61,26 @@ fn the_service_example_serves_its_own_workflow_over_http() {
             .env("CAIRN_DB", dir.path().join("service.db"))
             .env("CAIRN_LISTEN", &address)
             .env("CAIRN_TOKEN", TOKEN)
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    let since = Instant::now();
-    while TcpStream::connect(&address).is_err() {
-        assert!(since.elapsed() < Duration::from_secs(60), "the example never listened on {address}");
-        assert!(server.0.try_wait().unwrap().is_none(), "the example exited");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // It says where it listens, once it does.
+    let mut first = String::new();
+    BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains(&format!("http://{address}/")), "{first:?}");
+
+    // A second one on the same address says which address is taken and what to do, and exits.
+    let second = Command::new(example())
+        .env("CAIRN_DB", dir.path().join("second.db"))
+        .env("CAIRN_LISTEN", &address)
+        .env("CAIRN_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{said}");
+    assert!(said.contains(&format!("cannot listen on {address}")) && said.contains("CAIRN_LISTEN"), "{said}");
+    assert!(!said.contains("Os {"), "a Debug dump rather than a message: {said}");
 
     let (status, _) = call(&address, "GET", "/v1/workflows/order/runs", "");
     assert_eq!(status, 200);

@@ -121,7 +121,7 @@ async fn wait_for_server(pool: &Pool, config: &tokio_postgres::Config, wait: Dur
             Err(error) => error,
         };
         let waited = started.elapsed();
-        if waited + delay > wait {
+        if waited >= wait {
             let tries = if attempts == 1 { "1 attempt".to_owned() } else { format!("{attempts} attempts") };
             let silent = match (&error, config.get_connect_timeout()) {
                 (deadpool_postgres::PoolError::Timeout(_), Some(limit)) => {
@@ -135,12 +135,15 @@ async fn wait_for_server(pool: &Pool, config: &tokio_postgres::Config, wait: Dur
                 error,
             ));
         }
+        // The last pause ends at the deadline, where one more attempt is made: the whole wait
+        // is tried, not one backoff step less.
+        let pause = delay.min(wait - waited);
         tracing::warn!(
-            "cannot reach PostgreSQL at {} yet ({}); trying again in {delay:?}",
+            "cannot reach PostgreSQL at {} yet ({}); trying again in {pause:?}",
             address(config),
             StoreError::from_cause(error)
         );
-        tokio::time::sleep(delay).await;
+        tokio::time::sleep(pause).await;
         delay = (delay * 2).min(Duration::from_secs(5));
     }
 }

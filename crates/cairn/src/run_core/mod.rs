@@ -675,8 +675,12 @@ impl EndingLog {
     /// Logs it, once the ending is recorded.
     pub(crate) fn log(self, run_id: &cairn_store::RunId, workflow: Option<&str>) {
         let Some((ended, error)) = self.0 else { return };
-        let code = error.strip_prefix('[').and_then(|rest| rest.split_once(']')).map_or("", |(code, _)| code);
         let workflow = workflow.unwrap_or("");
-        tracing::warn!(run_id = %run_id, workflow, code, "run {ended}: {error}");
+        // A code only where the error has one: an error of the workflow's own (a step that
+        // failed for good, an `Err` of the body) has none, and no `code=""` is logged for it.
+        match error.strip_prefix('[').and_then(|rest| rest.split_once(']')) {
+            Some((code, _)) => tracing::warn!(run_id = %run_id, workflow, code, "run {ended}: {error}"),
+            None => tracing::warn!(run_id = %run_id, workflow, "run {ended}: {error}"),
+        }
     }
 }
