@@ -22,7 +22,7 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parents_and_children_run_in_different_processes_and_a_cancel_reaches_the_child() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("children").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

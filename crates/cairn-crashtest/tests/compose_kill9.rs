@@ -12,7 +12,7 @@ const KILLS: usize = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn branches_items_and_races_survive_repeated_kill_9() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");
     let db_arg = db.to_str().unwrap();

@@ -25,7 +25,7 @@ fn lines(log: &std::path::Path, what: &str) -> Vec<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_two_starts_per_key_from_four_processes_make_one_run_each_with_the_last_input() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("debounce").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

@@ -16,7 +16,7 @@ const HIGH_RUNS: u64 = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_tenant_and_high_priorities_go_first_across_three_workers() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("fairness").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

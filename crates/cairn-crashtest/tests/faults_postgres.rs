@@ -29,9 +29,14 @@ fn recoveries(stderr: &std::path::Path) -> usize {
 /// runs of five steps with no lease lost: no run recovered, and each step body ran once.
 /// `CAIRN_PROXY_LATENCY_MS` sets another latency (each way) to measure; the test then prints
 /// recoveries and executions per step instead of asserting them.
+///
+/// A heavy test (`cargo test -p cairn-crashtest -- --ignored`, which `.ci/run` runs): about 95 s
+/// spent waiting on the proxy's latency. Its claim is a timing margin, which other tests' load
+/// on the same database can eat (beside them, a run was recovered), so it runs [`exclusive`]ly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "heavy: about 95 s; .ci/run runs it"]
 async fn a_slow_database_costs_no_leases() {
-    let _alone = alone().await;
+    let _all = exclusive().await;
     const RUNS: u64 = 100;
     let latency: Option<u64> = std::env::var("CAIRN_PROXY_LATENCY_MS").ok().and_then(|ms| ms.parse().ok());
     let Some((store, schema, client)) = seeded("slow_db", RUNS).await else { return };
@@ -84,7 +89,7 @@ async fn exited(worker: &mut Worker, limit: Duration) -> std::process::ExitStatu
 /// the address and the cause), connects once it answers, and completes its runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_waits_for_a_database_that_refuses_connections() {
-    let _alone = alone().await;
+    let _slot = slot().await;
     const RUNS: u64 = 10;
     let Some((store, schema, client)) = seeded("refused", RUNS).await else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -110,7 +115,7 @@ async fn a_worker_waits_for_a_database_that_refuses_connections() {
 /// timeout's error, which names the address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_never_answers_ends_a_start_with_the_timeout() {
-    let _alone = alone().await;
+    let _slot = slot().await;
     let Some((_store, schema, _client)) = seeded("silent", 1).await else { return };
     let dir = tempfile::tempdir().unwrap();
     let (log, stderr) = (dir.path().join("steps.log"), dir.path().join("worker.log"));
@@ -133,7 +138,7 @@ async fn a_database_that_never_answers_ends_a_start_with_the_timeout() {
 /// `cairn_fenced_appends_total`. Every run completes once; the stalled worker goes on serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_worker_is_fenced_visibly() {
-    let _alone = alone().await;
+    let _slot = slot().await;
     const RUNS: u64 = 20;
     let Some((store, schema, client)) = seeded("partition", RUNS).await else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -183,7 +188,7 @@ async fn a_partitioned_worker_is_fenced_visibly() {
 /// themselves, and every run completes with each step committed once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_resets_lose_and_duplicate_nothing() {
-    let _alone = alone().await;
+    let _slot = slot().await;
     const RUNS: u64 = 60;
     let Some((store, schema, client)) = seeded("resets", RUNS).await else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -13,7 +13,7 @@ const RUNS: u64 = 30;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_steps_in_flight_and_hands_leases_back() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("graceful.db");
     let db_arg = db.to_str().unwrap();

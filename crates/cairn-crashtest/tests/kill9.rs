@@ -13,7 +13,7 @@ const KILLS: usize = 12;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_survive_repeated_kill_9() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");
     let db_arg = db.to_str().unwrap();

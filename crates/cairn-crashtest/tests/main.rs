@@ -1,6 +1,6 @@
 //! The crash tests, one module per scenario, linked into one test binary. Each kills and restarts
-//! real `crash-worker` processes; they run one at a time (`common::alone`), as they did when each
-//! was a binary of its own, so no test's worker processes compete with another's for the CPU.
+//! real `crash-worker` processes; two run at a time (`common::slot`): they spend their time
+//! waiting, not computing, so two together take about half as long and do not compete for the CPU.
 //!
 //! A new test file here must be declared below: Cargo builds only `main.rs` from this directory
 //! (`autotests = false`), and `cairn`'s `every_test_file_is_declared` fails when a file is not.

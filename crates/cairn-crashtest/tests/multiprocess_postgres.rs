@@ -15,7 +15,7 @@ const KILLS: usize = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_one_killed_repeatedly() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("multiprocess").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

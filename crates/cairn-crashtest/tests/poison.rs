@@ -12,7 +12,7 @@ const RUNS: u64 = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_crashes_its_workers_is_parked_as_poison() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("poison.db");
     let db_arg = db.to_str().unwrap();

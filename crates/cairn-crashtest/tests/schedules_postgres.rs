@@ -29,7 +29,7 @@ async fn all_runs(client: &Client) -> Vec<cairn::RunRecord> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_firing_lost_or_doubled_while_workers_are_killed() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("schedules").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("steps.log");

@@ -143,7 +143,7 @@ macro_rules! on_both {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let _alone = crate::common::alone().await;
+                    let _slot = crate::common::slot().await;
                     let (pair, _dir) = super::sqlite_pair();
                     super::$name(pair).await;
                 }
@@ -153,7 +153,7 @@ macro_rules! on_both {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let _alone = crate::common::alone().await;
+                    let _slot = crate::common::slot().await;
                     let Some((pair, _schema)) = super::postgres_pair("signals").await else { return };
                     super::$name(pair).await;
                 }

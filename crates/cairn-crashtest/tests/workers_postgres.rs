@@ -35,7 +35,7 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
 
 #[test]
 fn a_stalled_worker_loses_its_lease_and_cannot_append() {
-    let _alone = crate::common::alone_blocking();
+    let _slot = crate::common::slot_blocking();
     let main = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let Some((store, schema)) = main.block_on(postgres("fencing")) else { return };
     let store: Arc<dyn Store> = Arc::new(store);
@@ -117,7 +117,7 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, _schema)) = postgres("registered").await else { return };
     let store: Arc<dyn Store> = Arc::new(store);
     // A client with no workflows starts runs of workflows and versions no process here has yet.
@@ -163,7 +163,7 @@ async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_workers_are_woken_by_notify_not_polling() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("notify").await else { return };
     // The worker would poll only once an hour: new runs and signals must reach it by NOTIFY.
     let worker = Engine::builder()
@@ -187,7 +187,7 @@ async fn idle_workers_are_woken_by_notify_not_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn result_waiters_hear_of_runs_ending_elsewhere() {
-    let _alone = crate::common::alone().await;
+    let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("endings").await else { return };
     let worker = Engine::builder().store(store).register("ping", 1, ping).start().await.unwrap();
     // Other "processes" that execute nothing, one with an engine and one a bare client: their
