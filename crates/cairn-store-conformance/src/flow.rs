@@ -380,11 +380,9 @@ macro_rules! conformance_tests {
                 waiting_runs_cancelled_or_paused_leave_the_queue, refused_creates_take_no_slot);
 
             /// Random operation sequences against the model ([`check_against_model`]): 256 of up
-            /// to 40 operations (`CAIRN_MODEL_CASES` sets another count). Named to sort first:
-            /// the test harness starts tests in name order, and this longest one (about 50 s on
-            /// PostgreSQL) then runs beside the others rather than after them.
+            /// to 40 operations (`CAIRN_MODEL_CASES` sets another count).
             #[test]
-            fn a_random_history_matches_the_model() {
+            fn matches_the_model() {
                 $crate::check_against_model(256, 40, || $make());
             }
         }
