@@ -352,9 +352,16 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
 /// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
 /// and anything that must live as long as the test (a temporary directory, say) — or of an
 /// `Option` of that, `None` meaning the backend is unavailable and the test is skipped.
+///
+/// `model: $model` gives the model test ([`check_against_model`]) a maker of its own, for a
+/// backend whose fresh stores are dear and can be emptied instead (PostgreSQL's
+/// `ReusedSchema`): an expression producing a closure that makes a store for each case.
 #[macro_export]
 macro_rules! conformance_tests {
     ($backend:ident, $make:expr) => {
+        $crate::conformance_tests!($backend, $make, model: || $make());
+    };
+    ($backend:ident, $make:expr, model: $model:expr) => {
         mod $backend {
             #[allow(unused_imports)]
             use super::*;
@@ -383,7 +390,7 @@ macro_rules! conformance_tests {
             /// to 40 operations (`CAIRN_MODEL_CASES` sets another count).
             #[test]
             fn matches_the_model() {
-                $crate::check_against_model(256, 40, || $make());
+                $crate::check_against_model(256, 40, $model);
             }
         }
     };
