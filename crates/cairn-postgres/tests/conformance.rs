@@ -14,9 +14,12 @@ async fn postgres() -> Option<(Arc<dyn Store>, TestSchema)> {
     Some((Arc::new(store) as Arc<dyn Store>, schema))
 }
 
+/// A store for one of the model test's cases, and its guard (the schema outlives the cases).
+type ModelStore = (Arc<dyn Store>, ());
+
 /// The model test's stores: one schema, emptied for each of its 256 cases (a fresh schema each
 /// made the test take 52 s, nearly all of it the server running migrations).
-fn model_stores() -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = Option<(Arc<dyn Store>, ())>>>> {
+fn model_stores() -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = Option<ModelStore>>>> {
     let schema = Arc::new(ReusedSchema::new("model"));
     move || {
         let schema = Arc::clone(&schema);
