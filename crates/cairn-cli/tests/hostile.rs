@@ -310,6 +310,10 @@ fn slow_readers_and_streams_cannot_starve_the_server() {
         })
     };
     wait_for(all_free, "every stalled connection was closed");
+    // And the server ended each reader's connection (under load, 40 connections were all served
+    // while readers whose answers the server was still making lived on: read then, one took all
+    // 400 answers), as the client's side of each shows.
+    wait_for(|| readers.iter().all(|reader| !established(reader)), "the server ended every reader's connection");
     // Each reader, reading now, finds its connection ended after some of its answers.
     for reader in &mut readers {
         reader.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -321,6 +325,19 @@ fn slow_readers_and_streams_cannot_starve_the_server() {
         assert!(ended.is_ok(), "{ended:?}");
         assert!(sink.len() < 400 * 80_000, "the connection ended before all its answers: {}", sink.len());
     }
+}
+
+/// Whether `stream`'s side of its connection is still established (Linux's `/proc/net/tcp`):
+/// not once the peer has closed or reset it, though bytes it sent may wait unread.
+fn established(stream: &TcpStream) -> bool {
+    // A reset socket has no peer any more.
+    let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else { return false };
+    let ports = (format!(":{:04X}", local.port()), format!(":{:04X}", peer.port()));
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 3 && fields[1].ends_with(&ports.0) && fields[2].ends_with(&ports.1) && fields[3] == "01"
+    })
 }
 
 /// Polls `done` until it holds (a liveness bound of a minute, not a speed threshold).
