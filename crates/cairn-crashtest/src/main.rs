@@ -229,6 +229,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some(ms) = option(&args, "--connect-timeout-ms") {
             options = options.connect_timeout(Duration::from_millis(ms.parse()?));
         }
+        if let Some(size) = option(&args, "--pool-size") {
+            options = options.pool_size(size.parse()?);
+        }
         Arc::new(cairn_postgres::PostgresStore::connect(options).await?)
     } else {
         Arc::new(SqliteStore::open(&args[1])?)

@@ -20,8 +20,7 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
     panic!("run {id} never reached {status}: it is {} ({:?})", run.status, run.error);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parents_and_children_run_in_different_processes_and_a_cancel_reaches_the_child() {
+pub(crate) async fn parents_and_children_run_in_different_processes_and_a_cancel_reaches_the_child() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("children").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");

@@ -10,8 +10,7 @@ use cairn::{Client, SqliteStore};
 const RUNS: u64 = 40;
 const KILLS: usize = 8;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn branches_items_and_races_survive_repeated_kill_9() {
+pub(crate) async fn branches_items_and_races_survive_repeated_kill_9() {
     let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");

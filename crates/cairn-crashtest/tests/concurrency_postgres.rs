@@ -12,8 +12,7 @@ use std::collections::HashMap;
 const RUNS: u64 = 60;
 const LIMIT: usize = 3;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn never_more_than_three_inside_their_step_across_three_workers() {
+pub(crate) async fn never_more_than_three_inside_their_step_across_three_workers() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("concurrency").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");

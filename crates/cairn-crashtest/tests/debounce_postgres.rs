@@ -23,8 +23,7 @@ fn lines(log: &std::path::Path, what: &str) -> Vec<Vec<String>> {
     text.lines().filter(|l| l.starts_with(&prefix)).map(|l| l.split(' ').map(str::to_owned).collect()).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_two_starts_per_key_from_four_processes_make_one_run_each_with_the_last_input() {
+pub(crate) async fn fifty_two_starts_per_key_from_four_processes_make_one_run_each_with_the_last_input() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("debounce").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");

@@ -14,8 +14,7 @@ const A_RUNS: u64 = 600;
 const B_RUNS: u64 = 10;
 const HIGH_RUNS: u64 = 20;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_tenant_and_high_priorities_go_first_across_three_workers() {
+pub(crate) async fn a_small_tenant_and_high_priorities_go_first_across_three_workers() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("fairness").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");

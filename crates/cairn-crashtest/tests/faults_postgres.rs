@@ -33,9 +33,7 @@ fn recoveries(stderr: &std::path::Path) -> usize {
 /// A heavy test (`cargo test -p cairn-crashtest -- --ignored`, which `.ci/run` runs): about 95 s
 /// spent waiting on the proxy's latency. Its claim is a timing margin, which other tests' load
 /// on the same database can eat (beside them, a run was recovered), so it runs [`exclusive`]ly.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "heavy: about 95 s; .ci/run runs it"]
-async fn a_slow_database_costs_no_leases() {
+pub(crate) async fn a_slow_database_costs_no_leases() {
     let _all = exclusive().await;
     const RUNS: u64 = 100;
     let latency: Option<u64> = std::env::var("CAIRN_PROXY_LATENCY_MS").ok().and_then(|ms| ms.parse().ok());
@@ -49,7 +47,18 @@ async fn a_slow_database_costs_no_leases() {
         proxy.set_latency(Duration::from_millis(latency.unwrap_or(300)));
         let url = proxy.url(&schema.url);
         let stderr = dir.path().join(format!("worker-{n}.log"));
-        let args = ["--schema", &schema.name, "--lease-ms", LEASE_MS, "--pause-ms", "50", "--exit-when-done"];
+        // The store's default pool: its claim is about a worker as it ships.
+        let args = [
+            "--schema",
+            &schema.name,
+            "--lease-ms",
+            LEASE_MS,
+            "--pause-ms",
+            "50",
+            "--exit-when-done",
+            "--pool-size",
+            "16",
+        ];
         workers.push((spawn_logged(&url, &log, RUNS, &args, &stderr), stderr));
         proxies.push(proxy);
     }
@@ -87,8 +96,7 @@ async fn exited(worker: &mut Worker, limit: Duration) -> std::process::ExitStatu
 
 /// A worker started while the database refuses connections waits (logging each attempt with
 /// the address and the cause), connects once it answers, and completes its runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_waits_for_a_database_that_refuses_connections() {
+pub(crate) async fn a_worker_waits_for_a_database_that_refuses_connections() {
     let _slot = slot().await;
     const RUNS: u64 = 10;
     let Some((store, schema, client)) = seeded("refused", RUNS).await else { return };
@@ -113,8 +121,7 @@ async fn a_worker_waits_for_a_database_that_refuses_connections() {
 
 /// A database that accepts connections and never answers ends a start with the connect
 /// timeout's error, which names the address.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_that_never_answers_ends_a_start_with_the_timeout() {
+pub(crate) async fn a_database_that_never_answers_ends_a_start_with_the_timeout() {
     let _slot = slot().await;
     let Some((_store, schema, _client)) = seeded("silent", 1).await else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -136,8 +143,7 @@ async fn a_database_that_never_answers_ends_a_start_with_the_timeout() {
 /// its runs over, and the stalled worker's late appends, delivered once the network heals, are
 /// refused, logged at warn (with run, step and epochs) and counted in
 /// `cairn_fenced_appends_total`. Every run completes once; the stalled worker goes on serving.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partitioned_worker_is_fenced_visibly() {
+pub(crate) async fn a_partitioned_worker_is_fenced_visibly() {
     let _slot = slot().await;
     const RUNS: u64 = 20;
     let Some((store, schema, client)) = seeded("partition", RUNS).await else { return };
@@ -186,8 +192,7 @@ async fn a_partitioned_worker_is_fenced_visibly() {
 
 /// Every connection of two workers is reset ten times while they execute: they reconnect by
 /// themselves, and every run completes with each step committed once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn repeated_resets_lose_and_duplicate_nothing() {
+pub(crate) async fn repeated_resets_lose_and_duplicate_nothing() {
     let _slot = slot().await;
     const RUNS: u64 = 60;
     let Some((store, schema, client)) = seeded("resets", RUNS).await else { return };

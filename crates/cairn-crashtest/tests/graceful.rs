@@ -11,8 +11,7 @@ use std::time::Duration;
 
 const RUNS: u64 = 30;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_steps_in_flight_and_hands_leases_back() {
+pub(crate) async fn sigterm_drains_steps_in_flight_and_hands_leases_back() {
     let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("graceful.db");

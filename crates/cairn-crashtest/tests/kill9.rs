@@ -11,8 +11,7 @@ use std::time::Duration;
 const RUNS: u64 = 100;
 const KILLS: usize = 12;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runs_survive_repeated_kill_9() {
+pub(crate) async fn runs_survive_repeated_kill_9() {
     let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");

@@ -14,8 +14,7 @@ const RUNS: u64 = 20;
 const ITERATIONS: u64 = 40;
 const KILLS: usize = 8;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn loops_resume_from_their_last_checkpoint_after_repeated_kill_9() {
+pub(crate) async fn loops_resume_from_their_last_checkpoint_after_repeated_kill_9() {
     let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("crash.db");

@@ -13,8 +13,7 @@ const RUNS: u64 = 500;
 const EXTRA: u64 = 5;
 const KILLS: usize = 5;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_workers_one_killed_repeatedly() {
+pub(crate) async fn three_workers_one_killed_repeatedly() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("multiprocess").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");

@@ -10,8 +10,7 @@ use std::time::Duration;
 /// With the poison run, fewer than the worker's 10 run slots: all are claimed together.
 const RUNS: u64 = 8;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_that_crashes_its_workers_is_parked_as_poison() {
+pub(crate) async fn a_run_that_crashes_its_workers_is_parked_as_poison() {
     let _slot = crate::common::slot().await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("poison.db");

@@ -15,8 +15,7 @@ const RUNS: u64 = 40;
 const LIMIT: usize = 4;
 const PERIOD_MS: i64 = 1_000;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_step_runs_at_most_four_times_a_second_across_three_workers() {
+pub(crate) async fn a_step_runs_at_most_four_times_a_second_across_three_workers() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("rate").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");

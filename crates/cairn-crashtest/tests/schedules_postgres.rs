@@ -27,8 +27,7 @@ async fn all_runs(client: &Client) -> Vec<cairn::RunRecord> {
     client.list(&filter).await.unwrap().runs
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_firing_lost_or_doubled_while_workers_are_killed() {
+pub(crate) async fn no_firing_lost_or_doubled_while_workers_are_killed() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("schedules").await else { return };
     let dir = tempfile::tempdir().expect("temp dir");

@@ -139,20 +139,18 @@ async fn signal_with_start_from_concurrent_callers((worker, other): Pair) {
 
 macro_rules! on_both {
     ($($name:ident),*) => {
-        mod sqlite {
+        pub(crate) mod sqlite {
             $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
+                pub(crate) async fn $name() {
                     let _slot = crate::common::slot().await;
                     let (pair, _dir) = super::sqlite_pair();
                     super::$name(pair).await;
                 }
             )*
         }
-        mod postgres {
+        pub(crate) mod postgres {
             $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
+                pub(crate) async fn $name() {
                     let _slot = crate::common::slot().await;
                     let Some((pair, _schema)) = super::postgres_pair("signals").await else { return };
                     super::$name(pair).await;

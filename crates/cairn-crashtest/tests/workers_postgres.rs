@@ -33,8 +33,7 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
     panic!("run {id} never reached {status}");
 }
 
-#[test]
-fn a_stalled_worker_loses_its_lease_and_cannot_append() {
+pub(crate) fn a_stalled_worker_loses_its_lease_and_cannot_append() {
     let _slot = crate::common::slot_blocking();
     let main = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let Some((store, schema)) = main.block_on(postgres("fencing")) else { return };
@@ -115,8 +114,7 @@ fn a_stalled_worker_loses_its_lease_and_cannot_append() {
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
+pub(crate) async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
     let _slot = crate::common::slot().await;
     let Some((store, _schema)) = postgres("registered").await else { return };
     let store: Arc<dyn Store> = Arc::new(store);
@@ -161,8 +159,7 @@ async fn workers_claim_only_what_they_registered_and_detached_clients_steer() {
     worker.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_workers_are_woken_by_notify_not_polling() {
+pub(crate) async fn idle_workers_are_woken_by_notify_not_polling() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("notify").await else { return };
     // The worker would poll only once an hour: new runs and signals must reach it by NOTIFY.
@@ -185,8 +182,7 @@ async fn idle_workers_are_woken_by_notify_not_polling() {
     worker.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn result_waiters_hear_of_runs_ending_elsewhere() {
+pub(crate) async fn result_waiters_hear_of_runs_ending_elsewhere() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("endings").await else { return };
     let worker = Engine::builder().store(store).register("ping", 1, ping).start().await.unwrap();
