@@ -33,13 +33,19 @@ fn run_at_drop(url: &str, statement: String) {
     let _ = std::thread::spawn(move || {
         let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         runtime.block_on(async {
-            if let Ok((client, connection)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
-                tokio::spawn(connection);
+            if let Ok(client) = connect(&url).await {
                 let _ = client.batch_execute(&statement).await;
             }
         });
     })
     .join();
+}
+
+/// A plain session on the server at `url`, its connection driven by a task of the current runtime.
+async fn connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
 }
 
 /// The server tests use: `CAIRN_TEST_DATABASE_URL`, or [`DEFAULT_TEST_DATABASE_URL`].
@@ -120,17 +126,15 @@ impl ReusedSchema {
     }
 }
 
+/// The triggers on the tables of schema `$1` (`t`, `c` and `n` their rows of `pg_trigger`,
+/// `pg_class` and `pg_namespace`): a query's `FROM` and `WHERE`.
+const TRIGGERS: &str = "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+     JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal";
+
 /// What schema `name` holds as its migrations left it (see [`Made`]).
 async fn look(url: &str, name: &str) -> Result<Made, tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    tokio::spawn(connection);
-    let triggers = client
-        .query(
-            "SELECT t.tgname::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal",
-            &[&name],
-        )
-        .await?;
+    let client = connect(url).await?;
+    let triggers = client.query(&format!("SELECT t.tgname::text {TRIGGERS}"), &[&name]).await?;
     // Locked first, so that no transaction of an earlier store (a fold of the ended counts its
     // maintenance began) commits between the deletes and leaves a row behind. DELETE, not
     // TRUNCATE: a few rows each, and TRUNCATE's new files cost 50-100 ms a time. The runs go
@@ -155,8 +159,7 @@ async fn look(url: &str, name: &str) -> Result<Made, tokio_postgres::Error> {
 
 /// Empties schema `name` (see [`ReusedSchema`]).
 async fn empty(url: &str, name: &str, made: &Made) -> Result<(), tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    tokio::spawn(connection);
+    let client = connect(url).await?;
     client
         .execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -166,9 +169,7 @@ async fn empty(url: &str, name: &str, made: &Made) -> Result<(), tokio_postgres:
         .await?;
     let added = client
         .query(
-            "SELECT format('DROP TRIGGER %I ON %I.%I; ', t.tgname, n.nspname, c.relname)
-             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = $1 AND NOT t.tgisinternal AND NOT t.tgname::text = ANY($2)",
+            &format!("SELECT format('DROP TRIGGER %I ON %I.%I; ', t.tgname, n.nspname, c.relname) {TRIGGERS} AND NOT t.tgname::text = ANY($2)"),
             &[&name, &made.triggers],
         )
         .await?;
@@ -212,19 +213,13 @@ fn with_database(url: &str, database: &str) -> String {
 /// [`test_store`].
 pub async fn test_database_store(tag: &str) -> Option<(PostgresStore, TestDatabase)> {
     let (url, name) = (test_database_url(), unique_name(tag));
-    let made = async {
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
-        tokio::spawn(connection);
-        client.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await?;
-        Ok::<_, tokio_postgres::Error>(())
-    };
+    let made = async { connect(&url).await?.batch_execute(&format!("CREATE DATABASE \"{name}\"")).await };
     if let Err(error) = made.await {
         return unusable(&url, &error.to_string());
     }
     let database = TestDatabase { url: url.clone(), name: name.clone() };
     let own = with_database(&url, &name);
-    if let Ok((client, connection)) = tokio_postgres::connect(&own, tokio_postgres::NoTls).await {
-        tokio::spawn(connection);
+    if let Ok(client) = connect(&own).await {
         // Needs a superuser; without it the counts are simply unavailable.
         let _ = client.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").await;
     }
@@ -255,9 +250,7 @@ pub fn unusable<T>(url: &str, error: &str) -> Option<T> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 pub(crate) async fn raw_client(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    client
+    connect(url).await.unwrap()
 }
 
 #[cfg(test)]
