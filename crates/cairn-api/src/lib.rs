@@ -1,5 +1,6 @@
 //! The vocabulary of Cairn's HTTP API: what its routes take ([`requests`]) and answer
-//! ([`views`], [`ErrorBody`]), as plain serde types.
+//! ([`views`], [`ErrorBody`]), as plain serde types; where each route is ([`routes`]); and the
+//! operations both clients implement ([`Operations`]).
 //!
 //! These types are the contract between every program that speaks to Cairn over HTTP: the
 //! server (`cairn-http` builds them from the engine's records), the light client
@@ -26,29 +27,15 @@
 //! # let _ = DebounceOptions { key: "k".into(), quiet: "2s".into(), max_wait: None };
 //! ```
 
+mod error;
+pub mod operations;
 pub mod requests;
+pub mod routes;
 pub mod views;
 
+pub use operations::{CancelOptions, Coded, EventQuery, ListQuery, Operations, PauseOptions, WorkersQuery};
+
+pub use error::{ErrorBody, ErrorDetail};
 pub use requests::{
     BulkAction, BulkBody, BulkFilter, DebounceOptions, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions,
 };
-
-use serde::{Deserialize, Serialize};
-
-/// Every error answer's body.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ErrorBody {
-    /// What went wrong.
-    pub error: ErrorDetail,
-}
-
-/// What went wrong.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ErrorDetail {
-    /// A stable snake_case code (`run_not_found`, `invalid_json`, `run_finished`, …).
-    pub code: String,
-    /// For people.
-    pub message: String,
-}

@@ -333,7 +333,7 @@ pub struct BulkRun {
     pub outcome: Option<String>,
     /// Why it was refused (`run_finished`, `not_paused`, …), when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<crate::ErrorDetail>,
+    pub error: Option<crate::error::ErrorDetail>,
 }
 
 /// What `POST /v1/runs/bulk` did: each run it selected, newest first, and whether the filter
@@ -342,7 +342,7 @@ pub struct BulkRun {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BulkResult {
     /// The action.
-    pub action: crate::BulkAction,
+    pub action: crate::requests::BulkAction,
     /// Each run acted on, in list order.
     pub runs: Vec<BulkRun>,
     /// How many were done.

@@ -1,10 +1,11 @@
 //! `cairn events publish`: events that start the workflows subscribed to their topic; `cairn
 //! events list`: those published, with the runs each started.
 
-use crate::backend::Target;
+use crate::backend::{Command, Target};
 use crate::runs::json_arg;
 use crate::store_args::Access;
 use anyhow::Result;
+use cairn_api::{EventQuery, Operations, PublishBody};
 use clap::Subcommand;
 use serde_json::json;
 
@@ -46,11 +47,24 @@ pub(crate) enum EventsCommand {
     },
 }
 
-pub(crate) async fn run(command: EventsCommand) -> Result<()> {
+impl Command for EventsCommand {
+    fn target(&self) -> (&Target, Access) {
+        match self {
+            EventsCommand::Publish { target, .. } => (target, Access::Create),
+            EventsCommand::List { target, .. } => (target, Access::Read),
+        }
+    }
+
+    async fn execute<O: Operations>(self, ops: &O) -> Result<()> {
+        execute(self, ops).await
+    }
+}
+
+async fn execute<O: Operations>(command: EventsCommand, ops: &O) -> Result<()> {
     match command {
-        EventsCommand::Publish { target, topic, payload, id, json } => {
+        EventsCommand::Publish { target: _, topic, payload, id, json } => {
             let payload = json_arg("payload", payload)?;
-            let published = target.connect(Access::Create).await?.publish(&topic, payload, id).await?;
+            let published = ops.publish(&topic, &PublishBody { id, payload: Some(payload) }).await?;
             if json {
                 out!("{}", json!(published));
                 return Ok(());
@@ -69,10 +83,8 @@ pub(crate) async fn run(command: EventsCommand) -> Result<()> {
                 );
             }
         }
-        EventsCommand::List { target, topic, limit, cursor, json } => {
-            let page = (target.connect(Access::Read).await?)
-                .events(topic.as_deref(), cursor.as_deref(), usize::from(limit))
-                .await?;
+        EventsCommand::List { target: _, topic, limit, cursor, json } => {
+            let page = ops.events(&EventQuery { topic, cursor, limit: Some(usize::from(limit)) }).await?;
             if json {
                 out!("{}", json!(page));
                 return Ok(());

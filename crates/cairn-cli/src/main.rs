@@ -159,11 +159,11 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Runs { command } => runs::run(command).await,
-            Command::Events { command } => events::run(command).await,
-            Command::Schedules { command } => schedules::run(command).await,
-            Command::Workers(args) => workers::run(args).await,
-            Command::Workflows(args) => workflows::run(args).await,
+            Command::Runs { command } => backend::run(command).await,
+            Command::Events { command } => backend::run(command).await,
+            Command::Schedules { command } => backend::run(command).await,
+            Command::Workers(args) => backend::run(args).await,
+            Command::Workflows(args) => backend::run(args).await,
             Command::Demo { store } => demo::run(&store).await,
             Command::Serve(args) => serve::run(args).await,
             Command::Bench(args) => bench::run(args).await,

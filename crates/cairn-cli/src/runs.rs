@@ -1,13 +1,15 @@
 //! `cairn runs …`: list, show, start, signal, cancel, pause, resume, restart and prune runs, in
 //! a store or through a running `cairn serve` (`--url`).
 
-use crate::backend::{ListQuery, Shown, Target, input_pairs};
+use crate::backend::{Command, Shown, Target, input_pairs};
 use crate::store_args::Access;
 use anyhow::{Context, Result};
+pub(crate) use cairn::api::views::time;
 use cairn::journal::Event;
-use cairn::{DebounceOptions, StartOptions};
-use cairn_http::views;
-pub(crate) use cairn_http::views::time;
+use cairn_api::views::RunView;
+use cairn_api::{
+    CancelOptions, DebounceOptions, ListQuery, Operations, PauseOptions, PruneBody, RestartBody, StartOptions,
+};
 use clap::Subcommand;
 use serde_json::json;
 
@@ -233,7 +235,7 @@ pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn status_text(run: &views::RunView) -> String {
+fn status_text(run: &RunView) -> String {
     match (&run.suspend_reason, &run.waiting_for) {
         (_, Some(waiting)) => format!("{} (waiting_for: {waiting})", run.status),
         (Some(reason), _) if run.status == "suspended" => format!("suspended ({reason})"),
@@ -276,10 +278,29 @@ fn describe(event: &Event) -> (String, String) {
     (path, detail)
 }
 
-pub(crate) async fn run(command: RunsCommand) -> Result<()> {
+impl Command for RunsCommand {
+    fn target(&self) -> (&Target, Access) {
+        use RunsCommand::*;
+        match self {
+            List { target, .. } | Show { target, .. } | Steps { target, .. } => (target, Access::Read),
+            Start { target, .. } => (target, Access::Create),
+            Signal { target, .. }
+            | Cancel { target, .. }
+            | Pause { target, .. }
+            | Resume { target, .. }
+            | Restart { target, .. }
+            | Prune { target, .. } => (target, Access::Write),
+        }
+    }
+
+    async fn execute<O: Operations>(self, ops: &O) -> Result<()> {
+        execute(self, ops).await
+    }
+}
+
+async fn execute<O: Operations>(command: RunsCommand, ops: &O) -> Result<()> {
     match command {
-        RunsCommand::List { target, workflow, status, limit, cursor, stranded, input, id_prefix, error, json } => {
-            let backend = target.connect(Access::Read).await?;
+        RunsCommand::List { target: _, workflow, status, limit, cursor, stranded, input, id_prefix, error, json } => {
             let mut query = ListQuery {
                 workflow,
                 status,
@@ -288,12 +309,13 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 id_prefix,
                 error,
                 cursor,
-                limit: limit.unwrap_or(1000).clamp(1, 1000),
+                limit: Some(limit.unwrap_or(1000).clamp(1, 1000)),
+                ..ListQuery::default()
             };
             let mut runs = Vec::new();
             let mut next = None;
             loop {
-                let page = backend.list(&query).await?;
+                let page = ops.list(&query).await?;
                 runs.extend(page.runs);
                 match (page.next_cursor, limit) {
                     (Some(cursor), Some(limit)) if runs.len() >= limit => {
@@ -329,17 +351,17 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 eprintln!("more runs: --cursor {cursor}");
             }
         }
-        RunsCommand::Show { target, id, json } => {
-            let shown = target.connect(Access::Read).await?.show(&id).await?;
+        RunsCommand::Show { target: _, id, json } => {
+            let shown = Shown::read(ops, &id).await?;
             if json {
                 out!("{}", json!(shown));
             } else {
                 print_shown(&shown);
             }
         }
-        RunsCommand::Signal { target, id, event, payload, json } => {
+        RunsCommand::Signal { target: _, id, event, payload, json } => {
             let payload = json_arg("payload", payload)?;
-            let sent = target.connect(Access::Write).await?.signal(&id, &event, payload).await?;
+            let sent = ops.signal(&id, &event, &payload).await?;
             if json {
                 out!("{}", json!(sent));
             } else {
@@ -347,7 +369,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
             }
         }
         RunsCommand::Start {
-            target,
+            target: _,
             workflow,
             input,
             id,
@@ -375,7 +397,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 timeout,
                 allow_unknown: allow_unknown.then_some(true),
             };
-            let started = target.connect(Access::Create).await?.start(&workflow, options).await?;
+            let started = ops.start(&workflow, &options).await?;
             let run = &started.run;
             if json {
                 out!("{}", json!(started));
@@ -395,8 +417,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{} already exists with this idempotency key ({})", run.id, run.status);
             }
         }
-        RunsCommand::Steps { target, id, json } => {
-            let steps = target.connect(Access::Read).await?.steps(&id).await?;
+        RunsCommand::Steps { target: _, id, json } => {
+            let steps = ops.steps(&id).await?;
             if json {
                 out!("{}", json!(steps));
             } else {
@@ -422,8 +444,10 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{}", table(&["PATH", "KIND", "PHASE", "STARTED", "TOOK", "ATTEMPTS"], &rows));
             }
         }
-        RunsCommand::Cancel { target, id, reason, json } => {
-            let outcome = target.connect(Access::Write).await?.cancel(&id, reason.as_deref()).await?;
+        RunsCommand::Cancel { target: _, id, reason, json } => {
+            let mut options = CancelOptions::default();
+            options.reason = reason;
+            let outcome = ops.cancel(&id, &options).await?;
             if json {
                 out!("{}", json!(outcome));
             } else if outcome.outcome == "cancelled" {
@@ -432,8 +456,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{id} is running: its worker will cancel it at its next heartbeat");
             }
         }
-        RunsCommand::Pause { target, id, json } => {
-            let outcome = target.connect(Access::Write).await?.pause(&id).await?;
+        RunsCommand::Pause { target: _, id, json } => {
+            let outcome = ops.pause(&id, &PauseOptions::default()).await?;
             if json {
                 out!("{}", json!(outcome));
             } else if outcome.outcome == "paused" {
@@ -442,16 +466,16 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("{id} is running: its worker will pause it at its next step boundary");
             }
         }
-        RunsCommand::Restart { target, id, from_step, reason, json } => {
-            let restarted = target.connect(Access::Write).await?.restart(&id, &from_step, reason.as_deref()).await?;
+        RunsCommand::Restart { target: _, id, from_step, reason, json } => {
+            let restarted = ops.restart(&id, &RestartBody { from_step: from_step.clone(), reason }).await?;
             if json {
                 out!("{}", json!(restarted));
             } else {
                 out!("{} restarts {id} from `{from_step}`: a worker serving its version runs it", restarted.run);
             }
         }
-        RunsCommand::Prune { target, older_than, dry_run, json } => {
-            let pruned = target.connect(Access::Write).await?.prune(older_than, dry_run).await?;
+        RunsCommand::Prune { target: _, older_than, dry_run, json } => {
+            let pruned = prune(ops, older_than, dry_run).await?;
             if json {
                 out!("{}", json!(pruned));
             } else if dry_run {
@@ -463,8 +487,8 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
                 out!("deleted {} ended runs", pruned.deleted);
             }
         }
-        RunsCommand::Resume { target, id, json } => {
-            let outcome = target.connect(Access::Write).await?.resume(&id).await?;
+        RunsCommand::Resume { target: _, id, json } => {
+            let outcome = ops.resume(&id).await?;
             if json {
                 out!("{}", json!(outcome));
             } else {
@@ -473,6 +497,31 @@ pub(crate) async fn run(command: RunsCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Prunes ended runs; `older_than` as given (`90d`), checked here first. A prune of more than
+/// one batch reports its progress, where the batches can be seen (on a store).
+async fn prune<O: Operations>(ops: &O, older_than: Option<String>, dry_run: bool) -> Result<cairn_api::views::Pruned> {
+    if let Some(text) = &older_than {
+        humantime::parse_duration(text)
+            .map_err(|_| anyhow::anyhow!("--older-than {text:?} is not a duration (try `30d` or `12h`)"))?;
+    }
+    // Reported from the second batch on: a prune of one batch says nothing until done.
+    let mut progress = crate::progress::Progress::new("pruning", "ended runs deleted", None);
+    let (mut batches, mut deleted) = (0, 0);
+    let body = PruneBody { older_than, dry_run };
+    let pruned = ops
+        .prune_reporting(&body, &mut |batch| {
+            (batches, deleted) = (batches + 1, deleted + batch as u64);
+            if batches > 1 {
+                progress.set(deleted);
+            }
+        })
+        .await?;
+    if batches > 1 {
+        progress.finish();
+    }
+    Ok(pruned)
 }
 
 /// `runs show` as text: the run's summary, its journal and its signals.

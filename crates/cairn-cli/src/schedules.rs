@@ -1,10 +1,11 @@
 //! `cairn schedules …`: declare, list, pause, resume, trigger and delete schedules.
 
-use crate::backend::{Backend, Target, remote_error};
+use crate::backend::{Command, Target};
 use crate::runs::table;
 use crate::store_args::Access;
 use anyhow::Result;
-use cairn_http::views::{self, ScheduleBody, ScheduleView, Schedules, StartedRun, schedule_view};
+use cairn_api::views::ScheduleView;
+use cairn_api::{Operations, ScheduleBody};
 use clap::Subcommand;
 
 /// `cairn schedules …`.
@@ -91,62 +92,6 @@ pub(crate) enum SchedulesCommand {
     },
 }
 
-impl Backend {
-    async fn schedules(&self) -> Result<Schedules> {
-        match self {
-            Backend::Store(client) => {
-                Ok(Schedules { schedules: client.schedules().await?.iter().map(schedule_view).collect() })
-            }
-            Backend::Http(remote) => remote.schedules().await.map_err(remote_error),
-        }
-    }
-
-    async fn show_schedule(&self, name: &str) -> Result<ScheduleView> {
-        match self {
-            Backend::Store(client) => Ok(schedule_view(&client.schedule(name).await?)),
-            Backend::Http(remote) => remote.schedule(name).await.map_err(remote_error),
-        }
-    }
-
-    async fn put_schedule(&self, name: &str, body: &ScheduleBody) -> Result<ScheduleView> {
-        match self {
-            Backend::Store(client) => {
-                let schedule = views::schedule(body, name).map_err(anyhow::Error::msg)?;
-                Ok(schedule_view(&client.put_schedule(&schedule).await?))
-            }
-            Backend::Http(remote) => remote.put_schedule(name, body).await.map_err(remote_error),
-        }
-    }
-
-    async fn pause_schedule(&self, name: &str) -> Result<ScheduleView> {
-        match self {
-            Backend::Store(client) => Ok(schedule_view(&client.pause_schedule(name).await?)),
-            Backend::Http(remote) => remote.pause_schedule(name).await.map_err(remote_error),
-        }
-    }
-
-    async fn resume_schedule(&self, name: &str) -> Result<ScheduleView> {
-        match self {
-            Backend::Store(client) => Ok(schedule_view(&client.resume_schedule(name).await?)),
-            Backend::Http(remote) => remote.resume_schedule(name).await.map_err(remote_error),
-        }
-    }
-
-    async fn trigger_schedule(&self, name: &str) -> Result<StartedRun> {
-        match self {
-            Backend::Store(client) => Ok(views::started(&client.trigger_schedule(name).await?)),
-            Backend::Http(remote) => remote.trigger_schedule(name).await.map_err(remote_error),
-        }
-    }
-
-    async fn delete_schedule(&self, name: &str) -> Result<()> {
-        match self {
-            Backend::Store(client) => Ok(client.delete_schedule(name).await?),
-            Backend::Http(remote) => remote.delete_schedule(name).await.map_err(remote_error),
-        }
-    }
-}
-
 fn describe(schedule: &ScheduleView) -> String {
     match (&schedule.every_ms, schedule.cron.is_empty()) {
         (Some(ms), _) => format!("every {}", humantime::format_duration(std::time::Duration::from_millis(*ms))),
@@ -169,10 +114,27 @@ fn print(schedule: &ScheduleView) {
     out!("last      {}", schedule.last_fired_at.as_deref().unwrap_or("-"));
 }
 
-pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
+impl Command for SchedulesCommand {
+    fn target(&self) -> (&Target, Access) {
+        use SchedulesCommand::*;
+        match self {
+            List { target, .. } | Show { target, .. } => (target, Access::Read),
+            Put { target, .. } => (target, Access::Create),
+            Pause { target, .. } | Resume { target, .. } | Trigger { target, .. } | Delete { target, .. } => {
+                (target, Access::Write)
+            }
+        }
+    }
+
+    async fn execute<O: Operations>(self, ops: &O) -> Result<()> {
+        execute(self, ops).await
+    }
+}
+
+async fn execute<O: Operations>(command: SchedulesCommand, ops: &O) -> Result<()> {
     match command {
-        SchedulesCommand::List { target, json } => {
-            let schedules = target.connect(Access::Read).await?.schedules().await?;
+        SchedulesCommand::List { target: _, json } => {
+            let schedules = ops.schedules().await?;
             if json {
                 out!("{}", serde_json::to_string(&schedules)?);
                 return Ok(());
@@ -192,15 +154,15 @@ pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
                 .collect();
             out!("{}", table(&["NAME", "WORKFLOW", "FIRES", "CATCH-UP", "STATE", "NEXT", "LAST"], &rows));
         }
-        SchedulesCommand::Show { target, name, json } => {
-            let schedule = target.connect(Access::Read).await?.show_schedule(&name).await?;
+        SchedulesCommand::Show { target: _, name, json } => {
+            let schedule = ops.schedule(&name).await?;
             match json {
                 true => out!("{}", serde_json::to_string(&schedule)?),
                 false => print(&schedule),
             }
         }
         SchedulesCommand::Put {
-            target,
+            target: _,
             name,
             workflow,
             cron,
@@ -217,26 +179,26 @@ pub(crate) async fn run(command: SchedulesCommand) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("--input is not JSON: {e}"))?;
             let allow_unknown = allow_unknown.then_some(true);
             let body = ScheduleBody { workflow, cron, time_zone, every, input, catch_up, allow_unknown };
-            let schedule = target.connect(Access::Create).await?.put_schedule(&name, &body).await?;
+            let schedule = ops.put_schedule(&name, &body).await?;
             match json {
                 true => out!("{}", serde_json::to_string(&schedule)?),
                 false => print(&schedule),
             }
         }
-        SchedulesCommand::Pause { target, name } => {
-            let schedule = target.connect(Access::Write).await?.pause_schedule(&name).await?;
+        SchedulesCommand::Pause { target: _, name } => {
+            let schedule = ops.pause_schedule(&name).await?;
             out!("paused {}", schedule.name);
         }
-        SchedulesCommand::Resume { target, name } => {
-            let schedule = target.connect(Access::Write).await?.resume_schedule(&name).await?;
+        SchedulesCommand::Resume { target: _, name } => {
+            let schedule = ops.resume_schedule(&name).await?;
             out!("resumed {}; next firing {}", schedule.name, schedule.next_fire_at.as_deref().unwrap_or("-"));
         }
-        SchedulesCommand::Trigger { target, name } => {
-            let started = target.connect(Access::Write).await?.trigger_schedule(&name).await?;
+        SchedulesCommand::Trigger { target: _, name } => {
+            let started = ops.trigger_schedule(&name).await?;
             out!("started {} ({} v{})", started.run.id, started.run.workflow, started.run.version);
         }
-        SchedulesCommand::Delete { target, name } => {
-            target.connect(Access::Write).await?.delete_schedule(&name).await?;
+        SchedulesCommand::Delete { target: _, name } => {
+            ops.delete_schedule(&name).await?;
             out!("deleted {name}");
         }
     }

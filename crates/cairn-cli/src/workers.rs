@@ -1,9 +1,10 @@
 //! `cairn workers`: the workers recorded in the store.
 
-use crate::backend::Target;
+use crate::backend::{Command, Target};
 use crate::runs::table;
 use crate::store_args::Access;
 use anyhow::Result;
+use cairn_api::{Operations, WorkersQuery};
 use clap::Args;
 
 /// `cairn workers [--all] [--json]`.
@@ -19,8 +20,19 @@ pub(crate) struct WorkersArgs {
     json: bool,
 }
 
-pub(crate) async fn run(args: WorkersArgs) -> Result<()> {
-    let workers = args.target.connect(Access::Read).await?.workers(args.all).await?;
+impl Command for WorkersArgs {
+    fn target(&self) -> (&Target, Access) {
+        (&self.target, Access::Read)
+    }
+
+    async fn execute<O: Operations>(self, ops: &O) -> Result<()> {
+        run(self, ops).await
+    }
+}
+
+async fn run<O: Operations>(args: WorkersArgs, ops: &O) -> Result<()> {
+    let query = if args.all { WorkersQuery::all() } else { WorkersQuery::default() };
+    let workers = ops.workers(query).await?.workers;
     if args.json {
         out!("{}", serde_json::to_string(&workers)?);
         return Ok(());

@@ -1,9 +1,10 @@
 //! `cairn workflows`: the workflows with runs in the store, and their counts by status.
 
-use crate::backend::Target;
+use crate::backend::{Command, Target};
 use crate::runs::table;
 use crate::store_args::Access;
 use anyhow::Result;
+use cairn_api::Operations;
 use clap::Args;
 use serde_json::json;
 
@@ -18,9 +19,19 @@ pub(crate) struct WorkflowsArgs {
 }
 
 /// Every workflow with runs in the store, with its counts by status.
-pub(crate) async fn run(args: WorkflowsArgs) -> Result<()> {
-    let workflows = args.target.connect(Access::Read).await?.workflows().await?;
-    if args.json {
+impl Command for WorkflowsArgs {
+    fn target(&self) -> (&Target, Access) {
+        (&self.target, Access::Read)
+    }
+
+    async fn execute<O: Operations>(self, ops: &O) -> Result<()> {
+        let workflows = ops.workflows().await?;
+        print(&workflows, self.json)
+    }
+}
+
+fn print(workflows: &cairn_api::views::Workflows, json: bool) -> Result<()> {
+    if json {
         out!("{}", json!(workflows));
         return Ok(());
     }

@@ -70,3 +70,9 @@ impl Error {
         }
     }
 }
+
+impl cairn_api::Coded for Error {
+    fn code(&self) -> Option<&str> {
+        Error::code(self)
+    }
+}

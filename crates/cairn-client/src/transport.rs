@@ -24,20 +24,6 @@ pub(crate) struct Transport {
     idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
 }
 
-/// `text` as one URL path segment or query value: everything but unreserved characters
-/// percent-encoded.
-pub fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 /// An HTTP/1.1 connection over `stream`, driven by a task of its own.
 async fn handshake<S>(stream: S) -> Result<SendRequest<Full<Bytes>>, Box<dyn std::error::Error + Send + Sync>>
 where
@@ -232,7 +218,5 @@ mod tests {
         assert_eq!(Transport::new("http://[::1]", None).unwrap().authority, "[::1]:80");
         assert!(Transport::new("http://", None).is_err());
         assert!(Transport::new("http://host:port", None).is_err());
-        assert_eq!(encode("a b/c?d%é"), "a%20b%2Fc%3Fd%25%C3%A9");
-        assert_eq!(encode("run-1_x.y~z"), "run-1_x.y~z");
     }
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn::prelude::*;
+use cairn_client::{CancelOptions, EventQuery, Operations, PauseOptions, RestartBody, WorkersQuery};
 use cairn_client::{Client, Error, ListQuery, PruneBody, PublishBody, ScheduleBody, StartOptions};
 use serde_json::json;
 use serde_json::value::{RawValue, to_raw_value};
@@ -107,7 +108,7 @@ async fn starts_reads_and_lists_runs() {
 
     let other = StartOptions { input: input(json!({"name": "Bo"})), ..StartOptions::default() };
     let bo = client.start("hello", &other).await.unwrap();
-    client.result_of("hello", &bo.run.id, Duration::from_secs(30)).await.unwrap();
+    client.result(&bo.run.id, Duration::from_secs(30)).await.unwrap();
     let all = client.list(&ListQuery::default()).await.unwrap();
     assert_eq!(all.runs.len(), 2);
     let ada = ListQuery { input: vec![("name".into(), "Ada".into())], ..ListQuery::default() };
@@ -127,7 +128,7 @@ async fn starts_reads_and_lists_runs() {
     let prefixed = ListQuery { id_prefix: Some("greet-".into()), ..ListQuery::default() };
     let prefixed: Vec<_> = client.list(&prefixed).await.unwrap().runs.into_iter().map(|r| r.run.id).collect();
     assert_eq!(prefixed, ["greet-ada"]);
-    let workers = client.workers().await.unwrap();
+    let workers = client.workers(WorkersQuery::default()).await.unwrap();
     assert_eq!(workers.workers.len(), 1);
     served.stop().await;
 }
@@ -140,7 +141,7 @@ async fn signals_pauses_resumes_cancels_and_restarts_runs() {
 
     client.start("approval", &start("a-1")).await.unwrap();
     wait_for(&client, "a-1", "suspended").await;
-    let paused = client.pause("a-1").await.unwrap();
+    let paused = client.pause("a-1", &PauseOptions::default()).await.unwrap();
     assert_eq!(paused.outcome, "paused");
     let resumed = client.resume("a-1").await.unwrap();
     assert_eq!(resumed.outcome, "resumed");
@@ -151,10 +152,10 @@ async fn signals_pauses_resumes_cancels_and_restarts_runs() {
     let signals = client.signals("a-1").await.unwrap();
     assert_eq!(signals.signals.len(), 1);
 
-    let restarted = client.restart("a-1", "approve").await.unwrap();
+    let restarted = client.restart("a-1", &RestartBody { from_step: "approve".into(), reason: None }).await.unwrap();
     assert_eq!(restarted.restarted_from, "a-1");
     wait_for(&client, &restarted.run, "suspended").await;
-    let cancelled = client.cancel(&restarted.run).await.unwrap();
+    let cancelled = client.cancel(&restarted.run, &CancelOptions::default()).await.unwrap();
     assert!(cancelled.outcome.starts_with("cancel"), "{cancelled:?}");
     wait_for(&client, &restarted.run, "cancelled").await;
     let failed = client.result_as::<serde_json::Value>(&restarted.run, Duration::from_secs(1)).await;
@@ -177,13 +178,13 @@ async fn publishes_events_and_keeps_schedules() {
     assert_eq!(greeting, "Hello, Cy!");
     let again = client.publish("user.signup", &event).await.unwrap();
     assert_eq!((again.runs.len(), again.already_started.len()), (0, 1));
-    let events = client.events(Some("user.signup"), None, Some(10)).await.unwrap();
+    let events = client.events(&topic("user.signup", Some(10))).await.unwrap();
     assert_eq!((events.events.len(), events.next_cursor), (1, None));
     let (recorded, run) = (&events.events[0], &published.runs[0].run);
     assert_eq!((recorded.id.as_str(), &recorded.payload), ("e-1", &json!({"name": "Cy"})));
     assert_eq!((recorded.runs[0].workflow.as_str(), &recorded.runs[0].id), ("hello", &run.id));
-    assert!(client.events(Some("user.login"), None, None).await.unwrap().events.is_empty());
-    let refused = client.events(Some("user.*"), None, None).await.unwrap_err();
+    assert!(client.events(&topic("user.login", None)).await.unwrap().events.is_empty());
+    let refused = client.events(&topic("user.*", None)).await.unwrap_err();
     assert_eq!(refused.code(), Some("invalid_topic"));
 
     let body = ScheduleBody { workflow: "hello".into(), every: Some("1h".into()), ..ScheduleBody::default() };
@@ -233,4 +234,118 @@ async fn refusals_keep_their_codes_and_nothing_is_stored() {
     assert!(matches!(unreachable, Error::Unreachable { .. }), "{unreachable:?}");
     assert!(matches!(Client::new("ftp://example.com", None), Err(Error::InvalidUrl { .. })));
     assert!(Client::new("https://example.com", None).is_ok(), "https is spoken");
+}
+
+/// The events published to `topic`, at most `limit`.
+fn topic(topic: &str, limit: Option<usize>) -> EventQuery {
+    EventQuery { topic: Some(topic.into()), cursor: None, limit }
+}
+
+/// What `ops` answers to one pass over every operation, on runs, events and schedules named
+/// after `prefix`: each answer's fields that do not depend on when it ran (times, signal numbers
+/// and new runs' ids left out), with `prefix` written as `P`, and each refusal's code.
+async fn every_operation<O: Operations>(ops: &O, prefix: &str) -> Vec<(&'static str, serde_json::Value)> {
+    let mut seen = Vec::new();
+    let mut keep = |what: &'static str, answer: serde_json::Value, fields: &[&str]| {
+        let kept: serde_json::Map<String, serde_json::Value> = (fields.iter())
+            .map(|pointer| (pointer.to_string(), answer.pointer(pointer).cloned().unwrap_or_default()))
+            .collect();
+        let text = serde_json::Value::Object(kept).to_string().replace(prefix, "P");
+        seen.push((what, serde_json::from_str(&text).unwrap()));
+    };
+    let code = |error: O::Error| json!(cairn_client::Coded::code(&error));
+    let a = format!("{prefix}-a");
+    let options = StartOptions { id: Some(a.clone()), input: input(json!({"by": prefix})), ..StartOptions::default() };
+    let started = ops.start("approval", &options).await.unwrap();
+    keep("start", json!(started), &["/created", "/run/id", "/run/workflow", "/run/version"]);
+    for _ in 0..2_000 {
+        if ops.get(&a).await.unwrap().listed.run.status == "suspended" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let run = ops.get(&a).await.unwrap();
+    keep("get", json!(run), &["/run/status", "/run/suspend_reason", "/run/workflow", "/input", "/stranded"]);
+    keep("pause", json!(ops.pause(&a, &PauseOptions::default()).await.unwrap()), &["/run", "/outcome"]);
+    keep("resume again", code(ops.resume(&format!("{prefix}-missing")).await.unwrap_err()), &[""]);
+    keep("resume", json!(ops.resume(&a).await.unwrap()), &["/run", "/outcome"]);
+    keep("resume twice", code(ops.resume(&a).await.unwrap_err()), &[""]);
+    let payload = to_raw_value(&json!({"by": "ada"})).unwrap();
+    keep("signal", json!(ops.signal(&a, "approve", &payload).await.unwrap()), &["/run", "/event"]);
+    keep("bad signal", code(ops.signal(&a, "", &payload).await.unwrap_err()), &[""]);
+    let done = ops.result(&a, Duration::from_secs(30)).await.unwrap();
+    keep("result", json!(done), &["/run/status", "/output", "/run/error", "/children", "/restarts"]);
+    let steps = ops.steps(&a).await.unwrap();
+    let steps: Vec<_> = steps.steps.iter().map(|s| (s.path.clone(), s.kind.clone(), s.phase.clone())).collect();
+    keep("steps", json!(steps), &[""]);
+    let signals = ops.signals(&a).await.unwrap();
+    keep("signals", json!(signals), &["/run", "/signals/0/name", "/signals/0/payload", "/signals/0/consumed_seq"]);
+    keep("signal ended", code(ops.signal(&a, "approve", &payload).await.unwrap_err()), &[""]);
+    keep("cancel ended", code(ops.cancel(&a, &CancelOptions::default()).await.unwrap_err()), &[""]);
+    let restart = RestartBody { from_step: "approve".into(), reason: Some("again".into()) };
+    let restarted = ops.restart(&a, &restart).await.unwrap();
+    keep("restart", json!(restarted), &["/restarted_from", "/from_step"]);
+    let wrong = RestartBody { from_step: "nowhere".into(), reason: None };
+    keep("restart nowhere", code(ops.restart(&a, &wrong).await.unwrap_err()), &[""]);
+    let cancelled = ops.cancel(&restarted.run, &CancelOptions::because("enough")).await.unwrap();
+    keep("cancel", json!(cancelled.outcome.starts_with("cancel")), &[""]);
+    let missing = ops.get(&format!("{prefix}-missing")).await.unwrap_err();
+    keep("get missing", code(missing), &[""]);
+    let bad_id = StartOptions { id: Some("a/b".into()), ..StartOptions::default() };
+    keep("bad id", code(ops.start("approval", &bad_id).await.unwrap_err()), &[""]);
+    let mine = ListQuery { id_prefix: Some(format!("{prefix}-")), ..ListQuery::default() };
+    let listed = ops.list(&mine).await.unwrap();
+    let listed: Vec<_> = listed.runs.iter().map(|r| (r.run.id.clone(), r.run.status.clone())).collect();
+    keep("list", json!(listed), &[""]);
+    let zero = ListQuery { limit: Some(0), ..ListQuery::default() };
+    keep("list limit 0", code(ops.list(&zero).await.unwrap_err()), &[""]);
+
+    let topic = format!("user.{prefix}");
+    let event = PublishBody { id: Some(format!("{prefix}-e")), payload: input(json!({"name": prefix})) };
+    let published = ops.publish(&topic, &event).await.unwrap();
+    keep("publish", json!(published), &["/id", "/topic", "/runs/0/run/workflow", "/already_started"]);
+    let events = ops.events(&EventQuery { topic: Some(topic), cursor: None, limit: Some(5) }).await.unwrap();
+    keep("events", json!(events), &["/events/0/id", "/events/0/payload", "/events/0/runs/0/workflow", "/next_cursor"]);
+    let cursor = EventQuery { cursor: Some("nonsense".into()), ..EventQuery::default() };
+    keep("events cursor", code(ops.events(&cursor).await.unwrap_err()), &[""]);
+
+    let name = format!("{prefix}-hourly");
+    let body = ScheduleBody { workflow: "hello".into(), every: Some("1h".into()), ..ScheduleBody::default() };
+    let fields = ["/name", "/workflow", "/every_ms", "/paused", "/catch_up", "/input"];
+    keep("put schedule", json!(ops.put_schedule(&name, &body).await.unwrap()), &fields);
+    keep("schedule", json!(ops.schedule(&name).await.unwrap()), &fields);
+    keep("pause schedule", json!(ops.pause_schedule(&name).await.unwrap()), &fields);
+    keep("resume schedule", json!(ops.resume_schedule(&name).await.unwrap()), &fields);
+    keep("trigger", json!(ops.trigger_schedule(&name).await.unwrap()), &["/created", "/run/workflow"]);
+    let mine: Vec<_> = (ops.schedules().await.unwrap().schedules.into_iter()).filter(|s| s.name == name).collect();
+    keep("schedules", json!(mine.len()), &[""]);
+    ops.delete_schedule(&name).await.unwrap();
+    keep("deleted", code(ops.schedule(&name).await.unwrap_err()), &[""]);
+    let bad = ScheduleBody { workflow: "hello".into(), every: Some("often".into()), ..ScheduleBody::default() };
+    keep("bad schedule", code(ops.put_schedule(&name, &bad).await.unwrap_err()), &[""]);
+
+    let workflows = ops.workflows().await.unwrap();
+    let names: Vec<_> = workflows.workflows.iter().map(|w| (w.name.clone(), w.versions.clone())).collect();
+    keep("workflows", json!(names), &[""]);
+    keep("workers", json!(ops.workers(WorkersQuery::default()).await.unwrap().workers.len()), &[""]);
+    keep("all workers", json!(ops.workers(WorkersQuery::all()).await.unwrap().workers.len()), &[""]);
+    let pruned = ops.prune(&PruneBody { older_than: Some("soon".into()), dry_run: true }).await.unwrap_err();
+    keep("prune", code(pruned), &[""]);
+    seen
+}
+
+/// The embedded client and the light client are one [`Operations`]: the same pass over every
+/// operation answers the same through each, refusals with the same codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_clients_answer_every_operation_alike() {
+    let served = Served::start(None).await;
+    let remote = Client::new(&served.url, None).unwrap();
+    let local = served.engine.client();
+    let in_process = every_operation(&local, "local").await;
+    let over_http = every_operation(&remote, "remote").await;
+    assert_eq!(in_process.len(), over_http.len());
+    for (local, remote) in in_process.iter().zip(&over_http) {
+        assert_eq!(local, remote, "the two clients answer {} differently", local.0);
+    }
+    served.stop().await;
 }

@@ -5,7 +5,8 @@ use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use cairn::{ClientError, ControlError, ErrorKind, ReadError, RestartError, SignalError, StartError};
+use cairn::api::OperationError;
+use cairn::{ClientError, ControlError, ReadError, RestartError, SignalError, StartError};
 pub use cairn_api::{ErrorBody, ErrorDetail};
 
 /// An error answer: `{"error": {"code", "message"}}` with its status.
@@ -55,38 +56,36 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<ClientError> for ApiError {
-    fn from(error: ClientError) -> Self {
-        // Every kind has its status: a new kind does not compile until it is given one.
-        let status = match error.kind() {
-            ErrorKind::NotFound => StatusCode::NOT_FOUND,
-            ErrorKind::Invalid => StatusCode::BAD_REQUEST,
-            ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorKind::Conflict => StatusCode::CONFLICT,
-            ErrorKind::Unavailable | ErrorKind::Corrupt => {
-                // The cause (a driver's message, a file's path) is the operator's to read, not
-                // every client's: it goes to the log, and the answer says where it is.
-                tracing::warn!(error = %error, "a request failed in the store: {error}");
-                let message = "the store failed to answer this request; the server's log has the cause";
-                return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.name(), message);
-            }
+impl From<OperationError> for ApiError {
+    fn from(error: OperationError) -> Self {
+        let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = match &error {
+            OperationError::Invalid { code, .. } => code,
+            OperationError::Client(error) => error.name(),
         };
-        ApiError::new(status, error.name(), error.to_string())
+        if error.is_store_failure() {
+            // The cause (a driver's message, a file's path) is the operator's to read, not
+            // every client's: it goes to the log, and the answer says where it is.
+            tracing::warn!(error = %error, "a request failed in the store: {error}");
+            let message = "the store failed to answer this request; the server's log has the cause";
+            return ApiError::new(status, code, message);
+        }
+        ApiError::new(status, code, error.to_string())
     }
 }
 
-/// Each operation's own error answers as the umbrella it converts into.
-macro_rules! answered_as_client_error {
-    ($($operation:ty),*) => {$(
-        impl From<$operation> for ApiError {
-            fn from(error: $operation) -> Self {
-                ApiError::from(ClientError::from(error))
+/// What the engine refuses or fails with answers as the operation that failed with it.
+macro_rules! answered_as_operation_error {
+    ($($error:ty),*) => {$(
+        impl From<$error> for ApiError {
+            fn from(error: $error) -> Self {
+                ApiError::from(OperationError::from(error))
             }
         }
     )*};
 }
 
-answered_as_client_error!(StartError, SignalError, ControlError, RestartError, ReadError);
+answered_as_operation_error!(ClientError, StartError, SignalError, ControlError, RestartError, ReadError);
 
 impl From<BytesRejection> for ApiError {
     fn from(rejection: BytesRejection) -> Self {

@@ -1,51 +1,9 @@
-//! What requests carry: the bodies and parameters, and the checks of names, ids, times and
-//! JSON bodies.
+//! The parameters routes take, and how a list's are read as the API's [`ListQuery`].
 
 use crate::error::ApiError;
-use crate::state::Api;
-use cairn::store::{EventName, WorkflowName};
-use cairn::{ClientError, RunId, RunRecord};
+use cairn_api::ListQuery;
 use serde::Deserialize;
 use utoipa::IntoParams;
-
-/// A workflow name from a path, checked as `Client` checks it ([`WorkflowName`]).
-pub(crate) fn workflow_name(name: &str) -> Result<&str, ApiError> {
-    WorkflowName::check(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
-    Ok(name)
-}
-
-/// An event name from a path, checked as `Client` checks it ([`EventName`]).
-pub(crate) fn event_name(name: &str) -> Result<&str, ApiError> {
-    EventName::check(name).map_err(|error| ApiError::from(ClientError::InvalidName(error)))?;
-    Ok(name)
-}
-
-pub(crate) fn run_id(id: &str) -> Result<RunId, ApiError> {
-    RunId::validate(id).map_err(|error| ApiError::bad_request("invalid_run_id", error.to_string()))
-}
-
-/// The run `id` of workflow `name` (a run of another workflow is not found under this one).
-pub(crate) async fn run_of(api: &Api, name: &str, id: &str) -> Result<RunRecord, ApiError> {
-    let (name, id) = (workflow_name(name)?, run_id(id)?);
-    let run = api.client.get(&id).await?;
-    if run.workflow != name {
-        return Err(ClientError::RunNotFound(id).into());
-    }
-    Ok(run)
-}
-
-/// JSON from a request body: malformed JSON or wrong types are `400`.
-pub(crate) fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|error| ApiError::bad_request("invalid_json", error.to_string()))
-}
-
-/// A body that is a JSON object (serde would also read a struct from an array of its fields).
-pub(crate) fn object<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ApiError> {
-    match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') => parse(body),
-        _ => Err(ApiError::bad_request("invalid_json", "the body must be a JSON object")),
-    }
-}
 
 /// The query of the list routes.
 #[derive(Deserialize, IntoParams)]
@@ -79,15 +37,29 @@ pub struct ListParams {
     pub(crate) rest: std::collections::BTreeMap<String, String>,
 }
 
-/// A time given as RFC 3339 (`2026-11-26T10:00:00Z`, `2026-11-26T11:00:00+01:00`), or without
-/// an offset, read as UTC (`2026-11-26 10:00:00`).
-pub(crate) fn timestamp(name: &str, text: &str) -> Result<cairn::Timestamp, ApiError> {
-    if let Ok(at) = text.parse::<jiff::Timestamp>() {
-        return Ok(cairn::Timestamp::from_millis(at.as_millisecond()));
+impl ListParams {
+    /// The list query these parameters ask for, of `workflow` (from the path or the query);
+    /// a parameter that is neither the list's nor an input filter is refused.
+    pub(crate) fn query(self, workflow: Option<String>) -> Result<ListQuery, ApiError> {
+        let input = (self.rest.into_iter())
+            .map(|(name, value)| match name.strip_prefix("input.") {
+                Some(field) => Ok((field.to_owned(), value)),
+                None => Err(ApiError::bad_request("invalid_query", cairn::api::views::unknown_parameter(&name))),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ListQuery {
+            workflow,
+            status: self.status,
+            since: self.since,
+            until: self.until,
+            stranded: self.stranded.unwrap_or(false),
+            id_prefix: self.id_prefix,
+            error: self.error,
+            input,
+            cursor: self.cursor,
+            limit: self.limit,
+        })
     }
-    humantime::parse_rfc3339_weak(text).map(cairn::Timestamp::from_system_time).map_err(|error| {
-        ApiError::bad_request("invalid_query", format!("{name} {text:?} is not an RFC 3339 time: {error}"))
-    })
 }
 
 /// What `GET /v1/events` takes.
@@ -111,6 +83,15 @@ pub(crate) struct CancelParams {
     /// Why: journaled in the run's `cancelled` event and shown as its error, 1 to 1,000
     /// characters (default `cancelled`).
     pub(crate) reason: Option<String>,
+}
+
+/// What `GET /v1/workers` takes.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct WorkersParams {
+    /// Every worker the store recorded, not only the live ones (default false).
+    pub(crate) all: Option<bool>,
 }
 
 /// What `GET …/result` takes.

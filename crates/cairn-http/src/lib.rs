@@ -15,7 +15,9 @@
 //! | `GET /v1/workflows/{name}/runs` | list, newest first: `status`, `since`, `until` (RFC 3339), `cursor`, `limit` (≤ 1,000) |
 //! | `GET /v1/runs` | the same across workflows (`workflow` as a parameter) |
 //! | `GET /v1/workflows` | every workflow with runs, with its counts by status |
-//! | `GET /v1/workflows/{name}/runs/{id}` | one run: status, input, output, error, times, restarts |
+//! | `GET /v1/runs/{id}` | one run: status, input, output, error, times, restarts |
+//! | `/v1/runs/{id}/…` | each route below under `/v1/workflows/{name}/runs/{id}` also by the run's id alone (`DELETE /v1/runs/{id}`, `POST /v1/runs/{id}/pause`, …): the light client's routes |
+//! | `GET /v1/workflows/{name}/runs/{id}` | the same, under its workflow (a run of another workflow is not found) |
 //! | `GET /v1/workflows/{name}/runs/{id}/steps` | each step over time (start, end, attempts with errors, sleeps and waits), and the journal |
 //! | `GET /v1/workflows/{name}/runs/{id}/signals` | its signals, buffered and consumed |
 //! | `POST /v1/workflows/{name}/runs/{id}/signals/{event}` | deliver a signal; the body is its payload (empty: `null`) |
@@ -25,7 +27,7 @@
 //! | `POST /v1/workflows/{name}/runs/{id}/restart` | restart from a step: `{fromStep, reason?}`; `201` with the new run |
 //! | `POST /v1/events/{topic}` | publish: `{payload?, id?}`; one run per subscribed workflow |
 //! | `GET /v1/events` | published events, newest first, with the runs each started: `topic`, `cursor`, `limit` |
-//! | `GET /v1/workers` | the live workers, and the workflow versions whose runs no live worker serves |
+//! | `GET /v1/workers` | the live workers (`all=true`: every recorded one), and the workflow versions whose runs no live worker serves |
 //! | `GET /v1/live/runs` | server-sent events: the runs page (the list's query), workflows and workers, whole and then as JSON Patch changes (`patches=false`: whole each time) |
 //! | `GET /v1/workflows/{name}/runs/{id}/live` | server-sent events: one run, its steps and its signals, whole and then as JSON Patch changes |
 //! | `GET /` | the dashboard: one page, compiled in, that reads the routes above (open without a token; it asks for one) |
@@ -52,20 +54,19 @@ mod contract;
 mod dashboard;
 mod error;
 mod events;
+mod extract;
 mod input;
 mod live;
 pub mod metrics;
 mod origin;
 mod overview;
 pub mod patch;
-pub mod reads;
 mod routes;
 mod runs;
 mod schedules;
 mod service;
 mod state;
 mod topics;
-pub mod views;
 
 pub use cairn_api::{DebounceOptions as DebounceBody, PruneBody, PublishBody, RestartBody, StartOptions as StartBody};
 pub use error::{ApiError, ErrorBody, ErrorDetail};

@@ -3,13 +3,14 @@
 //! first, then JSON Patch `patch` events; `?patches=false` asks for whole snapshots only.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::input::{ListParams, run_of};
-use crate::runs::list_request;
+use crate::extract::{ApiQuery, RunPath};
+use crate::input::ListParams;
 use crate::state::Api;
-use crate::{reads, views};
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::Response;
+use cairn::api::{self as ops, views};
+use cairn::store::RunId;
+use cairn_api::views::{RunSnapshot, RunsSnapshot};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -34,23 +35,23 @@ fn take_patches(params: &mut ListParams) -> Result<bool, ApiError> {
 #[utoipa::path(get, path = "/v1/live/runs", tag = "live", params(ListParams, LiveParams),
     responses((status = 200, description = "Server-sent events: `runs` with the whole snapshot first and whenever a \
         patch would be longer, `patch` (a JSON Patch, RFC 6902, to apply to the snapshot last sent) for each other \
-        change, `error` when reading one fails", content_type = "text/event-stream", body = views::RunsSnapshot),
+        change, `error` when reading one fails", content_type = "text/event-stream", body = RunsSnapshot),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub(crate) async fn live_runs(
     State(api): State<Api>,
-    params: Result<Query<ListParams>, QueryRejection>,
+    ApiQuery(mut params): ApiQuery<ListParams>,
 ) -> Result<Response, ApiError> {
-    let Query(mut params) = params?;
     let patches = take_patches(&mut params)?;
-    let request = list_request(params.workflow.take(), params)?;
+    let workflow = params.workflow.take();
+    let request = ops::selection(&params.query(workflow)?)?;
     let key = format!("runs {:?} {}", request.filter, request.stranded);
     let (client, overview, interval) = (api.client.clone(), api.live.overview.clone(), api.live.polling.interval);
     Ok(api.live.topics.stream(&api.live.polling, key, "runs", patches, move || {
         let (client, request, overview) = (client.clone(), request.clone(), overview.clone());
         async move {
             let overview = overview.read(&client, interval).await?;
-            Ok(views::RunsSnapshot {
-                runs: reads::run_page(&client, &request.filter, request.stranded, &overview.live).await?,
+            Ok(RunsSnapshot {
+                runs: ops::run_page(&client, &request, &overview.live).await?,
                 workflows: overview.workflows.clone(),
                 workers: overview.workers.clone(),
             })
@@ -63,26 +64,24 @@ pub(crate) async fn live_runs(
         LiveParams),
     responses((status = 200, description = "Server-sent events: `run` with the whole snapshot first and whenever a \
         patch would be longer, `patch` (a JSON Patch, RFC 6902, to apply to the snapshot last sent) for each other \
-        change, `error` when reading one fails", content_type = "text/event-stream", body = views::RunSnapshot),
+        change, `error` when reading one fails", content_type = "text/event-stream", body = RunSnapshot),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn live_run(
     State(api): State<Api>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    params: Result<Query<LiveParams>, QueryRejection>,
+    run: RunPath,
+    ApiQuery(params): ApiQuery<LiveParams>,
 ) -> Result<Response, ApiError> {
-    let Path((name, id)) = path?;
-    let Query(params) = params?;
-    let id = run_of(&api, &name, &id).await?.id;
+    let id = RunId::new(run.id);
     let client = api.client.clone();
     let patches = params.patches.unwrap_or(true);
     Ok(api.live.topics.stream(&api.live.polling, format!("run {id}"), "run", patches, move || {
         let (client, id) = (client.clone(), id.clone());
         async move {
             let run = client.get(&id).await?;
-            Ok(views::RunSnapshot {
-                run: reads::run_detail(&client, &run).await?,
+            Ok(RunSnapshot {
+                run: ops::run_detail(&client, &run).await?,
                 steps: views::steps(&id, &client.journal(&id).await?),
-                signals: reads::run_signals(&client, &id).await?,
+                signals: ops::run_signals(&client, &id).await?,
             })
         }
     }))

@@ -1,8 +1,9 @@
 //! What every runs stream shows beside its own page, read once per interval for all of them.
 
 use crate::error::ApiError;
-use crate::{reads, views};
+use cairn::api as ops;
 use cairn::{Client, LiveWorkers};
+use cairn_api::views;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -29,8 +30,9 @@ impl Overview {
         if let Some(shared) = held.as_ref().filter(|shared| shared.at.elapsed() < fresh_for) {
             return Ok(Arc::clone(shared));
         }
-        let (live, workflows) = tokio::try_join!(client.live_workers(), reads::workflows(client))?;
-        let workers = reads::workers(client, &live).await?;
+        let live = async { Ok::<_, ops::OperationError>(client.live_workers().await?) };
+        let (live, workflows) = tokio::try_join!(live, ops::workflows(client))?;
+        let workers = ops::workers(client, &live).await?;
         let shared = Arc::new(Shared { at: Instant::now(), live, workflows, workers });
         *held = Some(Arc::clone(&shared));
         Ok(shared)

@@ -9,12 +9,17 @@ use axum::extract::State;
 use axum::http::header;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use axum::{Json, Router, extract::DefaultBodyLimit};
 use cairn::Client;
+use cairn_api::routes as api_routes;
 use serde::Serialize;
 use std::sync::Arc;
+use utoipa::openapi::Required;
+use utoipa::openapi::path::{ParameterBuilder, ParameterIn, Paths};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::{OpenApi, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
 
 #[derive(OpenApi)]
@@ -70,19 +75,29 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .routes(routes!(runs::start, runs::list_workflow))
         .routes(routes!(runs::list_all))
         .routes(routes!(runs::count))
-        .routes(routes!(runs::show_any))
         .routes(routes!(runs::prune))
         .routes(routes!(runs::bulk))
         .routes(routes!(runs::workflows))
-        .routes(routes!(runs::show, runs::cancel))
-        .routes(routes!(runs::steps))
-        .routes(routes!(runs::result))
-        .routes(routes!(runs::signals))
-        .routes(routes!(runs::signal))
-        .routes(routes!(runs::pause))
-        .routes(routes!(runs::resume))
-        .routes(routes!(runs::restart))
-        .routes(routes!(runs::workers))
+        .routes(routes!(runs::workers));
+    // A run's routes by id, each also under its workflow.
+    let guarded = [
+        routes!(runs::show_any, runs::cancel_any),
+        routes!(runs::steps_any),
+        routes!(runs::result_any),
+        routes!(runs::signals_any),
+        routes!(runs::signal_any),
+        routes!(runs::pause_any),
+        routes!(runs::resume_any),
+        routes!(runs::restart_any),
+    ]
+    .into_iter()
+    .fold(guarded, |router, route| router.routes(under_workflow(route.clone())).routes(route));
+    // A signal with an empty name (`…/signals/`, which no `{event}` matches) is refused by the
+    // name's rule, as in process, not as a route that does not exist.
+    let empty_name = format!("{}/", api_routes::RUN_SIGNALS);
+    let guarded = guarded
+        .route(&empty_name, post(runs::signal_any))
+        .route(&api_routes::under_workflow(&empty_name), post(runs::signal_any))
         .routes(routes!(events::publish))
         .routes(routes!(events::list_events))
         .routes(routes!(schedules::list_schedules))
@@ -99,6 +114,31 @@ fn documented(token: Option<Arc<str>>) -> OpenApiRouter<Api> {
         .merge(guarded)
         .routes(routes!(healthz))
         .routes(routes!(dashboard::page))
+}
+
+/// `route`, a run's route by id (`/v1/runs/{id}…`, handlers named `…_any`), as the API first had
+/// it under the run's workflow ([`cairn_api::routes::under_workflow`]): the same handler (its
+/// [`RunPath`](crate::extract::RunPath) checks the run is of that workflow) and the same
+/// description, with the `name` parameter first and the operation id without `_any` (`pause`,
+/// as generated clients have called it).
+fn under_workflow((schemas, paths, method_router): UtoipaMethodRouter<Api>) -> UtoipaMethodRouter<Api> {
+    let mut scoped = Paths::new();
+    for (path, mut item) in paths.paths {
+        let operations = [&mut item.get, &mut item.post, &mut item.put, &mut item.delete];
+        for operation in operations.into_iter().flatten() {
+            operation.operation_id = operation.operation_id.take().map(|id| id.trim_end_matches("_any").to_owned());
+            let name = ParameterBuilder::new()
+                .name("name")
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .description(Some("Workflow name"))
+                .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                .build();
+            operation.parameters.get_or_insert_with(Vec::new).insert(0, name);
+        }
+        scoped.paths.insert(api_routes::under_workflow(&path), item);
+    }
+    (schemas, scoped, method_router)
 }
 
 /// The health answer.

@@ -38,6 +38,7 @@
 //! # }).unwrap();
 //! ```
 
+pub mod api;
 mod attach;
 mod child;
 mod client;
@@ -72,8 +73,8 @@ pub use cairn_store::{
 };
 pub use child::Child;
 pub use client::{
-    Client, DEFAULT_RETENTION, PRUNE_BATCH, Publish, Published, RunHandle, SWEEP_PAUSE_FACTOR, StartRun,
-    parse_run_timeout,
+    Cancel, Client, DEFAULT_RETENTION, PRUNE_BATCH, Pause, Publish, Published, Restart, RunHandle, SWEEP_PAUSE_FACTOR,
+    StartRun, parse_run_timeout,
 };
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use continuations::{Continuations, Transition};

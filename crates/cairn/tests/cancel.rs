@@ -76,7 +76,7 @@ async fn cancel_a_run_inside_a_long_step() {
     while started.get() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let cancelled = engine.client().cancel_because(run.id(), "the customer called it off").await;
+    let cancelled = engine.client().cancel(run.id()).because("the customer called it off").await;
     assert_eq!(cancelled.unwrap(), CancelOutcome::Requested);
     let result = run.result::<String>().await;
     assert!(matches!(result, Err(ReadError::RunDidNotComplete { status: RunStatus::Cancelled, .. })), "{result:?}");
@@ -124,12 +124,12 @@ async fn a_cancel_from_another_process_reaches_the_worker_through_its_heartbeat(
     }
     // A detached client (as the CLI is) only flags the run; the worker's heartbeat does the rest.
     let outside = Client::new(store);
-    assert_eq!(outside.cancel_because(run.id(), "from the CLI").await.unwrap(), CancelOutcome::Requested);
+    assert_eq!(outside.cancel(run.id()).because("from the CLI").await.unwrap(), CancelOutcome::Requested);
     wait_for_status(&outside, run.id(), RunStatus::Cancelled).await;
     let journal = outside.journal(run.id()).await.unwrap();
     assert!(matches!(&journal.last().unwrap().event, Event::Cancelled { reason } if reason == "from the CLI"));
     // A reason that breaks its rule is refused.
-    let refused = outside.cancel_because(run.id(), "").await;
+    let refused = outside.cancel(run.id()).because("").await;
     assert!(matches!(refused, Err(ControlError::InvalidName(_))), "{refused:?}");
     engine.shutdown().await;
 }

@@ -3,6 +3,7 @@
 use super::args::*;
 use super::stats::*;
 use anyhow::{Result, bail};
+use cairn_api::Operations;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ pub(super) async fn http_bench(args: &BenchArgs, url: &str, runs: usize, steps: 
         let input = serde_json::value::RawValue::from_string(steps.to_string())?;
         let options = cairn_client::StartOptions { input: Some(input), ..Default::default() };
         let started = remote.start("noop", &options).await?;
-        let run = remote.result_of("noop", &started.run.id, Duration::from_secs(300)).await?;
+        let run = remote.result(&started.run.id, Duration::from_secs(300)).await?;
         if run.listed.run.status != "completed" {
             bail!("run {} ended {}: {:?}", run.listed.run.id, run.listed.run.status, run.listed.run.error);
         }

@@ -62,7 +62,8 @@ pub(super) async fn list_bench(
     (store_name, durability): (&str, &str),
     json: bool,
 ) -> Result<()> {
-    use cairn_http::views::{RunPage, Workflows};
+    use cairn_api::Operations;
+    use cairn_api::views::{RunPage, Workflows};
     let engine = Engine::builder()
         .shared_store(store)
         .sweep_every(None)

@@ -14,6 +14,8 @@ use cairn_store::{
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
 use std::time::Duration;
 
 /// How many times as long as a batch took [`Client::sweep`] pauses before the next.
@@ -64,23 +66,20 @@ impl Client {
     /// its worker, whose step code sees its cancellation token fire. The children it waits for
     /// ([`Ctx::child`](crate::ctx::Ctx::child), not detached ones) are cancelled too, and theirs. A
     /// run that continued as new: the newest run of its chain is the one cancelled.
-    pub async fn cancel(&self, id: &RunId) -> Result<CancelOutcome, ControlError> {
-        self.cancel_tree(id, CANCELLED_BY_REQUEST).await.map_err(ControlError::narrow)
-    }
-
-    /// [`cancel`](Self::cancel) for `reason` (a [`Reason`]: 1 to 1,000 characters), which the
-    /// run's `cancelled` event journals and its error shows, as do its awaited children's. A
-    /// reason that breaks its rule is refused ([`ControlError::InvalidName`]) and nothing is
+    ///
+    /// [`because`](Cancel::because) gives a reason (a [`Reason`]: 1 to 1,000 characters), which
+    /// the run's `cancelled` event journals and its error shows, as do its awaited children's.
+    /// A reason that breaks its rule is refused ([`ControlError::InvalidName`]) and nothing is
     /// cancelled.
     ///
     /// ```no_run
     /// # async fn example(client: cairn::Client, id: cairn::store::RunId) -> Result<(), cairn::ControlError> {
-    /// client.cancel_because(&id, "the customer called it off").await?;
+    /// client.cancel(&id).await?;
+    /// client.cancel(&id).because("the customer called it off").await?;
     /// # Ok(()) }
     /// ```
-    pub async fn cancel_because(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ControlError> {
-        Reason::check(reason).map_err(ControlError::InvalidName)?;
-        self.cancel_tree(id, reason).await.map_err(ControlError::narrow)
+    pub fn cancel<'a>(&'a self, id: &'a RunId) -> Cancel<'a> {
+        Cancel { client: self, id, reason: None }
     }
 
     /// [`cancel`](Self::cancel), failing with the umbrella error of its read or store call.
@@ -155,16 +154,12 @@ impl Client {
     /// its start. Only a run that has ended (completed, failed or cancelled) can be restarted;
     /// a `from` its journal does not hold is refused ([`RestartError::UnknownStep`]) and nothing
     /// is created.
-    pub async fn restart(&self, id: &RunId, from: &str) -> Result<RunHandle, RestartError> {
-        self.restart_from(id, from, None).await.map_err(RestartError::narrow)
-    }
-
-    /// [`restart`](Self::restart) for `reason` (a [`Reason`]: 1 to 1,000 characters), which the
-    /// new run's `started` event journals. A reason that breaks its rule is refused
+    ///
+    /// [`because`](Restart::because) gives a reason (a [`Reason`]: 1 to 1,000 characters), which
+    /// the new run's `started` event journals. A reason that breaks its rule is refused
     /// ([`RestartError::InvalidName`]) and nothing is created.
-    pub async fn restart_because(&self, id: &RunId, from: &str, reason: &str) -> Result<RunHandle, RestartError> {
-        Reason::check(reason).map_err(RestartError::InvalidName)?;
-        self.restart_from(id, from, Some(reason)).await.map_err(RestartError::narrow)
+    pub fn restart<'a>(&'a self, id: &'a RunId, from: &'a str) -> Restart<'a> {
+        Restart { client: self, id, from, reason: None }
     }
 
     /// [`restart`](Self::restart), failing with the umbrella error of its check or store call.
@@ -272,7 +267,11 @@ impl Client {
     /// holds is paused at once; a running one stops at its next step boundary (steps in flight
     /// finish and are committed, no new step starts), told at once in this process or by its
     /// worker's next heartbeat elsewhere. Pausing a paused run changes nothing.
-    pub async fn pause(&self, id: &RunId) -> Result<PauseOutcome, ControlError> {
+    pub fn pause<'a>(&'a self, id: &'a RunId) -> Pause<'a> {
+        Pause { client: self, id }
+    }
+
+    async fn pause_now(&self, id: &RunId) -> Result<PauseOutcome, ControlError> {
         let outcome = self.store.pause(self.control(id, PAUSED_BY_REQUEST)).await?;
         if let Some(local) = &self.local {
             match outcome {
@@ -296,5 +295,92 @@ impl Client {
             local.wake_claimer();
         }
         Ok(())
+    }
+}
+
+/// A cancel of one run ([`Client::cancel`]): await it, optionally [`because`](Self::because) a
+/// reason first.
+#[must_use = "a cancel does nothing until awaited"]
+pub struct Cancel<'a> {
+    client: &'a Client,
+    id: &'a RunId,
+    reason: Option<String>,
+}
+
+/// `because` and `reason` on a request that may give a reason, `$what` saying where it goes.
+macro_rules! with_reason {
+    ($request:ident, $what:literal) => {
+        impl $request<'_> {
+            #[doc = concat!("For `reason` (a [`Reason`]: 1 to 1,000 characters), ", $what, ".")]
+            pub fn because(mut self, reason: impl Into<String>) -> Self {
+                self.reason = Some(reason.into());
+                self
+            }
+
+            /// For `reason` when one is given.
+            pub fn reason(mut self, reason: Option<String>) -> Self {
+                self.reason = reason;
+                self
+            }
+        }
+    };
+}
+
+with_reason!(Cancel, "journaled in the run's `cancelled` event and shown as its error");
+with_reason!(Restart, "journaled in the new run's `started` event");
+
+impl<'a> IntoFuture for Cancel<'a> {
+    type Output = Result<CancelOutcome, ControlError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let reason = match &self.reason {
+                Some(reason) => Reason::check(reason).map_err(ControlError::InvalidName).map(|()| reason.as_str())?,
+                None => CANCELLED_BY_REQUEST,
+            };
+            self.client.cancel_tree(self.id, reason).await.map_err(ControlError::narrow)
+        })
+    }
+}
+
+/// A pause of one run ([`Client::pause`]): await it.
+#[must_use = "a pause does nothing until awaited"]
+pub struct Pause<'a> {
+    client: &'a Client,
+    id: &'a RunId,
+}
+
+impl<'a> IntoFuture for Pause<'a> {
+    type Output = Result<PauseOutcome, ControlError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.client.pause_now(self.id))
+    }
+}
+
+/// A restart of one run from a step ([`Client::restart`]): await it, optionally
+/// [`because`](Self::because) a reason first.
+#[must_use = "a restart does nothing until awaited"]
+pub struct Restart<'a> {
+    client: &'a Client,
+    id: &'a RunId,
+    from: &'a str,
+    reason: Option<String>,
+}
+
+impl<'a> IntoFuture for Restart<'a> {
+    type Output = Result<RunHandle, RestartError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            if let Some(reason) = &self.reason {
+                Reason::check(reason).map_err(RestartError::InvalidName)?;
+            }
+            let restarted = self.client.restart_from(self.id, self.from, self.reason.as_deref()).await;
+            restarted.map_err(RestartError::narrow)
+        })
     }
 }

@@ -11,6 +11,6 @@ mod handle;
 mod results;
 mod start;
 
-pub use control::{PRUNE_BATCH, SWEEP_PAUSE_FACTOR};
+pub use control::{Cancel, PRUNE_BATCH, Pause, Restart, SWEEP_PAUSE_FACTOR};
 pub use handle::{Client, DEFAULT_RETENTION};
 pub use start::{Publish, Published, RunHandle, StartRun, parse_run_timeout};

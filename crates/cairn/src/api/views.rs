@@ -1,11 +1,18 @@
-//! The JSON forms of runs, journal entries and signals, built from the engine's records: the
-//! types are [`cairn_api::views`] (one shape for the HTTP API, the light client and the `cairn`
-//! command's `--json` output, so a tool reads any of them the same way); this module makes them.
+//! The API's answers ([`cairn_api::views`]: one shape for the HTTP API, the light client and
+//! the `cairn` command's `--json` output, so a tool reads any of them the same way), built from
+//! the engine's records.
 
-use cairn::journal::JournalEntry;
-use cairn::{CancelOutcome, LiveWorkers, PauseOutcome, RunId, RunRecord, SignalRecord, Timestamp};
-pub use cairn_api::ScheduleBody;
-pub use cairn_api::views::*;
+use crate::client::{Published, RunHandle};
+use crate::schedule::{CatchUp, Schedule, ScheduleSpec, schedule_run_id};
+use crate::workers::{LiveWorkers, StrandedVersion};
+use cairn_api::ScheduleBody;
+use cairn_api::views::{
+    AttemptView, EntryView, EventPage, EventRunView, EventView, ListedRun, Outcome, Pruned, PublishedEvent, RunDetail,
+    RunView, ScheduleView, ServedView, SignalView, StartedRun, StepView, Steps, StrandedView, WorkerView, Workers,
+    WorkflowView, Workflows,
+};
+use cairn_journal::{JournalEntry, Timestamp};
+use cairn_store::{CancelOutcome, PauseOutcome, RunId, RunRecord, SignalRecord};
 use serde_json::Value;
 
 /// A time as RFC 3339 in UTC with milliseconds (`2026-11-23T10:00:00.000Z`). RFC 3339 ends with
@@ -14,8 +21,8 @@ use serde_json::Value;
 ///
 /// ```
 /// use cairn::Timestamp;
-/// assert_eq!(cairn_http::views::time(Timestamp::from_millis(1_000)), "1970-01-01T00:00:01.000Z");
-/// assert_eq!(cairn_http::views::time(Timestamp::from_millis(i64::MAX)), "9999-12-31T23:59:59.999Z");
+/// assert_eq!(cairn::api::views::time(Timestamp::from_millis(1_000)), "1970-01-01T00:00:01.000Z");
+/// assert_eq!(cairn::api::views::time(Timestamp::from_millis(i64::MAX)), "9999-12-31T23:59:59.999Z");
 /// ```
 pub fn time(t: Timestamp) -> String {
     /// 9999-12-31T23:59:59.999Z in milliseconds since 1970.
@@ -29,14 +36,19 @@ pub fn raw_json(raw: &serde_json::value::RawValue) -> Value {
     serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
 
+/// Why a list's parameter `name` is refused: it is none of the list's, and not an input filter.
+pub fn unknown_parameter(name: &str) -> String {
+    format!("unknown parameter {name:?} (filters on the input are `input.<field>=<value>`)")
+}
+
 /// The input filter `input.<field>=<value>` parameters ask for, as one JSON object: a dotted
 /// field nests (`input.address.city=Oslo` → `{"address": {"city": "Oslo"}}`), a value is JSON when
 /// it parses as JSON and a string otherwise. A parameter not under `input.` is refused.
 ///
 /// ```
-/// let filter = cairn_http::views::input_filter([("input.customer", "42"), ("input.address.city", "Oslo")]);
+/// let filter = cairn::api::views::input_filter([("input.customer", "42"), ("input.address.city", "Oslo")]);
 /// assert_eq!(filter, Ok(serde_json::json!({"customer": 42, "address": {"city": "Oslo"}})));
-/// assert!(cairn_http::views::input_filter([("colour", "red")]).is_err());
+/// assert!(cairn::api::views::input_filter([("colour", "red")]).is_err());
 /// ```
 pub fn input_filter<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Value, String> {
     let mut filter = Value::Object(serde_json::Map::new());
@@ -44,7 +56,7 @@ pub fn input_filter<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
         let path = name
             .strip_prefix("input.")
             .filter(|path| !path.is_empty() && path.split('.').all(|field| !field.is_empty()))
-            .ok_or_else(|| format!("unknown parameter {name:?} (filters on the input are `input.<field>=<value>`)"))?;
+            .ok_or_else(|| unknown_parameter(name))?;
         let value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()));
         let mut slot = &mut filter;
         for field in path.split('.') {
@@ -132,7 +144,7 @@ pub fn entry(entry: &JournalEntry) -> EntryView {
 }
 
 /// A run just started, as its start created or found it.
-pub fn started(handle: &cairn::RunHandle) -> StartedRun {
+pub fn started(handle: &RunHandle) -> StartedRun {
     StartedRun { run: run_view(handle.record()), created: handle.created() }
 }
 
@@ -142,14 +154,14 @@ pub fn pruned(runs: &[RunId], dry_run: bool) -> Pruned {
 }
 
 /// The view of `published`, an event published to `topic`.
-pub fn published(topic: &str, published: &cairn::Published) -> PublishedEvent {
+pub fn published(topic: &str, published: &Published) -> PublishedEvent {
     let (runs, already_started) = published.runs.iter().map(started).partition(|run| run.created);
     PublishedEvent { id: published.event_id.clone(), topic: topic.to_owned(), runs, already_started }
 }
 
 /// A page of published events.
-pub fn event_page(page: &cairn::store::EventPage) -> EventPage {
-    let event = |event: &cairn::store::EventRecord| EventView {
+pub fn event_page(page: &cairn_store::EventPage) -> EventPage {
+    let event = |event: &cairn_store::EventRecord| EventView {
         id: event.id.clone(),
         topic: event.topic.clone(),
         payload: raw_json(&event.payload),
@@ -160,7 +172,7 @@ pub fn event_page(page: &cairn::store::EventPage) -> EventPage {
     };
     EventPage {
         events: page.events.iter().map(event).collect(),
-        next_cursor: page.next_cursor.as_ref().map(cairn::store::EventCursor::encode),
+        next_cursor: page.next_cursor.as_ref().map(cairn_store::EventCursor::encode),
     }
 }
 
@@ -170,14 +182,14 @@ pub fn steps(run: &RunId, journal: &[JournalEntry]) -> Steps {
         run: run.to_string(),
         steps: step_views(journal),
         journal: journal.iter().map(entry).collect(),
-        vars: cairn::journal::vars(journal),
+        vars: cairn_journal::vars(journal),
     }
 }
 
 /// Each step of a journal over time.
 fn step_views(journal: &[JournalEntry]) -> Vec<StepView> {
     let millis = |from: Timestamp, to: Timestamp| to.as_millis() - from.as_millis();
-    cairn::journal::timeline::steps(journal)
+    cairn_journal::timeline::steps(journal)
         .into_iter()
         .map(|step| StepView {
             path: step.path.to_string(),
@@ -233,7 +245,7 @@ fn outcome_of(run: &RunId, outcome: &str) -> Outcome {
 
 /// Per-status counts grouped by workflow, and every workflow a worker has `served` (with no
 /// runs, its counts are empty), by name.
-pub fn workflows(counts: &[cairn::WorkflowCount], served: &[cairn::store::ServedWorkflow]) -> Workflows {
+pub fn workflows(counts: &[cairn_store::WorkflowCount], served: &[cairn_store::ServedWorkflow]) -> Workflows {
     let mut workflows: std::collections::BTreeMap<&str, WorkflowView> = std::collections::BTreeMap::new();
     let view =
         |name: &str| WorkflowView { name: name.to_owned(), runs: Default::default(), total: 0, versions: Vec::new() };
@@ -252,7 +264,7 @@ pub fn workflows(counts: &[cairn::WorkflowCount], served: &[cairn::store::Served
 }
 
 /// `worker` as of `now` (wall-clock time).
-pub fn worker(worker: &cairn::store::WorkerRecord, now: Timestamp) -> WorkerView {
+pub fn worker(worker: &cairn_store::WorkerRecord, now: Timestamp) -> WorkerView {
     WorkerView {
         id: worker.id.clone(),
         host: worker.host.clone(),
@@ -266,7 +278,7 @@ pub fn worker(worker: &cairn::store::WorkerRecord, now: Timestamp) -> WorkerView
 }
 
 /// The live workers and the stranded versions as of `now`.
-pub fn workers(live: &LiveWorkers, stranded: &[cairn::StrandedVersion], now: Timestamp) -> Workers {
+pub fn workers(live: &LiveWorkers, stranded: &[StrandedVersion], now: Timestamp) -> Workers {
     Workers {
         workers: live.workers.iter().map(|w| worker(w, now)).collect(),
         stranded: stranded
@@ -282,8 +294,8 @@ pub fn workers(live: &LiveWorkers, stranded: &[cairn::StrandedVersion], now: Tim
 }
 
 /// A schedule as the API shows it (a spec it cannot read shows as no cron and no interval).
-pub fn schedule_view(record: &cairn::store::ScheduleRecord) -> ScheduleView {
-    let spec = cairn::ScheduleSpec::parse_stored(&record.spec).ok();
+pub fn schedule_view(record: &cairn_store::ScheduleRecord) -> ScheduleView {
+    let spec = ScheduleSpec::parse_stored(&record.spec).ok();
     ScheduleView {
         name: record.name.clone(),
         workflow: record.workflow.clone(),
@@ -295,15 +307,15 @@ pub fn schedule_view(record: &cairn::store::ScheduleRecord) -> ScheduleView {
         paused: record.paused,
         next_fire_at: record.next_fire_at.map(time),
         last_fired_at: record.last_fired_at.map(time),
-        last_run: record.last_fired_at.map(|at| cairn::schedule_run_id(&record.name, at).to_string()),
+        last_run: record.last_fired_at.map(|at| schedule_run_id(&record.name, at).to_string()),
         created_at: time(record.created_at),
         updated_at: time(record.updated_at),
     }
 }
 
 /// The schedule `name` that `body` describes; why not, if a field is not valid.
-pub fn schedule(body: &ScheduleBody, name: &str) -> Result<cairn::Schedule, String> {
-    let catch_up = body.catch_up.as_deref().map(cairn::CatchUp::parse).transpose()?.unwrap_or_default();
+pub fn schedule(body: &ScheduleBody, name: &str) -> Result<Schedule, String> {
+    let catch_up = body.catch_up.as_deref().map(CatchUp::parse).transpose()?.unwrap_or_default();
     let every_ms = match &body.every {
         Some(every) => {
             let every = humantime::parse_duration(every).map_err(|e| format!("every {every:?}: {e}"))?;
@@ -311,8 +323,7 @@ pub fn schedule(body: &ScheduleBody, name: &str) -> Result<cairn::Schedule, Stri
         }
         None => None,
     };
-    let spec = cairn::ScheduleSpec { cron: body.cron.clone(), time_zone: body.time_zone.clone(), every_ms, catch_up };
-    let schedule =
-        cairn::Schedule::with_spec(name, &body.workflow, spec).input(&body.input.clone().unwrap_or(Value::Null));
+    let spec = ScheduleSpec { cron: body.cron.clone(), time_zone: body.time_zone.clone(), every_ms, catch_up };
+    let schedule = Schedule::with_spec(name, &body.workflow, spec).input(&body.input.clone().unwrap_or(Value::Null));
     Ok(if body.allow_unknown == Some(true) { schedule.allow_unknown() } else { schedule })
 }
