@@ -17,11 +17,11 @@
 //! }
 //! ```
 
-use crate::requests::{PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions};
+use crate::requests::{BulkBody, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions};
 use crate::routes::encode;
 use crate::views::{
-    EventPage, Outcome, Pruned, PublishedEvent, Restarted, RunDetail, RunPage, ScheduleView, Schedules, SignalSent,
-    Signals, StartedRun, Steps, Workers, Workflows,
+    BulkResult, EventPage, Outcome, Pruned, PublishedEvent, Restarted, RunCount, RunDetail, RunPage, ScheduleView,
+    Schedules, SignalSent, Signals, StartedRun, Steps, Workers, Workflows,
 };
 use serde_json::value::RawValue;
 use std::future::Future;
@@ -171,6 +171,18 @@ pub trait Operations: Send + Sync {
 
     /// A page of runs, newest first.
     fn list(&self, query: &ListQuery) -> impl Future<Output = Answer<RunPage, Self::Error>> + Send;
+
+    /// How many runs `query` selects (its `limit` aside), counting up to `at_most` (1 to
+    /// 100,000; default 10,000).
+    fn count(
+        &self,
+        query: &ListQuery,
+        at_most: Option<u64>,
+    ) -> impl Future<Output = Answer<RunCount, Self::Error>> + Send;
+
+    /// Cancels, pauses or resumes the newest runs `bulk.filter` selects (at most `bulk.limit`),
+    /// each as its own operation would, and says what happened to each.
+    fn bulk(&self, bulk: &BulkBody) -> impl Future<Output = Answer<BulkResult, Self::Error>> + Send;
 
     /// Run `id`'s steps over time, its journal and its durable values.
     fn steps(&self, id: &str) -> impl Future<Output = Answer<Steps, Self::Error>> + Send;

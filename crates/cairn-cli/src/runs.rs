@@ -1,4 +1,5 @@
-//! `cairn runs …`: list, show, start, signal, cancel, pause, resume, restart and prune runs, in
+//! `cairn runs …`: list, count, show, start, signal, cancel, pause, resume, restart and prune runs,
+//! and cancel, pause or resume those a filter selects (`bulk`), in
 //! a store or through a running `cairn serve` (`--url`).
 
 use crate::backend::{Command, Shown, Target, input_pairs};
@@ -8,10 +9,57 @@ pub(crate) use cairn::api::views::time;
 use cairn::journal::Event;
 use cairn_api::views::RunView;
 use cairn_api::{
-    CancelOptions, DebounceOptions, ListQuery, Operations, PauseOptions, PruneBody, RestartBody, StartOptions,
+    BulkBody, BulkFilter, CancelOptions, DebounceOptions, ListQuery, Operations, PauseOptions, PruneBody, RestartBody,
+    StartOptions,
 };
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use serde_json::json;
+
+/// Which runs a list, a count or a bulk action selects.
+#[derive(Args)]
+pub(crate) struct Filter {
+    /// Only runs of this workflow.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only runs with this status (pending, running, suspended, completed, failed, cancelled, paused).
+    #[arg(long)]
+    status: Option<String>,
+    /// Only stranded runs: pending, running or suspended while no live worker serves their
+    /// workflow version.
+    #[arg(long)]
+    stranded: bool,
+    /// Only runs whose input has FIELD (a dotted path) equal to VALUE (JSON, or else a
+    /// string), e.g. `--input customer=42 --input address.city=Oslo`.
+    #[arg(long, value_name = "FIELD=VALUE")]
+    input: Vec<String>,
+    /// Only runs whose id starts with this text.
+    #[arg(long, value_name = "TEXT")]
+    id_prefix: Option<String>,
+    /// Only runs whose error holds this text (ASCII case ignored).
+    #[arg(long, value_name = "TEXT")]
+    error: Option<String>,
+}
+
+impl Filter {
+    /// The list query of these runs.
+    fn query(self) -> Result<ListQuery> {
+        let Filter { workflow, status, stranded, input, id_prefix, error } = self;
+        let input = input_pairs(&input)?;
+        Ok(ListQuery { workflow, status, stranded, input, id_prefix, error, ..ListQuery::default() })
+    }
+
+    /// The filter of a bulk action on these runs.
+    fn bulk(self) -> Result<BulkFilter> {
+        let ListQuery { workflow, status, stranded, input, id_prefix, error, .. } = self.query()?;
+        let named: Vec<(String, &str)> = input.iter().map(|(f, v)| (format!("input.{f}"), v.as_str())).collect();
+        let input = match cairn::api::views::input_filter(named.iter().map(|(n, v)| (n.as_str(), *v))) {
+            Ok(serde_json::Value::Object(map)) if !map.is_empty() => Some(map),
+            Ok(_) => None,
+            Err(why) => anyhow::bail!(why),
+        };
+        Ok(BulkFilter { workflow, status, id_prefix, error, stranded, input, ..BulkFilter::default() })
+    }
+}
 
 #[derive(Subcommand)]
 pub(crate) enum RunsCommand {
@@ -19,33 +67,44 @@ pub(crate) enum RunsCommand {
     List {
         #[command(flatten)]
         target: Target,
-        /// Only runs of this workflow.
-        #[arg(long)]
-        workflow: Option<String>,
-        /// Only runs with this status (pending, running, suspended, completed, failed, cancelled, paused).
-        #[arg(long)]
-        status: Option<String>,
+        #[command(flatten)]
+        filter: Filter,
         /// At most this many runs (default: all).
         #[arg(long)]
         limit: Option<usize>,
         /// Continue after this cursor (printed on stderr when a page is cut short).
         #[arg(long)]
         cursor: Option<String>,
-        /// Only stranded runs: pending, running or suspended while no live worker serves their
-        /// workflow version.
-        #[arg(long)]
-        stranded: bool,
-        /// Only runs whose input has FIELD (a dotted path) equal to VALUE (JSON, or else a
-        /// string), e.g. `--input customer=42 --input address.city=Oslo`.
-        #[arg(long, value_name = "FIELD=VALUE")]
-        input: Vec<String>,
-        /// Only runs whose id starts with this text.
-        #[arg(long, value_name = "TEXT")]
-        id_prefix: Option<String>,
-        /// Only runs whose error holds this text (ASCII case ignored).
-        #[arg(long, value_name = "TEXT")]
-        error: Option<String>,
         /// Print one JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Count the runs a filter selects.
+    Count {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        filter: Filter,
+        /// Stop counting at this many runs, 1 to 100,000 (default 10,000).
+        #[arg(long)]
+        at_most: Option<u64>,
+        /// Print JSON (the HTTP API's answer) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel, pause or resume the newest runs a filter selects, each as its own command would.
+    Bulk {
+        #[command(flatten)]
+        target: Target,
+        /// What to do to each run: cancel, pause or resume.
+        #[arg(value_parser = ["cancel", "pause", "resume"])]
+        action: String,
+        #[command(flatten)]
+        filter: Filter,
+        /// At most this many runs, the newest first: 1 to 1,000 (default 100).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON (the HTTP API's answer) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -282,13 +341,16 @@ impl Command for RunsCommand {
     fn target(&self) -> (&Target, Access) {
         use RunsCommand::*;
         match self {
-            List { target, .. } | Show { target, .. } | Steps { target, .. } => (target, Access::Read),
+            List { target, .. } | Count { target, .. } | Show { target, .. } | Steps { target, .. } => {
+                (target, Access::Read)
+            }
             Start { target, .. } => (target, Access::Create),
             Signal { target, .. }
             | Cancel { target, .. }
             | Pause { target, .. }
             | Resume { target, .. }
             | Restart { target, .. }
+            | Bulk { target, .. }
             | Prune { target, .. } => (target, Access::Write),
         }
     }
@@ -300,18 +362,8 @@ impl Command for RunsCommand {
 
 async fn execute<O: Operations>(command: RunsCommand, ops: &O) -> Result<()> {
     match command {
-        RunsCommand::List { target: _, workflow, status, limit, cursor, stranded, input, id_prefix, error, json } => {
-            let mut query = ListQuery {
-                workflow,
-                status,
-                stranded,
-                input: input_pairs(&input)?,
-                id_prefix,
-                error,
-                cursor,
-                limit: Some(limit.unwrap_or(1000).clamp(1, 1000)),
-                ..ListQuery::default()
-            };
+        RunsCommand::List { target: _, filter, limit, cursor, json } => {
+            let mut query = ListQuery { cursor, limit: Some(limit.unwrap_or(1000).clamp(1, 1000)), ..filter.query()? };
             let mut runs = Vec::new();
             let mut next = None;
             loop {
@@ -349,6 +401,35 @@ async fn execute<O: Operations>(command: RunsCommand, ops: &O) -> Result<()> {
             }
             if let Some(cursor) = next {
                 eprintln!("more runs: --cursor {cursor}");
+            }
+        }
+        RunsCommand::Count { target: _, filter, at_most, json } => {
+            let counted = ops.count(&filter.query()?, at_most).await?;
+            match (json, counted.capped) {
+                (true, _) => out!("{}", json!(counted)),
+                (false, false) => out!("{}", counted.count),
+                (false, true) => out!("at least {}", counted.count),
+            }
+        }
+        RunsCommand::Bulk { target: _, action, filter, limit, json } => {
+            let action = serde_json::from_value(json!(action))?;
+            let done = ops.bulk(&BulkBody { action, filter: filter.bulk()?, limit }).await?;
+            if json {
+                out!("{}", json!(done));
+                return Ok(());
+            }
+            for run in &done.runs {
+                match (&run.outcome, &run.error) {
+                    (Some(outcome), _) => out!("{}  {}  {outcome}", run.run, run.workflow),
+                    (None, Some(error)) => {
+                        out!("{}  {}  refused: {} ({})", run.run, run.workflow, error.message, error.code)
+                    }
+                    (None, None) => {}
+                }
+            }
+            out!("{} done, {} refused", done.done, done.refused);
+            if done.more {
+                eprintln!("more runs match: run it again, or raise --limit");
             }
         }
         RunsCommand::Show { target: _, id, json } => {

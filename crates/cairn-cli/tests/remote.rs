@@ -73,6 +73,9 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         vec!["workflows"],
         vec!["workflows", "--json"],
         vec!["runs", "prune", "--dry-run", "--older-than", "0s", "--json"],
+        vec!["runs", "count"],
+        vec!["runs", "count", "--workflow", "approval", "--status", "suspended", "--json"],
+        vec!["runs", "count", "--id-prefix", "a-", "--at-most", "2"],
     ];
     for args in &reads {
         let (through_server, on_store) = (remote(args), local(args));
@@ -84,6 +87,18 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
     assert_eq!(ada.as_array().unwrap().iter().map(|r| &r["id"]).collect::<Vec<_>>(), [&json!("h-1")]);
     let approvals = json_of(&remote(&["runs", "list", "--id-prefix", "a-", "--json"]));
     assert_eq!(approvals.as_array().unwrap().len(), 3, "{approvals}");
+    assert_eq!(ok(&remote(&["runs", "count", "--id-prefix", "a-", "--at-most", "2"])), "at least 2\n");
+
+    // Acting on what a filter selects: a bulk pause through the server, a bulk resume on the
+    // store, each run as its own command would.
+    let paused = ok(&remote(&["runs", "bulk", "pause", "--workflow", "approval", "--id-prefix", "a-", "--limit", "2"]));
+    assert_eq!(paused, "a-3  approval  paused\na-2  approval  paused\n2 done, 0 refused\n", "{paused}");
+    let resumed = json_of(&local(&["runs", "bulk", "resume", "--id-prefix", "a-", "--json"]));
+    assert_eq!((&resumed["done"], &resumed["refused"], &resumed["more"]), (&json!(2), &json!(1), &json!(false)));
+    assert_eq!(resumed["runs"][2]["error"]["code"], json!("not_paused"), "{resumed}");
+    for id in ["a-2", "a-3"] {
+        await_status(&address, &format!("/v1/workflows/approval/runs/{id}"), "suspended", Some(TOKEN));
+    }
 
     // Changing: through the server, seen in the store.
     let sent = json_of(&remote(&["runs", "signal", "a-1", "approve", r#"{"by":"cli"}"#, "--json"]));

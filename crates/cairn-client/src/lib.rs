@@ -35,12 +35,12 @@ pub use error::Error;
 
 pub use cairn_api::routes::encode;
 pub use cairn_api::views::{
-    EventPage, EventRunView, EventView, ListedRun, Outcome, Pruned, PublishedEvent, Restarted, RunDetail, RunPage,
-    ScheduleView, Schedules, SignalSent, Signals, StartedRun, Steps, Workers, Workflows,
+    BulkResult, BulkRun, EventPage, EventRunView, EventView, ListedRun, Outcome, Pruned, PublishedEvent, Restarted,
+    RunCount, RunDetail, RunPage, ScheduleView, Schedules, SignalSent, Signals, StartedRun, Steps, Workers, Workflows,
 };
 pub use cairn_api::{
-    CancelOptions, Coded, DebounceOptions, EventQuery, ListQuery, Operations, PauseOptions, PruneBody, PublishBody,
-    RestartBody, ScheduleBody, StartOptions, WorkersQuery,
+    BulkAction, BulkBody, BulkFilter, CancelOptions, Coded, DebounceOptions, EventQuery, ListQuery, Operations,
+    PauseOptions, PruneBody, PublishBody, RestartBody, ScheduleBody, StartOptions, WorkersQuery,
 };
 
 use cairn_api::routes::{self, path};
@@ -130,6 +130,15 @@ impl Operations for Client {
 
     async fn list(&self, query: &ListQuery) -> Result<RunPage, Error> {
         self.call("GET", &format!("{}?{}", routes::RUNS, query.to_query()), None).await
+    }
+
+    async fn count(&self, query: &ListQuery, at_most: Option<u64>) -> Result<RunCount, Error> {
+        let at_most = at_most.map(|n| format!("&at_most={n}")).unwrap_or_default();
+        self.call("GET", &format!("{}?{}{at_most}", routes::RUN_COUNT, query.to_query()), None).await
+    }
+
+    async fn bulk(&self, bulk: &BulkBody) -> Result<BulkResult, Error> {
+        self.send("POST", routes::BULK, bulk).await
     }
 
     async fn steps(&self, id: &str) -> Result<Steps, Error> {

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn::prelude::*;
-use cairn_client::{CancelOptions, EventQuery, Operations, PauseOptions, RestartBody, WorkersQuery};
+use cairn_client::{
+    BulkAction, BulkBody, BulkFilter, CancelOptions, EventQuery, Operations, PauseOptions, RestartBody, WorkersQuery,
+};
 use cairn_client::{Client, Error, ListQuery, PruneBody, PublishBody, ScheduleBody, StartOptions};
 use serde_json::json;
 use serde_json::value::{RawValue, to_raw_value};
@@ -299,6 +301,34 @@ async fn every_operation<O: Operations>(ops: &O, prefix: &str) -> Vec<(&'static 
     keep("list", json!(listed), &[""]);
     let zero = ListQuery { limit: Some(0), ..ListQuery::default() };
     keep("list limit 0", code(ops.list(&zero).await.unwrap_err()), &[""]);
+    keep("count", json!(ops.count(&mine, None).await.unwrap()), &["/count", "/capped"]);
+    keep("count at most 1", json!(ops.count(&mine, Some(1)).await.unwrap()), &["/count", "/capped"]);
+    keep("count at most 0", code(ops.count(&mine, Some(0)).await.unwrap_err()), &[""]);
+
+    // Bulk actions on what a filter selects: two runs of this pass, suspended in their wait.
+    for n in 1..=2 {
+        let id = format!("{prefix}-batch-{n}");
+        let batch =
+            StartOptions { id: Some(id.clone()), input: input(json!({"batch": prefix})), ..StartOptions::default() };
+        ops.start("approval", &batch).await.unwrap();
+        for _ in 0..2_000 {
+            if ops.get(&id).await.unwrap().listed.run.status == "suspended" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let mut filter = BulkFilter { workflow: Some("approval".into()), ..BulkFilter::default() };
+    filter.input = json!({"batch": prefix}).as_object().cloned();
+    let bulk = |action| BulkBody { action, filter: filter.clone(), limit: None };
+    let fields = ["/action", "/done", "/refused", "/more", "/runs/0/run", "/runs/0/outcome", "/runs/1/run"];
+    keep("bulk pause", json!(ops.bulk(&bulk(BulkAction::Pause)).await.unwrap()), &fields);
+    keep("bulk resume", json!(ops.bulk(&bulk(BulkAction::Resume)).await.unwrap()), &fields);
+    let refused = ops.bulk(&bulk(BulkAction::Resume)).await.unwrap();
+    keep("bulk resume again", json!(refused), &["/done", "/refused", "/runs/0/error/code"]);
+    keep("bulk cancel", json!(ops.bulk(&bulk(BulkAction::Cancel)).await.unwrap()), &["/done", "/refused"]);
+    let everything = BulkBody { action: BulkAction::Cancel, filter: BulkFilter::default(), limit: Some(0) };
+    keep("bulk limit 0", code(ops.bulk(&everything).await.unwrap_err()), &[""]);
 
     let topic = format!("user.{prefix}");
     let event = PublishBody { id: Some(format!("{prefix}-e")), payload: input(json!({"name": prefix})) };

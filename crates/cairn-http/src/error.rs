@@ -59,18 +59,7 @@ impl IntoResponse for ApiError {
 impl From<OperationError> for ApiError {
     fn from(error: OperationError) -> Self {
         let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let code = match &error {
-            OperationError::Invalid { code, .. } => code,
-            OperationError::Client(error) => error.name(),
-        };
-        if error.is_store_failure() {
-            // The cause (a driver's message, a file's path) is the operator's to read, not
-            // every client's: it goes to the log, and the answer says where it is.
-            tracing::warn!(error = %error, "a request failed in the store: {error}");
-            let message = "the store failed to answer this request; the server's log has the cause";
-            return ApiError::new(status, code, message);
-        }
-        ApiError::new(status, code, error.to_string())
+        ApiError { status, code: error.code(), message: error.detail().message }
     }
 }
 

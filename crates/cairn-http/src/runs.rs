@@ -12,17 +12,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cairn::api as ops;
 use cairn_api::routes;
 use cairn_api::views::{
-    BulkResult, BulkRun, Outcome, Pruned, Restarted, RunCount, RunDetail, RunPage, SignalSent, Signals, StartedRun,
-    Steps, Workers, Workflows,
+    BulkResult, Outcome, Pruned, Restarted, RunCount, RunDetail, RunPage, SignalSent, Signals, StartedRun, Steps,
+    Workers, Workflows,
 };
 use cairn_api::{
-    BulkAction, BulkBody, BulkFilter, CancelOptions, ListQuery, Operations, PauseOptions, PruneBody, RestartBody,
-    StartOptions, WorkersQuery,
+    BulkBody, CancelOptions, Operations, PauseOptions, PruneBody, RestartBody, StartOptions, WorkersQuery,
 };
-use futures::StreamExt as _;
 use std::time::Duration;
 
 #[utoipa::path(get, path = "/metrics", tag = "service",
@@ -81,17 +78,11 @@ pub(crate) async fn list_all(State(api): State<Api>, ApiQuery(mut params): ApiQu
     Ok(Json(Operations::list(&api.client, &params.query(workflow)?).await?))
 }
 
-/// The most runs `GET /v1/run-count` counts unless asked for fewer.
-const COUNT_AT_MOST: u64 = 10_000;
-
 /// Takes `at_most` out of a list query (whose other parameters are filters).
-fn take_at_most(params: &mut ListParams) -> Result<u64, ApiError> {
-    match params.rest.remove("at_most") {
-        None => Ok(COUNT_AT_MOST),
-        Some(text) => text.parse::<u64>().ok().filter(|n| (1..=100_000).contains(n)).ok_or_else(|| {
-            ApiError::bad_request("invalid_query", format!("at_most {text:?} is not a number from 1 to 100000"))
-        }),
-    }
+fn take_at_most(params: &mut ListParams) -> Result<Option<u64>, ApiError> {
+    (params.rest.remove("at_most").map(|text| text.parse::<u64>().map_err(|_| text))).transpose().map_err(|text| {
+        ApiError::bad_request("invalid_query", format!("at_most {text:?} is not a number from 1 to 100000"))
+    })
 }
 
 #[utoipa::path(get, path = routes::RUN_COUNT, tag = "runs",
@@ -103,10 +94,7 @@ fn take_at_most(params: &mut ListParams) -> Result<u64, ApiError> {
 pub(crate) async fn count(State(api): State<Api>, ApiQuery(mut params): ApiQuery<ListParams>) -> Answer<RunCount> {
     let at_most = take_at_most(&mut params)?;
     let workflow = params.workflow.take();
-    let selection = ops::selection(&params.query(workflow)?)?;
-    let live = api.client.live_workers().await?;
-    let count = ops::run_count(&api.client, &selection, &live, at_most).await?;
-    Ok(Json(RunCount { count, capped: count >= at_most }))
+    Ok(Json(Operations::count(&api.client, &params.query(workflow)?, at_most).await?))
 }
 
 #[utoipa::path(get, path = routes::WORKFLOWS, tag = "runs",
@@ -130,9 +118,6 @@ pub(crate) async fn prune(State(api): State<Api>, JsonOrDefault(body): JsonOrDef
     Ok(Json(Operations::prune(&api.client, &body).await?))
 }
 
-/// The most runs one bulk request acts on at once.
-const BULK_AT_ONCE: usize = 16;
-
 #[utoipa::path(post, path = routes::BULK, tag = "runs",
     description = "Cancels, pauses or resumes the newest runs a filter selects (at most `limit`, 1 to 1,000), each \
         as its own route would, and says what happened to each. A run the action does not apply to (an ended run \
@@ -140,48 +125,7 @@ const BULK_AT_ONCE: usize = 16;
     request_body = BulkBody,
     responses((status = 200, body = BulkResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 pub(crate) async fn bulk(State(api): State<Api>, ApiJson(body): ApiJson<BulkBody>) -> Answer<BulkResult> {
-    let BulkFilter { workflow, status, id_prefix, since, until, error, stranded, input } = body.filter;
-    let query = ListQuery {
-        workflow,
-        status,
-        since,
-        until,
-        stranded,
-        id_prefix,
-        error,
-        limit: Some(body.limit.unwrap_or(100)),
-        ..ListQuery::default()
-    };
-    let mut selection = ops::selection(&query)?;
-    selection.filter.input_contains = input.map(serde_json::Value::Object);
-    let live = api.client.live_workers().await?;
-    let page = ops::run_page(&api.client, &selection, &live).await?;
-    let client = &api.client;
-    let runs: Vec<BulkRun> = futures::stream::iter(page.runs)
-        .map(|listed| async move {
-            let id = &listed.run.id;
-            let outcome = match body.action {
-                BulkAction::Cancel => Operations::cancel(client, id, &CancelOptions::default()).await,
-                BulkAction::Pause => Operations::pause(client, id, &PauseOptions::default()).await,
-                BulkAction::Resume => Operations::resume(client, id).await,
-            };
-            let (outcome, error) = match outcome.map_err(ApiError::from) {
-                Ok(outcome) => (Some(outcome.outcome), None),
-                Err(error) => (None, Some(error.body().error)),
-            };
-            BulkRun { run: listed.run.id, workflow: listed.run.workflow, outcome, error }
-        })
-        .buffered(BULK_AT_ONCE)
-        .collect()
-        .await;
-    let refused = runs.iter().filter(|run| run.error.is_some()).count();
-    Ok(Json(BulkResult {
-        action: body.action,
-        done: runs.len() - refused,
-        refused,
-        runs,
-        more: page.next_cursor.is_some(),
-    }))
+    Ok(Json(Operations::bulk(&api.client, &body).await?))
 }
 
 #[utoipa::path(get, path = routes::RUN_RESULT, tag = "runs",

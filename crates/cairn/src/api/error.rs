@@ -10,9 +10,8 @@ use cairn_store::ErrorKind;
 ///
 /// ```
 /// use cairn::api::OperationError;
-/// use cairn_api::Coded;
 /// let refused = OperationError::invalid("invalid_query", "limit 0 is not between 1 and 1000");
-/// assert_eq!((refused.status(), refused.code()), (400, Some("invalid_query")));
+/// assert_eq!((refused.status(), refused.code()), (400, "invalid_query"));
 /// ```
 #[derive(Debug, thiserror::Error)]
 pub enum OperationError {
@@ -56,14 +55,32 @@ impl OperationError {
     pub fn is_store_failure(&self) -> bool {
         self.status() == 500
     }
+
+    /// The API's code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OperationError::Invalid { code, .. } => code,
+            OperationError::Client(error) => error.name(),
+        }
+    }
+
+    /// What the API answers of it: its code, and its message, or for a store that failed only
+    /// where the cause is (the cause is logged at warn).
+    pub fn detail(&self) -> cairn_api::ErrorDetail {
+        let message = match self.is_store_failure() {
+            true => {
+                tracing::warn!(error = %self, "a request failed in the store: {self}");
+                "the store failed to answer this request; the server's log has the cause".to_owned()
+            }
+            false => self.to_string(),
+        };
+        cairn_api::ErrorDetail { code: self.code().to_owned(), message }
+    }
 }
 
 impl cairn_api::Coded for OperationError {
     fn code(&self) -> Option<&str> {
-        Some(match self {
-            OperationError::Invalid { code, .. } => code,
-            OperationError::Client(error) => error.name(),
-        })
+        Some(OperationError::code(self))
     }
 }
 

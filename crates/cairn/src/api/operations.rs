@@ -8,17 +8,24 @@ use crate::client::Client;
 use crate::error::ClientError;
 use crate::workers::LiveWorkers;
 use cairn_api::views::{
-    EventPage, Outcome, Pruned, PublishedEvent, Restarted, RunDetail, RunPage, ScheduleView, Schedules, SignalSent,
-    Signals, StartedRun, Steps, Workers, Workflows,
+    BulkResult, BulkRun, EventPage, Outcome, Pruned, PublishedEvent, Restarted, RunCount, RunDetail, RunPage,
+    ScheduleView, Schedules, SignalSent, Signals, StartedRun, Steps, Workers, Workflows,
 };
 use cairn_api::{
-    CancelOptions, EventQuery, ListQuery, Operations, PauseOptions, PruneBody, PublishBody, RestartBody, ScheduleBody,
-    StartOptions, WorkersQuery,
+    BulkAction, BulkBody, BulkFilter, CancelOptions, EventQuery, ListQuery, Operations, PauseOptions, PruneBody,
+    PublishBody, RestartBody, ScheduleBody, StartOptions, WorkersQuery,
 };
 use cairn_journal::Timestamp;
 use cairn_store::{EventCursor, EventName, RunFilter, RunId, RunRecord, RunStatus};
+use futures::StreamExt as _;
 use serde_json::value::RawValue;
 use std::time::Duration;
+
+/// The most runs a count counts unless asked for fewer.
+const COUNT_AT_MOST: u64 = 10_000;
+
+/// The most runs one bulk action acts on at once.
+const BULK_AT_ONCE: usize = 16;
 
 /// The longest a result waits for its run to end.
 pub const RESULT_WAIT_AT_MOST: Duration = Duration::from_secs(300);
@@ -102,6 +109,49 @@ impl Operations for Client {
     async fn list(&self, query: &ListQuery) -> Answer<RunPage> {
         let selection = selection(query)?;
         run_page(self, &selection, &self.live_workers().await?).await
+    }
+
+    async fn count(&self, query: &ListQuery, at_most: Option<u64>) -> Answer<RunCount> {
+        let at_most = match at_most {
+            None => COUNT_AT_MOST,
+            Some(n @ 1..=100_000) => n,
+            Some(n) => {
+                return Err(OperationError::invalid("invalid_query", format!("at_most {n} is not from 1 to 100000")));
+            }
+        };
+        let selection = selection(query)?;
+        let count = run_count(self, &selection, &self.live_workers().await?, at_most).await?;
+        Ok(RunCount { count, capped: count >= at_most })
+    }
+
+    async fn bulk(&self, bulk: &BulkBody) -> Answer<BulkResult> {
+        let BulkFilter { workflow, status, id_prefix, since, until, error, stranded, input } = bulk.filter.clone();
+        let limit = Some(bulk.limit.unwrap_or(100));
+        let query =
+            ListQuery { workflow, status, since, until, stranded, id_prefix, error, limit, ..ListQuery::default() };
+        let mut selection = selection(&query)?;
+        selection.filter.input_contains = input.map(serde_json::Value::Object);
+        let page = run_page(self, &selection, &self.live_workers().await?).await?;
+        let runs: Vec<BulkRun> = futures::stream::iter(page.runs)
+            .map(|listed| async move {
+                let id = &listed.run.id;
+                let outcome = match bulk.action {
+                    BulkAction::Cancel => Operations::cancel(self, id, &CancelOptions::default()).await,
+                    BulkAction::Pause => Operations::pause(self, id, &PauseOptions::default()).await,
+                    BulkAction::Resume => Operations::resume(self, id).await,
+                };
+                let (outcome, error) = match outcome {
+                    Ok(outcome) => (Some(outcome.outcome), None),
+                    Err(error) => (None, Some(error.detail())),
+                };
+                BulkRun { run: listed.run.id, workflow: listed.run.workflow, outcome, error }
+            })
+            .buffered(BULK_AT_ONCE)
+            .collect()
+            .await;
+        let refused = runs.iter().filter(|run| run.error.is_some()).count();
+        let more = page.next_cursor.is_some();
+        Ok(BulkResult { action: bulk.action, done: runs.len() - refused, refused, runs, more })
     }
 
     async fn steps(&self, id: &str) -> Answer<Steps> {
