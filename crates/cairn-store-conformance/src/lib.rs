@@ -25,7 +25,7 @@ mod support;
 pub use control::*;
 pub use flow::*;
 pub use lists::*;
-pub use model_test::check_against_model;
+pub use model_test::{Transitions, check_against_model, check_against_model_seeded};
 pub use runs::*;
 pub use schedules::*;
 pub use signals::*;

@@ -13,11 +13,12 @@
 use crate::model::Model;
 use crate::support::DynStore;
 use cairn_journal::{Event, SignalId, StepPath, Timestamp};
+use cairn_store::lifecycle::{self, Operation, Phase};
 use cairn_store::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::value::RawValue;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
@@ -123,10 +124,39 @@ fn op() -> impl Strategy<Value = Op> {
 /// How long a claim's lease lasts, in virtual milliseconds.
 const LEASE_MS: i64 = 1_000;
 
+/// Every (phase, operation) pair of the lifecycle table a model-based test did.
+pub type Transitions = BTreeSet<(Phase, Operation)>;
+
 /// Runs `cases` random sequences of up to `ops` operations against the model and against fresh
-/// stores from `make` (one per sequence), failing at the first difference. `make` may answer
-/// `None` (the backend is not available here): the test is then skipped.
-pub fn check_against_model<F, Fut, O, G>(cases: u32, ops: usize, make: F)
+/// stores from `make` (one per sequence), failing at the first difference, or at the first
+/// change of a run the lifecycle table ([`lifecycle::next`]) does not allow. Returns the pairs of
+/// the table the sequences did. `make` may answer `None` (the backend is not available here):
+/// the test is then skipped.
+pub fn check_against_model<F, Fut, O, G>(cases: u32, ops: usize, make: F) -> Transitions
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = O>,
+    O: Into<Option<(DynStore, G)>>,
+{
+    let cases = std::env::var("CAIRN_MODEL_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(cases);
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    run_model(TestRunner::new(config), ops, make)
+}
+
+/// [`check_against_model`] with the sequences drawn from `seed`: the same sequences, and so the
+/// same pairs done, on every run (what the transition-coverage test needs).
+pub fn check_against_model_seeded<F, Fut, O, G>(cases: u32, ops: usize, seed: [u8; 32], make: F) -> Transitions
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = O>,
+    O: Into<Option<(DynStore, G)>>,
+{
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let rng = proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &seed);
+    run_model(TestRunner::new_with_rng(config, rng), ops, make)
+}
+
+fn run_model<F, Fut, O, G>(mut runner: TestRunner, ops: usize, make: F) -> Transitions
 where
     F: Fn() -> Fut,
     Fut: Future<Output = O>,
@@ -134,9 +164,7 @@ where
 {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime");
-    let cases = std::env::var("CAIRN_MODEL_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(cases);
-    let config = Config { cases, failure_persistence: None, ..Config::default() };
-    let mut runner = TestRunner::new(config);
+    let reached = std::cell::RefCell::new(Transitions::new());
     // Half the sequences begin under a concurrency rule, where most lifecycle rules bite.
     let rule = (0..2u8, 1..3u32, any::<bool>(), any::<bool>()).prop_map(|(workflow, limit, keyed, hold)| Op::PutRule {
         workflow,
@@ -155,11 +183,12 @@ where
             for (i, op) in ops.iter().enumerate() {
                 driver.step(op).await.map_err(|e| TestCaseError::fail(format!("after op {i} ({op:?}): {e}")))?;
             }
+            reached.borrow_mut().extend(driver.reached);
             Ok(())
         })
     });
     match result {
-        Ok(()) => {}
+        Ok(()) => reached.into_inner(),
         Err(proptest::test_runner::TestError::Fail(why, ops)) => {
             panic!("the backend diverged from the model: {why}\nshortest sequence found: {ops:?}")
         }
@@ -179,6 +208,11 @@ struct Driver {
     held: Vec<(RunId, String, u64)>,
     /// The store's id of each signal the model numbered.
     signal_ids: BTreeMap<SignalId, SignalId>,
+    /// What the last operation did to one run in the model: its id, the operation, and whether
+    /// the model did it (`Ok`) or refused it (`Err`, the error's kind).
+    touched: Vec<(RunId, Operation, Result<(), String>)>,
+    /// Every (phase, operation) pair the model did, in every sequence so far.
+    reached: BTreeSet<(Phase, Operation)>,
 }
 
 fn raw(s: &str) -> Box<RawValue> {
@@ -199,6 +233,11 @@ fn keys(workflows: u8) -> Vec<WorkflowKey> {
 /// What an operation that cannot fail answered.
 fn ok<T: std::fmt::Debug>(value: T) -> String {
     format!("ok {value:?}")
+}
+
+/// Whether the model did an operation, or the kind of its refusal.
+fn done<T>(result: &Result<T, StoreError>) -> Result<(), String> {
+    result.as_ref().map(|_| ()).map_err(error_kind)
 }
 
 /// What an operation answered, reduced to what must agree between stores.
@@ -223,6 +262,8 @@ impl Driver {
             ids: Vec::new(),
             held: Vec::new(),
             signal_ids: BTreeMap::new(),
+            touched: Vec::new(),
+            reached: BTreeSet::new(),
         }
     }
 
@@ -261,11 +302,54 @@ impl Driver {
     }
 
     async fn step(&mut self, op: &Op) -> Result<(), String> {
+        let before = self.phases();
+        self.touched.clear();
         let answers = self.apply(op).await;
         if answers.0 != answers.1 {
             return Err(format!("answers differ:\n  model: {}\n  store: {}", answers.0, answers.1));
         }
+        self.follow_the_table(&before)?;
         self.compare().await
+    }
+
+    /// Every run's phase in the model now.
+    fn phases(&self) -> BTreeMap<RunId, Phase> {
+        self.model.runs.values().map(|run| (run.id.clone(), Phase::of(run, self.at()))).collect()
+    }
+
+    /// Checks that what the last operation did to each run it touched is what the lifecycle
+    /// table says (from the phase `before` it), and records the pairs done. A holder's operation
+    /// refused by its epoch (a stale holder) is the store's fencing, which no phase shows.
+    fn follow_the_table(&mut self, before: &BTreeMap<RunId, Phase>) -> Result<(), String> {
+        let after = self.phases();
+        for (id, operation, done) in std::mem::take(&mut self.touched) {
+            let Some(&from) = before.get(&id) else { continue };
+            let table = lifecycle::next(from, operation);
+            match (&done, table) {
+                (Ok(()), Ok(want)) => {
+                    let got = after.get(&id).copied().unwrap_or(Phase::Ended);
+                    if got != want {
+                        return Err(format!(
+                            "{operation:?} of a {from:?} run left it {got:?}; the table says {want:?}"
+                        ));
+                    }
+                    self.reached.insert((from, operation));
+                }
+                (Ok(()), Err(refusal)) => {
+                    return Err(format!(
+                        "{operation:?} of a {from:?} run was done; the table refuses it ({refusal:?})"
+                    ));
+                }
+                (Err(_), Err(_)) => {}
+                (Err(_), Ok(_)) if operation.by_holder() => {}
+                (Err(kind), Ok(want)) => {
+                    return Err(format!(
+                        "{operation:?} of a {from:?} run was refused ({kind}); the table says {want:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Applies `op` to both; returns (model's answer, store's answer).
@@ -306,7 +390,16 @@ impl Driver {
                     ids.sort();
                     ids
                 };
+                let before = self.phases();
                 let model = ids(self.model.claim(&request));
+                for (id, _) in &model {
+                    self.touched.push((id.clone(), Operation::Claim, Ok(())));
+                }
+                let now = self.phases();
+                let requeued = before
+                    .iter()
+                    .filter(|(id, from)| **from == Phase::Suspended && now.get(*id) == Some(&Phase::Pending));
+                self.touched.extend(requeued.map(|(id, _)| (id.clone(), Operation::Requeue, Ok(()))));
                 let store = self.store.claim(&request).await.map(ids);
                 self.held.retain(|(id, ..)| !model.iter().any(|(claimed, _)| claimed == id));
                 self.held.extend(model.iter().map(|(id, epoch)| (id.clone(), request.owner.clone(), *epoch)));
@@ -321,6 +414,8 @@ impl Driver {
                     lease_until: Timestamp::from_millis(self.now + LEASE_MS),
                 };
                 let model = self.model.heartbeat(&request);
+                let held = model.first().map(|status| if status.held { Ok(()) } else { Err("lost".to_owned()) });
+                self.touched.push((request.runs[0].0.clone(), Operation::Heartbeat, held.unwrap_or(Ok(()))));
                 let store = self.store.heartbeat(&request).await;
                 (ok(model), outcome(&store))
             }
@@ -328,6 +423,7 @@ impl Driver {
                 let Some(id) = self.pick_where(*run, |r| !r.status.is_terminal()) else { return Default::default() };
                 let signal = NewSignal { run_id: id, name: "go".into(), payload: raw("1"), sent_at: at };
                 let model = self.model.signal(signal.clone());
+                self.touched.push((signal.run_id.clone(), Operation::Signal, done(&model)));
                 let store = self.store.send_signal(signal).await;
                 if let (Ok(model), Ok(store)) = (&model, &store) {
                     self.signal_ids.insert(*model, *store);
@@ -343,14 +439,20 @@ impl Driver {
                 let request = ControlRequest { run_id: id.clone(), reason: "operator".into(), at, lease_now: at };
                 match op {
                     Op::Cancel { .. } => {
-                        (outcome(&self.model.cancel(request.clone())), outcome(&self.store.cancel(request).await))
+                        let model = self.model.cancel(request.clone());
+                        self.touched.push((id, Operation::Cancel, done(&model)));
+                        (outcome(&model), outcome(&self.store.cancel(request).await))
                     }
                     Op::Pause { .. } => {
-                        (outcome(&self.model.pause(request.clone())), outcome(&self.store.pause(request).await))
+                        let model = self.model.pause(request.clone());
+                        self.touched.push((id, Operation::Pause, done(&model)));
+                        (outcome(&model), outcome(&self.store.pause(request).await))
                     }
                     _ => {
-                        let request = ResumeRequest { run_id: id, at };
-                        (outcome(&self.model.resume(request.clone())), outcome(&self.store.resume(request).await))
+                        let request = ResumeRequest { run_id: id.clone(), at };
+                        let model = self.model.resume(request.clone());
+                        self.touched.push((id, Operation::Resume, done(&model)));
+                        (outcome(&model), outcome(&self.store.resume(request).await))
                     }
                 }
             }
@@ -470,7 +572,16 @@ impl Driver {
             consume_signal: consume,
             batched: false,
         };
+        let operation = match op {
+            Op::Step { .. } => Operation::Progress,
+            Op::Sleep { .. } | Op::Wait { .. } => Operation::Suspend,
+            Op::Finish { .. } => Operation::Finish,
+            Op::Continue { .. } => Operation::Continue,
+            Op::Release { .. } => Operation::Release,
+            _ => Operation::Park,
+        };
         let model = self.model.append(append.clone());
+        self.touched.push((id.clone(), operation, done(&model)));
         let mut store_append = append;
         store_append.consume_signal =
             (store_append.consume_signal).map(|model_id| self.signal_ids.get(&model_id).copied().unwrap_or(model_id));

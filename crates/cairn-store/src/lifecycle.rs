@@ -225,9 +225,7 @@ pub fn heartbeat(run: &mut RunRecord, owner: &str, epoch: u64, lease_until: Time
 /// A signal sent at `sent_at` reaches `run`: a run waiting for signals wakes by then. Refused
 /// for a run that has ended.
 pub fn signal(run: &mut RunRecord, sent_at: Timestamp) -> Result<(), StoreError> {
-    if run.status.is_terminal() {
-        return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
-    }
+    decide(run, Operation::Signal, sent_at)?;
     if run.status == RunStatus::Suspended && run.suspend_reason == Some(SuspendReason::Waiting) {
         run.wake_at = Some(run.wake_at.map_or(sent_at, |w| w.min(sent_at)));
     }
@@ -247,11 +245,9 @@ pub fn cancel(
     at: Timestamp,
     lease_now: Timestamp,
 ) -> Result<CancelOutcome, StoreError> {
-    if run.status.is_terminal() {
-        return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
-    }
+    let next = decide(run, Operation::Cancel, lease_now)?;
     run.cancel_requested = true;
-    if run.is_held_at(lease_now) {
+    if next == Phase::Held {
         run.error = Some(reason.to_owned());
         return Ok(CancelOutcome::Requested);
     }
@@ -275,13 +271,12 @@ pub fn pause(
     lease_now: Timestamp,
     hold: bool,
 ) -> Result<PauseOutcome, StoreError> {
-    if run.status.is_terminal() {
-        return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
-    }
-    if run.status == RunStatus::Paused {
+    let from = Phase::of(run, lease_now);
+    let next = decide(run, Operation::Pause, lease_now)?;
+    if from == Phase::Paused {
         return Ok(PauseOutcome::Paused);
     }
-    if run.is_held_at(lease_now) {
+    if next == Phase::Held {
         run.pause_requested = true;
         return Ok(PauseOutcome::Requested);
     }
@@ -297,12 +292,7 @@ pub fn pause(
 /// since it gave its slot up), its pause reason and recoveries cleared. Refused for a run that
 /// has ended or is not paused.
 pub fn resume(run: &mut RunRecord, at: Timestamp) -> Result<(), StoreError> {
-    if run.status.is_terminal() {
-        return Err(StoreError::RunFinished { run_id: run.id.clone(), status: run.status });
-    }
-    if run.status != RunStatus::Paused {
-        return Err(StoreError::NotPaused { run_id: run.id.clone(), status: run.status });
-    }
+    decide(run, Operation::Resume, at)?;
     run.status = RunStatus::Pending;
     if run.concurrency.is_some() {
         run.waiting_for = Some(WaitingFor::Concurrency);
@@ -313,5 +303,22 @@ pub fn resume(run: &mut RunRecord, at: Timestamp) -> Result<(), StoreError> {
     Ok(())
 }
 
+mod table;
 #[cfg(test)]
 mod tests;
+
+pub use table::{Operation, Phase, Refusal, allowed, next};
+
+/// `operation` (one anyone may do: a signal, a cancel, a pause, a resume) on `run` as the table
+/// says when leases are judged at `lease_now`: the phase it leaves `run` in, or the store's
+/// refusal. (The holder's own operations are fenced by epoch in [`check_append`] and
+/// [`heartbeat`], which the table's `NotRunning` summarises.)
+fn decide(run: &RunRecord, operation: Operation, lease_now: Timestamp) -> Result<Phase, StoreError> {
+    next(Phase::of(run, lease_now), operation).map_err(|refusal| match refusal {
+        Refusal::Ended => StoreError::RunFinished { run_id: run.id.clone(), status: run.status },
+        Refusal::NotPaused => StoreError::NotPaused { run_id: run.id.clone(), status: run.status },
+        Refusal::NotRunning | Refusal::NotClaimable => {
+            StoreError::Fenced { run_id: run.id.clone(), held: run.epoch, current: run.epoch }
+        }
+    })
+}
