@@ -6,32 +6,43 @@ use std::fmt;
 
 /// The error a step body returns: retryable unless marked [terminal](StepError::terminal).
 ///
-/// Any `std::error::Error` converts into a retryable `StepError`, so step bodies can use `?` on
-/// ordinary errors.
+/// Any `std::error::Error` converts into a retryable `StepError` that keeps it as its
+/// [`source`](StepError::source), so step bodies can use `?` on ordinary errors; `.terminal()`
+/// on a `Result` ([`Terminal`]) marks its error terminal on the way.
 ///
 /// ```
-/// use cairn::StepError;
+/// use cairn::{StepError, Terminal};
 /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
 /// let retry: StepError = io.into();
 /// assert!(retry.is_retryable());
+/// assert_eq!(retry.source().map(|s| s.to_string()), Some("connection reset".into()));
 /// let stop = StepError::terminal("card declined");
 /// assert!(!stop.is_retryable());
+/// let declined: Result<(), std::io::Error> = Err(std::io::Error::other("card declined"));
+/// let marked = declined.terminal().unwrap_err();
+/// assert!(!marked.is_retryable() && marked.source().is_some());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StepError {
     message: String,
     retryable: bool,
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl StepError {
     /// A failure worth another attempt.
     pub fn retryable(message: impl fmt::Display) -> Self {
-        Self { message: message.to_string(), retryable: true }
+        Self { message: message.to_string(), retryable: true, source: None }
     }
 
     /// A failure that ends retrying at once, whatever the policy allows.
     pub fn terminal(message: impl fmt::Display) -> Self {
-        Self { message: message.to_string(), retryable: false }
+        Self { message: message.to_string(), retryable: false, source: None }
+    }
+
+    /// The same failure, ending retrying at once.
+    pub fn into_terminal(self) -> Self {
+        Self { retryable: false, ..self }
     }
 
     /// Whether the policy may try again.
@@ -39,11 +50,26 @@ impl StepError {
         self.retryable
     }
 
-    /// The message.
+    /// The message (what the journal records of the attempt).
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The error it was made from, when it was converted from one.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
 }
+
+/// Two step errors are equal when they say the same and retry alike (their sources are not
+/// compared).
+impl PartialEq for StepError {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.message, self.retryable) == (&other.message, other.retryable)
+    }
+}
+
+impl Eq for StepError {}
 
 impl fmt::Display for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -53,7 +79,29 @@ impl fmt::Display for StepError {
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
     fn from(error: E) -> Self {
-        StepError::retryable(error)
+        StepError { message: error.to_string(), retryable: true, source: Some(std::sync::Arc::new(error)) }
+    }
+}
+
+/// `.terminal()` on a step body's `Result`: its error, if any, ends retrying at once (after
+/// restate's `TerminalErrorExt`).
+///
+/// ```no_run
+/// # use cairn::{Ctx, StepError, Terminal, WorkflowError};
+/// # async fn charge_card() -> Result<u32, std::io::Error> { Ok(1) }
+/// async fn charge(ctx: Ctx, (): ()) -> Result<u32, WorkflowError> {
+///     // A declined card will not be accepted on a retry.
+///     ctx.step("charge", || async { Ok::<_, StepError>(charge_card().await.terminal()?) }).await
+/// }
+/// ```
+pub trait Terminal<T> {
+    /// The result, its error made terminal.
+    fn terminal(self) -> Result<T, StepError>;
+}
+
+impl<T, E: Into<StepError>> Terminal<T> for Result<T, E> {
+    fn terminal(self) -> Result<T, StepError> {
+        self.map_err(|error| error.into().into_terminal())
     }
 }
 

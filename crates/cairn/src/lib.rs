@@ -80,7 +80,7 @@ pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use continuations::{Continuations, Transition};
 pub use ctx::{Branch, Ctx, EventFilter, Step, step_attempt};
 pub use engine::{DEFAULT_MAX_RECOVERIES, DEFAULT_SHUTDOWN_GRACE, Engine, EngineBuilder};
-pub use error::{ClientError, EngineError, Interrupt, StepError, WorkflowError};
+pub use error::{ClientError, EngineError, Interrupt, StepError, Terminal, WorkflowError};
 pub use flow::RateLimit;
 pub use op_error::{ControlError, ReadError, RestartError, SignalError, StartError};
 pub use repeat::LoopOptions;
@@ -106,5 +106,7 @@ pub mod store {
 
 /// The common imports: `use cairn::prelude::*;`.
 pub mod prelude {
-    pub use crate::{Client, ClientError, Ctx, Engine, EventFilter, RetryPolicy, RunId, StepError, WorkflowError};
+    pub use crate::{
+        Client, ClientError, Ctx, Engine, EventFilter, RetryPolicy, RunId, StepError, Terminal, WorkflowError,
+    };
 }

@@ -2,7 +2,7 @@
 
 use super::context::{Ctx, decode};
 use crate::error::{StepError, WorkflowError};
-use crate::run_core::Begun;
+use crate::run_core::{AttemptEnd, Begun, end_attempt};
 use cairn_journal::{Event, RetryPolicy, StepKind, StepPath, StepStatus, Timestamp};
 use cairn_store::SuspendReason;
 use serde::Serialize;
@@ -134,53 +134,41 @@ where
                 }
             } => Err(StepError::retryable(format!("timed out after {:?}", timeout.unwrap_or_default()))),
         };
-        match attempt_result {
-            Ok(value) => {
+        let now = shared.now();
+        let end = end_attempt(&shared.id, &path, attempt, attempt_result.as_ref().map(|_| ()), &policy, now);
+        crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(now), end != AttemptEnd::Completed);
+        let error = match (end, attempt_result) {
+            (_, Ok(value)) => {
                 let output = shared.encode(path.as_str(), &value)?;
-                let finished = shared.now();
-                crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(finished), false);
                 span.record("status", "completed");
                 let completed =
                     vec![Event::StepCompleted { path, ordinal, attempt, output, started_at: Some(started_at) }];
-                shared.append_at(completed, None, finished, ctx.batched).instrument(span).await?;
+                shared.append_at(completed, None, now, ctx.batched).instrument(span).await?;
                 drop(in_flight);
                 return Ok(value);
             }
-            Err(error) => {
-                let seed = RetryPolicy::seed((shared.id.as_str(), path.as_str(), attempt));
-                let delay = if error.is_retryable() { policy.delay_after(attempt, seed) } else { None };
-                let retry_at = delay.map(|d| shared.now() + d);
-                let lasted = started_at.until(shared.now());
-                crate::telemetry::step_attempt(&shared.workflow, &path, lasted, retry_at.is_some());
-                span.record("status", if retry_at.is_some() { "retrying" } else { "failed" });
-                shared
-                    .append(
-                        vec![Event::StepFailed {
-                            path: path.clone(),
-                            ordinal,
-                            attempt,
-                            error: error.message().to_owned(),
-                            retry_at,
-                            started_at: Some(started_at),
-                        }],
-                        None,
-                    )
-                    .instrument(span)
-                    .await?;
-                drop(in_flight);
-                match retry_at {
-                    None => {
-                        return Err(WorkflowError::StepFailed {
-                            path,
-                            attempts: attempt,
-                            message: error.message().into(),
-                        });
-                    }
-                    Some(at) => {
-                        shared.park(Some(at), SuspendReason::BackingOff, None).await?;
-                        attempt += 1;
-                    }
-                }
+            (_, Err(error)) => error,
+        };
+        let retry_at = match end {
+            AttemptEnd::RetryAt(at) => Some(at),
+            AttemptEnd::Completed | AttemptEnd::Failed => None,
+        };
+        span.record("status", if retry_at.is_some() { "retrying" } else { "failed" });
+        let failed = Event::StepFailed {
+            path: path.clone(),
+            ordinal,
+            attempt,
+            error: error.message().to_owned(),
+            retry_at,
+            started_at: Some(started_at),
+        };
+        shared.append(vec![failed], None).instrument(span).await?;
+        drop(in_flight);
+        match retry_at {
+            None => return Err(WorkflowError::StepFailed { path, attempts: attempt, message: error.message().into() }),
+            Some(at) => {
+                shared.park(Some(at), SuspendReason::BackingOff, None).await?;
+                attempt += 1;
             }
         }
     }

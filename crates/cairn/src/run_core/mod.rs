@@ -29,10 +29,12 @@
 //! assert!(begun.record.is_none());
 //! ```
 
+mod attempt;
 mod lineage;
 #[cfg(test)]
 mod tests;
 
+pub use attempt::{AttemptEnd, end_attempt};
 pub use lineage::{
     AWAITED, CHILD_ENDED, CONTINUED_INPUT, DETACHED, InputCheck, Lineage, Queue, awaited, chain_position,
     first_of_chain, successor, successor_id,

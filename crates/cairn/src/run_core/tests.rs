@@ -326,3 +326,20 @@ fn a_signal_taken_is_not_delivered_again() {
     c.deliver(signal(2, "go", "{}"));
     assert!(c.take_signal("go", None).is_none(), "one signal is consumed once");
 }
+
+#[test]
+fn an_attempt_retries_at_the_same_time_on_replay_and_fails_for_good_when_none_is_left() {
+    use crate::error::StepError;
+    let (run, path) = (RunId::new("r"), StepPath::parse("charge").unwrap());
+    let policy = cairn_journal::RetryPolicy::exponential().attempts(2).base(Duration::from_millis(100));
+    let down = StepError::retryable("down");
+    let now = Timestamp::from_millis(1_000);
+    let first = end_attempt(&run, &path, 1, Err(&down), &policy, now);
+    let AttemptEnd::RetryAt(at) = first else { panic!("{first:?}") };
+    assert!(at > now);
+    // The jitter is seeded by the run, the step and the attempt: a replay decides the same.
+    assert_eq!(end_attempt(&run, &path, 1, Err(&down), &policy, now), first);
+    assert_eq!(end_attempt(&run, &path, 2, Err(&down), &policy, now), AttemptEnd::Failed);
+    assert_eq!(end_attempt(&run, &path, 1, Err(&StepError::terminal("no")), &policy, now), AttemptEnd::Failed);
+    assert_eq!(end_attempt(&run, &path, 2, Ok(()), &policy, now), AttemptEnd::Completed);
+}
