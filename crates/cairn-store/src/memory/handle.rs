@@ -1,6 +1,6 @@
 //! [`MemoryStore`]: the handle, and `Store` over its state.
 
-use super::inner::{Due, Inner, due_key, fair_entry, group_of};
+use super::inner::{Due, Inner, due_key, group_of};
 use crate::lifecycle::{self};
 use crate::store::{Store, StoreFuture};
 use crate::types::{
@@ -82,7 +82,7 @@ impl MemoryStore {
                 run.waiting_for = Some(WaitingFor::Concurrency);
                 if let Some(place) = before {
                     inner.due.remove(&(place, id.clone()));
-                    inner.fair.remove(&fair_entry(run, id));
+                    inner.fair.remove(run, id);
                 }
                 inner.waiting.insert((group.0.clone(), group.1.clone(), run.created_at, id.clone()));
             } else if lifecycle::holds_a_slot(run) {
