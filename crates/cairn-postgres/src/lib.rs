@@ -15,6 +15,7 @@
 
 mod schema;
 mod store;
+#[cfg(feature = "test-util")]
 pub mod testing;
 
 pub use store::{PostgresOptions, PostgresStore};

@@ -14,20 +14,35 @@
 //!
 //! Every backend passes the conformance suite in the `cairn-store-conformance` crate.
 
+#[cfg(any(test, feature = "test-util"))]
 #[macro_use]
 mod delegate;
+#[cfg(any(test, feature = "test-util"))]
 mod counting;
+#[cfg(any(test, feature = "test-util"))]
 mod faulty;
 pub mod lifecycle;
 mod memory;
 mod store;
 mod types;
 
+/// Test and diagnostic wrappers (feature `test-util`): a store that counts its calls, and one
+/// that fails on cue.
+#[cfg(any(test, feature = "test-util"))]
 pub use counting::{Calls, CountingStore};
+#[cfg(any(test, feature = "test-util"))]
 pub use faulty::{Fault, Faults, FaultyStore};
 pub use memory::MemoryStore;
 pub use store::{Notice, SPLIT_JOURNAL_AT, Store, StoreFuture, journal_halves};
-pub use types::*;
+pub use types::{
+    Append, CancelOutcome, Cause, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, Debounce, ErrorKind,
+    EventCursor, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, FireSchedule, ForgetWorkers,
+    HeartbeatRequest, IdempotencyKey, LeaseStatus, NameError, NewRun, NewSignal, PageCursor, PauseOutcome,
+    PauseSchedule, PruneRequest, PutSchedule, Reason, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage,
+    RunRecord, RunStatus, RunUpdate, ScheduleName, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
+    StartSignal, StoreError, Subscription, SuspendReason, TakeRate, VersionCount, WorkerRecord, WorkflowCount,
+    WorkflowKey, WorkflowName,
+};
 
 pub mod metrics_names;
 pub use cairn_journal::flow::WaitingFor;

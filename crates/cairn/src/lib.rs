@@ -91,17 +91,37 @@ pub use uuid::Uuid;
 pub use var::Var;
 pub use workers::{LiveWorkers, StrandedPage, StrandedRun, StrandedVersion};
 
-/// The journal layer, for tools that read journals.
+/// The journal layer, for tools that read journals: events and entries, paths, the checked fold,
+/// the replay cursor, retry arithmetic, and the pure rules of flow control, topics and timelines.
 pub mod journal {
-    pub use cairn_journal::*;
+    pub use cairn_journal::{
+        Backoff, CursorError, Event, EventKindName, JournalEntry, LoopRecord, NonDeterminism, PathError, ReplayCursor,
+        Replayed, RetryPolicy, RunPhase, RunState, SignalId, StepKind, StepPath, StepRecord, StepStatus, Timestamp,
+        TransitionError, Trim, flow, json_contains, timeline, topic, vars,
+    };
 }
 
-/// The store layer, for tools and backends (with the SQLite store's own items, feature `sqlite`).
+/// The store layer, for tools and backends: the [`Store`](cairn_store::Store) trait and the
+/// types of its calls, the run lifecycle, the in-memory and JSON-lines stores (and the SQLite
+/// store's own items, feature `sqlite`; test wrappers, feature `test-util`).
 pub mod store {
     pub use cairn_jsonl::JsonlStore;
     #[cfg(feature = "sqlite")]
-    pub use cairn_sqlite::*;
-    pub use cairn_store::*;
+    pub use cairn_sqlite::{
+        Durability, SqliteOptions, SqliteStore, StatementCount, StatementCounts, sqlite_commit_floor_us,
+    };
+    pub use cairn_store::{
+        Append, CancelOutcome, Cause, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, Debounce, ErrorKind,
+        EventCursor, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, FireSchedule, ForgetWorkers,
+        HeartbeatRequest, IdempotencyKey, LeaseStatus, MemoryStore, NameError, NewRun, NewSignal, Notice, PageCursor,
+        PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, Reason, ResumeRequest, RunConcurrency, RunFilter,
+        RunId, RunPage, RunRecord, RunStatus, RunUpdate, SPLIT_JOURNAL_AT, ScheduleName, ScheduleRecord,
+        ServedWorkflow, SetSubscriptions, SignalId, SignalRecord, StartSignal, Store, StoreError, StoreFuture,
+        Subscription, SuspendReason, TakeRate, Timestamp, VersionCount, WaitingFor, WorkerRecord, WorkflowCount,
+        WorkflowKey, WorkflowName, journal_halves, lifecycle, metrics_names,
+    };
+    #[cfg(feature = "test-util")]
+    pub use cairn_store::{Calls, CountingStore, Fault, Faults, FaultyStore};
 }
 
 /// The common imports: `use cairn::prelude::*;`.

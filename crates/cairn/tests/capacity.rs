@@ -4,7 +4,7 @@
 use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::RunStatus;
 use cairn::prelude::*;
-use cairn::store::CountingStore;
+use cairn_store::CountingStore;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -6,8 +6,9 @@ use crate::common::{Counter, wait_for_status};
 use cairn::StartError;
 use cairn::journal::Event;
 use cairn::prelude::*;
-use cairn::store::{Append, Fault, Faults, FaultyStore, MemoryStore, RunUpdate};
+use cairn::store::{Append, MemoryStore, RunUpdate};
 use cairn::{RunFilter, RunStatus};
+use cairn_store::{Fault, Faults, FaultyStore};
 use std::time::Duration;
 
 /// Counters of the three steps' executions.

@@ -3,6 +3,7 @@
 use super::listen::{Wakeups, listen};
 use super::maintain::maintain;
 use super::prelude::*;
+#[cfg(feature = "test-util")]
 use super::rows::ClaimValues;
 use super::sql::{Sql, backend};
 use super::writer::{Job, writer};
@@ -240,6 +241,7 @@ impl PostgresStore {
     /// The plan PostgreSQL runs for a claim like `request`, executed (`EXPLAIN (ANALYZE,
     /// BUFFERS)`, with the time each step took) in a transaction that is then rolled back, so
     /// nothing is claimed. Used by `cairn bench`.
+    #[cfg(feature = "test-util")]
     pub async fn explain_claim(&self, request: &ClaimRequest) -> Result<Vec<String>, StoreError> {
         let mut client = self.pool.get().await.map_err(backend)?;
         let tx = client.transaction().await.map_err(backend)?;
@@ -258,6 +260,7 @@ impl PostgresStore {
     /// extension is not installed here. Taken before and after a workload, the difference counts its
     /// statements; since Cairn never pipelines, each statement is also one round trip. Used by
     /// `cairn bench`.
+    #[cfg(feature = "test-util")]
     pub async fn statement_calls(&self) -> Result<Option<Vec<(String, i64)>>, StoreError> {
         let client = self.pool.get().await.map_err(backend)?;
         // Where the extension's view is (the store's `search_path` is its own schema alone).
@@ -295,6 +298,7 @@ impl PostgresStore {
 
     /// Drops this store's schema and everything in it. For benchmarks and tests that made a
     /// schema of their own; never call it on a schema that holds runs you want.
+    #[cfg(feature = "test-util")]
     pub async fn drop_schema(&self) -> Result<(), StoreError> {
         let client = self.pool.get().await.map_err(backend)?;
         client.batch_execute(&format!("DROP SCHEMA \"{}\" CASCADE", self.sql.schema)).await.map_err(backend)

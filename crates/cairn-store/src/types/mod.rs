@@ -11,11 +11,16 @@ mod schedules;
 mod workers;
 mod writes;
 
-pub use events::*;
-pub use flow::*;
-pub use lists::*;
-pub use names::*;
-pub use run::*;
-pub use schedules::*;
-pub use workers::*;
-pub use writes::*;
+pub use events::{EventCursor, EventPage, EventQuery, EventRecord, EventRun};
+pub use flow::{ConcurrencyRule, RunConcurrency, TakeRate};
+pub use lists::{PageCursor, RunFilter, RunPage, VersionCount, WorkflowCount};
+pub use names::{EventId, EventName, IdempotencyKey, NameError, Reason, ScheduleName, WorkflowName};
+pub use run::{
+    Cause, CreatedRun, Debounce, ErrorKind, NewRun, RunId, RunRecord, RunStatus, StoreError, SuspendReason, WorkflowKey,
+};
+pub use schedules::{FireSchedule, PauseSchedule, PutSchedule, ScheduleRecord};
+pub use workers::{ForgetWorkers, ServedWorkflow, SetSubscriptions, Subscription, WorkerRecord};
+pub use writes::{
+    Append, CancelOutcome, ClaimRequest, ControlRequest, HeartbeatRequest, LeaseStatus, NewSignal, PauseOutcome,
+    PruneRequest, ResumeRequest, RunUpdate, SignalRecord, StartSignal,
+};
