@@ -5,7 +5,7 @@ use super::local::{Lease, Local, attached, lock, run_setup};
 use crate::ctx::Ctx;
 use crate::error::Interrupt;
 use crate::run::{BodyFuture, RunShared, drive};
-use crate::run_core::{Ended, Lineage, Mode, PAUSED_BY_REQUEST, first_of_chain, log_line};
+use crate::run_core::{Admission, Ended, Lineage, admission, first_of_chain, log_line};
 use cairn_journal::JournalEntry;
 use cairn_store::{Append, RunId, RunRecord, RunUpdate};
 use std::sync::Arc;
@@ -73,18 +73,13 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
         );
         crate::telemetry::run_recovered(&run.workflow);
     }
-    let max = local.config.max_recoveries;
-    if run.pause_requested || run.recoveries > max.saturating_add(1) {
-        // Paused while its worker went away, or a poison run whose last replay crashed its worker
-        // before it reached a new step: park it without running anything.
-        let error = if run.pause_requested {
-            PAUSED_BY_REQUEST.to_owned()
-        } else {
-            Interrupt::Poisoned { path: None, recoveries: run.recoveries }.to_string()
-        };
-        settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error: error.clone() }).await;
-        return Err(Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) }));
-    }
+    let mode = match admission(&run, local.config.max_recoveries) {
+        Admission::Execute(mode) => mode,
+        Admission::Park(error) => {
+            settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error: error.clone() }).await;
+            return Err(Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) }));
+        }
+    };
     let journal = if run.last_seq <= 1 {
         Ok(vec![JournalEntry::new(1, run.created_at, run.started())])
     } else {
@@ -110,7 +105,6 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
             return Err(None);
         }
     };
-    let mode = if run.recoveries > max { Mode::Poisoned(run.recoveries) } else { Mode::Live };
     // Nothing but `started` journaled: the run has not started yet (or its start was lost).
     let fresh = state.last_seq() == 1;
     let shared =

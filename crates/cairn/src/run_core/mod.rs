@@ -210,6 +210,47 @@ struct Suspension {
     looked_through: Option<SignalId>,
 }
 
+/// What a worker does with a run it has just claimed, before it reads its journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Execute it, in this mode (poisoned when its workers died `max_recoveries` times in a row
+    /// without committing anything: its first new step parks it instead of running).
+    Execute(Mode),
+    /// Park it with this error without running anything: a pause was requested while its
+    /// worker was gone, or a poisoned run's last replay crashed its worker before it reached a
+    /// new step.
+    Park(String),
+}
+
+/// What a worker does with `run`, just claimed, when a run may be recovered `max_recoveries`
+/// times in a row before it is poison. A cancel requested while another worker held it is
+/// finished once the run is loaded ([`RunRecord::cancel_requested`](cairn_store::RunRecord)).
+///
+/// ```
+/// use cairn::run_core::{Admission, Mode, admission};
+/// let mut run = cairn::RunRecord::of(&cairn::store::NewRun::new(
+///     cairn::RunId::new("r"), "w", 1, serde_json::value::RawValue::from_string("1".into()).unwrap(),
+///     cairn::Timestamp::from_millis(0)));
+/// assert_eq!(admission(&run, 3), Admission::Execute(Mode::Live));
+/// run.recoveries = 4;
+/// assert_eq!(admission(&run, 3), Admission::Execute(Mode::Poisoned(4)));
+/// run.recoveries = 5;
+/// assert!(matches!(admission(&run, 3), Admission::Park(error) if error.contains("CAIRN-E0109")));
+/// ```
+pub fn admission(run: &cairn_store::RunRecord, max_recoveries: u32) -> Admission {
+    if run.pause_requested {
+        return Admission::Park(PAUSED_BY_REQUEST.to_owned());
+    }
+    if run.recoveries > max_recoveries.saturating_add(1) {
+        let poisoned = Interrupt::Poisoned { path: None, recoveries: run.recoveries };
+        return Admission::Park(poisoned.to_string());
+    }
+    match run.recoveries > max_recoveries {
+        true => Admission::Execute(Mode::Poisoned(run.recoveries)),
+        false => Admission::Execute(Mode::Live),
+    }
+}
+
 /// One run's state machine on a worker: see the [module](self).
 #[derive(Debug)]
 pub struct RunCore {
