@@ -223,13 +223,16 @@ impl ReplayCursor {
                 Replayed::Known { ordinal }
             }
             None => {
-                if self.requested_new.contains(path) {
-                    return Err(CursorError::DuplicatePath(path.clone()));
-                }
-                if self.by_position().contains_key(&(scope.clone(), ordinal)) {
+                // A run with nothing journaled (most fresh runs) has no position to collide with.
+                if !self.journaled.is_empty() && self.by_position().contains_key(&(scope.clone(), ordinal)) {
+                    if self.requested_new.contains(path) {
+                        return Err(CursorError::DuplicatePath(path.clone()));
+                    }
                     return Err(self.order_mismatch(scope, ordinal, path, kind).into());
                 }
-                self.requested_new.insert(path.clone());
+                if !self.requested_new.insert(path.clone()) {
+                    return Err(CursorError::DuplicatePath(path.clone()));
+                }
                 Replayed::New { ordinal }
             }
         };
