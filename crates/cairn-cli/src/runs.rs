@@ -51,11 +51,9 @@ impl Filter {
     /// The filter of a bulk action on these runs.
     fn bulk(self) -> Result<BulkFilter> {
         let ListQuery { workflow, status, stranded, input, id_prefix, error, .. } = self.query()?;
-        let named: Vec<(String, &str)> = input.iter().map(|(f, v)| (format!("input.{f}"), v.as_str())).collect();
-        let input = match cairn::api::views::input_filter(named.iter().map(|(n, v)| (n.as_str(), *v))) {
-            Ok(serde_json::Value::Object(map)) if !map.is_empty() => Some(map),
-            Ok(_) => None,
-            Err(why) => anyhow::bail!(why),
+        let input = match cairn::api::views::input_fields(&input).map_err(anyhow::Error::msg)? {
+            Some(serde_json::Value::Object(map)) => Some(map),
+            _ => None,
         };
         Ok(BulkFilter { workflow, status, id_prefix, error, stranded, input, ..BulkFilter::default() })
     }

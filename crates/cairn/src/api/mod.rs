@@ -26,5 +26,5 @@ mod query;
 pub mod views;
 
 pub use error::OperationError;
-pub use operations::{RESULT_WAIT_AT_MOST, run_count, run_detail, run_id, run_page, run_signals, workers, workflows};
-pub use query::{Selection, page_limit, selection};
+pub use operations::{run_detail, run_id, run_page, run_signals, workers, workflows};
+pub use query::{Selection, selection};

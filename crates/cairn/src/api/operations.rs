@@ -5,6 +5,7 @@ use super::error::OperationError;
 use super::query::{Selection, duration, page_limit, selection};
 use super::views;
 use crate::client::Client;
+use crate::clock::wall_now;
 use crate::error::ClientError;
 use crate::workers::LiveWorkers;
 use cairn_api::views::{
@@ -15,7 +16,6 @@ use cairn_api::{
     BulkAction, BulkBody, BulkFilter, CancelOptions, EventQuery, ListQuery, Operations, PauseOptions, PruneBody,
     PublishBody, RestartBody, ScheduleBody, StartOptions, WorkersQuery,
 };
-use cairn_journal::Timestamp;
 use cairn_store::{EventCursor, EventName, RunFilter, RunId, RunRecord, RunStatus};
 use futures::StreamExt as _;
 use serde_json::value::RawValue;
@@ -28,7 +28,7 @@ const COUNT_AT_MOST: u64 = 10_000;
 const BULK_AT_ONCE: usize = 16;
 
 /// The longest a result waits for its run to end.
-pub const RESULT_WAIT_AT_MOST: Duration = Duration::from_secs(300);
+const RESULT_WAIT_AT_MOST: Duration = Duration::from_secs(300);
 
 type Answer<T> = Result<T, OperationError>;
 
@@ -47,7 +47,7 @@ pub async fn run_page(client: &Client, selection: &Selection, live: &LiveWorkers
 }
 
 /// How many runs `selection` selects (as [`run_page`]), up to `at_most`.
-pub async fn run_count(client: &Client, selection: &Selection, live: &LiveWorkers, at_most: u64) -> Answer<u64> {
+async fn run_count(client: &Client, selection: &Selection, live: &LiveWorkers, at_most: u64) -> Answer<u64> {
     Ok(client.count(&stranded(selection, live), at_most).await?)
 }
 
@@ -76,18 +76,13 @@ pub async fn workflows(client: &Client) -> Answer<Workflows> {
 /// The live workers (`live`) and the stranded versions, as of now.
 pub async fn workers(client: &Client, live: &LiveWorkers) -> Answer<Workers> {
     let stranded = client.stranded_versions().await?;
-    Ok(views::workers(live, &stranded, now()))
+    Ok(views::workers(live, &stranded, wall_now()))
 }
 
-/// Run `id`'s signals (it must exist).
+/// Run `id`'s signals (none for a run that does not exist: callers check it first).
 pub async fn run_signals(client: &Client, id: &RunId) -> Answer<Signals> {
     let signals = client.signals(id).await?;
     Ok(Signals { run: id.to_string(), signals: signals.iter().map(views::signal).collect() })
-}
-
-/// Wall-clock time, which worker liveness is judged by.
-fn now() -> Timestamp {
-    Timestamp::from_system_time(std::time::SystemTime::now())
 }
 
 impl Operations for Client {
@@ -247,18 +242,12 @@ impl Operations for Client {
     }
 
     async fn workers(&self, query: WorkersQuery) -> Answer<Workers> {
-        let live = self.live_workers().await?;
-        let mut answer = workers(self, &live).await?;
-        if query.all {
-            let now = now();
-            answer.workers = self
-                .store()
-                .workers()
-                .await
-                .map_err(ClientError::from)?
-                .iter()
-                .map(|w| views::worker(w, now))
-                .collect();
+        // One read of the recorded workers: every one of them with `all`, the live ones else.
+        let (recorded, now) = (self.store().workers().await.map_err(ClientError::from)?, wall_now());
+        let all: Option<Vec<_>> = query.all.then(|| recorded.iter().map(|w| views::worker(w, now)).collect());
+        let mut answer = workers(self, &LiveWorkers::at(recorded, now)).await?;
+        if let Some(all) = all {
+            answer.workers = all;
         }
         Ok(answer)
     }

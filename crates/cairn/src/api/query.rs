@@ -2,7 +2,7 @@
 //! routes, the `cairn` command and any other caller of [`cairn_api::Operations`].
 
 use super::error::OperationError;
-use super::views::input_filter;
+use super::views::input_fields;
 use cairn_api::ListQuery;
 use cairn_journal::Timestamp;
 use cairn_store::{PageCursor, RunFilter, RunStatus};
@@ -43,16 +43,8 @@ pub fn selection(query: &ListQuery) -> Result<Selection, OperationError> {
         }
         None => None,
     };
-    let input_contains = match query.input.is_empty() {
-        true => None,
-        false => {
-            // The API's parameter names: `input.FIELD`.
-            let named: Vec<(String, &str)> =
-                query.input.iter().map(|(field, value)| (format!("input.{field}"), value.as_str())).collect();
-            let named = named.iter().map(|(name, value)| (name.as_str(), *value));
-            Some(input_filter(named).map_err(|message| OperationError::invalid("invalid_query", message))?)
-        }
-    };
+    let input_contains =
+        input_fields(&query.input).map_err(|message| OperationError::invalid("invalid_query", message))?;
     let filter = RunFilter {
         workflow,
         status,
@@ -69,7 +61,7 @@ pub fn selection(query: &ListQuery) -> Result<Selection, OperationError> {
 }
 
 /// A page size asked for: 1 to 1,000, 100 when not given.
-pub fn page_limit(limit: Option<usize>) -> Result<usize, OperationError> {
+pub(crate) fn page_limit(limit: Option<usize>) -> Result<usize, OperationError> {
     match limit {
         Some(limit) if !(1..=1000).contains(&limit) => {
             Err(OperationError::invalid("invalid_query", format!("limit {limit} is not between 1 and 1000")))

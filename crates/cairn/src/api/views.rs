@@ -36,6 +36,23 @@ pub fn raw_json(raw: &serde_json::value::RawValue) -> Value {
     serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
 
+/// The input filter of `(field, value)` pairs (each field a dotted path, as `--input` and the
+/// light client give them): [`input_filter`] of `input.<field>=<value>`; `None` for no pair.
+///
+/// ```
+/// let pairs = [("address.city".to_owned(), "Oslo".to_owned())];
+/// assert_eq!(cairn::api::views::input_fields(&pairs), Ok(Some(serde_json::json!({"address": {"city": "Oslo"}}))));
+/// assert_eq!(cairn::api::views::input_fields(&[]), Ok(None));
+/// ```
+pub fn input_fields(pairs: &[(String, String)]) -> Result<Option<Value>, String> {
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    let named: Vec<(String, &str)> =
+        pairs.iter().map(|(field, value)| (format!("input.{field}"), value.as_str())).collect();
+    input_filter(named.iter().map(|(name, value)| (name.as_str(), *value))).map(Some)
+}
+
 /// Why a list's parameter `name` is refused: it is none of the list's, and not an input filter.
 pub fn unknown_parameter(name: &str) -> String {
     format!("unknown parameter {name:?} (filters on the input are `input.<field>=<value>`)")

@@ -137,8 +137,8 @@ where
         let now = shared.now();
         let end = end_attempt(&shared.id, &path, attempt, attempt_result.as_ref().map(|_| ()), &policy, now);
         crate::telemetry::step_attempt(&shared.workflow, &path, started_at.until(now), end != AttemptEnd::Completed);
-        let error = match (end, attempt_result) {
-            (_, Ok(value)) => {
+        let error = match attempt_result {
+            Ok(value) => {
                 let output = shared.encode(path.as_str(), &value)?;
                 span.record("status", "completed");
                 let completed =
@@ -147,7 +147,7 @@ where
                 drop(in_flight);
                 return Ok(value);
             }
-            (_, Err(error)) => error,
+            Err(error) => error,
         };
         let retry_at = match end {
             AttemptEnd::RetryAt(at) => Some(at),
