@@ -563,7 +563,10 @@ async fn read_commands_write_nothing_but_migrate_an_older_file() {
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute_batch(
         "DROP TRIGGER run_inputs_delete; DROP TRIGGER run_inputs_update;
-         DROP TABLE run_inputs; DROP TABLE served_workflows; DROP TABLE events; PRAGMA user_version = 18;",
+         DROP TABLE run_inputs; DROP TABLE served_workflows; DROP TABLE events;
+         ALTER TABLE runs DROP COLUMN request; ALTER TABLE runs DROP COLUMN request_reason;
+         ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+         ALTER TABLE runs ADD COLUMN pause_requested INTEGER NOT NULL DEFAULT 0; PRAGMA user_version = 18;",
     )
     .unwrap();
     drop(conn);

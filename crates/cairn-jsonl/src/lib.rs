@@ -11,6 +11,8 @@ use cairn_store::{
     VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
 use cairn_store::{MemoryStore, Store, StoreFuture};
+mod legacy;
+
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -134,6 +136,7 @@ fn load_journal(path: &Path) -> Result<Option<Loaded>, StoreError> {
     let bytes = std::fs::read(path).map_err(|e| io("cannot read", path, e))?;
     let mut committed_len = 0;
     let mut committed: Option<Loaded> = None;
+    let mut last_row: &[u8] = &[];
     let mut pending: Vec<JournalEntry> = Vec::new();
     let lines = complete_lines(&bytes);
     for (index, (end, line)) in lines.iter().enumerate() {
@@ -153,6 +156,7 @@ fn load_journal(path: &Path) -> Result<Option<Loaded>, StoreError> {
                 loaded.journal.append(&mut pending);
                 loaded.consumed.extend(consumed);
                 loaded.run = *run;
+                last_row = line;
                 committed_len = *end;
             }
             Err(error) => {
@@ -166,6 +170,9 @@ fn load_journal(path: &Path) -> Result<Option<Loaded>, StoreError> {
                 break;
             }
         }
+    }
+    if let Some(loaded) = committed.as_mut() {
+        legacy::upgrade_flags(&mut loaded.run, last_row);
     }
     if committed_len < bytes.len() {
         let file = OpenOptions::new().write(true).open(path).map_err(|e| io("cannot open", path, e))?;

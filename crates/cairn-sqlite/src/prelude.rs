@@ -5,10 +5,10 @@ pub(crate) use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Tim
 pub(crate) use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
     EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor,
-    PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage,
-    RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal,
-    Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord,
-    WorkflowCount, WorkflowKey,
+    PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency, RunFilter, RunId,
+    RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
+    StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor,
+    WorkerRecord, WorkflowCount, WorkflowKey,
 };
 pub(crate) use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 pub(crate) use serde_json::value::RawValue;

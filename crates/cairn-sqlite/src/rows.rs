@@ -4,8 +4,8 @@ use crate::prelude::*;
 use crate::writer::backend;
 
 pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
-     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
+     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, request, \
+     request_reason, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
      continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
 
 /// [`RUN_COLUMNS`] with `null` for the input and no output: what a list that shows neither
@@ -130,8 +130,10 @@ pub(super) fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, St
             lease_expires_at: ts(row.get(14).map_err(backend)?),
             epoch: row.get::<_, i64>(15).map_err(backend)? as u64,
             last_seq: row.get::<_, i64>(16).map_err(backend)? as u64,
-            cancel_requested: row.get::<_, i64>(17).map_err(backend)? != 0,
-            pause_requested: row.get::<_, i64>(18).map_err(backend)? != 0,
+            pending: Request::from_parts(
+                row.get::<_, Option<String>>(17).map_err(backend)?.as_deref(),
+                row.get(18).map_err(backend)?,
+            )?,
             recoveries: row.get::<_, i64>(19).map_err(backend)? as u32,
             deadline: ts(row.get(20).map_err(backend)?),
             retention: row

@@ -192,7 +192,7 @@ impl Writer {
             RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'suspended',
                      suspend_reason = ?6, lease_owner = NULL, lease_expires_at = NULL,
-                     wake_at = CASE WHEN cancel_requested = 1 OR pause_requested = 1 OR (?7 IS NOT NULL AND EXISTS (
+                     wake_at = CASE WHEN request IS NOT NULL OR (?7 IS NOT NULL AND EXISTS (
                              SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
                          THEN ?8 ELSE ?9 END
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
@@ -207,7 +207,7 @@ impl Writer {
             RunUpdate::Finish { status, output, error, at } => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = ?6, suspend_reason = NULL, output = ?7,
                      error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                     delete_after = ?9 + retention_ms
+                     delete_after = ?9 + retention_ms, request = NULL, request_reason = NULL
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",
                 vec![
@@ -220,7 +220,7 @@ impl Writer {
             RunUpdate::Continue { successor, at } => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'continued',
                      suspend_reason = NULL, error = NULL, continued_as = ?6, completed_at = ?7, wake_at = NULL, lease_owner = NULL,
-                     lease_expires_at = NULL, delete_after = ?7 + retention_ms
+                     lease_expires_at = NULL, delete_after = ?7 + retention_ms, request = NULL, request_reason = NULL
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",
                 vec![Box::new(successor.id.as_str().to_owned()), Box::new(at.as_millis())],
@@ -234,7 +234,8 @@ impl Writer {
             RunUpdate::Park { error } => (
                 "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'paused',
                      suspend_reason = NULL, error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                     pause_requested = 0
+                     request = CASE request WHEN 'pause' THEN NULL ELSE request END,
+                     request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END
                  WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
                  RETURNING workflow, flow_key, flow_hold",
                 vec![Box::new(error.clone())],
@@ -329,7 +330,8 @@ impl Writer {
     pub(super) fn heartbeat(&mut self, request: &HeartbeatRequest) -> Result<Vec<LeaseStatus>, Failure> {
         let mut out = Vec::with_capacity(request.runs.len());
         for (run_id, epoch) in &request.runs {
-            let held: Option<(i64, i64)> = self
+            type Pending = (Option<String>, Option<String>);
+            let held: Option<Pending> = self
                 .conn
                 .prepare_cached(include_str!("../sql/statements/heartbeat.sql"))?
                 .query_row(
@@ -337,23 +339,19 @@ impl Writer {
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
-            let (held, (cancel, pause)) = match held {
-                Some(flags) => (true, flags),
+            let (held, (kind, reason)) = match held {
+                Some(pending) => (true, pending),
                 None => {
-                    let flags: Option<(i64, i64)> = self
+                    let pending: Option<Pending> = self
                         .conn
-                        .prepare_cached("SELECT cancel_requested, pause_requested FROM runs WHERE id = ?1")?
+                        .prepare_cached("SELECT request, request_reason FROM runs WHERE id = ?1")?
                         .query_row([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
                         .optional()?;
-                    (false, flags.unwrap_or((0, 0)))
+                    (false, pending.unwrap_or_default())
                 }
             };
-            out.push(LeaseStatus {
-                run_id: run_id.clone(),
-                held,
-                cancel_requested: cancel != 0,
-                pause_requested: pause != 0,
-            });
+            let pending = Request::from_parts(kind.as_deref(), reason).map_err(clean)?;
+            out.push(LeaseStatus { run_id: run_id.clone(), held, pending });
         }
         Ok(out)
     }
@@ -389,13 +387,17 @@ impl Writer {
         }
         if run.is_held_at(request.lease_now) {
             self.conn
-                .prepare_cached("UPDATE runs SET pause_requested = 1 WHERE id = ?1")?
-                .execute([request.run_id.as_str()])?;
+                .prepare_cached(
+                    "UPDATE runs SET request = 'pause', request_reason = ?2 WHERE id = ?1 AND request IS NULL",
+                )?
+                .execute([request.run_id.as_str(), &request.reason])?;
             return Ok(PauseOutcome::Requested);
         }
         self.conn
             .prepare_cached(concat!(
-                "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3, pause_requested = 0,
+                "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3,
+                     request = CASE request WHEN 'pause' THEN NULL ELSE request END,
+                     request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END,
                      suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, ",
                 hold_after_debounce!(),
                 "
@@ -459,7 +461,7 @@ impl Writer {
         let live = run.is_held_at(request.lease_now);
         if live {
             self.conn
-                .prepare_cached("UPDATE runs SET cancel_requested = 1, error = ?2 WHERE id = ?1")?
+                .prepare_cached("UPDATE runs SET request = 'cancel', request_reason = ?2 WHERE id = ?1")?
                 .execute([request.run_id.as_str(), &request.reason])?;
             return Ok(CancelOutcome::Requested);
         }

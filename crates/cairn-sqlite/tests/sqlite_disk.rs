@@ -96,8 +96,8 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
         let store = SqliteStore::open(&path).unwrap();
         write_ended_runs(&store, 0, 3).await;
     }
-    // What schema 5 left on disk: none of 6's to 20's tables, indexes, triggers and columns, and
-    // the status indexes over every run that 18 replaced.
+    // What schema 5 left on disk: none of 6's to 20's tables, indexes, triggers and columns, the
+    // status indexes over every run that 18 replaced, and the flags that 24 replaced.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
@@ -116,6 +116,9 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
              DROP INDEX runs_timer; DROP INDEX runs_leased; DROP INDEX runs_open;
              CREATE INDEX runs_wake ON runs(status, wake_at); CREATE INDEX runs_lease ON runs(status, lease_expires_at);
              DROP TABLE served_workflows; DROP TABLE events;
+             ALTER TABLE runs DROP COLUMN request; ALTER TABLE runs DROP COLUMN request_reason;
+             ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE runs ADD COLUMN pause_requested INTEGER NOT NULL DEFAULT 0;
              PRAGMA user_version = 5;",
         )
         .unwrap();
@@ -149,12 +152,13 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes, gone), (23, 11, 0));
+    assert_eq!((version, indexes, gone), (24, 11, 0));
     // The payloads come last in the row (migration 23), so a list that reads neither never walks
     // their overflow pages to reach the columns it shows.
     let mut columns = conn.prepare("SELECT name FROM pragma_table_info('runs')").unwrap();
     let columns: Vec<String> = columns.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
     assert_eq!(columns[columns.len() - 2..], ["input", "output"], "{columns:?}");
+    assert!(!columns.iter().any(|c| c.ends_with("_requested")), "migration 24 replaced the flags: {columns:?}");
     // The store writes an inserted run's index rows itself; triggers keep them on delete and update.
     let mut triggers = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'run_inputs%' ORDER BY name")

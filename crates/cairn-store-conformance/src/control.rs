@@ -2,8 +2,8 @@
 
 use crate::support::*;
 
-/// Cancelling an idle run ends it at once; a held run is flagged for its worker, with the reason
-/// as its error until the worker ends it.
+/// Cancelling an idle run ends it at once; a held run keeps the request, with its reason, for its
+/// worker, and outranks a pause; the worker's finish clears it.
 pub async fn cancel_idle_and_held_runs(store: DynStore) {
     store.create_run(new_run("idle", "order", None, 1)).await.expect("create");
     let outcome = store
@@ -25,18 +25,26 @@ pub async fn cancel_idle_and_held_runs(store: DynStore) {
         .expect("cancel");
     assert_eq!(outcome, CancelOutcome::Requested);
     let row = store.get_run(&run.id).await.expect("get").expect("exists");
-    assert_eq!(
-        (row.status, row.cancel_requested, row.error.as_deref()),
-        (RunStatus::Running, true, Some("wrong customer"))
-    );
+    let cancel = Some(Request::Cancel { reason: "wrong customer".into() });
+    assert_eq!((row.status, &row.pending, row.error.as_deref()), (RunStatus::Running, &cancel, None));
+    assert_eq!(store.pause(control(&run.id, 11)).await.expect("pause"), PauseOutcome::Requested);
     let lease = beat(&store, &run).await;
-    assert_eq!(
-        lease,
-        vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: true, pause_requested: false }]
-    );
+    assert_eq!(lease, vec![LeaseStatus { run_id: run.id.clone(), held: true, pending: cancel.clone() }]);
     // If the holder suspends instead of finishing, the run wakes at once so it can be cancelled.
     suspend_sleeping(&store, &run, 99_999, 12).await;
     assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
+    let again = claim_one(&store, "order", 13).await;
+    assert_eq!(again.pending, cancel, "the claimer learns of the cancel and its reason");
+    let mut finish = progress(&again, vec![]);
+    finish.update = RunUpdate::Finish {
+        status: RunStatus::Cancelled,
+        output: None,
+        error: Some("wrong customer".into()),
+        at: t(14),
+    };
+    store.append(finish).await.expect("finish");
+    let row = store.get_run(&run.id).await.expect("get").expect("exists");
+    assert_eq!((row.status, row.pending, row.error.as_deref()), (RunStatus::Cancelled, None, Some("wrong customer")));
 }
 
 /// A parked run is paused with its error and is not claimed again.
@@ -97,28 +105,42 @@ pub async fn pause_and_resume_idle_runs(store: DynStore) {
     assert_eq!(store.get_run(&RunId::new("done")).await.expect("get").expect("exists").status, RunStatus::Cancelled);
 }
 
-/// A held run is flagged and its worker hears of it by heartbeat; suspending while flagged wakes
-/// it at once (so a worker parks it), and parking clears the flag.
+/// A held run keeps the pause, with its reason (the first one's, if paused again), and its worker
+/// hears of it by heartbeat; suspending while it waits wakes the run at once (so a worker parks
+/// it), and parking clears it; a park keeps a cancel that waits.
 pub async fn pause_held_runs_by_flag(store: DynStore) {
     store.create_run(new_run("held", "order", None, 1)).await.expect("create");
     let run = claim_one(&store, "order", 10).await;
     assert_eq!(store.pause(control(&run.id, 11)).await.expect("pause"), PauseOutcome::Requested);
+    let mut later = control(&run.id, 11);
+    later.reason = "later".into();
+    assert_eq!(store.pause(later).await.expect("pause again"), PauseOutcome::Requested);
+    let pause = Some(Request::Pause { reason: "operator".into() });
     let row = store.get_run(&run.id).await.expect("get").expect("exists");
-    assert_eq!((row.status, row.pause_requested), (RunStatus::Running, true));
+    assert_eq!((row.status, &row.pending, row.error.as_deref()), (RunStatus::Running, &pause, None));
     let lease = beat(&store, &run).await;
-    assert_eq!(
-        lease,
-        vec![LeaseStatus { run_id: run.id.clone(), held: true, cancel_requested: false, pause_requested: true }]
-    );
+    assert_eq!(lease, vec![LeaseStatus { run_id: run.id.clone(), held: true, pending: pause.clone() }]);
     suspend_sleeping(&store, &run, 99_999, 12).await;
     assert_eq!(store.get_run(&run.id).await.expect("get").expect("exists").wake_at, Some(t(12)));
     let again = claim_one(&store, "order", 13).await;
-    assert!(again.pause_requested, "the claimer learns of the pause");
+    assert_eq!(again.pending, pause, "the claimer learns of the pause");
     let mut park = progress(&again, vec![]);
-    park.update = RunUpdate::Park { error: "paused".into() };
+    park.update = RunUpdate::Park { error: "operator".into() };
     store.append(park).await.expect("park");
     let row = store.get_run(&run.id).await.expect("get").expect("exists");
-    assert_eq!((row.status, row.pause_requested), (RunStatus::Paused, false));
+    assert_eq!((row.status, row.pending, row.error.as_deref()), (RunStatus::Paused, None, Some("operator")));
+
+    store.create_run(new_run("doomed", "order", None, 2)).await.expect("create");
+    let doomed = claim_one(&store, "order", 20).await;
+    assert_eq!(store.cancel(control(&doomed.id, 21)).await.expect("cancel"), CancelOutcome::Requested);
+    let mut park = progress(&doomed, vec![]);
+    park.update = RunUpdate::Park { error: "[CAIRN-E0101] drift".into() };
+    store.append(park).await.expect("park");
+    let row = store.get_run(&doomed.id).await.expect("get").expect("exists");
+    let cancel = Some(Request::Cancel { reason: "operator".into() });
+    assert_eq!((row.status, &row.pending), (RunStatus::Paused, &cancel), "the cancel still waits");
+    store.resume(ResumeRequest { run_id: doomed.id.clone(), at: t(22) }).await.expect("resume");
+    assert_eq!(claim_one(&store, "order", 23).await.pending, cancel, "for the worker that claims it next");
 }
 
 /// A claim of a run whose lease expired counts a recovery; any append resets the count; a

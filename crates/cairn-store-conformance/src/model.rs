@@ -218,9 +218,7 @@ impl Model {
         (request.runs.iter())
             .map(|(id, epoch)| match self.runs.get_mut(id) {
                 Some(run) => lifecycle::heartbeat(run, &request.owner, *epoch, request.lease_until),
-                None => {
-                    LeaseStatus { run_id: id.clone(), held: false, cancel_requested: false, pause_requested: false }
-                }
+                None => LeaseStatus { run_id: id.clone(), held: false, pending: None },
             })
             .collect()
     }

@@ -38,10 +38,10 @@ pub use types::{
     Append, CancelOutcome, Cause, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, Debounce, ErrorKind,
     EventCursor, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, IdempotencyKey, LeaseStatus, NameError, NewRun, NewSignal, PageCursor, PauseOutcome,
-    PauseSchedule, PruneRequest, PutSchedule, Reason, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage,
-    RunRecord, RunStatus, RunUpdate, ScheduleName, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
-    StartSignal, StoreError, Subscription, SuspendReason, TakeRate, VersionCount, WorkerRecord, WorkflowCount,
-    WorkflowKey, WorkflowName,
+    PauseSchedule, PruneRequest, PutSchedule, Reason, Request, ResumeRequest, RunConcurrency, RunFilter, RunId,
+    RunPage, RunRecord, RunStatus, RunUpdate, ScheduleName, ScheduleRecord, ServedWorkflow, SetSubscriptions,
+    SignalRecord, StartSignal, StoreError, Subscription, SuspendReason, TakeRate, VersionCount, WorkerRecord,
+    WorkflowCount, WorkflowKey, WorkflowName,
 };
 
 pub mod metrics_names;

@@ -24,8 +24,8 @@
 //! ```
 
 use crate::types::{
-    CancelOutcome, ConcurrencyRule, LeaseStatus, NewRun, PauseOutcome, RunConcurrency, RunRecord, RunStatus, RunUpdate,
-    StoreError, SuspendReason,
+    CancelOutcome, ConcurrencyRule, LeaseStatus, NewRun, PauseOutcome, Request, RunConcurrency, RunRecord, RunStatus,
+    RunUpdate, StoreError, SuspendReason,
 };
 use cairn_journal::Timestamp;
 use cairn_journal::flow::WaitingFor;
@@ -168,8 +168,7 @@ pub fn apply(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
         RunUpdate::Suspend { reason, wake_at, now, .. } => {
             run.status = RunStatus::Suspended;
             run.suspend_reason = Some(reason);
-            let flagged = run.cancel_requested || run.pause_requested;
-            run.wake_at = if wake_now || flagged { Some(now) } else { wake_at };
+            run.wake_at = if wake_now || run.pending.is_some() { Some(now) } else { wake_at };
         }
         RunUpdate::Finish { status, output, error, at } => {
             (run.output, run.error) = (output, error);
@@ -177,7 +176,6 @@ pub fn apply(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
         }
         RunUpdate::Continue { successor, at } => {
             run.continued_as = Some(successor.id);
-            // A run that continued has no error, not even the reason of a cancel it ended before.
             run.error = None;
             end(run, RunStatus::Continued, at);
         }
@@ -185,15 +183,19 @@ pub fn apply(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
         RunUpdate::Park { error } => {
             run.status = RunStatus::Paused;
             run.error = Some(error);
-            run.pause_requested = false;
+            // A cancel that waited stays for the worker that claims the run once it is resumed.
+            if matches!(run.pending, Some(Request::Pause { .. })) {
+                run.pending = None;
+            }
         }
     }
 }
 
-/// Ends `run` with `status` at `at`: it leaves any queue, and is kept for its retention from
-/// then.
+/// Ends `run` with `status` at `at`: it leaves any queue, no request waits for it any more, and
+/// it is kept for its retention from then.
 pub fn end(run: &mut RunRecord, status: RunStatus, at: Timestamp) {
     run.status = status;
+    run.pending = None;
     run.waiting_for = None;
     run.completed_at = Some(at);
     run.delete_after = run.retention.map(|keep| at + keep);
@@ -208,18 +210,13 @@ pub fn close_debounce_window(run: &mut RunRecord, hold: bool) {
 }
 
 /// Worker `owner`, holding `run` at `epoch`, extends its lease to `lease_until`, and learns
-/// whether it still holds the run and whether a cancel or pause waits for it.
+/// whether it still holds the run and which cancel or pause waits for it.
 pub fn heartbeat(run: &mut RunRecord, owner: &str, epoch: u64, lease_until: Timestamp) -> LeaseStatus {
     let held = run.epoch == epoch && run.status == RunStatus::Running && run.lease_owner.as_deref() == Some(owner);
     if held {
         run.lease_expires_at = Some(lease_until);
     }
-    LeaseStatus {
-        run_id: run.id.clone(),
-        held,
-        cancel_requested: run.cancel_requested,
-        pause_requested: run.pause_requested,
-    }
+    LeaseStatus { run_id: run.id.clone(), held, pending: run.pending.clone() }
 }
 
 /// A signal sent at `sent_at` reaches `run`: a run waiting for signals wakes by then. Refused
@@ -232,10 +229,10 @@ pub fn signal(run: &mut RunRecord, sent_at: Timestamp) -> Result<(), StoreError>
     Ok(())
 }
 
-/// A cancel of `run` at `at` for `reason`. A run a live worker holds at `lease_now` is flagged,
-/// with `reason` as its error until that worker ends it, journaling the reason
-/// ([`CancelOutcome::Requested`]). Any other ends now
-/// ([`CancelOutcome::Cancelled`]): flagged, fenced (its epoch moves on), out of any queue, with
+/// A cancel of `run` at `at` for `reason`. A run a live worker holds at `lease_now` keeps the
+/// request ([`Request::Cancel`], in place of any pause or earlier cancel that waited) until that
+/// worker ends it, journaling the reason ([`CancelOutcome::Requested`]). Any other ends now
+/// ([`CancelOutcome::Cancelled`]): fenced (its epoch moves on), out of any queue, with
 /// one more journal entry (the store writes the `cancelled` event at the new `last_seq`). Its
 /// recoveries stay as they were: a cancel is not the run's progress. Refused for a run that
 /// has ended.
@@ -246,9 +243,8 @@ pub fn cancel(
     lease_now: Timestamp,
 ) -> Result<CancelOutcome, StoreError> {
     let next = decide(run, Operation::Cancel, lease_now)?;
-    run.cancel_requested = true;
     if next == Phase::Held {
-        run.error = Some(reason.to_owned());
+        run.pending = Some(Request::Cancel { reason: reason.to_owned() });
         return Ok(CancelOutcome::Requested);
     }
     run.epoch += 1;
@@ -260,8 +256,9 @@ pub fn cancel(
     Ok(CancelOutcome::Cancelled)
 }
 
-/// A pause of `run` at `at` for `reason`. A run a live worker holds at `lease_now` is flagged,
-/// and that worker parks it at its next step boundary ([`PauseOutcome::Requested`]). Any other
+/// A pause of `run` at `at` for `reason`. A run a live worker holds at `lease_now` keeps the
+/// request ([`Request::Pause`], unless a cancel or an earlier pause waits already), and that
+/// worker parks it at its next step boundary with `reason` as why ([`PauseOutcome::Requested`]). Any other
 /// is paused now: fenced, out of any queue, its slot given up; a debouncing run's window closes
 /// as its rule says (`hold`). Refused for a run that has ended; a paused run stays paused.
 pub fn pause(
@@ -277,7 +274,9 @@ pub fn pause(
         return Ok(PauseOutcome::Paused);
     }
     if next == Phase::Held {
-        run.pause_requested = true;
+        if run.pending.is_none() {
+            run.pending = Some(Request::Pause { reason: reason.to_owned() });
+        }
         return Ok(PauseOutcome::Requested);
     }
     close_debounce_window(run, hold);

@@ -4,9 +4,8 @@
 //! word with the runs it executes). They see the worker only through these traits, so they know
 //! nothing of the engine's internals; the engine implements them.
 
-use crate::error::Interrupt;
 use crate::run_core::{Ended, InputCheck};
-use cairn_store::{RunId, SignalRecord};
+use cairn_store::{Request, RunId, SignalRecord};
 use serde_json::value::RawValue;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -48,8 +47,8 @@ pub(crate) trait Attachment: Host {
     fn notify_watchers(&self, id: &RunId, ended: Option<Ended>);
     /// Whether the worker executes `id` now.
     fn runs_here(&self, id: &RunId) -> bool;
-    /// Interrupts `id` if the worker executes it.
-    fn interrupt(&self, id: &RunId, why: Interrupt);
+    /// Tells `id`, if the worker executes it, of a cancel or pause requested of it.
+    fn request(&self, id: &RunId, request: &Request);
     /// Hands `signal` to `id` if the worker executes it.
     fn deliver(&self, id: &RunId, signal: SignalRecord);
     /// Tells `id`, if the worker executes it, that a signal may have arrived.

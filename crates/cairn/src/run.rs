@@ -12,7 +12,7 @@ use crate::run_core::{
     Begun, Ended, Ending, Limits, Lineage, Mode, Outcome, Refused, RunCore, RunInfo, encode, successor,
 };
 use cairn_journal::{Event, LoopRecord, NonDeterminism, RunState, SignalId, StepKind, StepPath, Timestamp};
-use cairn_store::{RunId, RunStatus, RunUpdate, SignalRecord, Store, StoreError, SuspendReason};
+use cairn_store::{Request, RunId, RunStatus, RunUpdate, SignalRecord, Store, StoreError, SuspendReason};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -255,6 +255,12 @@ impl RunShared {
             self.stop.cancel();
         }
         self.changed.notify_one();
+    }
+
+    /// A cancel or pause requested of the run, with the reason it ends or is parked with.
+    pub(crate) fn request(&self, request: &Request) {
+        let why = self.lock().request(request);
+        self.interrupt(why);
     }
 
     /// Fires the step bodies' cancellation tokens of a run that is stopping at its next step
@@ -644,16 +650,8 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
         events = vec![Event::Failed { error: error.clone() }];
         update = RunUpdate::Finish { status: RunStatus::Failed, output: None, error: Some(error), at };
     }
-    if let RunUpdate::Finish { status: RunStatus::Cancelled, error, .. } = &mut update
-        && let Ok(Some(run)) = shared.store().get_run(&shared.id).await
-        && let Some(reason) = run.error.filter(|_| run.cancel_requested)
-    {
-        // The reason the canceller gave, kept as the run's error while it waited for this worker.
-        events = vec![Event::Cancelled { reason: reason.clone() }];
-        *error = Some(reason);
-    }
     let ended = Ended::of(&update);
-    let ending = crate::run_core::log_line(&update);
+    let ending = crate::run_core::log_line(&update, shared.interruption() == Some(Interrupt::Paused));
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
     // later one.
     let suspends = matches!(update, RunUpdate::Suspend { .. });

@@ -1,1 +1,1 @@
-UPDATE runs SET cancel_requested = true, error = $2 WHERE id = $1
+UPDATE runs SET request = 'cancel', request_reason = $2 WHERE id = $1

@@ -1,1 +1,1 @@
-UPDATE runs SET pause_requested = true WHERE id = $1
+UPDATE runs SET request = 'pause', request_reason = $2 WHERE id = $1 AND request IS NULL

@@ -12,11 +12,11 @@ pub(super) struct BeatConnection {
     statements: Statements,
 }
 
-/// The statements of a beat: the batch, one lease by itself, and a run's flags.
+/// The statements of a beat: the batch, one lease by itself, and a run's pending request.
 struct Statements {
     batch: Statement,
     one: Statement,
-    flags: Statement,
+    pending: Statement,
 }
 
 /// Where a store's heartbeat connection stands.
@@ -105,13 +105,13 @@ async fn open(config: &tokio_postgres::Config, sql: &Sql) -> Result<BeatConnecti
         }
     });
     // Prepared together, in one round trip.
-    let (batch, one, flags) = tokio::try_join!(
+    let (batch, one, pending) = tokio::try_join!(
         client.prepare(&sql.heartbeat_batch),
         client.prepare(&sql.heartbeat),
-        client.prepare(&sql.flags)
+        client.prepare(&sql.pending)
     )
     .map_err(backend)?;
-    Ok(BeatConnection { client, statements: Statements { batch, one, flags } })
+    Ok(BeatConnection { client, statements: Statements { batch, one, pending } })
 }
 
 /// Renews the leases of `request`, on the heartbeat connection in `slot` when it is open and on
@@ -125,13 +125,13 @@ pub(super) async fn heartbeat(
 ) -> Result<Vec<LeaseStatus>, StoreError> {
     let Some(beats) = slot.ready(config, sql) else {
         let client = pool.get().await.map_err(backend)?;
-        let (batch, one, flags) = tokio::try_join!(
+        let (batch, one, pending) = tokio::try_join!(
             client.prepare_cached(&sql.heartbeat_batch),
             client.prepare_cached(&sql.heartbeat),
-            client.prepare_cached(&sql.flags)
+            client.prepare_cached(&sql.pending)
         )
         .map_err(backend)?;
-        return beat(&client, &Statements { batch, one, flags }, request).await;
+        return beat(&client, &Statements { batch, one, pending }, request).await;
     };
     let mut closes = Closes { slot, beats: &beats, answered: false };
     let statuses = beat(&beats.client, &beats.statements, request).await;
@@ -151,9 +151,8 @@ async fn beat(
     let mut answered = HashMap::with_capacity(rows.len());
     for row in &rows {
         let id: String = row.try_get(0).map_err(backend)?;
-        let flags =
-            (row.try_get(1).map_err(backend)?, row.try_get(2).map_err(backend)?, row.try_get(3).map_err(backend)?);
-        answered.insert(id, flags);
+        let pending = Request::from_parts(row.try_get(2).map_err(backend)?, row.try_get(3).map_err(backend)?)?;
+        answered.insert(id, (row.try_get(1).map_err(backend)?, pending));
     }
     // The rows the batch skipped (another transaction held them: an append of this worker's, as
     // a rule) are renewed one statement each, sent together: each waits for its own row only, so
@@ -169,29 +168,30 @@ async fn beat(
     }
     let mut out = Vec::with_capacity(request.runs.len());
     for (run_id, _) in &request.runs {
-        let (held, cancel_requested, pause_requested) = answered.get(run_id.as_str()).copied().unwrap_or_default();
-        out.push(LeaseStatus { run_id: run_id.clone(), held, cancel_requested, pause_requested });
+        let (held, pending) = answered.remove(run_id.as_str()).unwrap_or_default();
+        out.push(LeaseStatus { run_id: run_id.clone(), held, pending });
     }
     Ok(out)
 }
 
 /// One lease extended by itself (waiting for its row, which the batch skipped because another
-/// transaction held it): whether it is held, and whether a cancellation and a pause were
-/// requested.
+/// transaction held it): whether it is held, and which cancel or pause waits for it.
 async fn beat_one(
     client: &Client,
     statements: &Statements,
     run_id: &RunId,
     epoch: u64,
     request: &HeartbeatRequest,
-) -> Result<(bool, bool, bool), StoreError> {
+) -> Result<(bool, Option<Request>), StoreError> {
     let params: [&(dyn ToSql + Sync); 4] =
         [&request.lease_until.as_millis(), &run_id.as_str(), &(epoch as i64), &request.owner];
     if let Some(row) = client.query_opt(&statements.one, &params).await.map_err(backend)? {
-        return Ok((true, row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?));
+        return Ok((true, Request::from_parts(row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?)?));
     }
-    match client.query_opt(&statements.flags, &[&run_id.as_str()]).await.map_err(backend)? {
-        Some(row) => Ok((false, row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?)),
-        None => Ok((false, false, false)),
+    match client.query_opt(&statements.pending, &[&run_id.as_str()]).await.map_err(backend)? {
+        Some(row) => {
+            Ok((false, Request::from_parts(row.try_get(0).map_err(backend)?, row.try_get(1).map_err(backend)?)?))
+        }
+        None => Ok((false, None)),
     }
 }

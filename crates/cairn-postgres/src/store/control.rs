@@ -83,7 +83,7 @@ impl PostgresStore {
         let live = run.is_held_at(request.lease_now);
         let outcome = if live {
             let statement = tx.prepare_cached(&sql.request_pause).await.map_err(backend)?;
-            tx.execute(&statement, &[&request.run_id.as_str()]).await.map_err(backend)?;
+            tx.execute(&statement, &[&request.run_id.as_str(), &request.reason]).await.map_err(backend)?;
             PauseOutcome::Requested
         } else {
             let statement = tx.prepare_cached(&sql.pause_now).await.map_err(backend)?;

@@ -481,7 +481,7 @@ mod tests {
         assert!(!beat.is_finished(), "the held run cannot have been extended yet");
         other.batch_execute("COMMIT").await.unwrap();
         let statuses = beat.await.unwrap().unwrap();
-        assert!(statuses.iter().all(|s| s.held && !s.cancel_requested), "{statuses:?}");
+        assert!(statuses.iter().all(|s| s.held && s.pending.is_none()), "{statuses:?}");
         assert_eq!(lease("held").await, Some(2_000_000));
     }
 

@@ -5,9 +5,9 @@ pub(crate) use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Tim
 pub(crate) use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
     EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome,
-    PauseSchedule, PruneRequest, PutSchedule, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage, RunRecord,
-    RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal, Store,
-    StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord,
+    PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage,
+    RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal,
+    Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord,
     WorkflowCount, WorkflowKey,
 };
 pub(crate) use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};

@@ -61,8 +61,7 @@ pub(super) fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         lease_expires_at: get_ts(14)?,
         epoch: row.try_get::<_, i64>(15).map_err(backend)? as u64,
         last_seq: row.try_get::<_, i64>(16).map_err(backend)? as u64,
-        cancel_requested: row.try_get(17).map_err(backend)?,
-        pause_requested: row.try_get(18).map_err(backend)?,
+        pending: Request::from_parts(row.try_get(17).map_err(backend)?, row.try_get(18).map_err(backend)?)?,
         recoveries: u32::try_from(row.try_get::<_, i32>(19).map_err(backend)?).unwrap_or(0),
         deadline: get_ts(20)?,
         retention: row

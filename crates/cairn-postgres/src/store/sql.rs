@@ -34,8 +34,8 @@ pub(super) fn flow_key_sql(input: &str) -> String {
 }
 
 pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
-     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, cancel_requested, \
-     pause_requested, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
+     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, request, \
+     request_reason, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
      continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
 
 pub(super) const SCHEDULE_COLUMNS: &str =
@@ -126,7 +126,7 @@ pub(super) struct Statements {
     pub(super) recheck_signals: String,
     pub(super) heartbeat: String,
     pub(super) heartbeat_batch: String,
-    pub(super) flags: String,
+    pub(super) pending: String,
     pub(super) request_cancel: String,
     pub(super) request_pause: String,
     pub(super) pause_now: String,
@@ -357,12 +357,14 @@ impl Statements {
             // transaction holds (an append round under way) are skipped and beaten one by one
             // afterwards, so this never waits while holding other rows (no deadlock with rounds).
             heartbeat_batch: include_str!("../../sql/statements/heartbeat_batch.sql").to_owned(),
-            flags: include_str!("../../sql/statements/flags.sql").to_owned(),
+            pending: include_str!("../../sql/statements/pending.sql").to_owned(),
             request_cancel: include_str!("../../sql/statements/request_cancel.sql").to_owned(),
             request_pause: include_str!("../../sql/statements/request_pause.sql").to_owned(),
             pause_now: format!(
                 "UPDATE runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
-                     pause_requested = false, suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
+                     request = CASE request WHEN 'pause' THEN NULL ELSE request END,
+                     request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END,
+                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
                      lease_expires_at = NULL, waiting_for = NULL, {}
                  WHERE id = $1",
                 HOLD_AFTER_DEBOUNCE
@@ -455,7 +457,9 @@ impl Statements {
                          delete_after = CASE WHEN i.finish THEN i.completed_at + r.retention_ms ELSE r.delete_after END,
                          wake_at = CASE WHEN i.finish THEN NULL ELSE r.wake_at END,
                          lease_owner = CASE WHEN i.finish THEN NULL ELSE r.lease_owner END,
-                         lease_expires_at = CASE WHEN i.finish THEN NULL ELSE r.lease_expires_at END
+                         lease_expires_at = CASE WHEN i.finish THEN NULL ELSE r.lease_expires_at END,
+                         request = CASE WHEN i.finish THEN NULL ELSE r.request END,
+                         request_reason = CASE WHEN i.finish THEN NULL ELSE r.request_reason END
                      FROM input i
                      WHERE r.id = i.id AND r.epoch = i.epoch AND r.last_seq = i.after_seq AND r.status = 'running'
                      RETURNING r.id),
@@ -465,19 +469,21 @@ impl Statements {
             ),
             progress: append(""),
             suspend: append(", status = 'suspended', suspend_reason = $12, lease_owner = NULL, lease_expires_at = NULL,
-                 wake_at = CASE WHEN cancel_requested OR pause_requested OR ($13::bigint IS NOT NULL AND EXISTS (
+                 wake_at = CASE WHEN request IS NOT NULL OR ($13::bigint IS NOT NULL AND EXISTS (
                          SELECT 1 FROM signals g WHERE g.run_id = runs.id AND g.consumed_seq IS NULL AND g.id > $13))
                      THEN $14 ELSE $15::bigint END"),
             finish: append(
                 ", status = $12, suspend_reason = NULL, output = $13, error = $14, completed_at = $15, wake_at = NULL,
-                 lease_owner = NULL, lease_expires_at = NULL, delete_after = $15 + retention_ms",
+                 lease_owner = NULL, lease_expires_at = NULL, delete_after = $15 + retention_ms, request = NULL,
+                 request_reason = NULL",
             ),
             release: append(
                 ", status = 'pending', suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL",
             ),
             park: append(
                 ", status = 'paused', suspend_reason = NULL, error = $12, wake_at = NULL, lease_owner = NULL,
-                 lease_expires_at = NULL, pause_requested = false",
+                 lease_expires_at = NULL, request = CASE request WHEN 'pause' THEN NULL ELSE request END,
+                 request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END",
             ),
         }
     }

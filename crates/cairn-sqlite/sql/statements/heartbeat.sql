@@ -1,3 +1,3 @@
 UPDATE runs SET lease_expires_at = ?1
     WHERE id = ?2 AND epoch = ?3 AND lease_owner = ?4 AND status = 'running'
-    RETURNING cancel_requested, pause_requested
+    RETURNING request, request_reason

@@ -108,7 +108,7 @@ fn suspend_holds_until_wake_at_or_wakes_at_once_when_flagged() {
     apply(&mut woken, suspend(SuspendReason::Waiting, None), true);
     assert_eq!(woken.wake_at, Some(t(20)), "a buffered signal wakes it at once");
     let mut flagged = running();
-    flagged.pause_requested = true;
+    flagged.pending = Some(Request::Pause { reason: "op".into() });
     apply(&mut flagged, suspend(SuspendReason::Sleeping, Some(500)), false);
     assert_eq!(flagged.wake_at, Some(t(20)), "a requested pause wakes it at once");
 }
@@ -139,22 +139,26 @@ fn finish_and_continue_end_the_run_with_its_retention() {
 }
 
 #[test]
-fn park_pauses_with_the_error_and_clears_a_pause_request() {
+fn park_pauses_with_the_error_and_clears_a_pause_request_but_not_a_cancel() {
     let mut run = running();
-    run.pause_requested = true;
+    run.pending = Some(Request::Pause { reason: "op".into() });
     apply(&mut run, RunUpdate::Park { error: "nondeterminism".into() }, false);
-    assert_eq!(
-        (run.status, run.error.as_deref(), run.pause_requested),
-        (RunStatus::Paused, Some("nondeterminism"), false)
-    );
+    assert_eq!((run.status, run.error.as_deref(), run.pending), (RunStatus::Paused, Some("nondeterminism"), None));
+    let mut cancelled = running();
+    let cancel = Some(Request::Cancel { reason: "wrong customer".into() });
+    cancelled.pending = cancel.clone();
+    apply(&mut cancelled, RunUpdate::Park { error: "nondeterminism".into() }, false);
+    assert_eq!(cancelled.pending, cancel, "the cancel waits for the worker that claims it once resumed");
+    resume(&mut cancelled, t(30)).unwrap();
+    assert_eq!(cancelled.pending, cancel);
 }
 
 #[test]
 fn heartbeat_extends_only_the_current_holders_lease() {
     let mut run = running();
-    run.cancel_requested = true;
+    run.pending = Some(Request::Cancel { reason: "op".into() });
     let status = heartbeat(&mut run, "w1", 1, t(2_000));
-    assert!(status.held && status.cancel_requested && !status.pause_requested);
+    assert!(status.held && status.pending == run.pending);
     assert_eq!(run.lease_expires_at, Some(t(2_000)));
     assert!(!heartbeat(&mut run, "w1", 0, t(3_000)).held, "a stale epoch");
     assert!(!heartbeat(&mut run, "w2", 1, t(3_000)).held, "another owner");
@@ -182,7 +186,14 @@ fn a_signal_wakes_a_waiting_run_and_is_refused_once_it_ended() {
 fn cancel_waits_for_a_live_holder_and_ends_anyone_elses_run() {
     let mut held = running();
     assert_eq!(cancel(&mut held, "op", t(500), t(500)).unwrap(), CancelOutcome::Requested);
-    assert_eq!((held.cancel_requested, held.epoch, held.status), (true, 1, RunStatus::Running));
+    assert_eq!((held.epoch, held.status, held.error.as_deref()), (1, RunStatus::Running, None));
+    assert_eq!(held.pending, Some(Request::Cancel { reason: "op".into() }));
+    assert_eq!(pause(&mut held, "later", t(501), t(501), false).unwrap(), PauseOutcome::Requested);
+    assert_eq!(held.pending, Some(Request::Cancel { reason: "op".into() }), "a cancel outranks a pause");
+    cancel(&mut held, "again", t(502), t(502)).unwrap();
+    assert_eq!(held.pending, Some(Request::Cancel { reason: "again".into() }), "the newest cancel's reason");
+    end(&mut held, RunStatus::Cancelled, t(503));
+    assert_eq!(held.pending, None, "nothing waits for an ended run");
     let mut lapsed = running();
     lapsed.recoveries = 2;
     lapsed.retention = Some(Duration::from_millis(10));
@@ -196,14 +207,16 @@ fn cancel_waits_for_a_live_holder_and_ends_anyone_elses_run() {
     let mut ended = running();
     end(&mut ended, RunStatus::Completed, t(5));
     assert!(matches!(cancel(&mut ended, "op", t(6), t(6)), Err(StoreError::RunFinished { .. })));
-    assert!(!ended.cancel_requested);
+    assert_eq!(ended.pending, None);
 }
 
 #[test]
 fn pause_parks_an_unheld_run_and_resume_queues_it_again() {
     let mut held = running();
     assert_eq!(pause(&mut held, "op", t(30), t(30), false).unwrap(), PauseOutcome::Requested);
-    assert!(held.pause_requested && held.status == RunStatus::Running);
+    assert_eq!((&held.pending, held.status), (&Some(Request::Pause { reason: "op".into() }), RunStatus::Running));
+    pause(&mut held, "again", t(31), t(31), false).unwrap();
+    assert_eq!(held.pending, Some(Request::Pause { reason: "op".into() }), "the first pause's reason stands");
     let mut run = create(&new_run("r"), Some(&rule(false)), 0);
     admit(&mut run);
     assert_eq!(pause(&mut run, "op", t(30), t(30), false).unwrap(), PauseOutcome::Paused);

@@ -208,12 +208,7 @@ impl Store for MemoryStore {
             .map(|(id, epoch)| {
                 let status =
                     inner.modify(id, |run| lifecycle::heartbeat(run, &request.owner, *epoch, request.lease_until));
-                status.unwrap_or(LeaseStatus {
-                    run_id: id.clone(),
-                    held: false,
-                    cancel_requested: false,
-                    pause_requested: false,
-                })
+                status.unwrap_or(LeaseStatus { run_id: id.clone(), held: false, pending: None })
             })
             .collect();
         Box::pin(async move { Ok(statuses) })

@@ -16,7 +16,8 @@ pub use flow::{ConcurrencyRule, RunConcurrency, TakeRate};
 pub use lists::{PageCursor, RunFilter, RunPage, VersionCount, WorkflowCount};
 pub use names::{EventId, EventName, IdempotencyKey, NameError, Reason, ScheduleName, WorkflowName};
 pub use run::{
-    Cause, CreatedRun, Debounce, ErrorKind, NewRun, RunId, RunRecord, RunStatus, StoreError, SuspendReason, WorkflowKey,
+    Cause, CreatedRun, Debounce, ErrorKind, NewRun, Request, RunId, RunRecord, RunStatus, StoreError, SuspendReason,
+    WorkflowKey,
 };
 pub use schedules::{FireSchedule, PauseSchedule, PutSchedule, ScheduleRecord};
 pub use workers::{ForgetWorkers, ServedWorkflow, SetSubscriptions, Subscription, WorkerRecord};

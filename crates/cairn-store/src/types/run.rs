@@ -203,6 +203,66 @@ impl SuspendReason {
     }
 }
 
+/// A control request that waits for the worker holding a run: the worker cancels the run, or
+/// parks it at its next step boundary, for the reason given. A cancel outranks a pause.
+///
+/// ```
+/// use cairn_store::Request;
+/// let cancel = Request::Cancel { reason: "wrong customer".into() };
+/// assert_eq!((cancel.kind(), cancel.reason()), ("cancel", "wrong customer"));
+/// assert_eq!(Request::from_parts(Some("pause"), Some("deploy freeze".into())).unwrap(),
+///     Some(Request::Pause { reason: "deploy freeze".into() }));
+/// assert_eq!(Request::from_parts(None, None).unwrap(), None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum Request {
+    /// Cancel the run: it ends `cancelled`, with `reason` as its error.
+    Cancel {
+        /// Why: journaled in its `cancelled` event.
+        reason: String,
+    },
+    /// Pause the run: it is parked at its next step boundary, with `reason` as why.
+    Pause {
+        /// Why: the paused run's error.
+        reason: String,
+    },
+}
+
+impl Request {
+    /// `cancel` or `pause`, as SQL stores keep it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Cancel { .. } => "cancel",
+            Request::Pause { .. } => "pause",
+        }
+    }
+
+    /// The reason given for it.
+    pub fn reason(&self) -> &str {
+        match self {
+            Request::Cancel { reason } | Request::Pause { reason } => reason,
+        }
+    }
+
+    /// Whether it is a cancel.
+    pub fn is_cancel(&self) -> bool {
+        matches!(self, Request::Cancel { .. })
+    }
+
+    /// Reads a request back from a store's `kind` and `reason` columns: none when `kind` is
+    /// null; an unknown kind means the store is corrupt.
+    pub fn from_parts(kind: Option<&str>, reason: Option<String>) -> Result<Option<Request>, StoreError> {
+        let reason = reason.unwrap_or_default();
+        match kind {
+            None => Ok(None),
+            Some("cancel") => Ok(Some(Request::Cancel { reason })),
+            Some("pause") => Ok(Some(Request::Pause { reason })),
+            Some(other) => Err(StoreError::Corrupt(format!("unknown control request {other:?}"))),
+        }
+    }
+}
+
 /// A run's summary row: everything listing needs, kept in step with the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -240,11 +300,10 @@ pub struct RunRecord {
     pub epoch: u64,
     /// The journal's last sequence number.
     pub last_seq: u64,
-    /// A cancellation waits for the lease holder.
-    pub cancel_requested: bool,
-    /// A pause waits for the lease holder (it parks the run at its next step boundary).
+    /// A cancel or pause that waits for the worker holding the run, with its reason (`None`
+    /// once the run has ended, and whenever nothing waits).
     #[serde(default)]
-    pub pause_requested: bool,
+    pub pending: Option<Request>,
     /// How many times in a row the run was reclaimed from an expired lease (its worker died or
     /// stalled) without committing anything since: the engine parks it as poison past a limit.
     #[serde(default)]
@@ -328,8 +387,7 @@ impl RunRecord {
             lease_expires_at: None,
             epoch: 0,
             last_seq: run.last_seq(),
-            cancel_requested: false,
-            pause_requested: false,
+            pending: None,
             recoveries: 0,
             deadline: run.deadline,
             retention: run.retention,

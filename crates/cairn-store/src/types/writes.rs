@@ -227,8 +227,6 @@ pub struct LeaseStatus {
     pub run_id: RunId,
     /// Whether the worker still holds it.
     pub held: bool,
-    /// Whether cancellation was requested.
-    pub cancel_requested: bool,
-    /// Whether a pause was requested.
-    pub pause_requested: bool,
+    /// A cancel or pause that waits for the worker, with its reason.
+    pub pending: Option<Request>,
 }

@@ -12,7 +12,7 @@ use cairn_api::views::{
     WorkflowView, Workflows,
 };
 use cairn_journal::{JournalEntry, Timestamp};
-use cairn_store::{CancelOutcome, PauseOutcome, RunId, RunRecord, SignalRecord};
+use cairn_store::{CancelOutcome, PauseOutcome, Request, RunId, RunRecord, SignalRecord};
 use serde_json::Value;
 
 /// A time as RFC 3339 in UTC with milliseconds (`2026-11-23T10:00:00.000Z`). RFC 3339 ends with
@@ -92,6 +92,7 @@ pub fn input_filter<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
 
 /// A run's summary.
 pub fn run_view(run: &RunRecord) -> RunView {
+    let cancel = run.pending.as_ref().filter(|request| request.is_cancel());
     RunView {
         id: run.id.to_string(),
         workflow: run.workflow.clone(),
@@ -103,11 +104,12 @@ pub fn run_view(run: &RunRecord) -> RunView {
         completed_at: run.completed_at.map(time),
         wake_at: run.wake_at.map(time),
         idempotency_key: run.idempotency_key.clone(),
-        error: run.error.clone(),
+        // While a cancel waits for its worker, the reason given for it.
+        error: run.error.clone().or_else(|| cancel.map(|c| c.reason().to_owned())),
         steps: run.last_seq,
         recoveries: run.recoveries,
-        pause_requested: run.pause_requested,
-        cancel_requested: run.cancel_requested,
+        pause_requested: matches!(run.pending, Some(Request::Pause { .. })),
+        cancel_requested: cancel.is_some(),
         deadline: run.deadline.map(time),
         delete_after: run.delete_after.map(time),
         restarted_from: run.restarted_from.as_ref().map(RunId::to_string),

@@ -9,8 +9,8 @@ use crate::op_error::{ControlError, RestartError, SignalError};
 use crate::run_core::{CANCELLED_BY_REQUEST, CHILD_ENDED, PAUSED_BY_REQUEST, Queue, awaited, first_of_chain};
 use cairn_journal::{SignalId, StepPath};
 use cairn_store::{
-    CancelOutcome, ControlRequest, NewRun, NewSignal, PauseOutcome, PruneRequest, Reason, ResumeRequest, RunFilter,
-    RunId, RunRecord, SignalRecord,
+    CancelOutcome, ControlRequest, NewRun, NewSignal, PauseOutcome, PruneRequest, Reason, Request, ResumeRequest,
+    RunFilter, RunId, RunRecord, SignalRecord,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -127,7 +127,7 @@ impl Client {
         if let Some(local) = &self.local {
             match outcome {
                 CancelOutcome::Requested => {
-                    local.interrupt(id, crate::error::Interrupt::Cancelled);
+                    local.request(id, &Request::Cancel { reason: reason.to_owned() });
                 }
                 CancelOutcome::Cancelled => local.notify_watchers(id, None),
             }
@@ -276,7 +276,7 @@ impl Client {
         if let Some(local) = &self.local {
             match outcome {
                 PauseOutcome::Requested => {
-                    local.interrupt(id, crate::error::Interrupt::Paused);
+                    local.request(id, &Request::Pause { reason: PAUSED_BY_REQUEST.to_owned() });
                 }
                 PauseOutcome::Paused => local.notify_watchers(id, None),
             }

@@ -96,7 +96,7 @@ impl Engine {
         }
         let loading: Vec<(RunId, (u64, u64))> = lock(&self.local.loading).drain().collect();
         for (run_id, (epoch, after_seq)) in loading {
-            settle(&self.local, &run_id, epoch, after_seq, RunUpdate::Release).await;
+            settle(&self.local, &run_id, epoch, after_seq, RunUpdate::Release, false).await;
             self.local.notify_watchers(&run_id, None);
         }
     }

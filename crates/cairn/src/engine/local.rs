@@ -5,12 +5,11 @@ use super::config::Config;
 use crate::attach::{Attachment, Host};
 use crate::client::Client;
 use crate::clock::{Clock, wall_now};
-use crate::error::Interrupt;
 use crate::registry::Registry;
 use crate::run::{RunSetup, RunShared};
 use crate::run_core::{Ended, InputCheck, Limits};
 use cairn_journal::FastMap;
-use cairn_store::{ClaimRequest, RunId, SignalRecord, Store, Timestamp, WorkerRecord};
+use cairn_store::{ClaimRequest, Request, RunId, SignalRecord, Store, Timestamp, WorkerRecord};
 use serde_json::value::RawValue;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -265,9 +264,9 @@ impl Attachment for Local {
         self.active(id).is_some()
     }
 
-    fn interrupt(&self, id: &RunId, why: Interrupt) {
+    fn request(&self, id: &RunId, request: &Request) {
         if let Some(run) = self.active(id) {
-            run.interrupt(why);
+            run.request(request);
         }
     }
 

@@ -304,10 +304,8 @@ async fn beat(local: &Local, warned: &mut Option<tokio::time::Instant>) {
         let Some(run) = local.active(&status.run_id).filter(|run| of_sent(&run.id, run.epoch)) else { continue };
         if !status.held {
             run.interrupt(Interrupt::LeaseLost);
-        } else if status.cancel_requested {
-            run.interrupt(Interrupt::Cancelled);
-        } else if status.pause_requested {
-            run.interrupt(Interrupt::Paused);
+        } else if let Some(request) = &status.pending {
+            run.request(request);
         }
     }
 }

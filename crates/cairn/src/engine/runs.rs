@@ -7,7 +7,7 @@ use crate::error::Interrupt;
 use crate::run::{BodyFuture, RunShared, drive};
 use crate::run_core::{Admission, Ended, Lineage, admission, first_of_chain, log_line};
 use cairn_journal::JournalEntry;
-use cairn_store::{Append, RunId, RunRecord, RunUpdate};
+use cairn_store::{Append, Request, RunId, RunRecord, RunUpdate};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::task::JoinSet;
@@ -33,8 +33,15 @@ pub(crate) fn spawn_run(local: &Arc<Local>, tasks: &mut JoinSet<()>, run: RunRec
 
 /// Records a row change (no events) for a claimed run that does not execute here: it is parked
 /// or handed back before its body starts, or its task was stopped. `after_seq` is where its
-/// journal ends.
-pub(crate) async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq: u64, update: RunUpdate) {
+/// journal ends. A park a requested pause made is no fault (`requested`): it is not logged as one.
+pub(crate) async fn settle(
+    local: &Local,
+    run_id: &RunId,
+    epoch: u64,
+    after_seq: u64,
+    update: RunUpdate,
+    requested: bool,
+) {
     let append = Append {
         run_id: run_id.clone(),
         epoch,
@@ -45,7 +52,7 @@ pub(crate) async fn settle(local: &Local, run_id: &RunId, epoch: u64, after_seq:
         consume_signal: None,
         batched: false,
     };
-    let ending = log_line(&append.update);
+    let ending = log_line(&append.update, requested);
     match local.store.append(append).await {
         Ok(()) => ending.log(run_id, None),
         Err(error) => tracing::warn!("run {run_id}: cannot record that it stopped here: {error}"),
@@ -73,10 +80,12 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
         );
         crate::telemetry::run_recovered(&run.workflow);
     }
-    let mode = match admission(&run, local.config.max_recoveries) {
-        Admission::Execute(mode) => mode,
-        Admission::Park(error) => {
-            settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error: error.clone() }).await;
+    let admitted = admission(&run, local.config.max_recoveries);
+    let mode = match &admitted {
+        Admission::Execute(mode) => *mode,
+        Admission::Pause(error) | Admission::Park(error) => {
+            let (requested, error) = (matches!(admitted, Admission::Pause(_)), error.clone());
+            settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error: error.clone() }, requested).await;
             return Err(Some(Ended { status: cairn_store::RunStatus::Paused, output: None, error: Some(error) }));
         }
     };
@@ -93,7 +102,7 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
         }
     };
     if local.draining.is_cancelled() {
-        settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Release).await;
+        settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Release, false).await;
         return Err(None);
     }
     let registered = local.registry.get(&run.workflow, run.version).cloned().ok_or(None)?;
@@ -101,7 +110,7 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
         Ok(state) => state,
         Err(error) => {
             let error = format!("[CAIRN-E0106] the journal does not fold: {error}");
-            settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error }).await;
+            settle(local, &run.id, run.epoch, run.last_seq, RunUpdate::Park { error }, false).await;
             return Err(None);
         }
     };
@@ -111,9 +120,9 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
         Arc::new(RunShared::new(run.id.clone(), Lineage::of(&run), run.epoch, run_setup(local, &state), state, mode));
     lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
     lock(&local.loading).remove(&run.id);
-    if run.cancel_requested {
+    if let Some(cancel @ Request::Cancel { .. }) = &run.pending {
         // Cancelled while another worker held it, which then went away: finish the cancel.
-        shared.interrupt(Interrupt::Cancelled);
+        shared.request(cancel);
     }
     if local.draining.is_cancelled() {
         shared.interrupt(Interrupt::ShuttingDown);

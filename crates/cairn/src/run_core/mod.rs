@@ -45,7 +45,7 @@ use cairn_journal::{
     CursorError, Event, LoopRecord, NonDeterminism, ReplayCursor, Replayed, RunState, SignalId, StepKind, StepPath,
     StepRecord, Timestamp,
 };
-use cairn_store::{Append, RunId, RunStatus, RunUpdate, SignalRecord, SuspendReason};
+use cairn_store::{Append, Request, RunId, RunStatus, RunUpdate, SignalRecord, SuspendReason};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -216,15 +216,17 @@ pub enum Admission {
     /// Execute it, in this mode (poisoned when its workers died `max_recoveries` times in a row
     /// without committing anything: its first new step parks it instead of running).
     Execute(Mode),
-    /// Park it with this error without running anything: a pause was requested while its
-    /// worker was gone, or a poisoned run's last replay crashed its worker before it reached a
-    /// new step.
+    /// Pause it for this reason without running anything: a pause was requested while its
+    /// worker was gone.
+    Pause(String),
+    /// Park it with this error without running anything: a poisoned run's last replay crashed
+    /// its worker before it reached a new step.
     Park(String),
 }
 
 /// What a worker does with `run`, just claimed, when a run may be recovered `max_recoveries`
 /// times in a row before it is poison. A cancel requested while another worker held it is
-/// finished once the run is loaded ([`RunRecord::cancel_requested`](cairn_store::RunRecord)).
+/// finished once the run is loaded ([`RunRecord::pending`](cairn_store::RunRecord)).
 ///
 /// ```
 /// use cairn::run_core::{Admission, Mode, admission};
@@ -238,8 +240,8 @@ pub enum Admission {
 /// assert!(matches!(admission(&run, 3), Admission::Park(error) if error.contains("CAIRN-E0109")));
 /// ```
 pub fn admission(run: &cairn_store::RunRecord, max_recoveries: u32) -> Admission {
-    if run.pause_requested {
-        return Admission::Park(PAUSED_BY_REQUEST.to_owned());
+    if let Some(Request::Pause { reason }) = &run.pending {
+        return Admission::Pause(reason.clone());
     }
     if run.recoveries > max_recoveries.saturating_add(1) {
         let poisoned = Interrupt::Poisoned { path: None, recoveries: run.recoveries };
@@ -272,6 +274,9 @@ pub struct RunCore {
     suspensions: HashMap<u64, Suspension>,
     next_suspension: u64,
     interrupt: Option<Interrupt>,
+    /// The reason a requested cancel or pause gave ([`RunCore::request`]): the cancelled run's
+    /// error, or why it is paused.
+    reason: Option<Box<str>>,
     /// The body was refused a verb because of the interrupt: whatever it returned afterwards
     /// is not its own outcome.
     refused: bool,
@@ -303,6 +308,7 @@ impl RunCore {
             suspensions: HashMap::new(),
             next_suspension: 0,
             interrupt: None,
+            reason: None,
             refused: false,
             vars: BTreeMap::new(),
             deferred: Vec::new(),
@@ -344,6 +350,37 @@ impl RunCore {
             self.interrupt = Some(why);
         }
         at_boundary
+    }
+
+    /// A cancel or pause requested of the run: the interrupt it makes, to be given to
+    /// [`interrupt`](Self::interrupt), with its reason kept for the run's ending when that
+    /// interrupt is the one that stands (a cancel outranks a pause; a first cancel's reason gives
+    /// way to a later cancel's).
+    pub fn request(&mut self, request: &Request) -> Interrupt {
+        let why = Self::interrupt_of(request);
+        let stands = match &self.interrupt {
+            None => true,
+            Some(current) => *current == why || (current.lets_steps_finish() && !why.lets_steps_finish()),
+        };
+        if stands {
+            self.reason = Some(request.reason().into());
+        }
+        why
+    }
+
+    /// The interrupt a requested cancel or pause makes.
+    ///
+    /// ```
+    /// use cairn::run_core::RunCore;
+    /// use cairn::{Interrupt, store::Request};
+    /// let why = Request::Pause { reason: "deploy freeze".into() };
+    /// assert_eq!(RunCore::interrupt_of(&why), Interrupt::Paused);
+    /// ```
+    pub fn interrupt_of(request: &Request) -> Interrupt {
+        match request {
+            Request::Cancel { .. } => Interrupt::Cancelled,
+            Request::Pause { .. } => Interrupt::Paused,
+        }
     }
 
     /// What run `id` (whose place among runs `lineage` describes) knows of itself.
@@ -654,7 +691,7 @@ impl RunCore {
         };
         match (interrupt, outcome) {
             (Some(Interrupt::Cancelled), _) => {
-                let reason = CANCELLED_BY_REQUEST.to_owned();
+                let reason = self.reason.as_deref().unwrap_or(CANCELLED_BY_REQUEST).to_owned();
                 Some(Ending::Record(
                     vec![Event::Cancelled { reason: reason.clone() }],
                     finish(RunStatus::Cancelled, None, Some(reason)),
@@ -662,7 +699,7 @@ impl RunCore {
             }
             (Some(Interrupt::TimedOut), _) => Some(failed(Interrupt::TimedOut.to_string())),
             (Some(why @ (Interrupt::NonDeterminism(_) | Interrupt::Poisoned { .. })), _) => Some(park(why.to_string())),
-            (Some(Interrupt::Paused), _) => Some(park(PAUSED_BY_REQUEST.to_owned())),
+            (Some(Interrupt::Paused), _) => Some(park(self.reason.as_deref().unwrap_or(PAUSED_BY_REQUEST).to_owned())),
             (Some(Interrupt::ShuttingDown), _) => Some(Ending::Record(Vec::new(), RunUpdate::Release)),
             (Some(_), _) | (None, Outcome::Interrupted) => None,
             (None, Outcome::Panicked(message)) => Some(park(body_panicked(&message))),
@@ -703,13 +740,13 @@ fn cursor_refused(error: CursorError) -> Refused {
 /// one warning line with its error code (`CAIRN-E…`, when its error carries one).
 pub(crate) struct EndingLog(Option<(&'static str, String)>);
 
-/// The [`EndingLog`] of `update`.
-pub(crate) fn log_line(update: &cairn_store::RunUpdate) -> EndingLog {
+/// The [`EndingLog`] of `update`; a park that a requested pause (`requested`) made is not a fault.
+pub(crate) fn log_line(update: &cairn_store::RunUpdate, requested: bool) -> EndingLog {
     EndingLog(match update {
         cairn_store::RunUpdate::Finish { status: cairn_store::RunStatus::Failed, error, .. } => {
             Some(("failed", error.clone().unwrap_or_default()))
         }
-        cairn_store::RunUpdate::Park { error } if error != PAUSED_BY_REQUEST => Some(("parked", error.clone())),
+        cairn_store::RunUpdate::Park { error } if !requested => Some(("parked", error.clone())),
         _ => None,
     })
 }

@@ -1,1 +1,0 @@
-SELECT cancel_requested, pause_requested FROM runs WHERE id = $1

@@ -1,0 +1,1 @@
+SELECT request, request_reason FROM runs WHERE id = $1
