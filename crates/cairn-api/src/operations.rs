@@ -23,6 +23,7 @@ use crate::views::{
     BulkResult, EventPage, Outcome, Pruned, PublishedEvent, Restarted, RunCount, RunDetail, RunPage, ScheduleView,
     Schedules, SignalSent, Signals, StartedRun, Steps, Workers, Workflows,
 };
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::time::Duration;
@@ -108,8 +109,13 @@ pub struct EventQuery {
     pub limit: Option<usize>,
 }
 
-/// How to cancel a run: `CancelOptions::default()`, or [`because`](Self::because) a reason.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// How to cancel a run: `CancelOptions::default()`, or [`because`](Self::because) a reason. The
+/// query parameters of `DELETE /v1/runs/{id}`, as the server reads them and the light client
+/// writes them ([`to_query`](Self::to_query)).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct CancelOptions {
     /// Why: journaled in the run's `cancelled` event and shown as its error, 1 to 1,000
@@ -122,6 +128,22 @@ impl CancelOptions {
     pub fn because(reason: impl Into<String>) -> Self {
         CancelOptions { reason: Some(reason.into()) }
     }
+
+    /// Its query string, with its `?` (empty without a reason).
+    ///
+    /// ```
+    /// use cairn_api::CancelOptions;
+    /// assert_eq!(CancelOptions::because("wrong customer").to_query(), "?reason=wrong%20customer");
+    /// assert_eq!(CancelOptions::default().to_query(), "");
+    /// ```
+    pub fn to_query(&self) -> String {
+        reason_query(self.reason.as_deref())
+    }
+}
+
+/// `?reason=…`, or nothing without a reason.
+fn reason_query(reason: Option<&str>) -> String {
+    reason.map(|reason| format!("?reason={}", encode(reason))).unwrap_or_default()
 }
 
 /// How to pause a run: `PauseOptions::default()`.

@@ -154,8 +154,7 @@ impl Operations for Client {
     }
 
     async fn cancel(&self, id: &str, options: &CancelOptions) -> Result<Outcome, Error> {
-        let query = query_of(&[("reason", options.reason.as_deref())]);
-        self.call("DELETE", &format!("{}{query}", path(routes::RUN, &[id])), None).await
+        self.call("DELETE", &format!("{}{}", path(routes::RUN, &[id]), options.to_query()), None).await
     }
 
     async fn pause(&self, id: &str, _options: &PauseOptions) -> Result<Outcome, Error> {

@@ -75,16 +75,6 @@ pub(crate) struct EventParams {
     pub(crate) limit: Option<usize>,
 }
 
-/// What `DELETE …/runs/{id}` (a cancel) takes.
-#[derive(Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct CancelParams {
-    /// Why: journaled in the run's `cancelled` event and shown as its error, 1 to 1,000
-    /// characters (default `cancelled`).
-    pub(crate) reason: Option<String>,
-}
-
 /// What `GET /v1/workers` takes.
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -6,7 +6,7 @@
 
 use crate::error::{Answer, ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery, JsonOrDefault, Named, Payload, RunPath};
-use crate::input::{CancelParams, ListParams, ResultParams, WorkersParams};
+use crate::input::{ListParams, ResultParams, WorkersParams};
 use crate::state::Api;
 use axum::Json;
 use axum::extract::State;
@@ -174,16 +174,14 @@ pub(crate) async fn signal_any(State(api): State<Api>, run: RunPath, Payload(pay
 }
 
 #[utoipa::path(delete, path = routes::RUN, tag = "runs",
-    params(("id" = String, Path, description = "Run id"), CancelParams),
+    params(("id" = String, Path, description = "Run id"), CancelOptions),
     responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody)))]
 pub(crate) async fn cancel_any(
     State(api): State<Api>,
     run: RunPath,
-    ApiQuery(params): ApiQuery<CancelParams>,
+    ApiQuery(options): ApiQuery<CancelOptions>,
 ) -> Answer<Outcome> {
-    let mut options = CancelOptions::default();
-    options.reason = params.reason;
     Ok(Json(Operations::cancel(&api.client, &run.id, &options).await?))
 }
 
