@@ -274,9 +274,9 @@ pub struct RunCore {
     suspensions: HashMap<u64, Suspension>,
     next_suspension: u64,
     interrupt: Option<Interrupt>,
-    /// The reason a requested cancel or pause gave ([`RunCore::request`]): the cancelled run's
-    /// error, or why it is paused.
-    reason: Option<Box<str>>,
+    /// The requested cancel or pause that stands ([`RunCore::request`]), whose reason is the
+    /// cancelled run's error, or why it is paused.
+    request: Option<Request>,
     /// The body was refused a verb because of the interrupt: whatever it returned afterwards
     /// is not its own outcome.
     refused: bool,
@@ -308,7 +308,7 @@ impl RunCore {
             suspensions: HashMap::new(),
             next_suspension: 0,
             interrupt: None,
-            reason: None,
+            request: None,
             refused: false,
             vars: BTreeMap::new(),
             deferred: Vec::new(),
@@ -355,15 +355,18 @@ impl RunCore {
     /// A cancel or pause requested of the run: the interrupt it makes, to be given to
     /// [`interrupt`](Self::interrupt), with its reason kept for the run's ending when that
     /// interrupt is the one that stands (a cancel outranks a pause; a first cancel's reason gives
-    /// way to a later cancel's).
+    /// way to a later cancel's, a first pause's reason stands).
     pub fn request(&mut self, request: &Request) -> Interrupt {
         let why = Self::interrupt_of(request);
-        let stands = match &self.interrupt {
-            None => true,
-            Some(current) => *current == why || (current.lets_steps_finish() && !why.lets_steps_finish()),
+        // As the store keeps them: a cancel replaces a pause (and an earlier cancel's reason);
+        // a pause replaces nothing.
+        let stands = match (&self.interrupt, &why) {
+            (None, _) => true,
+            (Some(current), Interrupt::Cancelled) => *current == why || current.lets_steps_finish(),
+            (Some(_), _) => false,
         };
         if stands {
-            self.reason = Some(request.reason().into());
+            self.request = Some(request.clone());
         }
         why
     }
@@ -691,7 +694,10 @@ impl RunCore {
         };
         match (interrupt, outcome) {
             (Some(Interrupt::Cancelled), _) => {
-                let reason = self.reason.as_deref().unwrap_or(CANCELLED_BY_REQUEST).to_owned();
+                let reason = match &self.request {
+                    Some(Request::Cancel { reason }) => reason.clone(),
+                    _ => CANCELLED_BY_REQUEST.to_owned(),
+                };
                 Some(Ending::Record(
                     vec![Event::Cancelled { reason: reason.clone() }],
                     finish(RunStatus::Cancelled, None, Some(reason)),
@@ -699,7 +705,10 @@ impl RunCore {
             }
             (Some(Interrupt::TimedOut), _) => Some(failed(Interrupt::TimedOut.to_string())),
             (Some(why @ (Interrupt::NonDeterminism(_) | Interrupt::Poisoned { .. })), _) => Some(park(why.to_string())),
-            (Some(Interrupt::Paused), _) => Some(park(self.reason.as_deref().unwrap_or(PAUSED_BY_REQUEST).to_owned())),
+            (Some(Interrupt::Paused), _) => Some(park(match &self.request {
+                Some(Request::Pause { reason }) => reason.clone(),
+                _ => PAUSED_BY_REQUEST.to_owned(),
+            })),
             (Some(Interrupt::ShuttingDown), _) => Some(Ending::Record(Vec::new(), RunUpdate::Release)),
             (Some(_), _) | (None, Outcome::Interrupted) => None,
             (None, Outcome::Panicked(message)) => Some(park(body_panicked(&message))),

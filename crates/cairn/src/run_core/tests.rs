@@ -343,3 +343,40 @@ fn an_attempt_retries_at_the_same_time_on_replay_and_fails_for_good_when_none_is
     assert_eq!(end_attempt(&run, &path, 1, Err(&StepError::terminal("no")), &policy, now), AttemptEnd::Failed);
     assert_eq!(end_attempt(&run, &path, 2, Ok(()), &policy, now), AttemptEnd::Completed);
 }
+
+#[test]
+fn a_requested_cancel_or_pause_ends_the_run_with_its_reason() {
+    // How the run ends: its status, its error, and the reasons its journaled events give.
+    let ended = |c: &RunCore| {
+        let reasons = |events: Vec<Event>| -> Vec<String> {
+            events.into_iter().map(|e| if let Event::Cancelled { reason } = e { reason } else { "?".into() }).collect()
+        };
+        match c.record(Outcome::Interrupted, t(1)) {
+            Some(Ending::Record(events, RunUpdate::Finish { status, error, .. })) => (status, error, reasons(events)),
+            Some(Ending::Record(events, RunUpdate::Park { error })) => {
+                (RunStatus::Paused, Some(error), reasons(events))
+            }
+            _ => (RunStatus::Running, None, vec![]),
+        }
+    };
+    let pause = |reason: &str| Request::Pause { reason: reason.into() };
+    let cancel = |reason: &str| Request::Cancel { reason: reason.into() };
+    let mut c = core(vec![started(None)], Mode::Live);
+    assert_eq!(c.request(&pause("deploy freeze")), Interrupt::Paused);
+    c.interrupt(Interrupt::Paused);
+    c.request(&pause("later"));
+    assert_eq!(ended(&c), (RunStatus::Paused, Some("deploy freeze".into()), vec![]), "the first pause's reason");
+    let why = c.request(&cancel("wrong customer"));
+    c.interrupt(why);
+    let reason = Some("wrong customer".to_owned());
+    let journaled = vec!["wrong customer".to_owned()];
+    assert_eq!(ended(&c), (RunStatus::Cancelled, reason.clone(), journaled.clone()), "a cancel outranks a pause");
+    c.request(&pause("too late"));
+    assert_eq!(ended(&c), (RunStatus::Cancelled, reason, journaled), "and a pause cannot undo it");
+    c.request(&cancel("superseded"));
+    assert_eq!(ended(&c).1.as_deref(), Some("superseded"), "a later cancel's reason");
+    let mut c = core(vec![started(None)], Mode::Live);
+    c.request(&pause("deploy freeze"));
+    c.interrupt(Interrupt::Cancelled);
+    assert_eq!(ended(&c).1.as_deref(), Some(CANCELLED_BY_REQUEST), "a cancel never ends with a pause's reason");
+}
