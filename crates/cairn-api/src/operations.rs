@@ -146,10 +146,31 @@ fn reason_query(reason: Option<&str>) -> String {
     reason.map(|reason| format!("?reason={}", encode(reason))).unwrap_or_default()
 }
 
-/// How to pause a run: `PauseOptions::default()`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// How to pause a run: `PauseOptions::default()`, or [`because`](Self::because) a reason. The
+/// query parameters of `POST /v1/runs/{id}/pause`, as the server reads them and the light client
+/// writes them ([`to_query`](Self::to_query)).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
-pub struct PauseOptions {}
+pub struct PauseOptions {
+    /// Why: shown as the paused run's error, 1 to 1,000 characters (`paused by request` when
+    /// none is given). A running run keeps it until its worker parks it.
+    pub reason: Option<String>,
+}
+
+impl PauseOptions {
+    /// A pause for `reason`.
+    pub fn because(reason: impl Into<String>) -> Self {
+        PauseOptions { reason: Some(reason.into()) }
+    }
+
+    /// Its query string, with its `?` (empty without a reason).
+    pub fn to_query(&self) -> String {
+        reason_query(self.reason.as_deref())
+    }
+}
 
 /// Which workers [`Operations::workers`] lists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

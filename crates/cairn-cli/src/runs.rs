@@ -137,6 +137,10 @@ pub(crate) enum RunsCommand {
         target: Target,
         /// The run's id.
         id: String,
+        /// Why, shown as the paused run's error (1 to 1,000 characters; default `paused by
+        /// request`).
+        #[arg(long)]
+        reason: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -535,8 +539,10 @@ async fn execute<O: Operations>(command: RunsCommand, ops: &O) -> Result<()> {
                 out!("{id} is running: its worker will cancel it at its next heartbeat");
             }
         }
-        RunsCommand::Pause { target: _, id, json } => {
-            let outcome = ops.pause(&id, &PauseOptions::default()).await?;
+        RunsCommand::Pause { target: _, id, reason, json } => {
+            let mut options = PauseOptions::default();
+            options.reason = reason;
+            let outcome = ops.pause(&id, &options).await?;
             if json {
                 out!("{}", json!(outcome));
             } else if outcome.outcome == "paused" {

@@ -113,10 +113,17 @@ fn the_dashboard_in_a_real_browser() {
     browser.wait_for("the refusal", "return document.getElementById('action-result').className === 'bad'");
     assert!(api("GET", "/v1/workflows/approval/runs/a-2/signals", None).1["signals"].as_array().unwrap().is_empty());
 
-    // Pause, resume, cancel.
+    // Pause (for a reason), resume, cancel.
     browser.click("#pause");
+    browser.type_into("#confirm-reason", "deploy freeze");
+    browser.click("#confirm-yes");
     browser.wait_for("a-2 paused", "return document.querySelector('#run-status .status-paused') !== null");
-    assert_eq!(await_status(&address, "/v1/workflows/approval/runs/a-2", "paused", Some(TOKEN))["status"], "paused");
+    let paused = await_status(&address, "/v1/workflows/approval/runs/a-2", "paused", Some(TOKEN));
+    assert_eq!(paused["error"], "deploy freeze", "{paused}");
+    browser.wait_for(
+        "the reason shown",
+        "return document.getElementById('outcome').textContent === 'Paused: deploy freeze.'",
+    );
     browser.wait_for("resume enabled", "return !document.getElementById('resume').disabled");
     browser.click("#resume");
     browser.wait_for("a-2 waiting again", "return document.querySelector('#run-status .status-suspended') !== null");

@@ -109,9 +109,13 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
     assert_eq!(cancelled["run"], json!("a-2"));
     await_status(&address, "/v1/workflows/approval/runs/a-2", "cancelled", Some(TOKEN));
     assert_eq!(json_of(&local(&["runs", "show", "a-2", "--json"]))["run"]["error"], json!("wrong customer"));
-    json_of(&remote(&["runs", "pause", "a-3", "--json"]));
+    json_of(&remote(&["runs", "pause", "a-3", "--reason", "deploy freeze", "--json"]));
     await_status(&address, "/v1/workflows/approval/runs/a-3", "paused", Some(TOKEN));
+    assert_eq!(json_of(&local(&["runs", "show", "a-3", "--json"]))["run"]["error"], json!("deploy freeze"));
     assert_eq!(json_of(&remote(&["runs", "resume", "a-3", "--json"])), json!({"run": "a-3", "outcome": "resumed"}));
+    json_of(&local(&["runs", "pause", "a-3", "--reason", "paused on the store", "--json"]));
+    assert_eq!(json_of(&remote(&["runs", "show", "a-3", "--json"]))["run"]["error"], json!("paused on the store"));
+    assert_eq!(json_of(&local(&["runs", "resume", "a-3", "--json"])), json!({"run": "a-3", "outcome": "resumed"}));
     let restart = ["runs", "restart", "h-1", "--from-step", "greet", "--reason", "a second greeting", "--json"];
     let restarted = json_of(&remote(&restart));
     assert_eq!((&restarted["restarted_from"], &restarted["from_step"]), (&json!("h-1"), &json!("greet")));
@@ -192,6 +196,7 @@ fn every_command_prints_the_same_through_the_server_as_on_its_store() {
         vec!["events", "publish", "user..signup"],
         vec!["events", "list", "--topic", "user.*"],
         vec!["runs", "cancel", "a-3", "--reason", ""],
+        vec!["runs", "pause", "a-3", "--reason", ""],
         vec!["runs", "restart", "h-1", "--from-step", "greet", "--reason", "a\nb"],
         vec!["runs", "list", "--input", "name"],
         vec!["runs", "start", "approval", "null", "--debounce", "", "--quiet", "1s"],

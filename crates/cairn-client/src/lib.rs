@@ -157,8 +157,8 @@ impl Operations for Client {
         self.call("DELETE", &format!("{}{}", path(routes::RUN, &[id]), options.to_query()), None).await
     }
 
-    async fn pause(&self, id: &str, _options: &PauseOptions) -> Result<Outcome, Error> {
-        self.call("POST", &path(routes::RUN_PAUSE, &[id]), None).await
+    async fn pause(&self, id: &str, options: &PauseOptions) -> Result<Outcome, Error> {
+        self.call("POST", &format!("{}{}", path(routes::RUN_PAUSE, &[id]), options.to_query()), None).await
     }
 
     async fn resume(&self, id: &str) -> Result<Outcome, Error> {

@@ -186,11 +186,15 @@ pub(crate) async fn cancel_any(
 }
 
 #[utoipa::path(post, path = routes::RUN_PAUSE, tag = "runs",
-    params(("id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Run id"), PauseOptions),
     responses((status = 200, body = Outcome), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, description = "The run has ended", body = ErrorBody)))]
-pub(crate) async fn pause_any(State(api): State<Api>, run: RunPath) -> Answer<Outcome> {
-    Ok(Json(Operations::pause(&api.client, &run.id, &PauseOptions::default()).await?))
+pub(crate) async fn pause_any(
+    State(api): State<Api>,
+    run: RunPath,
+    ApiQuery(options): ApiQuery<PauseOptions>,
+) -> Answer<Outcome> {
+    Ok(Json(Operations::pause(&api.client, &run.id, &options).await?))
 }
 
 #[utoipa::path(post, path = routes::RUN_RESUME, tag = "runs",

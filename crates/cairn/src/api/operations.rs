@@ -174,9 +174,9 @@ impl Operations for Client {
         Ok(views::cancelled(&id, outcome))
     }
 
-    async fn pause(&self, id: &str, _options: &PauseOptions) -> Answer<Outcome> {
+    async fn pause(&self, id: &str, options: &PauseOptions) -> Answer<Outcome> {
         let id = run_id(id)?;
-        Ok(views::paused(&id, Client::pause(self, &id).await?))
+        Ok(views::paused(&id, Client::pause(self, &id).reason(options.reason.clone()).await?))
     }
 
     async fn resume(&self, id: &str) -> Answer<Outcome> {

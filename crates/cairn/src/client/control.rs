@@ -268,15 +268,15 @@ impl Client {
     /// finish and are committed, no new step starts), told at once in this process or by its
     /// worker's next heartbeat elsewhere. Pausing a paused run changes nothing.
     pub fn pause<'a>(&'a self, id: &'a RunId) -> Pause<'a> {
-        Pause { client: self, id }
+        Pause { client: self, id, reason: None }
     }
 
-    async fn pause_now(&self, id: &RunId) -> Result<PauseOutcome, ControlError> {
-        let outcome = self.store.pause(self.control(id, PAUSED_BY_REQUEST)).await?;
+    async fn pause_now(&self, id: &RunId, reason: &str) -> Result<PauseOutcome, ControlError> {
+        let outcome = self.store.pause(self.control(id, reason)).await?;
         if let Some(local) = &self.local {
             match outcome {
                 PauseOutcome::Requested => {
-                    local.request(id, &Request::Pause { reason: PAUSED_BY_REQUEST.to_owned() });
+                    local.request(id, &Request::Pause { reason: reason.to_owned() });
                 }
                 PauseOutcome::Paused => local.notify_watchers(id, None),
             }
@@ -344,19 +344,29 @@ impl<'a> IntoFuture for Cancel<'a> {
     }
 }
 
-/// A pause of one run ([`Client::pause`]): await it.
+/// A pause of one run ([`Client::pause`]): await it, optionally [`because`](Self::because) a
+/// reason first.
 #[must_use = "a pause does nothing until awaited"]
 pub struct Pause<'a> {
     client: &'a Client,
     id: &'a RunId,
+    reason: Option<String>,
 }
+
+with_reason!(Pause, "shown as the paused run's error (a running run keeps it until its worker parks it)");
 
 impl<'a> IntoFuture for Pause<'a> {
     type Output = Result<PauseOutcome, ControlError>;
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.client.pause_now(self.id))
+        Box::pin(async move {
+            let reason = match &self.reason {
+                Some(reason) => Reason::check(reason).map_err(ControlError::InvalidName).map(|()| reason.as_str())?,
+                None => PAUSED_BY_REQUEST,
+            };
+            self.client.pause_now(self.id, reason).await
+        })
     }
 }
 
