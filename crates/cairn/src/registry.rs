@@ -30,7 +30,9 @@ pub(crate) struct Registry {
     /// Topic patterns by workflow name.
     subscriptions: BTreeMap<String, BTreeSet<String>>,
     /// Step defaults by workflow name.
-    step_defaults: HashMap<String, StepDefaults>,
+    step_defaults: HashMap<String, Arc<StepDefaults>>,
+    /// The defaults of a workflow that sets none, shared by its runs.
+    no_step_defaults: Arc<StepDefaults>,
     /// Rate limits by workflow name.
     rate_limits: HashMap<String, Vec<crate::flow::RateLimit>>,
 }
@@ -84,7 +86,7 @@ impl Registry {
 
     /// Sets the step defaults of workflow `name`.
     pub(crate) fn set_step_defaults(&mut self, name: &str, set: impl FnOnce(&mut StepDefaults)) {
-        set(self.step_defaults.entry(name.to_owned()).or_default());
+        set(Arc::make_mut(self.step_defaults.entry(name.to_owned()).or_default()));
     }
 
     /// Adds a rate limit, replacing the one its workflow had for the same starts or step.
@@ -112,8 +114,8 @@ impl Registry {
     }
 
     /// The step defaults of workflow `name`.
-    pub(crate) fn step_defaults(&self, name: &str) -> StepDefaults {
-        self.step_defaults.get(name).cloned().unwrap_or_default()
+    pub(crate) fn step_defaults(&self, name: &str) -> Arc<StepDefaults> {
+        Arc::clone(self.step_defaults.get(name).unwrap_or(&self.no_step_defaults))
     }
 
     /// A subscription or step defaults that name an unregistered workflow, or an invalid

@@ -35,8 +35,19 @@ pub(crate) struct StepDefaults {
     pub(crate) timeout: Option<Duration>,
 }
 
-/// Everything a run needs from its worker, gathered by the worker when it loads the run.
+/// Everything a run needs from its worker, gathered by the worker when it loads the run: what
+/// every run of the worker shares, what every run of its workflow shares, and its own.
 pub(crate) struct RunSetup {
+    /// The worker's client, the worker and its settings: one for all its runs.
+    pub(crate) worker: Arc<WorkerSetup>,
+    /// What the workflow's steps use unless they say otherwise: one for all its runs.
+    pub(crate) step_defaults: Arc<StepDefaults>,
+    /// The turns the workflow's rate limits give the run (by its input).
+    pub(crate) rate_turns: Vec<RateTurns>,
+}
+
+/// What every run of a worker shares ([`RunSetup::worker`]).
+pub(crate) struct WorkerSetup {
     /// A client attached to the worker, over its store and clock (children start through it).
     pub(crate) client: Client,
     /// The worker itself.
@@ -46,10 +57,6 @@ pub(crate) struct RunSetup {
     pub(crate) poll_interval: Duration,
     /// The payload limit and suspension grace.
     pub(crate) limits: Limits,
-    /// What the workflow's steps use unless they say otherwise.
-    pub(crate) step_defaults: StepDefaults,
-    /// The turns the workflow's rate limits give the run.
-    pub(crate) rate_turns: Vec<RateTurns>,
 }
 
 /// A run this worker holds the lease of.
@@ -155,7 +162,7 @@ impl RunShared {
             changed: Notify::new(),
             signals_changed: std::sync::OnceLock::new(),
             appending: AtomicUsize::new(0),
-            core: Mutex::new(RunCore::new(state, mode, setup.limits)),
+            core: Mutex::new(RunCore::new(state, mode, setup.worker.limits)),
             setup,
         }
     }
@@ -177,17 +184,17 @@ impl RunShared {
 
     /// The worker's clock.
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
-        &self.setup.client.clock
+        &self.setup.worker.client.clock
     }
 
     /// The worker's store.
     fn store(&self) -> &dyn Store {
-        &*self.setup.client.store
+        &*self.setup.worker.client.store
     }
 
     /// A client attached to the worker.
     pub(crate) fn client(&self) -> &Client {
-        &self.setup.client
+        &self.setup.worker.client
     }
 
     /// The number of the next `kind` helper used in `scope`.
@@ -241,7 +248,7 @@ impl RunShared {
     }
 
     pub(crate) fn now(&self) -> Timestamp {
-        self.setup.client.clock.now()
+        self.setup.worker.client.clock.now()
     }
 
     /// Records why the run must stop and stops it: at once (step code sees its cancellation
@@ -338,7 +345,7 @@ impl RunShared {
         what: &str,
         value: &T,
     ) -> Result<Box<RawValue>, WorkflowError> {
-        encode(what, value, self.setup.limits.max_payload_bytes)
+        encode(what, value, self.setup.worker.limits.max_payload_bytes)
     }
 
     /// Journals a loop's checkpoint with the run's next append (see
@@ -506,13 +513,13 @@ impl RunShared {
             match signals.as_mut() {
                 // Without reports from the store, signals from other processes are looked for
                 // every poll interval while a wait stays in memory.
-                Some(receiver) if self.setup.host.notices_reported() => {
+                Some(receiver) if self.setup.worker.host.notices_reported() => {
                     if receiver.changed().await.is_err() {
                         std::future::pending::<()>().await;
                     }
                 }
                 Some(receiver) => {
-                    let _ = tokio::time::timeout(self.setup.poll_interval, receiver.changed()).await;
+                    let _ = tokio::time::timeout(self.setup.worker.poll_interval, receiver.changed()).await;
                 }
                 None => std::future::pending().await,
             }
@@ -573,13 +580,13 @@ impl RunShared {
     /// The hand-over to the run this one continues as, with `input`: the newest version of the
     /// workflow this worker registers, the same parent, deadline and retention.
     fn successor(&self, input: String, now: Timestamp) -> Result<(Vec<Event>, RunUpdate), WorkflowError> {
-        let (version, check) = self.setup.host.successor(&self.workflow);
+        let (version, check) = self.setup.worker.host.successor(&self.workflow);
         let deadline = self.lock().deadline();
         successor(
             (&self.id, &self.workflow),
             &self.lineage,
             deadline,
-            (input, self.setup.limits.max_payload_bytes),
+            (input, self.setup.worker.limits.max_payload_bytes),
             (version, check.as_ref()),
             now,
         )
@@ -659,7 +666,7 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
         Ok(()) => {
             ending.log(&shared.id, Some(&shared.workflow));
             if suspends {
-                shared.setup.host.wake_claimer();
+                shared.setup.worker.host.wake_claimer();
             }
             ended
         }

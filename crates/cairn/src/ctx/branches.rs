@@ -42,11 +42,15 @@ impl Ctx {
         F: FnOnce(Ctx) -> Fut,
         Fut: Future<Output = Result<T, WorkflowError>> + Send + 'a,
     {
-        let cancel = self.cancel.child_token();
+        let cancel = self.cancel_token().child_token();
         let (scope, future) = match self.scope(name) {
             Ok(ctx) => {
                 let scope = ctx.scope.clone();
-                (scope, Ok(Box::pin(body(Ctx { cancel: cancel.clone(), batched: true, ..ctx })) as BranchFuture<'a, T>))
+                (
+                    scope,
+                    Ok(Box::pin(body(Ctx { cancel: Some(cancel.clone()), batched: true, ..ctx }))
+                        as BranchFuture<'a, T>),
+                )
             }
             Err(error) => (StepPath::root(), Err(error)),
         };

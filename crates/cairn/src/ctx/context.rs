@@ -32,8 +32,10 @@ use tokio_util::sync::CancellationToken;
 pub struct Ctx {
     pub(crate) shared: Arc<RunShared>,
     pub(crate) scope: StepPath,
-    /// Fires when this context's step code must stop: the run's stop, or a lost race.
-    pub(crate) cancel: CancellationToken,
+    /// Fires when this context's step code must stop: a branch's own token (a lost race), or
+    /// `None` for the run's stop ([`RunShared::stop`]): most contexts are the run's, and a
+    /// token's clone and drop each lock its tree, which a context cloned for every step paid.
+    pub(crate) cancel: Option<CancellationToken>,
     /// Within a branch or an item: its steps' appends go out with others of the run, so they
     /// are sent to be committed together ([`cairn_store::Append::batched`]).
     pub(crate) batched: bool,
@@ -51,9 +53,7 @@ pub(crate) fn decode<T: DeserializeOwned>(path: &StepPath, raw: &str) -> Result<
 
 impl Ctx {
     pub(crate) fn new(shared: Arc<RunShared>) -> Self {
-        // The run's own token: only branches' tokens (its children) are ever fired on their own.
-        let cancel = shared.stop.clone();
-        Self { shared, scope: StepPath::root(), cancel, batched: false }
+        Self { shared, scope: StepPath::root(), cancel: None, batched: false }
     }
 
     /// The run's id.
@@ -96,7 +96,12 @@ impl Ctx {
     /// A token that fires when the run is cancelled or must stop, or when the
     /// [race](Ctx::race) branch this context belongs to lost; pass it into long step bodies.
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.cancel.child_token()
+        self.cancel_token().child_token()
+    }
+
+    /// The token that fires when this context's step code must stop.
+    pub(crate) fn cancel_token(&self) -> &CancellationToken {
+        self.cancel.as_ref().unwrap_or(&self.shared.stop)
     }
 
     /// A context whose steps live under `name/`. Use a scope per concurrent branch, so each

@@ -19,7 +19,8 @@ type Running<'a, T> = Pin<Box<dyn Future<Output = Result<T, WorkflowError>> + Se
 /// A durable step being configured; await it to run it. Made by [`Ctx::step`].
 #[must_use = "a step does nothing until awaited"]
 pub struct Step<'a, T, F> {
-    ctx: Ctx,
+    /// Moved into the running future when the step starts.
+    ctx: Option<Ctx>,
     begun: Option<Result<(StepPath, Begun), WorkflowError>>,
     body: Option<Box<F>>,
     policy: RetryPolicy,
@@ -33,7 +34,7 @@ impl<T, F> Step<'_, T, F> {
     /// `None` when the step cannot run (awaiting it returns why).
     pub(crate) fn place(&self) -> Option<(Ctx, String)> {
         match &self.begun {
-            Some(Ok((path, _))) => Some((self.ctx.clone(), path.name().to_owned())),
+            Some(Ok((path, _))) => Some((self.ctx.clone()?, path.name().to_owned())),
             _ => None,
         }
     }
@@ -79,7 +80,9 @@ where
                 _ => None,
             };
             let body = this.body.take();
-            let ctx = this.ctx.clone();
+            let Some(ctx) = this.ctx.take() else {
+                return Poll::Ready(Err(WorkflowError::failed("step polled after completion")));
+            };
             let policy = this.policy.clone();
             let timeout = this.timeout;
             this.running = Some(Box::pin(run_step(ctx, (path, ordinal, retry), body, policy, timeout)));
@@ -232,7 +235,7 @@ impl Ctx {
         E: Into<StepError> + 'a,
     {
         Step {
-            ctx: self.clone(),
+            ctx: Some(self.clone()),
             begun: Some(self.begin(name, StepKind::Step)),
             body: Some(Box::new(body)),
             policy: self.shared.step_defaults().retry.clone().unwrap_or_default(),

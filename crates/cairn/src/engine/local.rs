@@ -6,13 +6,13 @@ use crate::attach::{Attachment, Host};
 use crate::client::Client;
 use crate::clock::{Clock, wall_now};
 use crate::registry::Registry;
-use crate::run::{RunSetup, RunShared};
+use crate::run::{RunSetup, RunShared, WorkerSetup};
 use crate::run_core::{Ended, InputCheck, Limits};
 use cairn_journal::FastMap;
 use cairn_store::{ClaimRequest, Request, RunId, SignalRecord, Store, Timestamp, WorkerRecord};
 use serde_json::value::RawValue;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -50,6 +50,8 @@ pub(crate) struct Local {
     /// This worker's record in the store as of its start; [`Local::worker_record`] brings its
     /// times up to date.
     worker: WorkerRecord,
+    /// What its runs share, while any holds it ([`run_setup`]).
+    worker_setup: Mutex<Weak<WorkerSetup>>,
 }
 
 /// A lease this worker holds: the run's epoch, and until when the store last confirmed it.
@@ -106,6 +108,7 @@ impl Local {
             draining: CancellationToken::new(),
             shutdown: CancellationToken::new(),
             worker,
+            worker_setup: Mutex::new(Weak::new()),
         }
     }
 
@@ -287,11 +290,25 @@ impl Attachment for Local {
 pub(crate) fn run_setup(local: &Arc<Local>, state: &cairn_journal::RunState) -> RunSetup {
     let workflow = state.workflow();
     let registry = &local.registry;
+    // Made once while any run holds it (`Local` keeps it weakly: it holds a client of `Local`).
+    let worker = {
+        let mut kept = lock(&local.worker_setup);
+        kept.upgrade().unwrap_or_else(|| {
+            let setup = Arc::new(WorkerSetup {
+                client: attached(local),
+                host: Arc::clone(local) as Arc<dyn Host>,
+                poll_interval: local.config.poll_interval,
+                limits: Limits {
+                    max_payload_bytes: local.config.max_payload_bytes,
+                    suspend_grace: local.config.suspend_grace,
+                },
+            });
+            *kept = Arc::downgrade(&setup);
+            setup
+        })
+    };
     RunSetup {
-        client: attached(local),
-        host: Arc::clone(local) as Arc<dyn Host>,
-        poll_interval: local.config.poll_interval,
-        limits: Limits { max_payload_bytes: local.config.max_payload_bytes, suspend_grace: local.config.suspend_grace },
+        worker,
         step_defaults: registry.step_defaults(workflow),
         rate_turns: registry.rate_limits(workflow).iter().map(|limit| limit.turns_of(state.input())).collect(),
     }
