@@ -37,7 +37,7 @@ pub(crate) async fn parents_and_children_run_in_different_processes_and_a_cancel
         assert_eq!(output, 4 * i + 1, "output of {id}");
         let kids = client.children(&id).await.unwrap();
         assert_eq!(kids.len(), 1, "{id} has one child");
-        assert_eq!((kids[0].workflow.as_str(), kids[0].parent.as_ref()), ("member", Some(&id)));
+        assert_eq!((kids[0].workflow.as_str(), kids[0].rare().parent.as_ref()), ("member", Some(&id)));
     }
     // Which process ran what: parents' steps in one, children's in the other.
     let text = std::fs::read_to_string(&log).unwrap();

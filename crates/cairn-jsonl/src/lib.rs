@@ -212,8 +212,8 @@ fn load_signals(path: &Path) -> Result<Vec<SignalRecord>, StoreError> {
 fn torn_hand_overs(runs: &HashMap<RunId, (Loaded, Vec<SignalRecord>)>) -> Vec<RunId> {
     runs.values()
         .filter_map(|(loaded, _)| {
-            let from = runs.get(loaded.run.continued_from.as_ref()?)?;
-            (from.0.run.continued_as.as_ref() != Some(&loaded.run.id)).then(|| loaded.run.id.clone())
+            let from = runs.get(loaded.run.rare().continued_from.as_ref()?)?;
+            (from.0.run.rare().continued_as.as_ref() != Some(&loaded.run.id)).then(|| loaded.run.id.clone())
         })
         .collect()
 }
@@ -224,7 +224,7 @@ fn torn_hand_overs(runs: &HashMap<RunId, (Loaded, Vec<SignalRecord>)>) -> Vec<Ru
 fn settle_signals(runs: &mut HashMap<RunId, (Loaded, Vec<SignalRecord>)>) {
     let firsts: Vec<RunId> = runs
         .values()
-        .filter(|(loaded, _)| loaded.run.continued_from.as_ref().is_none_or(|from| !runs.contains_key(from)))
+        .filter(|(loaded, _)| loaded.run.rare().continued_from.as_ref().is_none_or(|from| !runs.contains_key(from)))
         .map(|(loaded, _)| loaded.run.id.clone())
         .collect();
     for first in firsts {
@@ -238,7 +238,7 @@ fn settle_signals(runs: &mut HashMap<RunId, (Loaded, Vec<SignalRecord>)>) {
                     signal.consumed_seq = Some(*seq);
                 }
             }
-            next = loaded.run.continued_as.clone();
+            next = loaded.run.rare().continued_as.clone();
             if next.is_some() {
                 let (unconsumed, consumed) =
                     std::mem::take(signals).into_iter().partition(|s| s.consumed_seq.is_none());

@@ -240,7 +240,7 @@ async fn a_hand_over_reads_back_with_its_signals_moved() {
     let (run, kept) = handed_over(dir.path()).await;
     let store = JsonlStore::open(dir.path()).unwrap();
     let old = store.get_run(&run.id).await.unwrap().unwrap();
-    assert_eq!((old.status, old.continued_as), (RunStatus::Continued, Some(RunId::new("run~1"))));
+    assert_eq!((old.status, old.rare().continued_as.clone()), (RunStatus::Continued, Some(RunId::new("run~1"))));
     let ids = |signals: Vec<SignalRecord>| signals.iter().map(|s| (s.id, s.consumed_seq)).collect::<Vec<_>>();
     assert_eq!(store.signals(&run.id).await.unwrap().len(), 1, "only the consumed signal stays");
     assert_eq!(ids(store.signals(&RunId::new("run~1")).await.unwrap()), [(kept[0], None), (kept[1], None)]);
@@ -303,7 +303,7 @@ async fn a_hand_over_torn_before_its_commit_is_undone() {
     assert!(store.get_run(&RunId::new("run~1")).await.unwrap().is_none(), "the torn successor is gone");
     assert!(!journal_file_of(dir.path(), "run%7E1").exists());
     let old = store.get_run(&run.id).await.unwrap().unwrap();
-    assert_eq!((old.status, old.last_seq, old.continued_as), (RunStatus::Running, run.last_seq, None));
+    assert_eq!((old.status, old.last_seq, old.rare().continued_as.clone()), (RunStatus::Running, run.last_seq, None));
     let unconsumed: Vec<SignalId> =
         store.signals(&run.id).await.unwrap().iter().filter(|s| s.consumed_seq.is_none()).map(|s| s.id).collect();
     assert_eq!(unconsumed, kept, "its signals are the run's again");

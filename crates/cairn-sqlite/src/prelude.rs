@@ -6,7 +6,7 @@ pub(crate) use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
     EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor,
     PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency, RunFilter, RunId,
-    RunPage, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
+    RunPage, RunRare, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
     StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor,
     WorkerRecord, WorkflowCount, WorkflowKey,
 };

@@ -135,16 +135,6 @@ pub(super) fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, St
                 row.get(18).map_err(backend)?,
             )?,
             recoveries: row.get::<_, i64>(19).map_err(backend)? as u32,
-            deadline: ts(row.get(20).map_err(backend)?),
-            retention: row
-                .get::<_, Option<i64>>(21)
-                .map_err(backend)?
-                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
-            delete_after: ts(row.get(22).map_err(backend)?),
-            restarted_from: row.get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
-            parent: row.get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
-            continued_from: row.get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
-            continued_as: row.get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
             concurrency: RunConcurrency::stored(
                 row.get(27).map_err(backend)?,
                 row.get::<_, i64>(28).map_err(backend)? != 0,
@@ -154,8 +144,21 @@ pub(super) fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, St
             priority: row.get(30).map_err(backend)?,
             fairness_key: Some(row.get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
             fair_seq: row.get(32).map_err(backend)?,
-            debounce_key: row.get(33).map_err(backend)?,
-            debounce_until: ts(row.get(34).map_err(backend)?),
+            rare: RunRare {
+                deadline: ts(row.get(20).map_err(backend)?),
+                retention: row
+                    .get::<_, Option<i64>>(21)
+                    .map_err(backend)?
+                    .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+                delete_after: ts(row.get(22).map_err(backend)?),
+                restarted_from: row.get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
+                parent: row.get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
+                continued_from: row.get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
+                continued_as: row.get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
+                debounce_key: row.get(33).map_err(backend)?,
+                debounce_until: ts(row.get(34).map_err(backend)?),
+            }
+            .boxed(),
         })
     })();
     Ok(record)

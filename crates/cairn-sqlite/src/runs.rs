@@ -71,8 +71,8 @@ impl Writer {
                 record.status.as_str(),
                 record.suspend_reason.map(SuspendReason::as_str),
                 record.wake_at.map(Timestamp::as_millis),
-                record.debounce_key,
-                record.debounce_until.map(Timestamp::as_millis),
+                record.rare().debounce_key,
+                record.rare().debounce_until.map(Timestamp::as_millis),
                 waits,
             ])?;
         if inserted == 0 {
@@ -363,7 +363,7 @@ impl Writer {
     pub(super) fn signal(&mut self, signal: &NewSignal) -> Result<SignalId, Failure> {
         let mut target = self.status_of(&signal.run_id)?;
         // A run that continued as a fresh one: the signal goes to the newest of its chain.
-        while let (RunStatus::Continued, Some(next)) = (target.status, &target.continued_as) {
+        while let (RunStatus::Continued, Some(next)) = (target.status, &target.rare().continued_as) {
             target = self.status_of(next)?;
         }
         if target.status.is_terminal() {

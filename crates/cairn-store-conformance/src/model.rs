@@ -45,7 +45,7 @@ impl Model {
         }
         if let Some(debounce) = &new.debounce {
             let open = self.runs.values_mut().find(|r| {
-                r.workflow == new.workflow && r.is_debouncing() && r.debounce_key.as_ref() == Some(&debounce.key)
+                r.workflow == new.workflow && r.is_debouncing() && r.rare().debounce_key.as_ref() == Some(&debounce.key)
             });
             if let Some(open) = open
                 && lifecycle::join_debounce(open, &new.input, new.created_at, debounce.quiet)
@@ -226,7 +226,7 @@ impl Model {
     /// The newest run of `id`'s chain of continuations.
     fn newest(&self, id: &RunId) -> RunId {
         let mut id = id.clone();
-        while let Some(next) = self.runs.get(&id).and_then(|r| r.continued_as.clone()) {
+        while let Some(next) = self.runs.get(&id).and_then(|r| r.rare().continued_as.clone()) {
             id = next;
         }
         id

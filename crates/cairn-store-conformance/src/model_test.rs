@@ -650,5 +650,8 @@ impl Driver {
 
 /// A run record as text, every field included.
 fn comparable(run: &RunRecord) -> String {
+    // Rare fields all unset are the same whether boxed or not.
+    let mut run = run.clone();
+    run.set_rare(run.rare().clone());
     format!("{run:?}")
 }

@@ -178,12 +178,12 @@ pub async fn continue_as_new_hands_over_unconsumed_signals(store: DynStore) {
 
     let old = store.get_run(&run.id).await.expect("get").expect("exists");
     assert_eq!(old.status, RunStatus::Continued);
-    assert_eq!(old.continued_as, Some(RunId::new("c~1")));
+    assert_eq!(old.rare().continued_as, Some(RunId::new("c~1")));
     assert_eq!((old.completed_at, old.lease_owner.as_deref(), old.last_seq), (Some(t(30)), None, 4));
     let new = store.get_run(&RunId::new("c~1")).await.expect("get").expect("successor exists");
     assert_eq!((new.status, new.version, new.input.get()), (RunStatus::Pending, 2, "7"));
-    assert_eq!(new.continued_from, Some(run.id.clone()));
-    assert_eq!(new.retention, Some(std::time::Duration::from_secs(60)));
+    assert_eq!(new.rare().continued_from, Some(run.id.clone()));
+    assert_eq!(new.rare().retention, Some(std::time::Duration::from_secs(60)));
     assert_eq!(store.read_journal(&new.id).await.expect("journal").len(), 1);
     let ids = |signals: Vec<SignalRecord>| signals.iter().map(|s| (s.id, s.consumed_seq)).collect::<Vec<_>>();
     assert_eq!(ids(store.signals(&run.id).await.expect("signals")), [(first, Some(3))]);
@@ -214,10 +214,16 @@ pub async fn continue_as_new_hands_over_unconsumed_signals(store: DynStore) {
     let d = claim_one(&store, "other", 10).await;
     assert_eq!(store.append(hand_over(&d, "c~1")).await.unwrap_err(), StoreError::DuplicateRunId(RunId::new("c~1")));
     let unchanged = store.get_run(&d.id).await.expect("get").expect("exists");
-    assert_eq!((unchanged.status, unchanged.last_seq, unchanged.continued_as), (RunStatus::Running, 1, None));
+    assert_eq!(
+        (unchanged.status, unchanged.last_seq, unchanged.rare().continued_as.clone()),
+        (RunStatus::Running, 1, None)
+    );
     assert_eq!(store.read_journal(&d.id).await.expect("journal").len(), 1);
     assert_eq!(store.signals(&d.id).await.expect("signals").len(), 1);
-    assert_eq!(store.get_run(&RunId::new("c~1")).await.expect("get").expect("exists").continued_from, Some(run.id));
+    assert_eq!(
+        store.get_run(&RunId::new("c~1")).await.expect("get").expect("exists").rare().continued_from,
+        Some(run.id)
+    );
 }
 
 /// Signal-with-start creates the run and buffers the signal atomically; later calls signal the

@@ -39,7 +39,7 @@ pub use types::{
     EventCursor, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, FireSchedule, ForgetWorkers,
     HeartbeatRequest, IdempotencyKey, LeaseStatus, NameError, NewRun, NewSignal, PageCursor, PauseOutcome,
     PauseSchedule, PruneRequest, PutSchedule, Reason, Request, ResumeRequest, RunConcurrency, RunFilter, RunId,
-    RunPage, RunRecord, RunStatus, RunUpdate, ScheduleName, ScheduleRecord, ServedWorkflow, SetSubscriptions,
+    RunPage, RunRare, RunRecord, RunStatus, RunUpdate, ScheduleName, ScheduleRecord, ServedWorkflow, SetSubscriptions,
     SignalRecord, StartSignal, StoreError, Subscription, SuspendReason, TakeRate, VersionCount, WorkerRecord,
     WorkflowCount, WorkflowKey, WorkflowName,
 };

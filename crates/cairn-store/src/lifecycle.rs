@@ -63,7 +63,7 @@ pub fn join_debounce(open: &mut RunRecord, input: &RawValue, now: Timestamp, qui
     }
     open.input = input.to_owned();
     open.updated_at = now;
-    open.wake_at = Some(debounce_wake(now, quiet, open.debounce_until));
+    open.wake_at = Some(debounce_wake(now, quiet, open.rare().debounce_until));
     true
 }
 
@@ -175,7 +175,7 @@ pub fn apply(run: &mut RunRecord, update: RunUpdate, wake_now: bool) {
             end(run, status, at);
         }
         RunUpdate::Continue { successor, at } => {
-            run.continued_as = Some(successor.id);
+            run.rare_mut().continued_as = Some(successor.id);
             run.error = None;
             end(run, RunStatus::Continued, at);
         }
@@ -198,7 +198,10 @@ pub fn end(run: &mut RunRecord, status: RunStatus, at: Timestamp) {
     run.pending = None;
     run.waiting_for = None;
     run.completed_at = Some(at);
-    run.delete_after = run.retention.map(|keep| at + keep);
+    // Only a run kept for a retention is deleted after it (and only it has rare fields to set).
+    if let Some(keep) = run.rare().retention {
+        run.rare_mut().delete_after = Some(at + keep);
+    }
 }
 
 /// A debouncing run whose window closes (it wakes, or is paused) keeps its slot while suspended

@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("sensor-7 read {total} in all");
     for id in ["sensor-7", "sensor-7~1", "sensor-7~2"] {
         let r = engine.client().get(&id.into()).await?;
-        let next = r.continued_as.map_or_else(String::new, |next| format!(" as {next}"));
+        let next = r.rare().continued_as.as_ref().map_or_else(String::new, |next| format!(" as {next}"));
         println!("{id}: {}{next}, {} journal entries", r.status, engine.client().journal(&r.id).await?.len());
     }
     engine.shutdown().await;

@@ -63,7 +63,7 @@ async fn a_parent_waits_for_its_child_across_a_restart() {
     let child = children[0].id.clone();
     assert_eq!(child.as_str(), "p-1:~child[0]", "derived from the parent and the call's path");
     wait_for_status(&first.client(), &child, RunStatus::Suspended).await;
-    assert_eq!(first.client().get(&child).await.unwrap().parent.as_ref(), Some(run.id()));
+    assert_eq!(first.client().get(&child).await.unwrap().rare().parent.as_ref(), Some(run.id()));
     first.shutdown().await;
 
     clock.advance(Duration::from_secs(30));
@@ -131,6 +131,8 @@ async fn cancelling_a_parent_cancels_the_children_it_waits_for_but_not_detached_
     assert_eq!(engine.client().get(run.id()).await.unwrap().status, RunStatus::Cancelled);
     assert_eq!(engine.client().get(&awaited).await.unwrap().status, RunStatus::Cancelled);
     assert_eq!(engine.client().get(&spawned).await.unwrap().status, RunStatus::Suspended, "detached: left alone");
-    assert!(engine.client().children(run.id()).await.unwrap().iter().all(|c| c.parent.as_ref() == Some(run.id())));
+    assert!(
+        engine.client().children(run.id()).await.unwrap().iter().all(|c| c.rare().parent.as_ref() == Some(run.id()))
+    );
     engine.shutdown().await;
 }

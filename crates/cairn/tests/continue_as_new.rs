@@ -58,10 +58,10 @@ async fn a_signal_sent_during_the_hand_over_is_consumed_by_the_new_run() {
     assert_eq!(chain_result::<u64>(&run).await, 42, "the result of the chain's last run");
 
     let first = engine.client().get(run.id()).await.unwrap();
-    assert_eq!((first.status, first.continued_as.clone()), (RunStatus::Continued, Some("relay~1".into())));
+    assert_eq!((first.status, first.rare().continued_as.clone()), (RunStatus::Continued, Some("relay~1".into())));
     assert!(engine.client().signals(run.id()).await.unwrap().is_empty(), "the signal moved");
     let next = engine.client().get(&"relay~1".into()).await.unwrap();
-    assert_eq!((next.status, next.continued_from), (RunStatus::Completed, Some(run.id().clone())));
+    assert_eq!((next.status, next.rare().continued_from.clone()), (RunStatus::Completed, Some(run.id().clone())));
     assert_eq!(next.input.get(), "1");
     let signals = engine.client().signals(&next.id).await.unwrap();
     assert_eq!(signals.len(), 1);
@@ -109,7 +109,7 @@ async fn no_tick_is_lost(store: impl Store) {
     let chain = TICKS / PER_RUN;
     let last = engine.client().get(&format!("tally~{}", chain - 1).as_str().into()).await.unwrap();
     assert_eq!(last.status, RunStatus::Completed);
-    assert!(last.continued_as.is_none());
+    assert!(last.rare().continued_as.is_none());
     let mut consumed = 0;
     for n in 0..chain {
         let id = if n == 0 { "tally".to_owned() } else { format!("tally~{n}") };
@@ -193,7 +193,7 @@ async fn a_successor_id_taken_by_another_run_fails_the_run_instead() {
     engine.client().signal(run.id(), "go", &()).await.unwrap();
     let failed = wait_for_status(&engine.client(), run.id(), RunStatus::Failed).await;
     assert!(failed.error.unwrap().contains("CAIRN-E0116"));
-    assert_eq!(engine.client().get(&"x~1".into()).await.unwrap().continued_from, None);
+    assert_eq!(engine.client().get(&"x~1".into()).await.unwrap().rare().continued_from, None);
     engine.shutdown().await;
 }
 

@@ -67,7 +67,7 @@ async fn fifty_starts_inside_one_window_make_one_run_with_the_last_input() {
     let run = &listed.runs[0];
     assert_eq!((run.status, run.suspend_reason), (RunStatus::Suspended, Some(SuspendReason::Debouncing)));
     assert_eq!(run.held_back_by(), Some(WaitingFor::Debounce));
-    assert_eq!(run.debounce_key.as_deref(), Some("customer-7"));
+    assert_eq!(run.rare().debounce_key.as_deref(), Some("customer-7"));
     // The last start was 100 ms ago: the window closes 10 s after it, not before.
     clock.advance(quiet - Duration::from_millis(200));
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -61,8 +61,8 @@ async fn a_failed_run_restarts_from_its_failed_step() {
     assert_eq!(restarted.result::<u32>().await.unwrap(), 1111);
     assert_eq!([calls[0].get(), calls[1].get(), calls[2].get()], [1, 2, 1]);
     let row = engine.client().get(restarted.id()).await.unwrap();
-    assert_eq!(row.restarted_from.as_ref(), Some(&original));
-    assert!(row.deadline.is_some(), "the original's timeout carries over");
+    assert_eq!(row.rare().restarted_from.as_ref(), Some(&original));
+    assert!(row.rare().deadline.is_some(), "the original's timeout carries over");
     assert_eq!(restarts_of(&engine, &original).await, [restarted.id().clone()]);
     let journal = engine.client().journal(restarted.id()).await.unwrap();
     let original_journal = engine.client().journal(&original).await.unwrap();

@@ -48,7 +48,7 @@ async fn a_deadline_holds_across_an_engine_restart() {
     let run = first.client().start("sleeper", &()).timeout(10 * MINUTE).await.unwrap().id().clone();
     let suspended = wait_for_status(&first.client(), &run, RunStatus::Suspended).await;
     let deadline = started_at + 10 * MINUTE;
-    assert_eq!(suspended.deadline, Some(deadline));
+    assert_eq!(suspended.rare().deadline, Some(deadline));
     assert_eq!(suspended.wake_at, Some(deadline), "a suspended run wakes by its deadline at the latest");
     let journal = first.client().journal(&run).await.unwrap();
     assert!(matches!(journal[0].event, Event::Started { deadline: Some(d), .. } if d == deadline));
@@ -112,7 +112,7 @@ async fn a_step_in_flight_at_the_deadline_is_cancelled_and_its_result_discarded(
     assert!(journal.iter().all(|e| !matches!(e.event, Event::StepCompleted { .. })), "the late result was discarded");
     // A run without a timeout has no deadline.
     let plain = engine.client().start("slow", &()).await.unwrap();
-    assert_eq!(engine.client().get(plain.id()).await.unwrap().deadline, None);
+    assert_eq!(engine.client().get(plain.id()).await.unwrap().rare().deadline, None);
     engine.client().cancel(plain.id()).await.unwrap();
     engine.shutdown().await;
 }
@@ -137,10 +137,13 @@ async fn the_engine_default_times_out_runs_that_set_none() {
     let defaulted = client.start("sleeper", &()).await.unwrap().id().clone();
     let own = client.start("sleeper", &()).timeout(120 * MINUTE).await.unwrap().id().clone();
     assert_eq!(
-        wait_for_status(&client, &defaulted, RunStatus::Suspended).await.deadline,
+        wait_for_status(&client, &defaulted, RunStatus::Suspended).await.rare().deadline,
         Some(started_at + 10 * MINUTE)
     );
-    assert_eq!(wait_for_status(&client, &own, RunStatus::Suspended).await.deadline, Some(started_at + 120 * MINUTE));
+    assert_eq!(
+        wait_for_status(&client, &own, RunStatus::Suspended).await.rare().deadline,
+        Some(started_at + 120 * MINUTE)
+    );
     clock.advance(10 * MINUTE);
     let error = client.result::<u8>(&defaulted).await.unwrap_err().to_string();
     assert!(error.contains("CAIRN-E0110"), "{error}");

@@ -116,7 +116,7 @@ impl PostgresStore {
         let mut target = lock_run(&tx, &self.sql, &signal.run_id).await?;
         // A run that continued as a fresh one: the signal goes to the newest of its chain (each
         // locked in turn, so a hand-over under way finishes first and its signals move with it).
-        while let (RunStatus::Continued, Some(next)) = (target.status, &target.continued_as) {
+        while let (RunStatus::Continued, Some(next)) = (target.status, &target.rare().continued_as) {
             target = lock_run(&tx, &self.sql, next).await?;
         }
         if target.status.is_terminal() {
@@ -153,7 +153,7 @@ impl PostgresStore {
             &run.priority,
             &run.fairness_key.as_deref().unwrap_or_default(),
             &debounce.key,
-            &record.debounce_until.map(Timestamp::as_millis),
+            &record.rare().debounce_until.map(Timestamp::as_millis),
             &quiet_after,
         ];
         let row = tx.query_one(&statement, &params).await.map_err(|error| {

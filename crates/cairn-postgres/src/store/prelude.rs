@@ -6,9 +6,9 @@ pub(crate) use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
     EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, Notice, PauseOutcome,
     PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency, RunFilter, RunId, RunPage,
-    RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal,
-    Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor, WorkerRecord,
-    WorkflowCount, WorkflowKey,
+    RunRare, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
+    StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor,
+    WorkerRecord, WorkflowCount, WorkflowKey,
 };
 pub(crate) use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
 pub(crate) use serde_json::value::RawValue;

@@ -63,24 +63,27 @@ pub(super) fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         last_seq: row.try_get::<_, i64>(16).map_err(backend)? as u64,
         pending: Request::from_parts(row.try_get(17).map_err(backend)?, row.try_get(18).map_err(backend)?)?,
         recoveries: u32::try_from(row.try_get::<_, i32>(19).map_err(backend)?).unwrap_or(0),
-        deadline: get_ts(20)?,
-        retention: row
-            .try_get::<_, Option<i64>>(21)
-            .map_err(backend)?
-            .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
-        delete_after: get_ts(22)?,
-        restarted_from: row.try_get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
-        parent: row.try_get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
-        continued_from: row.try_get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
-        continued_as: row.try_get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
         concurrency: RunConcurrency::stored(row.try_get(27).map_err(backend)?, row.try_get(28).map_err(backend)?),
         waiting_for: WaitingFor::stored(row.try_get::<_, Option<&str>>(29).map_err(backend)?)
             .map_err(StoreError::Corrupt)?,
         priority: row.try_get(30).map_err(backend)?,
         fairness_key: Some(row.try_get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
         fair_seq: row.try_get(32).map_err(backend)?,
-        debounce_key: row.try_get(33).map_err(backend)?,
-        debounce_until: get_ts(34)?,
+        rare: RunRare {
+            deadline: get_ts(20)?,
+            retention: row
+                .try_get::<_, Option<i64>>(21)
+                .map_err(backend)?
+                .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+            delete_after: get_ts(22)?,
+            restarted_from: row.try_get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
+            parent: row.try_get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
+            continued_from: row.try_get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),
+            continued_as: row.try_get::<_, Option<String>>(26).map_err(backend)?.map(RunId::new),
+            debounce_key: row.try_get(33).map_err(backend)?,
+            debounce_until: get_ts(34)?,
+        }
+        .boxed(),
     })
 }
 

@@ -53,7 +53,7 @@ impl MemoryStore {
         inner.next_signal = signals.iter().map(|s| s.id.0).fold(inner.next_signal, i64::max);
         inner.journals.insert(run.id.clone(), journal);
         inner.signals.insert(run.id.clone(), signals);
-        if let (true, Some(key)) = (run.is_debouncing(), &run.debounce_key) {
+        if let (true, Some(key)) = (run.is_debouncing(), &run.rare().debounce_key) {
             inner.debouncing.insert((run.workflow.clone(), key.clone()), run.id.clone());
         }
         let (id, place) = (run.id.clone(), due_key(&run));

@@ -190,7 +190,7 @@ impl Inner {
         let moved = (slot_before != slot_after).then(|| (group_of(run), run.created_at));
         if debounced && !run.is_debouncing() {
             // Its window closed (it began, or was cancelled or paused).
-            self.debouncing.remove(&(run.workflow.clone(), run.debounce_key.clone().unwrap_or_default()));
+            self.debouncing.remove(&(run.workflow.clone(), run.rare().debounce_key.clone().unwrap_or_default()));
         }
         self.move_due(id, before, after);
         if let (Some((group, created_at)), Some((held, waited)), Some((holds, waits))) =
@@ -419,7 +419,7 @@ impl Inner {
     /// The newest run of `id`'s chain of continuations (`id` itself if it did not continue).
     pub(super) fn newest(&self, id: &RunId) -> RunId {
         let mut id = id;
-        while let Some(next) = self.runs.get(id).and_then(|run| run.continued_as.as_ref()) {
+        while let Some(next) = self.runs.get(id).and_then(|run| run.rare().continued_as.as_ref()) {
             id = next;
         }
         id.clone()

@@ -1,5 +1,6 @@
 //! Reading runs back in pages and counts.
 
+use super::record::*;
 use super::run::*;
 use cairn_journal::Timestamp;
 
@@ -58,8 +59,8 @@ impl RunFilter {
             && self.status.is_none_or(|s| run.status == s)
             && self.created_after.is_none_or(|t| run.created_at >= t)
             && self.created_before.is_none_or(|t| run.created_at < t)
-            && self.restarted_from.as_ref().is_none_or(|r| run.restarted_from.as_ref() == Some(r))
-            && self.parent.as_ref().is_none_or(|p| run.parent.as_ref() == Some(p))
+            && self.restarted_from.as_ref().is_none_or(|r| run.rare().restarted_from.as_ref() == Some(r))
+            && self.parent.as_ref().is_none_or(|p| run.rare().parent.as_ref() == Some(p))
             && self.stranded.as_ref().is_none_or(|served| {
                 run.status.needs_worker() && !served.iter().any(|k| k.name == run.workflow && k.version == run.version)
             })

@@ -6,6 +6,8 @@ mod events;
 mod flow;
 mod lists;
 mod names;
+mod new_run;
+mod record;
 mod run;
 mod schedules;
 mod workers;
@@ -15,10 +17,9 @@ pub use events::{EventCursor, EventPage, EventQuery, EventRecord, EventRun};
 pub use flow::{ConcurrencyRule, RunConcurrency, TakeRate};
 pub use lists::{PageCursor, RunFilter, RunPage, VersionCount, WorkflowCount};
 pub use names::{EventId, EventName, IdempotencyKey, NameError, Reason, ScheduleName, WorkflowName};
-pub use run::{
-    Cause, CreatedRun, Debounce, ErrorKind, NewRun, Request, RunId, RunRecord, RunStatus, StoreError, SuspendReason,
-    WorkflowKey,
-};
+pub use new_run::{CreatedRun, Debounce, NewRun};
+pub use record::{Request, RunRare, RunRecord};
+pub use run::{Cause, ErrorKind, RunId, RunStatus, StoreError, SuspendReason, WorkflowKey};
 pub use schedules::{FireSchedule, PauseSchedule, PutSchedule, ScheduleRecord};
 pub use workers::{ForgetWorkers, ServedWorkflow, SetSubscriptions, Subscription, WorkerRecord};
 pub use writes::{

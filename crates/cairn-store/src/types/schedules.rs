@@ -1,6 +1,6 @@
 //! Schedules as stores keep them, and the requests that change them.
 
-use super::run::*;
+use super::new_run::*;
 use cairn_journal::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;

@@ -108,7 +108,8 @@ impl Client {
         }
         let awaited: Vec<RunId> =
             self.store.read_journal(id).await?.iter().filter_map(|entry| awaited(&entry.event)).collect();
-        let awaits = |child: &RunRecord| awaited.contains(&first_of_chain(&child.id, child.continued_from.is_some()));
+        let awaits =
+            |child: &RunRecord| awaited.contains(&first_of_chain(&child.id, child.rare().continued_from.is_some()));
         Ok(unended.into_iter().filter(awaits).map(|r| r.id).collect())
     }
 
@@ -137,8 +138,8 @@ impl Client {
         {
             let lasted = run.created_at.until(run.completed_at.unwrap_or(run.updated_at));
             crate::telemetry::run_ended(&run.workflow, run.status, lasted);
-            if let Some(parent) = &run.parent {
-                self.child_ended(parent, &first_of_chain(id, run.continued_from.is_some())).await;
+            if let Some(parent) = &run.rare().parent {
+                self.child_ended(parent, &first_of_chain(id, run.rare().continued_from.is_some())).await;
             }
         }
         Ok(outcome)
@@ -187,9 +188,9 @@ impl Client {
         run.prefix = journal[1..at].iter().map(|e| e.event.clone()).collect();
         run.restarted_from = Some(id.clone());
         run.reason = reason.map(str::to_owned);
-        run.retention = original.retention;
+        run.retention = original.rare().retention;
         Queue::of(&original).apply(&mut run);
-        run.deadline = original.deadline.map(|deadline| now + original.created_at.until(deadline));
+        run.deadline = original.rare().deadline.map(|deadline| now + original.created_at.until(deadline));
         self.create(run).await
     }
 

@@ -145,7 +145,7 @@ impl Client {
     /// `id` itself unless it continued as another.
     pub async fn newest(&self, id: &RunId) -> Result<RunRecord, ReadError> {
         let mut run = self.get(id).await?;
-        while let Some(next) = run.continued_as.take() {
+        while let Some(next) = run.rare().continued_as.clone() {
             run = self.get(&next).await?;
         }
         Ok(run)

@@ -84,7 +84,7 @@ impl Client {
             }
             if read {
                 let run = self.get(id).await?;
-                if let Some(next) = run.continued_as {
+                if let Some(next) = run.rare().continued_as.clone() {
                     return Ok(Err(next));
                 }
                 if let Some(result) = outcome(&run.id, run.status, run.output, run.error) {

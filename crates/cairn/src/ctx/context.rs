@@ -218,7 +218,7 @@ impl Ctx {
     ///     engine.client().signal(run.id(), "tick", &()).await?; // always to the newest run
     /// }
     /// assert_eq!(run.result::<u32>().await?, 6);
-    /// assert_eq!(engine.client().get(&"meter~2".into()).await?.continued_from, Some("meter~1".into()));
+    /// assert_eq!(engine.client().get(&"meter~2".into()).await?.rare().continued_from, Some("meter~1".into()));
     /// engine.shutdown().await;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();

@@ -71,9 +71,9 @@ impl Lineage {
     /// The lineage recorded on a run's row.
     pub fn of(run: &RunRecord) -> Lineage {
         Lineage {
-            parent: run.parent.clone(),
-            retention: run.retention,
-            continues: run.continued_from.is_some(),
+            parent: run.rare().parent.clone(),
+            retention: run.rare().retention,
+            continues: run.rare().continued_from.is_some(),
             queue: Queue::of(run),
         }
     }
