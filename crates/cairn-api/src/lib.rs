@@ -31,6 +31,7 @@ mod error;
 pub mod operations;
 pub mod requests;
 pub mod routes;
+pub mod values;
 pub mod views;
 
 pub use operations::{CancelOptions, Coded, EventQuery, ListQuery, Operations, PauseOptions, WorkersQuery};

@@ -3,6 +3,7 @@
 //! same way. Times are RFC 3339 in UTC with milliseconds; inputs, outputs and payloads are the
 //! JSON they were given as.
 
+use crate::values::{ControlOutcome, RunStatus, StepKind, StepPhase, SuspendReason};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -16,10 +17,11 @@ pub struct RunView {
     pub workflow: String,
     /// The workflow version it runs on.
     pub version: u32,
-    /// `pending`, `running`, `suspended`, `completed`, `failed`, `cancelled` or `paused`.
-    pub status: String,
+    /// `pending`, `running`, `suspended`, `completed`, `failed`, `cancelled`, `paused` or
+    /// `continued`.
+    pub status: RunStatus,
     /// Why a suspended run waits: `sleeping`, `waiting`, `backing-off`, `rate-limited` or `debouncing`.
-    pub suspend_reason: Option<String>,
+    pub suspend_reason: Option<SuspendReason>,
     /// When it was created.
     pub created_at: String,
     /// When its summary last changed.
@@ -254,10 +256,10 @@ pub struct StepView {
     /// Its path (`name`, `scope/name[3]`).
     pub path: String,
     /// `step`, `sleep` or `wait`.
-    pub kind: String,
+    pub kind: StepKind,
     /// `retrying`, `completed`, `failed`, `sleeping`, `slept`, `waiting`, `received`, `timed_out`, or
     /// `abandoned` (the run ended before it did).
-    pub phase: String,
+    pub phase: StepPhase,
     /// When it began: its first attempt, or when the sleep or wait was journaled.
     pub started_at: String,
     /// When it ended, once it has.
@@ -317,7 +319,7 @@ pub struct Outcome {
     pub run: String,
     /// `cancelled`, `cancel-requested` (a worker stops it at its next heartbeat), `paused`,
     /// `pause-requested` (at its next step boundary) or `resumed`.
-    pub outcome: String,
+    pub outcome: ControlOutcome,
 }
 
 /// What `POST /v1/runs/bulk` did to one run.
@@ -330,7 +332,7 @@ pub struct BulkRun {
     pub workflow: String,
     /// What the action did, as `Outcome::outcome` says it, when it was done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<ControlOutcome>,
     /// Why it was refused (`run_finished`, `not_paused`, …), when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<crate::error::ErrorDetail>,

@@ -300,7 +300,7 @@ fn status_text(run: &RunView) -> String {
     match (&run.suspend_reason, &run.waiting_for) {
         (_, Some(waiting)) => format!("{} (waiting_for: {waiting})", run.status),
         (Some(reason), _) if run.status == "suspended" => format!("suspended ({reason})"),
-        _ => run.status.clone(),
+        _ => run.status.to_string(),
     }
 }
 
@@ -512,8 +512,8 @@ async fn execute<O: Operations>(command: RunsCommand, ops: &O) -> Result<()> {
                         let errors = s.attempts.iter().filter(|a| a.error.is_some()).count();
                         vec![
                             s.path.clone(),
-                            s.kind.clone(),
-                            s.phase.clone(),
+                            s.kind.to_string(),
+                            s.phase.to_string(),
                             s.started_at.clone(),
                             s.duration_ms.map(|ms| format!("{ms} ms")).unwrap_or_default(),
                             match (s.attempts.len(), errors) {

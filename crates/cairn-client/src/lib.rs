@@ -104,7 +104,7 @@ impl Client {
         if run.listed.run.status != "completed" {
             return Err(Error::NotCompleted {
                 run: id.to_owned(),
-                status: run.listed.run.status,
+                status: run.listed.run.status.to_string(),
                 error: run.listed.run.error,
             });
         }

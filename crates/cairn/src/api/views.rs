@@ -6,6 +6,10 @@ use crate::client::{Published, RunHandle};
 use crate::schedule::{CatchUp, Schedule, ScheduleSpec, schedule_run_id};
 use crate::workers::{LiveWorkers, StrandedVersion};
 use cairn_api::ScheduleBody;
+use cairn_api::values::{
+    ControlOutcome, RunStatus as RunStatusValue, StepKind as StepKindValue, StepPhase,
+    SuspendReason as SuspendReasonValue,
+};
 use cairn_api::views::{
     AttemptView, EntryView, EventPage, EventRunView, EventView, ListedRun, Outcome, Pruned, PublishedEvent, RunDetail,
     RunView, ScheduleView, ServedView, SignalView, StartedRun, StepView, Steps, StrandedView, WorkerView, Workers,
@@ -97,8 +101,8 @@ pub fn run_view(run: &RunRecord) -> RunView {
         id: run.id.to_string(),
         workflow: run.workflow.clone(),
         version: run.version,
-        status: run.status.as_str().to_owned(),
-        suspend_reason: run.suspend_reason.map(|r| r.as_str().to_owned()),
+        status: status_value(run.status),
+        suspend_reason: run.suspend_reason.map(suspend_reason_value),
         created_at: time(run.created_at),
         updated_at: time(run.updated_at),
         completed_at: run.completed_at.map(time),
@@ -212,8 +216,8 @@ fn step_views(journal: &[JournalEntry]) -> Vec<StepView> {
         .into_iter()
         .map(|step| StepView {
             path: step.path.to_string(),
-            kind: step.kind.to_string(),
-            phase: step.phase.as_str().to_owned(),
+            kind: step_kind_value(step.kind),
+            phase: step_phase_value(step.phase),
             started_at: time(step.started_at),
             ended_at: step.ended_at.map(time),
             duration_ms: step.ended_at.map(|end| millis(step.started_at, end)),
@@ -238,8 +242,8 @@ fn step_views(journal: &[JournalEntry]) -> Vec<StepView> {
 /// What a cancel did.
 pub fn cancelled(run: &RunId, outcome: CancelOutcome) -> Outcome {
     let outcome = match outcome {
-        CancelOutcome::Cancelled => "cancelled",
-        CancelOutcome::Requested => "cancel-requested",
+        CancelOutcome::Cancelled => ControlOutcome::Cancelled,
+        CancelOutcome::Requested => ControlOutcome::CancelRequested,
     };
     outcome_of(run, outcome)
 }
@@ -247,19 +251,69 @@ pub fn cancelled(run: &RunId, outcome: CancelOutcome) -> Outcome {
 /// What a pause did.
 pub fn paused(run: &RunId, outcome: PauseOutcome) -> Outcome {
     let outcome = match outcome {
-        PauseOutcome::Paused => "paused",
-        PauseOutcome::Requested => "pause-requested",
+        PauseOutcome::Paused => ControlOutcome::Paused,
+        PauseOutcome::Requested => ControlOutcome::PauseRequested,
     };
     outcome_of(run, outcome)
 }
 
 /// A resume.
 pub fn resumed(run: &RunId) -> Outcome {
-    outcome_of(run, "resumed")
+    outcome_of(run, ControlOutcome::Resumed)
 }
 
-fn outcome_of(run: &RunId, outcome: &str) -> Outcome {
-    Outcome { run: run.to_string(), outcome: outcome.to_owned() }
+fn outcome_of(run: &RunId, outcome: ControlOutcome) -> Outcome {
+    Outcome { run: run.to_string(), outcome }
+}
+
+/// A store's run status as the API names it (a match, so a new status cannot go unnamed).
+pub fn status_value(status: cairn_store::RunStatus) -> RunStatusValue {
+    use cairn_store::RunStatus as S;
+    match status {
+        S::Pending => RunStatusValue::Pending,
+        S::Running => RunStatusValue::Running,
+        S::Suspended => RunStatusValue::Suspended,
+        S::Completed => RunStatusValue::Completed,
+        S::Failed => RunStatusValue::Failed,
+        S::Cancelled => RunStatusValue::Cancelled,
+        S::Paused => RunStatusValue::Paused,
+        S::Continued => RunStatusValue::Continued,
+    }
+}
+
+fn suspend_reason_value(reason: cairn_store::SuspendReason) -> SuspendReasonValue {
+    use cairn_store::SuspendReason as R;
+    match reason {
+        R::Sleeping => SuspendReasonValue::Sleeping,
+        R::Waiting => SuspendReasonValue::Waiting,
+        R::BackingOff => SuspendReasonValue::BackingOff,
+        R::RateLimited => SuspendReasonValue::RateLimited,
+        R::Debouncing => SuspendReasonValue::Debouncing,
+    }
+}
+
+fn step_kind_value(kind: cairn_journal::StepKind) -> StepKindValue {
+    use cairn_journal::StepKind as K;
+    match kind {
+        K::Step => StepKindValue::Step,
+        K::Sleep => StepKindValue::Sleep,
+        K::Wait => StepKindValue::Wait,
+    }
+}
+
+fn step_phase_value(phase: cairn_journal::timeline::Phase) -> StepPhase {
+    use cairn_journal::timeline::Phase as P;
+    match phase {
+        P::Retrying => StepPhase::Retrying,
+        P::Completed => StepPhase::Completed,
+        P::Failed => StepPhase::Failed,
+        P::Sleeping => StepPhase::Sleeping,
+        P::Slept => StepPhase::Slept,
+        P::Waiting => StepPhase::Waiting,
+        P::Received => StepPhase::Received,
+        P::TimedOut => StepPhase::TimedOut,
+        P::Abandoned => StepPhase::Abandoned,
+    }
 }
 
 /// Per-status counts grouped by workflow, and every workflow a worker has `served` (with no
