@@ -9,19 +9,19 @@ use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// The signal a child's end sends its parent (payload `{"child": id}`), which wakes the wait.
-pub const CHILD_ENDED: &str = "~child-ended";
+pub(crate) const CHILD_ENDED: &str = "~child-ended";
 
 /// Where a payload error about a continued run's input points.
-pub const CONTINUED_INPUT: &str = "input of the continued run";
+pub(crate) const CONTINUED_INPUT: &str = "input of the continued run";
 
 /// The scope of each child a run waits for (`~child[n]`).
-pub const AWAITED: &str = "~child";
+pub(crate) const AWAITED: &str = "~child";
 /// The scope of each child a run starts and does not wait for (`~spawn[n]`).
-pub const DETACHED: &str = "~spawn";
+pub(crate) const DETACHED: &str = "~spawn";
 
 /// The child a journal entry says its run started and waits for: the output of the `start` step
 /// of an `~child[n]` scope.
-pub fn awaited(event: &cairn_journal::Event) -> Option<RunId> {
+pub(crate) fn awaited(event: &cairn_journal::Event) -> Option<RunId> {
     match event {
         cairn_journal::Event::StepCompleted { path, output, .. }
             if path.name() == "start" && path.parent().name().strip_prefix(AWAITED)?.starts_with('[') =>
@@ -43,26 +43,26 @@ pub struct Lineage {
     /// Whether it continues another run (its id is then `{first}~{n}`).
     pub continues: bool,
     /// Its priority and fairness key.
-    pub queue: Queue,
+    pub(crate) queue: Queue,
 }
 
 /// Where a run queues for a worker: its priority and its fairness key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Queue {
+pub(crate) struct Queue {
     /// Higher is claimed first.
-    pub priority: i32,
+    pub(crate) priority: i32,
     /// Served fairly against other keys within its priority.
-    pub fairness_key: Option<String>,
+    pub(crate) fairness_key: Option<String>,
 }
 
 impl Queue {
     /// Where `run` queues.
-    pub fn of(run: &RunRecord) -> Queue {
+    pub(crate) fn of(run: &RunRecord) -> Queue {
         Queue { priority: run.priority, fairness_key: run.fairness_key.clone() }
     }
 
     /// Gives `run` this place in the queue.
-    pub fn apply(&self, run: &mut NewRun) {
+    pub(crate) fn apply(&self, run: &mut NewRun) {
         (run.priority, run.fairness_key) = (self.priority, self.fairness_key.clone());
     }
 }
@@ -84,7 +84,7 @@ impl Lineage {
 ///
 /// Only a run that `continues` another has a generation; any other id (even one ending in `~3`)
 /// is the first of its chain.
-pub fn chain_position(id: &RunId, continues: bool) -> (&str, u64) {
+pub(crate) fn chain_position(id: &RunId, continues: bool) -> (&str, u64) {
     let id = id.as_str();
     if continues
         && let Some((first, n)) = id.rsplit_once('~')
@@ -97,12 +97,12 @@ pub fn chain_position(id: &RunId, continues: bool) -> (&str, u64) {
 
 /// The first run of the chain of continuations of run `id` (which `continues` another or not):
 /// the child a parent waits for, whichever run of the chain ends.
-pub fn first_of_chain(id: &RunId, continues: bool) -> RunId {
+pub(crate) fn first_of_chain(id: &RunId, continues: bool) -> RunId {
     RunId::new(chain_position(id, continues).0)
 }
 
 /// The id of the run that `id` continues as.
-pub fn successor_id(id: &RunId, continues: bool) -> RunId {
+pub(crate) fn successor_id(id: &RunId, continues: bool) -> RunId {
     let (first, n) = chain_position(id, continues);
     RunId::new(format!("{first}~{}", n + 1))
 }
@@ -113,7 +113,7 @@ pub type InputCheck = Arc<dyn Fn(&RawValue) -> Result<(), String> + Send + Sync>
 /// The hand-over of run `id` of `workflow` (which `lineage` describes, with `deadline`) to the
 /// run it continues as, with `input`, at `now`: version `version` of the workflow (the newest
 /// this worker registers; `None`: it registers none), whose input check `check_input` is.
-pub fn successor(
+pub(crate) fn successor(
     (id, workflow): (&RunId, &str),
     lineage: &Lineage,
     deadline: Option<Timestamp>,

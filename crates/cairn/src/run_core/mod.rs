@@ -35,9 +35,10 @@ mod lineage;
 mod tests;
 
 pub use attempt::{AttemptEnd, end_attempt};
-pub use lineage::{
-    AWAITED, CHILD_ENDED, CONTINUED_INPUT, DETACHED, InputCheck, Lineage, Queue, awaited, chain_position,
-    first_of_chain, successor, successor_id,
+pub use lineage::{InputCheck, Lineage};
+// The engine's own: how a child, a detached run and a continuation are named and journaled.
+pub(crate) use lineage::{
+    AWAITED, CHILD_ENDED, CONTINUED_INPUT, DETACHED, Queue, awaited, chain_position, first_of_chain, successor,
 };
 
 use crate::error::{Interrupt, WorkflowError};
