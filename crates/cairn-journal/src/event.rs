@@ -27,7 +27,7 @@ impl fmt::Display for StepKind {
 }
 
 /// The identity of one delivered signal, unique within a store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SignalId(pub i64);
 

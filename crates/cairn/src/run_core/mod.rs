@@ -262,6 +262,16 @@ pub struct RunCore {
     last_seq: u64,
     mode: Mode,
     limits: Limits,
+    in_flight: usize,
+    /// What most runs never need, made on first use ([`Rare`]): a run in flight is held in
+    /// memory for its whole life, thousands at once.
+    rare: Option<Box<Rare>>,
+}
+
+/// The part of a [`RunCore`] that most runs never touch: signals, sleeps and waits, interrupts,
+/// patches, durable values, loop checkpoints and deterministic helpers.
+#[derive(Debug, Default)]
+struct Rare {
     /// Unconsumed signals, loaded on the first wait.
     signals: Option<Vec<SignalRecord>>,
     /// The newest signal of the store's last read: every signal of the run up to it was in
@@ -271,7 +281,6 @@ pub struct RunCore {
     signals_loaded_through: SignalId,
     /// Signals this execution took (their consuming appends may not have committed yet).
     taken: HashSet<SignalId>,
-    in_flight: usize,
     suspensions: HashMap<u64, Suspension>,
     next_suspension: u64,
     interrupt: Option<Interrupt>,
@@ -293,29 +302,33 @@ pub struct RunCore {
     helpers: HashMap<(StepPath, &'static str), u64>,
 }
 
+/// The [`Rare`] part of a run that has none yet.
+static NO_RARE: std::sync::LazyLock<Rare> = std::sync::LazyLock::new(Rare::default);
+
 impl RunCore {
     /// The core of a run whose journal folds to `state`.
     pub fn new(state: RunState, mode: Mode, limits: Limits) -> Self {
+        let patches = state.patches();
+        let rare = (!patches.is_empty()).then(|| Box::new(Rare { patches: patches.clone(), ..Rare::default() }));
         RunCore {
             cursor: ReplayCursor::new(&state),
             last_seq: state.last_seq(),
-            patches: state.patches().clone(),
             mode,
             limits,
-            signals: None,
-            signals_loaded_through: SignalId(0),
-            taken: HashSet::new(),
             in_flight: 0,
-            suspensions: HashMap::new(),
-            next_suspension: 0,
-            interrupt: None,
-            request: None,
-            refused: false,
-            vars: BTreeMap::new(),
-            deferred: Vec::new(),
-            helpers: HashMap::new(),
+            rare,
             state,
         }
+    }
+
+    /// Its rare part, as it stands (empty when it has none).
+    fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+
+    /// Its rare part, to change (made on first use).
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
     }
 
     /// The run's folded journal as this worker loaded it.
@@ -343,12 +356,12 @@ impl RunCore {
     /// overrides one that waits for a boundary.
     pub fn interrupt(&mut self, why: Interrupt) -> bool {
         let at_boundary = why.lets_steps_finish();
-        let replace = match &self.interrupt {
+        let replace = match &self.rare().interrupt {
             None => true,
             Some(current) => current.lets_steps_finish() && !at_boundary,
         };
         if replace {
-            self.interrupt = Some(why);
+            self.rare_mut().interrupt = Some(why);
         }
         at_boundary
     }
@@ -361,13 +374,13 @@ impl RunCore {
         let why = Self::interrupt_of(request);
         // As the store keeps them: a cancel replaces a pause (and an earlier cancel's reason);
         // a pause replaces nothing.
-        let stands = match (&self.interrupt, &why) {
+        let stands = match (&self.rare().interrupt, &why) {
             (None, _) => true,
             (Some(current), Interrupt::Cancelled) => *current == why || current.lets_steps_finish(),
             (Some(_), _) => false,
         };
         if stands {
-            self.request = Some(request.clone());
+            self.rare_mut().request = Some(request.clone());
         }
         why
     }
@@ -403,14 +416,14 @@ impl RunCore {
 
     /// Why the run was interrupted, if it was.
     pub fn interruption(&self) -> Option<&Interrupt> {
-        self.interrupt.as_ref()
+        self.rare().interrupt.as_ref()
     }
 
     /// `Err` with the refusal if the run was interrupted (the body is refused what it asks for).
     pub fn admit(&mut self) -> Result<(), WorkflowError> {
-        match self.interrupt.clone() {
+        match self.rare().interrupt.clone() {
             Some(why) => {
-                self.refused = true;
+                self.rare_mut().refused = true;
                 Err(WorkflowError::Interrupted(why))
             }
             None => Ok(()),
@@ -419,14 +432,14 @@ impl RunCore {
 
     /// The error for the body when it must stop.
     pub fn interrupted(&mut self) -> WorkflowError {
-        self.refused = true;
-        WorkflowError::Interrupted(self.interrupt.clone().unwrap_or(Interrupt::Cancelled))
+        self.rare_mut().refused = true;
+        WorkflowError::Interrupted(self.rare().interrupt.clone().unwrap_or(Interrupt::Cancelled))
     }
 
     /// Whether an interrupt stops appends at once (one that lets steps finish does not: a step
     /// that finished is committed).
     pub fn stops_appends(&self) -> bool {
-        self.interrupt.as_ref().is_some_and(|why| !why.lets_steps_finish())
+        self.rare().interrupt.as_ref().is_some_and(|why| !why.lets_steps_finish())
     }
 
     /// After the body returned: the first journaled step it never asked for, if any, and how
@@ -477,11 +490,11 @@ impl RunCore {
     /// the event to journal when it was decided now.
     pub fn patched(&mut self, id: &str) -> Result<(bool, Option<Event>), WorkflowError> {
         self.admit()?;
-        if let Some(&applied) = self.patches.get(id) {
+        if let Some(&applied) = self.rare().patches.get(id) {
             return Ok((applied, None));
         }
         let applied = self.cursor.past_journal();
-        self.patches.insert(id.to_owned(), applied);
+        self.rare_mut().patches.insert(id.to_owned(), applied);
         Ok((applied, Some(Event::Patched { id: id.to_owned(), applied })))
     }
 
@@ -492,7 +505,7 @@ impl RunCore {
         let record = self.state.loop_record(path).cloned();
         if let Some(record) = &record {
             self.cursor.skip_iterations(path, record.next);
-            self.vars.extend(record.vars.iter().map(|(name, value)| (name.clone(), value.clone())));
+            self.rare_mut().vars.extend(record.vars.iter().map(|(name, value)| (name.clone(), value.clone())));
         }
         Ok(record)
     }
@@ -506,33 +519,33 @@ impl RunCore {
             (Event::LoopCheckpoint { path: a, .. }, Event::LoopCheckpoint { path: b, .. }) => a == b,
             _ => false,
         };
-        if let Some(index) = self.deferred.iter().position(same_loop) {
-            let waiting = self.deferred.remove(index);
+        if let Some(index) = self.rare().deferred.iter().position(same_loop) {
+            let waiting = self.rare_mut().deferred.remove(index);
             if let (Some((_, older)), Event::LoopCheckpoint { trim: Some(newer), .. }) =
                 (waiting.trim(), &mut checkpoint)
             {
                 newer.after = newer.after.min(older.after);
             }
         }
-        self.deferred.push(checkpoint);
+        self.rare_mut().deferred.push(checkpoint);
         Ok(())
     }
 
     /// Every durable value as the body has set it.
     pub fn vars(&self) -> &BTreeMap<String, Box<RawValue>> {
-        &self.vars
+        &self.rare().vars
     }
 
     /// Durable value `name` as this execution last set it.
     pub fn var(&self, name: &str) -> Option<&RawValue> {
-        self.vars.get(name).map(|value| &**value)
+        self.rare().vars.get(name).map(|value| &**value)
     }
 
     /// The body sets durable value `name`; the event to journal when the body runs past what
     /// the journal holds (while it replays, an earlier execution journaled the set).
     pub fn set_var(&mut self, name: &str, value: Box<RawValue>) -> Result<Option<Event>, WorkflowError> {
         self.admit()?;
-        self.vars.insert(name.to_owned(), value.clone());
+        self.rare_mut().vars.insert(name.to_owned(), value.clone());
         Ok(self.cursor.past_journal().then(|| Event::VarSet { name: name.to_owned(), value }))
     }
 
@@ -544,12 +557,14 @@ impl RunCore {
     /// The loop at `path` trimmed its iterations before `below`: forget what is kept of them.
     pub fn forget_iterations(&mut self, path: &StepPath, below: u64) {
         self.cursor.forget_iterations(path, below);
-        self.helpers.retain(|(scope, _), _| scope.iteration_of(path).is_none_or(|i| i >= below));
+        if let Some(rare) = self.rare.as_deref_mut() {
+            rare.helpers.retain(|(scope, _), _| scope.iteration_of(path).is_none_or(|i| i >= below));
+        }
     }
 
     /// The number of the next `kind` helper used in `scope`.
     pub fn next_helper(&mut self, scope: &StepPath, kind: &'static str) -> u64 {
-        let next = self.helpers.entry((scope.clone(), kind)).or_insert(0);
+        let next = self.rare_mut().helpers.entry((scope.clone(), kind)).or_insert(0);
         *next += 1;
         *next - 1
     }
@@ -563,7 +578,7 @@ impl RunCore {
     /// while something is parked, or while the run must stop, can change what it decides).
     pub fn end_work(&mut self) -> bool {
         self.in_flight -= 1;
-        self.in_flight == 0 && (!self.suspensions.is_empty() || self.interrupt.is_some())
+        self.in_flight == 0 && (!self.rare().suspensions.is_empty() || self.rare().interrupt.is_some())
     }
 
     /// The append of `events` (after any deferred checkpoint) with `update`, numbered after the
@@ -577,9 +592,9 @@ impl RunCore {
         at: Timestamp,
         batched: bool,
     ) -> Append {
-        let events = match self.deferred.is_empty() {
+        let events = match self.rare().deferred.is_empty() {
             true => events,
-            false => std::mem::take(&mut self.deferred).into_iter().chain(events).collect(),
+            false => std::mem::take(&mut self.rare_mut().deferred).into_iter().chain(events).collect(),
         };
         let after_seq = self.last_seq;
         self.last_seq += events.len() as u64;
@@ -589,38 +604,43 @@ impl RunCore {
     /// The body parks (a sleep, a retry's wait, a wait for a signal that has just looked at the
     /// signals in memory and found none); the key that ends it.
     pub fn park(&mut self, reason: SuspendReason, wake_at: Option<Timestamp>, waits_for_signal: bool) -> u64 {
-        let key = self.next_suspension;
-        self.next_suspension += 1;
-        let looked_through = waits_for_signal.then_some(self.signals_loaded_through);
-        self.suspensions.insert(key, Suspension { reason, wake_at, looked_through });
+        let key = self.rare().next_suspension;
+        self.rare_mut().next_suspension += 1;
+        let looked_through = waits_for_signal.then_some(self.rare().signals_loaded_through);
+        self.rare_mut().suspensions.insert(key, Suspension { reason, wake_at, looked_through });
         key
     }
 
     /// The park `key` ended.
     pub fn unpark(&mut self, key: u64) {
-        self.suspensions.remove(&key);
+        if let Some(rare) = self.rare.as_deref_mut() {
+            rare.suspensions.remove(&key);
+        }
     }
 
     /// Whether the run's unconsumed signals were loaded.
     pub fn signals_loaded(&self) -> bool {
-        self.signals.is_some()
+        self.rare().signals.is_some()
     }
 
     /// The run's signals as the store holds them: the unconsumed ones this execution did not
     /// take become the ones waits look at.
     pub fn load_signals(&mut self, signals: Vec<SignalRecord>) {
         let newest = signals.iter().map(|s| s.id).max().unwrap_or(SignalId(0));
-        self.signals_loaded_through = self.signals_loaded_through.max(newest);
+        let rare = self.rare_mut();
+        rare.signals_loaded_through = rare.signals_loaded_through.max(newest);
         let unconsumed: Vec<SignalRecord> = signals
             .into_iter()
-            .filter(|s| s.consumed_seq.is_none() && !self.taken.contains(&s.id) && !self.state.has_consumed(s.id))
+            .filter(|s| {
+                s.consumed_seq.is_none() && !self.rare().taken.contains(&s.id) && !self.state.has_consumed(s.id)
+            })
             .collect();
-        self.signals = Some(unconsumed);
+        self.rare_mut().signals = Some(unconsumed);
     }
 
     /// Takes the oldest unconsumed signal named `name` whose payload contains `filter`.
     pub fn take_signal(&mut self, name: &str, filter: Option<&serde_json::Value>) -> Option<SignalRecord> {
-        let signals = self.signals.as_mut()?;
+        let signals = self.rare.as_deref_mut()?.signals.as_mut()?;
         let position = signals.iter().position(|s| {
             s.name == name
                 && filter.is_none_or(|filter| {
@@ -629,7 +649,7 @@ impl RunCore {
                 })
         })?;
         let signal = signals.remove(position);
-        self.taken.insert(signal.id);
+        self.rare_mut().taken.insert(signal.id);
         Some(signal)
     }
 
@@ -637,8 +657,8 @@ impl RunCore {
     /// load; one a wait took already (found in the store before its sender delivered it here) is
     /// not taken twice.
     pub fn deliver(&mut self, signal: SignalRecord) {
-        let known = self.taken.contains(&signal.id) || self.state.has_consumed(signal.id);
-        if let Some(signals) = self.signals.as_mut()
+        let known = self.rare().taken.contains(&signal.id) || self.state.has_consumed(signal.id);
+        if let Some(signals) = self.rare.as_deref_mut().and_then(|rare| rare.signals.as_mut())
             && !known
             && !signals.iter().any(|s| s.id == signal.id)
         {
@@ -650,24 +670,25 @@ impl RunCore {
     /// once does; one that waits for a step boundary does once no step is in flight. `None`:
     /// the run is not interrupted.
     pub fn stops_now(&self) -> Option<bool> {
-        self.interrupt.as_ref().map(|why| !why.lets_steps_finish() || self.in_flight == 0)
+        self.rare().interrupt.as_ref().map(|why| !why.lets_steps_finish() || self.in_flight == 0)
     }
 
     /// Whether the run should suspend at `now`: nothing executing, something parked, and
     /// either a wait among them or the earliest wake-up beyond the grace period.
     pub fn suspension_plan(&self, now: Timestamp) -> Option<RunUpdate> {
-        if self.in_flight > 0 || self.suspensions.is_empty() {
+        if self.in_flight > 0 || self.rare().suspensions.is_empty() {
             return None;
         }
         // Everything parked ends within the grace period: stay in memory (a wait among them is
         // woken by its signal without a round through the store).
         let soon = now + self.limits.suspend_grace;
-        if self.suspensions.values().all(|s| s.wake_at.is_some_and(|w| w <= soon)) {
+        if self.rare().suspensions.values().all(|s| s.wake_at.is_some_and(|w| w <= soon)) {
             return None;
         }
         // The store wakes the run for any signal newer than what every parked wait looked at.
-        let signals_after = self.suspensions.values().filter_map(|s| s.looked_through).min();
-        let earliest = self.suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
+        let signals_after = self.rare().suspensions.values().filter_map(|s| s.looked_through).min();
+        let earliest =
+            self.rare().suspensions.values().filter(|s| s.wake_at.is_some()).min_by_key(|s| s.wake_at).copied();
         // A run with a deadline is woken by it at the latest, to time out.
         let wake_at = earliest.and_then(|s| s.wake_at).into_iter().chain(self.deadline()).min();
         let reason = earliest.map_or(SuspendReason::Waiting, |s| s.reason);
@@ -689,13 +710,13 @@ impl RunCore {
         let park = |error: String| Ending::Record(Vec::new(), RunUpdate::Park { error });
         // A run asked to stop at a step boundary that finished on its own anyway (its body
         // returned without being refused anything) records how it finished.
-        let interrupt = match (&self.interrupt, &outcome) {
-            (Some(why), Outcome::Returned(_)) if why.lets_steps_finish() && !self.refused => None,
+        let interrupt = match (&self.rare().interrupt, &outcome) {
+            (Some(why), Outcome::Returned(_)) if why.lets_steps_finish() && !self.rare().refused => None,
             (interrupt, _) => interrupt.clone(),
         };
         match (interrupt, outcome) {
             (Some(Interrupt::Cancelled), _) => {
-                let reason = match &self.request {
+                let reason = match &self.rare().request {
                     Some(Request::Cancel { reason }) => reason.clone(),
                     _ => CANCELLED_BY_REQUEST.to_owned(),
                 };
@@ -706,7 +727,7 @@ impl RunCore {
             }
             (Some(Interrupt::TimedOut), _) => Some(failed(Interrupt::TimedOut.to_string())),
             (Some(why @ (Interrupt::NonDeterminism(_) | Interrupt::Poisoned { .. })), _) => Some(park(why.to_string())),
-            (Some(Interrupt::Paused), _) => Some(park(match &self.request {
+            (Some(Interrupt::Paused), _) => Some(park(match &self.rare().request {
                 Some(Request::Pause { reason }) => reason.clone(),
                 _ => PAUSED_BY_REQUEST.to_owned(),
             })),
