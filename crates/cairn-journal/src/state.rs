@@ -207,6 +207,16 @@ pub struct RunState {
     phase: RunPhase,
     /// Replay looks every step up here (the paths come from workflow code, not from outside).
     steps: FastMap<StepPath, StepRecord>,
+    last_seq: u64,
+    /// What most journals never hold, made on first use ([`Rare`]): a run in flight keeps its
+    /// state for its whole life, thousands at once.
+    rare: Option<Box<Rare>>,
+}
+
+/// The part of a [`RunState`] that most journals never fill: consumed signals, patches,
+/// durable values and loops.
+#[derive(Debug, Clone, Default)]
+struct Rare {
     consumed_signals: HashSet<SignalId>,
     patches: HashMap<String, bool>,
     /// Each durable value's latest value.
@@ -216,8 +226,10 @@ pub struct RunState {
     /// Ranges `(after, through]` where the journal's checkpoints deleted entries: gaps there are
     /// expected.
     trimmed: Vec<(u64, u64)>,
-    last_seq: u64,
 }
+
+/// The [`Rare`] part of a state that has none yet.
+static NO_RARE: std::sync::LazyLock<Rare> = std::sync::LazyLock::new(Rare::default);
 
 /// A durable loop as its latest checkpoint left it.
 #[derive(Debug, Clone)]
@@ -255,13 +267,19 @@ impl RunState {
             deadline: None,
             phase: RunPhase::Active,
             steps: HashMap::default(),
-            consumed_signals: HashSet::new(),
-            patches: HashMap::new(),
-            vars: BTreeMap::new(),
-            loops: HashMap::new(),
-            trimmed: Vec::new(),
             last_seq: 0,
+            rare: None,
         }
+    }
+
+    /// Its rare part, as it stands (empty when it has none).
+    fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+
+    /// Its rare part, to change (made on first use).
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
     }
 
     /// Folds a whole journal, checking every transition.
@@ -315,13 +333,13 @@ impl RunState {
                     existing => return Err(conflict(path, existing)),
                 }
                 if let Some(signal) = signal
-                    && self.consumed_signals.contains(signal)
+                    && self.rare().consumed_signals.contains(signal)
                 {
                     return Err(TransitionError::SignalReused { seq, signal: *signal });
                 }
             }
             Event::Patched { id, .. } => {
-                if self.patches.contains_key(id) {
+                if self.rare().patches.contains_key(id) {
                     return Err(TransitionError::PatchRepeated { seq, id: id.clone() });
                 }
             }
@@ -409,21 +427,21 @@ impl RunState {
             }
             Event::WaitCompleted { path, signal, payload } => {
                 if let Some(signal) = signal {
-                    self.consumed_signals.insert(signal);
+                    self.rare_mut().consumed_signals.insert(signal);
                 }
                 if let Some(record) = self.steps.get_mut(&path) {
                     record.status = StepStatus::Received { signal, payload };
                 }
             }
             Event::Patched { id, applied } => {
-                self.patches.insert(id, applied);
+                self.rare_mut().patches.insert(id, applied);
             }
             Event::LoopCheckpoint { path, next, state, trim, vars } => {
                 if let Some(trim) = trim {
                     self.add_trim(trim.since, trim.through);
                 }
-                self.vars.extend(vars.iter().map(|(name, value)| (name.clone(), value.clone())));
-                match self.loops.entry(path) {
+                self.rare_mut().vars.extend(vars.iter().map(|(name, value)| (name.clone(), value.clone())));
+                match self.rare_mut().loops.entry(path) {
                     std::collections::hash_map::Entry::Occupied(mut entry) => {
                         let record = entry.get_mut();
                         // Earlier checkpoints this one's trim deleted are gone from the journal.
@@ -439,7 +457,7 @@ impl RunState {
                 }
             }
             Event::VarSet { name, value } => {
-                self.vars.insert(name, value);
+                self.rare_mut().vars.insert(name, value);
             }
             Event::Completed { output } => self.phase = RunPhase::Completed(output),
             Event::Failed { error } => self.phase = RunPhase::Failed(error),
@@ -494,15 +512,15 @@ impl RunState {
 
     /// The patch markers decided so far: id → whether the run takes the patched branch.
     pub fn patches(&self) -> &HashMap<String, bool> {
-        &self.patches
+        &self.rare().patches
     }
 
     /// Notes that entries in `after + 1 ..= through` may be missing, merged with a range that
     /// starts at the same place (a loop's later checkpoint extends its range).
     fn add_trim(&mut self, after: u64, through: u64) {
-        match self.trimmed.iter_mut().find(|(a, _)| *a == after) {
+        match self.rare_mut().trimmed.iter_mut().find(|(a, _)| *a == after) {
             Some((_, t)) => *t = (*t).max(through),
-            None => self.trimmed.push((after, through)),
+            None => self.rare_mut().trimmed.push((after, through)),
         }
     }
 
@@ -511,7 +529,8 @@ impl RunState {
         let mut covered = last;
         // Ranges may come in any order; extend the covered prefix until nothing extends it.
         loop {
-            let reach = self.trimmed.iter().filter(|(a, t)| *a <= covered && *t > covered).map(|(_, t)| *t).max();
+            let reach =
+                self.rare().trimmed.iter().filter(|(a, t)| *a <= covered && *t > covered).map(|(_, t)| *t).max();
             match reach {
                 Some(through) => covered = through,
                 None => return covered + 1 >= next,
@@ -521,17 +540,17 @@ impl RunState {
 
     /// The durable loop at `path` as its latest checkpoint left it.
     pub fn loop_record(&self, path: &StepPath) -> Option<&LoopRecord> {
-        self.loops.get(path)
+        self.rare().loops.get(path)
     }
 
     /// Each durable value's latest value, by name.
     pub fn vars(&self) -> impl Iterator<Item = (&str, &RawValue)> {
-        self.vars.iter().map(|(name, value)| (name.as_str(), value.as_ref()))
+        self.rare().vars.iter().map(|(name, value)| (name.as_str(), value.as_ref()))
     }
 
     /// Whether a signal has been consumed by this run.
     pub fn has_consumed(&self, signal: SignalId) -> bool {
-        self.consumed_signals.contains(&signal)
+        self.rare().consumed_signals.contains(&signal)
     }
 }
 
