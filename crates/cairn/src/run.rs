@@ -596,6 +596,14 @@ impl RunShared {
 /// Drives a run's body until it returns, suspends or is interrupted, then records the outcome;
 /// how the run ended, if it ended here.
 pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<Ended> {
+    let outcome = execute(&shared, body).await;
+    // Boxed: the ending is recorded once, at the end; held inline its future would size the
+    // task of every run in flight for its whole life.
+    Box::pin(record_ending(&shared, outcome)).await
+}
+
+/// Drives the body until it returns, panics, must stop or suspends.
+async fn execute(shared: &RunShared, body: BodyFuture) -> Outcome {
     let mut body = Box::pin(crate::panic::caught(body));
     let deadline_at = shared.lock().deadline();
     // Interrupts the run at its deadline; never completes.
@@ -636,6 +644,11 @@ pub(crate) async fn drive(shared: Arc<RunShared>, body: BodyFuture) -> Option<En
         }
     };
     drop(body);
+    outcome
+}
+
+/// Records how the execution ended (`outcome`), unless this worker may no longer write.
+async fn record_ending(shared: &RunShared, outcome: Outcome) -> Option<Ended> {
     let now = shared.now();
     let ending = shared.lock().record(outcome, now)?;
     let (mut events, mut update) = match ending {

@@ -149,7 +149,9 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
 /// Loads a claimed run and drives its body; how it ended, if it ended here.
 async fn start_run(local: &Arc<Local>, run: Box<RunRecord>) -> Option<Ended> {
     let created_at = run.created_at;
-    let Loaded { shared, body, span } = match load_run(local, run).await {
+    // Boxed: loading is over before the run executes, and held inline its future (about 700
+    // bytes) would size the task of every run in flight for its whole life.
+    let Loaded { shared, body, span } = match Box::pin(load_run(local, run)).await {
         Ok(loaded) => loaded,
         Err(ended) => return ended,
     };
