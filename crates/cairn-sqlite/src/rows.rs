@@ -144,13 +144,13 @@ pub(super) fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, St
             priority: row.get(30).map_err(backend)?,
             fairness_key: Some(row.get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
             fair_seq: row.get(32).map_err(backend)?,
+            retention: row
+                .get::<_, Option<i64>>(21)
+                .map_err(backend)?
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+            delete_after: ts(row.get(22).map_err(backend)?),
             rare: RunRare {
                 deadline: ts(row.get(20).map_err(backend)?),
-                retention: row
-                    .get::<_, Option<i64>>(21)
-                    .map_err(backend)?
-                    .map(|ms| Duration::from_millis(ms.max(0) as u64)),
-                delete_after: ts(row.get(22).map_err(backend)?),
                 restarted_from: row.get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
                 parent: row.get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
                 continued_from: row.get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),

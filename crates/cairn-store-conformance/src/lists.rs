@@ -22,7 +22,7 @@ pub async fn ending_sets_delete_after(store: DynStore) {
     store.cancel(control(&RunId::new("idle"), 30)).await.expect("cancel");
     let delete_after = |id: &'static str| {
         let store = Arc::clone(&store);
-        async move { store.get_run(&RunId::new(id)).await.expect("get").expect("exists").rare().delete_after }
+        async move { store.get_run(&RunId::new(id)).await.expect("get").expect("exists").delete_after }
     };
     assert_eq!(delete_after("kept").await, Some(t(120)));
     assert_eq!(delete_after("forever").await, None);

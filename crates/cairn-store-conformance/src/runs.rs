@@ -313,7 +313,7 @@ pub async fn new_runs_keep_their_options(store: DynStore) {
     let row = store.get_run(&created.id).await.expect("get").expect("exists");
     for row in [&created, &row] {
         assert_eq!((row.rare().deadline, row.last_seq), (Some(t(5_000)), 2));
-        assert_eq!(row.rare().retention, Some(std::time::Duration::from_millis(100)));
+        assert_eq!(row.retention, Some(std::time::Duration::from_millis(100)));
         assert_eq!(row.rare().restarted_from, Some(RunId::new("orig")));
         assert_eq!(row.rare().parent, Some(RunId::new("orig")));
     }
@@ -340,5 +340,5 @@ pub async fn new_runs_keep_their_options(store: DynStore) {
     let signal = StartSignal { name: "go".into(), payload: raw("1") };
     store.start_with_signal(run, signal).await.expect("start with signal");
     let row = store.get_run(&RunId::new("signalled")).await.expect("get").expect("exists");
-    assert_eq!((row.rare().deadline, row.rare().retention), (Some(t(9)), Some(std::time::Duration::from_millis(7))));
+    assert_eq!((row.rare().deadline, row.retention), (Some(t(9)), Some(std::time::Duration::from_millis(7))));
 }

@@ -183,7 +183,7 @@ pub async fn continue_as_new_hands_over_unconsumed_signals(store: DynStore) {
     let new = store.get_run(&RunId::new("c~1")).await.expect("get").expect("successor exists");
     assert_eq!((new.status, new.version, new.input.get()), (RunStatus::Pending, 2, "7"));
     assert_eq!(new.rare().continued_from, Some(run.id.clone()));
-    assert_eq!(new.rare().retention, Some(std::time::Duration::from_secs(60)));
+    assert_eq!(new.retention, Some(std::time::Duration::from_secs(60)));
     assert_eq!(store.read_journal(&new.id).await.expect("journal").len(), 1);
     let ids = |signals: Vec<SignalRecord>| signals.iter().map(|s| (s.id, s.consumed_seq)).collect::<Vec<_>>();
     assert_eq!(ids(store.signals(&run.id).await.expect("signals")), [(first, Some(3))]);

@@ -198,10 +198,7 @@ pub fn end(run: &mut RunRecord, status: RunStatus, at: Timestamp) {
     run.pending = None;
     run.waiting_for = None;
     run.completed_at = Some(at);
-    // Only a run kept for a retention is deleted after it (and only it has rare fields to set).
-    if let Some(keep) = run.rare().retention {
-        run.rare_mut().delete_after = Some(at + keep);
-    }
+    run.delete_after = run.retention.map(|keep| at + keep);
 }
 
 /// A debouncing run whose window closes (it wakes, or is paused) keeps its slot while suspended

@@ -42,12 +42,8 @@ async fn ended_runs_are_deleted_after_their_retention() {
         run.result::<u8>().await.unwrap();
     }
     wait_for_status(&engine.client(), &waiting, RunStatus::Suspended).await;
-    assert_eq!(
-        engine.client().get(default.id()).await.unwrap().rare().retention,
-        Some(10 * HOUR),
-        "the default, clamped"
-    );
-    assert_eq!(engine.client().get(clamped.id()).await.unwrap().rare().retention, Some(10 * HOUR));
+    assert_eq!(engine.client().get(default.id()).await.unwrap().retention, Some(10 * HOUR), "the default, clamped");
+    assert_eq!(engine.client().get(clamped.id()).await.unwrap().retention, Some(10 * HOUR));
     assert!(DEFAULT_RETENTION > 10 * HOUR);
 
     let alive = |engine: &Engine, id: &RunId| {

@@ -69,13 +69,13 @@ pub(super) fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         priority: row.try_get(30).map_err(backend)?,
         fairness_key: Some(row.try_get::<_, String>(31).map_err(backend)?).filter(|key| !key.is_empty()),
         fair_seq: row.try_get(32).map_err(backend)?,
+        retention: row
+            .try_get::<_, Option<i64>>(21)
+            .map_err(backend)?
+            .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+        delete_after: get_ts(22)?,
         rare: RunRare {
             deadline: get_ts(20)?,
-            retention: row
-                .try_get::<_, Option<i64>>(21)
-                .map_err(backend)?
-                .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
-            delete_after: get_ts(22)?,
             restarted_from: row.try_get::<_, Option<String>>(23).map_err(backend)?.map(RunId::new),
             parent: row.try_get::<_, Option<String>>(24).map_err(backend)?.map(RunId::new),
             continued_from: row.try_get::<_, Option<String>>(25).map_err(backend)?.map(RunId::new),

@@ -125,14 +125,11 @@ fn progress_leaves_the_lease_and_release_gives_it_back() {
 #[test]
 fn finish_and_continue_end_the_run_with_its_retention() {
     let mut run = running();
-    run.rare_mut().retention = Some(Duration::from_millis(50));
+    run.retention = Some(Duration::from_millis(50));
     run.waiting_for = Some(WaitingFor::Concurrency);
     let finish = RunUpdate::Finish { status: RunStatus::Completed, output: Some(raw("9")), error: None, at: t(100) };
     apply(&mut run, finish, false);
-    assert_eq!(
-        (run.status, run.completed_at, run.rare().delete_after),
-        (RunStatus::Completed, Some(t(100)), Some(t(150)))
-    );
+    assert_eq!((run.status, run.completed_at, run.delete_after), (RunStatus::Completed, Some(t(100)), Some(t(150))));
     assert_eq!((run.output.as_ref().map(|o| o.get()), run.waiting_for), (Some("9"), None));
     let mut continued = running();
     let successor = Box::new(new_run("next"));
@@ -141,7 +138,7 @@ fn finish_and_continue_end_the_run_with_its_retention() {
         (continued.status, continued.rare().continued_as.clone()),
         (RunStatus::Continued, Some(RunId::new("next")))
     );
-    assert_eq!(continued.rare().delete_after, None, "no retention: kept");
+    assert_eq!(continued.delete_after, None, "no retention: kept");
 }
 
 #[test]
@@ -202,11 +199,11 @@ fn cancel_waits_for_a_live_holder_and_ends_anyone_elses_run() {
     assert_eq!(held.pending, None, "nothing waits for an ended run");
     let mut lapsed = running();
     lapsed.recoveries = 2;
-    lapsed.rare_mut().retention = Some(Duration::from_millis(10));
+    lapsed.retention = Some(Duration::from_millis(10));
     assert_eq!(cancel(&mut lapsed, "op", t(1_000), t(1_000)).unwrap(), CancelOutcome::Cancelled, "its lease expired");
     assert_eq!((lapsed.status, lapsed.epoch, lapsed.last_seq), (RunStatus::Cancelled, 2, 2));
     assert_eq!(
-        (lapsed.error.as_deref(), lapsed.completed_at, lapsed.rare().delete_after),
+        (lapsed.error.as_deref(), lapsed.completed_at, lapsed.delete_after),
         (Some("op"), Some(t(1_000)), Some(t(1_010)))
     );
     assert_eq!((lapsed.lease_owner.as_deref(), lapsed.recoveries), (None, 2), "a cancel is not progress");

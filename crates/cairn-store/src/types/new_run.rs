@@ -203,8 +203,6 @@ impl RunRecord {
         let debounce_until = run.debounce.as_ref().and_then(|d| debounce_until(run.created_at, d.max_wait));
         let rare = RunRare {
             deadline: run.deadline,
-            retention: run.retention,
-            delete_after: None,
             restarted_from: run.restarted_from.clone(),
             parent: run.parent.clone(),
             continued_from: run.continued_from.clone(),
@@ -237,6 +235,8 @@ impl RunRecord {
             priority: run.priority,
             fairness_key: run.fairness_key.clone(),
             fair_seq: 0,
+            retention: run.retention,
+            delete_after: None,
             rare: rare.boxed(),
         }
     }

@@ -133,24 +133,27 @@ pub struct RunRecord {
     /// ([`cairn_journal::flow::fair_seq`]): workers claim in this order within a priority.
     #[serde(default)]
     pub fair_seq: i64,
-    /// Its deadline, retention, lineage and debounce key, kept apart because most runs have
-    /// none of them (`None` then): read them with [`rare`](RunRecord::rare), change them with
+    /// How long the run is kept once it has ended (`None`: forever, unless a sweeper's maximum
+    /// applies).
+    #[serde(default)]
+    pub retention: Option<Duration>,
+    /// When a sweeper may delete the ended run: its end plus its retention.
+    #[serde(default)]
+    pub delete_after: Option<Timestamp>,
+    /// Its deadline, lineage and debounce key, kept apart because most runs have none of them
+    /// (`None` then): read them with [`rare`](RunRecord::rare), change them with
     /// [`rare_mut`](RunRecord::rare_mut).
     pub rare: Option<Box<RunRare>>,
 }
 
 /// What few runs have, kept apart from the [`RunRecord`] so that the record of every other run
-/// stays small (it is cloned by every claim and read, and held by every handle): its deadline
-/// and retention, its lineage, its debounce key.
+/// stays small (it is cloned by every claim and read, and held by every handle): its deadline,
+/// its lineage, its debounce key. (Not its retention: every run started through a client has
+/// one.)
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunRare {
     /// When the run fails with a timeout if it has not ended (journaled in its `started` event).
     pub deadline: Option<Timestamp>,
-    /// How long the run is kept once it has ended (`None`: forever, unless a sweeper's maximum
-    /// applies).
-    pub retention: Option<Duration>,
-    /// When a sweeper may delete the ended run: its end plus its retention.
-    pub delete_after: Option<Timestamp>,
     /// The run this one restarts (it began with a prefix of that run's journal).
     pub restarted_from: Option<RunId>,
     /// The run that started this one as its child (`ctx.child` in the `cairn` crate).
@@ -170,8 +173,6 @@ pub struct RunRare {
 /// A run with none of the rare fields ([`RunRecord::rare`] of one whose `rare` is `None`).
 static NO_RARE: RunRare = RunRare {
     deadline: None,
-    retention: None,
-    delete_after: None,
     restarted_from: None,
     parent: None,
     continued_from: None,
@@ -315,12 +316,12 @@ impl From<RunRecordWire> for RunRecord {
             priority: w.priority,
             fairness_key: w.fairness_key,
             fair_seq: w.fair_seq,
+            retention: w.retention,
+            delete_after: w.delete_after,
             rare: None,
         };
         run.set_rare(RunRare {
             deadline: w.deadline,
-            retention: w.retention,
-            delete_after: w.delete_after,
             restarted_from: w.restarted_from,
             parent: w.parent,
             continued_from: w.continued_from,
@@ -336,6 +337,8 @@ impl From<RunRecord> for RunRecordWire {
     fn from(run: RunRecord) -> Self {
         let rare = run.rare.map(|rare| *rare).unwrap_or_default();
         RunRecordWire {
+            retention: run.retention,
+            delete_after: run.delete_after,
             id: run.id,
             workflow: run.workflow,
             version: run.version,
@@ -361,8 +364,6 @@ impl From<RunRecord> for RunRecordWire {
             fairness_key: run.fairness_key,
             fair_seq: run.fair_seq,
             deadline: rare.deadline,
-            retention: rare.retention,
-            delete_after: rare.delete_after,
             restarted_from: rare.restarted_from,
             parent: rare.parent,
             continued_from: rare.continued_from,
@@ -374,7 +375,7 @@ impl From<RunRecord> for RunRecordWire {
 }
 
 impl RunRecord {
-    /// Its deadline, retention, lineage and debounce key (all `None` for most runs).
+    /// Its deadline, lineage and debounce key (all `None` for most runs).
     pub fn rare(&self) -> &RunRare {
         self.rare.as_deref().unwrap_or(&NO_RARE)
     }

@@ -88,7 +88,7 @@ impl PruneRequest {
     /// Whether `run` is to be deleted: it has ended, and its retention (or `ended_before`) passed.
     pub fn selects(&self, run: &RunRecord) -> bool {
         run.status.is_terminal()
-            && (run.rare().delete_after.is_some_and(|at| at <= self.now)
+            && (run.delete_after.is_some_and(|at| at <= self.now)
                 || self.ended_before.is_some_and(|before| run.completed_at.is_some_and(|at| at < before)))
     }
 }

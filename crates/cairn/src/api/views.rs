@@ -115,7 +115,7 @@ pub fn run_view(run: &RunRecord) -> RunView {
         pause_requested: matches!(run.pending, Some(Request::Pause { .. })),
         cancel_requested: cancel.is_some(),
         deadline: run.rare().deadline.map(time),
-        delete_after: run.rare().delete_after.map(time),
+        delete_after: run.delete_after.map(time),
         restarted_from: run.rare().restarted_from.as_ref().map(RunId::to_string),
         parent: run.rare().parent.as_ref().map(RunId::to_string),
         continued_from: run.rare().continued_from.as_ref().map(RunId::to_string),

@@ -188,7 +188,7 @@ impl Client {
         run.prefix = journal[1..at].iter().map(|e| e.event.clone()).collect();
         run.restarted_from = Some(id.clone());
         run.reason = reason.map(str::to_owned);
-        run.retention = original.rare().retention;
+        run.retention = original.retention;
         Queue::of(&original).apply(&mut run);
         run.deadline = original.rare().deadline.map(|deadline| now + original.created_at.until(deadline));
         self.create(run).await

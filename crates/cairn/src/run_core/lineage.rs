@@ -72,7 +72,7 @@ impl Lineage {
     pub fn of(run: &RunRecord) -> Lineage {
         Lineage {
             parent: run.rare().parent.clone(),
-            retention: run.rare().retention,
+            retention: run.retention,
             continues: run.rare().continued_from.is_some(),
             queue: Queue::of(run),
         }
