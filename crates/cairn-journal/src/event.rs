@@ -106,8 +106,9 @@ pub enum Event {
         ordinal: u32,
         /// Signal name waited for.
         event: String,
-        /// JSON the payload must contain, if any.
-        filter: Option<serde_json::Value>,
+        /// JSON the payload must contain, if any (boxed: most waits have none, and an event is
+        /// as large as its largest kind).
+        filter: Option<Box<serde_json::Value>>,
         /// When the wait gives up; `None` waits forever.
         deadline: Option<Timestamp>,
     },
@@ -147,9 +148,10 @@ pub enum Event {
         next: u64,
         /// The state carried into it, as JSON.
         state: Box<RawValue>,
-        /// Older entries of this loop deleted as this one commits (see [`Trim`]).
+        /// Older entries of this loop deleted as this one commits (see [`Trim`]; boxed: an event
+        /// is as large as its largest kind).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        trim: Option<Trim>,
+        trim: Option<Box<Trim>>,
         /// Every durable value of the run as the body had set it by then (what the trimmed
         /// `var_set` entries said), restored when the loop resumes here.
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -283,7 +285,7 @@ impl Event {
     /// A [`Event::LoopCheckpoint`]'s trim, with the loop's path (what the fold reads).
     pub fn trim(&self) -> Option<(&StepPath, Trim)> {
         match self {
-            Event::LoopCheckpoint { path, trim: Some(trim), .. } => Some((path, *trim)),
+            Event::LoopCheckpoint { path, trim: Some(trim), .. } => Some((path, **trim)),
             _ => None,
         }
     }

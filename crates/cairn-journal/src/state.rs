@@ -423,7 +423,12 @@ impl RunState {
                 }
             }
             Event::WaitStarted { path, ordinal, event, filter, deadline } => {
-                self.set_step(path, StepKind::Wait, ordinal, StepStatus::Waiting { event, filter, deadline });
+                self.set_step(
+                    path,
+                    StepKind::Wait,
+                    ordinal,
+                    StepStatus::Waiting { event, filter: filter.map(|filter| *filter), deadline },
+                );
             }
             Event::WaitCompleted { path, signal, payload } => {
                 if let Some(signal) = signal {
@@ -437,6 +442,7 @@ impl RunState {
                 self.rare_mut().patches.insert(id, applied);
             }
             Event::LoopCheckpoint { path, next, state, trim, vars } => {
+                let trim = trim.map(|trim| *trim);
                 if let Some(trim) = trim {
                     self.add_trim(trim.since, trim.through);
                 }
@@ -725,7 +731,7 @@ mod tests {
                 path: p("tick"),
                 next: i + 1,
                 state: raw(&(i + 1).to_string()),
-                trim,
+                trim: trim.map(Box::new),
                 vars: Default::default(),
             });
         }

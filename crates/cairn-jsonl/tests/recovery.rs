@@ -185,7 +185,13 @@ async fn trimmed_loops_read_back_trimmed_after_a_restart() {
         step("tick[0]/work", 0, "0"),
         Event::LoopCheckpoint { path: tick.clone(), next: 1, state: raw("1"), trim: None, vars: Default::default() },
         step("tick[1]/work", 0, "1"),
-        Event::LoopCheckpoint { path: tick, next: 2, state: raw("2"), trim: Some(trim), vars: Default::default() },
+        Event::LoopCheckpoint {
+            path: tick,
+            next: 2,
+            state: raw("2"),
+            trim: Some(Box::new(trim)),
+            vars: Default::default(),
+        },
     ];
     let append = Append {
         run_id: run.id.clone(),

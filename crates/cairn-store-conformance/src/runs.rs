@@ -235,7 +235,7 @@ pub async fn loop_checkpoints_trim_their_history(store: DynStore) {
         path: StepPath::parse(path).expect("valid path"),
         next,
         state: raw(&next.to_string()),
-        trim,
+        trim: trim.map(Box::new),
         vars: Default::default(),
     };
     let set = |value: &str| Event::VarSet { name: "n".into(), value: raw(value) };

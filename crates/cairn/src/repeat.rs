@@ -142,7 +142,8 @@ impl Ctx {
             let raw = self.shared().encode(path.as_str(), &state)?;
             let trim = Some(Trim { since, after: trimmed, through });
             let vars = self.shared().vars_now();
-            let checkpoint = Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim, vars };
+            let checkpoint =
+                Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim: trim.map(Box::new), vars };
             self.shared().defer_checkpoint(checkpoint)?;
             trimmed = through;
             if let Some(below) = below {

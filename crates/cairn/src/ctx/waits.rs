@@ -140,7 +140,7 @@ impl Ctx {
                                 path: path.clone(),
                                 ordinal,
                                 event: event.clone(),
-                                filter: filter.clone(),
+                                filter: filter.clone().map(Box::new),
                                 deadline: Some(deadline),
                             }],
                             None,
