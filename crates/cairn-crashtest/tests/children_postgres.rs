@@ -20,6 +20,20 @@ async fn wait_status(client: &Client, id: &RunId, status: RunStatus) {
     panic!("run {id} never reached {status}: it is {} ({:?})", run.status, run.error);
 }
 
+/// Waits until some worker has served each of `names` on the store. A parent's child start is
+/// refused for a workflow no worker has served yet ([CAIRN-E0304]), so the parents' runs must not
+/// begin before the process that serves their children has started (the two start at once).
+async fn wait_served(client: &Client, names: &[&str]) {
+    for _ in 0..6_000 {
+        let served = client.served_workflows().await.unwrap();
+        if names.iter().all(|name| served.iter().any(|s| s.key.name == *name)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no worker served {names:?}: {:?}", client.served_workflows().await.unwrap());
+}
+
 pub(crate) async fn parents_and_children_run_in_different_processes_and_a_cancel_reaches_the_child() {
     let _slot = crate::common::slot().await;
     let Some((store, schema)) = postgres("children").await else { return };
@@ -29,6 +43,7 @@ pub(crate) async fn parents_and_children_run_in_different_processes_and_a_cancel
     let common = ["--schema", schema.name.as_str(), "--pause-ms", "20"];
     let parents = spawn(&schema.url, &log, RUNS, &[&common[..], &["--only", "family"]].concat());
     let children = spawn(&schema.url, &log, RUNS, &[&common[..], &["--only", "member"]].concat());
+    wait_served(&client, &["family", "member"]).await;
     create_runs_of(&client, "family", RUNS).await;
     for i in 0..RUNS {
         let id = RunId::new(format!("run-{i:03}"));
