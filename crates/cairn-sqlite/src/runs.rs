@@ -232,12 +232,14 @@ impl Writer {
                 Vec::new(),
             ),
             RunUpdate::Park { error } => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'paused',
-                     suspend_reason = NULL, error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                     request = CASE request WHEN 'pause' THEN NULL ELSE request END,
-                     request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
-                 RETURNING workflow, flow_key, flow_hold",
+                concat!(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'paused',
+                         suspend_reason = NULL, error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, ",
+                    clear_pause!(),
+                    "
+                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
+                     RETURNING workflow, flow_key, flow_hold"
+                ),
                 vec![Box::new(error.clone())],
             ),
         };
@@ -395,9 +397,9 @@ impl Writer {
         }
         self.conn
             .prepare_cached(concat!(
-                "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3,
-                     request = CASE request WHEN 'pause' THEN NULL ELSE request END,
-                     request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END,
+                "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3, ",
+                clear_pause!(),
+                ",
                      suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, ",
                 hold_after_debounce!(),
                 "

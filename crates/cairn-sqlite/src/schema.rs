@@ -10,6 +10,15 @@ macro_rules! hold_after_debounce {
     };
 }
 
+/// The `SET` of a run parked or paused: a waiting pause is done, a waiting cancel stays for the
+/// worker that claims the run once it is resumed (`cairn_store::lifecycle::apply`, `Park`).
+macro_rules! clear_pause {
+    () => {
+        "request = CASE request WHEN 'pause' THEN NULL ELSE request END,
+         request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END"
+    };
+}
+
 /// The condition of the partial index `runs_open` (migration 18). SQLite reads a partial index
 /// for a query whose condition implies the index's: `status = 'running'` implies this one (an
 /// equality implies an `OR` that holds it), an `IN` list does not, so a query with one names

@@ -52,6 +52,11 @@ pub(super) fn run_columns_of(alias: &str) -> String {
     RUN_COLUMNS.split(", ").map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
 }
 
+/// The `SET` of a run parked or paused: a waiting pause is done, a waiting cancel stays for the
+/// worker that claims the run once it is resumed (`cairn_store::lifecycle::apply`, `Park`).
+const CLEAR_PAUSE: &str = "request = CASE request WHEN 'pause' THEN NULL ELSE request END,
+                     request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END";
+
 /// The `SET` of a run (aliased `u`) leaving a debounce window (it wakes or is paused): it held no
 /// slot while it debounced (`flow_hold` false), and from now on keeps one while suspended as its
 /// rule says.
@@ -361,9 +366,7 @@ impl Statements {
             request_cancel: include_str!("../../sql/statements/request_cancel.sql").to_owned(),
             request_pause: include_str!("../../sql/statements/request_pause.sql").to_owned(),
             pause_now: format!(
-                "UPDATE runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3,
-                     request = CASE request WHEN 'pause' THEN NULL ELSE request END,
-                     request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END,
+                "UPDATE runs u SET epoch = epoch + 1, status = 'paused', error = $2, updated_at = $3, {CLEAR_PAUSE},
                      suspend_reason = NULL, wake_at = NULL, lease_owner = NULL,
                      lease_expires_at = NULL, waiting_for = NULL, {}
                  WHERE id = $1",
@@ -480,11 +483,10 @@ impl Statements {
             release: append(
                 ", status = 'pending', suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL",
             ),
-            park: append(
+            park: append(&format!(
                 ", status = 'paused', suspend_reason = NULL, error = $12, wake_at = NULL, lease_owner = NULL,
-                 lease_expires_at = NULL, request = CASE request WHEN 'pause' THEN NULL ELSE request END,
-                 request_reason = CASE request WHEN 'pause' THEN NULL ELSE request_reason END",
-            ),
+                 lease_expires_at = NULL, {CLEAR_PAUSE}"
+            )),
         }
     }
 }

@@ -267,7 +267,7 @@ fn outcome_of(run: &RunId, outcome: ControlOutcome) -> Outcome {
 }
 
 /// A store's run status as the API names it (a match, so a new status cannot go unnamed).
-pub fn status_value(status: cairn_store::RunStatus) -> RunStatusValue {
+fn status_value(status: cairn_store::RunStatus) -> RunStatusValue {
     use cairn_store::RunStatus as S;
     match status {
         S::Pending => RunStatusValue::Pending,

@@ -328,6 +328,14 @@ macro_rules! with_reason {
 }
 
 with_reason!(Cancel, "journaled in the run's `cancelled` event and shown as its error");
+
+/// The reason a cancel or pause was given, checked, or `default` without one.
+fn reason_or<'r>(reason: &'r Option<String>, default: &'static str) -> Result<&'r str, ControlError> {
+    match reason {
+        Some(reason) => Reason::check(reason).map_err(ControlError::InvalidName).map(|()| reason.as_str()),
+        None => Ok(default),
+    }
+}
 with_reason!(Restart, "journaled in the new run's `started` event");
 
 impl<'a> IntoFuture for Cancel<'a> {
@@ -336,10 +344,7 @@ impl<'a> IntoFuture for Cancel<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let reason = match &self.reason {
-                Some(reason) => Reason::check(reason).map_err(ControlError::InvalidName).map(|()| reason.as_str())?,
-                None => CANCELLED_BY_REQUEST,
-            };
+            let reason = reason_or(&self.reason, CANCELLED_BY_REQUEST)?;
             self.client.cancel_tree(self.id, reason).await.map_err(ControlError::narrow)
         })
     }
@@ -362,10 +367,7 @@ impl<'a> IntoFuture for Pause<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let reason = match &self.reason {
-                Some(reason) => Reason::check(reason).map_err(ControlError::InvalidName).map(|()| reason.as_str())?,
-                None => PAUSED_BY_REQUEST,
-            };
+            let reason = reason_or(&self.reason, PAUSED_BY_REQUEST)?;
             self.client.pause_now(self.id, reason).await
         })
     }
