@@ -1,6 +1,7 @@
 //! The `cairn` binary against a real SQLite file: the JSON contract of `runs list`, signal, cancel,
 //! error exits, and the demo running to completion.
 
+use cairn::store::WorkerStore;
 use cairn::{Client, RunId, SqliteStore};
 use serde_json::Value;
 use std::path::Path;
@@ -412,7 +413,7 @@ async fn runs_start_steps_and_workflows() {
     stdout_json(&cairn(&["runs", "cancel", "o-0", "--db", db, "--json"]));
     stdout_json(&cairn(&["runs", "prune", "--older-than", "0s", "--db", db, "--json"]));
     // Workers have served these here (and are gone): starts need no more, and get the newest.
-    use cairn::Store as _;
+
     let store = SqliteStore::open(&path).unwrap();
     let served = |name: &str, version| cairn::store::WorkflowKey { name: name.into(), version };
     let at = cairn::Timestamp::from_millis(0);

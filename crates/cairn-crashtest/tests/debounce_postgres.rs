@@ -7,7 +7,7 @@
 
 use crate::common::*;
 use cairn::journal::Event;
-use cairn::store::Store;
+use cairn::store::JournalStore;
 use cairn::{Client, Debounce, RunFilter, RunId, RunStatus};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

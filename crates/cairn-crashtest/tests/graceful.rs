@@ -5,7 +5,8 @@
 
 use crate::common::*;
 use cairn::journal::Event;
-use cairn::{Client, RunFilter, RunStatus, SqliteStore, Store};
+use cairn::store::JournalStore;
+use cairn::{Client, RunFilter, RunStatus, SqliteStore};
 use std::collections::HashMap;
 use std::time::Duration;
 

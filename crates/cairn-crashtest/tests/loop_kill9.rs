@@ -7,7 +7,8 @@
 
 use crate::common::*;
 use cairn::journal::RunState;
-use cairn::{Client, RunFilter, RunStatus, SqliteStore, Store};
+use cairn::store::JournalStore;
+use cairn::{Client, RunFilter, RunStatus, SqliteStore};
 use std::collections::HashMap;
 
 const RUNS: u64 = 20;

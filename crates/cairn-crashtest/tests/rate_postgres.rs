@@ -8,7 +8,7 @@
 use crate::common::*;
 use cairn::Client;
 use cairn::journal::Event;
-use cairn::store::Store;
+use cairn::store::JournalStore;
 use std::collections::HashMap;
 
 const RUNS: u64 = 40;

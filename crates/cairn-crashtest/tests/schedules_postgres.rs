@@ -8,7 +8,8 @@
 
 use crate::common::*;
 use cairn::journal::Event;
-use cairn::{Client, RunFilter, RunStatus, Schedule, Store, Timestamp, schedule_run_id};
+use cairn::store::JournalStore;
+use cairn::{Client, RunFilter, RunStatus, Schedule, Timestamp, schedule_run_id};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use cairn::prelude::*;
+use cairn::store::JournalStore;
 use cairn::store::{Calls, CountingStore, StatementCount};
 use cairn::{MemoryStore, SqliteOptions, SqliteStore, Store};
 use std::alloc::{GlobalAlloc, Layout, System};

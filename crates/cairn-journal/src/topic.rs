@@ -22,13 +22,19 @@ pub const WILDCARD: &str = "*";
 /// Why a topic or a pattern was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "[CAIRN-E0308] {what} {given:?} must be 1 to {MAX_TOPIC_BYTES} bytes of segments joined by `.`, \
-     each of ASCII letters, digits, `_` or `-`{wildcard}"
+    "[{code}] {what} {given:?} must be 1 to {MAX_TOPIC_BYTES} bytes of segments joined by `.`, \
+     each of ASCII letters, digits, `_` or `-`{wildcard}",
+    code = TopicError::CODE
 )]
 pub struct TopicError {
     what: &'static str,
     given: String,
     wildcard: &'static str,
+}
+
+impl TopicError {
+    /// Its stable code (see `docs/errors.md`).
+    pub const CODE: &'static str = "CAIRN-E0308";
 }
 
 fn check(given: &str, pattern: bool) -> Result<(), TopicError> {

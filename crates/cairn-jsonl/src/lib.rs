@@ -10,9 +10,10 @@ use cairn_store::{
     ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord, StartSignal, StoreError, Subscription, TakeRate,
     VersionCount, WorkerRecord, WorkflowCount, WorkflowKey,
 };
-use cairn_store::{MemoryStore, Store, StoreFuture};
+use cairn_store::{MemoryStore, StoreFuture};
 mod legacy;
 
+use cairn_store::{EventStore, FlowStore, JournalStore, RunStore, ScheduleStore, SignalStore, WorkerStore};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -598,7 +599,7 @@ impl JsonlStore {
     }
 }
 
-impl Store for JsonlStore {
+impl RunStore for JsonlStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
         let result = self.create_now(run);
         Box::pin(async move { result })
@@ -612,31 +613,13 @@ impl Store for JsonlStore {
         self.inner.memory.list_runs(filter)
     }
 
-    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
-        self.inner.memory.read_journal(id)
-    }
-
-    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
-        self.inner.memory.signals(id)
-    }
-
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         let result = self.writing().and_then(|_writes| ready(self.inner.memory.claim(request)));
         Box::pin(async move { result })
     }
 
-    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
-        let result = self.append_now(append);
-        Box::pin(async move { result })
-    }
-
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
         self.inner.memory.heartbeat(request)
-    }
-
-    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
-        let result = self.signal_now(signal);
-        Box::pin(async move { result })
     }
 
     fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
@@ -665,48 +648,6 @@ impl Store for JsonlStore {
         Box::pin(async move { self.prune_now(request) })
     }
 
-    // Workers are kept in memory only: the data directory is locked to one process, so no other
-    // worker could be live beside this one, and none is left after it exits.
-    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
-        let result = self.record_event_now(event);
-        Box::pin(async move { result })
-    }
-
-    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
-        self.inner.memory.events(query)
-    }
-
-    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
-        self.inner.memory.record_worker(worker)
-    }
-
-    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
-        self.inner.memory.workers()
-    }
-
-    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
-        self.inner.memory.forget_workers(request)
-    }
-
-    // The served versions too: those of the runs in the directory (counted when it opens) and
-    // those this process's workers serve.
-    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
-        self.inner.memory.record_served(serves, at)
-    }
-
-    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
-        self.inner.memory.served_workflows()
-    }
-
-    // Subscriptions too: only the process holding the directory's lock declares or reads them.
-    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
-        self.inner.memory.set_subscriptions(request)
-    }
-
-    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        self.inner.memory.subscriptions()
-    }
-
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
         self.inner.memory.version_counts()
     }
@@ -715,6 +656,34 @@ impl Store for JsonlStore {
         self.inner.memory.workflow_counts()
     }
 
+    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
+        self.inner.memory.next_wake_at(workflows)
+    }
+}
+
+impl JournalStore for JsonlStore {
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        self.inner.memory.read_journal(id)
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        let result = self.append_now(append);
+        Box::pin(async move { result })
+    }
+}
+
+impl SignalStore for JsonlStore {
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        self.inner.memory.signals(id)
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        let result = self.signal_now(signal);
+        Box::pin(async move { result })
+    }
+}
+
+impl ScheduleStore for JsonlStore {
     fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
         let result = self.change_schedules(|| ready(self.inner.memory.put_schedule(put)));
         Box::pin(async move { result })
@@ -743,6 +712,13 @@ impl Store for JsonlStore {
         Box::pin(async move { result })
     }
 
+    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        let result = self.change_schedules(|| ready(self.inner.memory.delete_schedule(name)));
+        Box::pin(async move { result })
+    }
+}
+
+impl FlowStore for JsonlStore {
     fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
         let result = self.change_rules(|| ready(self.inner.memory.put_concurrency(rule)));
         Box::pin(async move { result })
@@ -757,18 +733,48 @@ impl Store for JsonlStore {
         self.inner.memory.concurrency_rules()
     }
 
-    fn delete_schedule<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
-        let result = self.change_schedules(|| ready(self.inner.memory.delete_schedule(name)));
-        Box::pin(async move { result })
-    }
-
-    fn next_wake_at<'a>(&'a self, workflows: &'a [WorkflowKey]) -> StoreFuture<'a, Option<Timestamp>> {
-        self.inner.memory.next_wake_at(workflows)
-    }
-
     /// Grants live in memory only, like leases: the one process that has the directory open
     /// counts them; a process that opens it again starts with empty windows.
     fn take_rate<'a>(&'a self, take: &'a TakeRate) -> StoreFuture<'a, Option<Timestamp>> {
         self.inner.memory.take_rate(take)
+    }
+}
+
+impl EventStore for JsonlStore {
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        let result = self.record_event_now(event);
+        Box::pin(async move { result })
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        self.inner.memory.events(query)
+    }
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        self.inner.memory.set_subscriptions(request)
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        self.inner.memory.subscriptions()
+    }
+}
+
+impl WorkerStore for JsonlStore {
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        self.inner.memory.record_worker(worker)
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        self.inner.memory.workers()
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        self.inner.memory.forget_workers(request)
+    }
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        self.inner.memory.record_served(serves, at)
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        self.inner.memory.served_workflows()
     }
 }

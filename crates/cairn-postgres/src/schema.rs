@@ -43,7 +43,9 @@ mod tests {
     use super::MIGRATIONS;
     use crate::testing::{raw_client as client, test_store};
     use crate::{PostgresOptions, PostgresStore};
-    use cairn_store::{ClaimRequest, RunFilter, RunId, Store, WorkflowKey};
+    use cairn_store::JournalStore;
+    use cairn_store::RunStore;
+    use cairn_store::{ClaimRequest, RunFilter, RunId, WorkflowKey};
 
     /// FNV-1a, 64 bits: a fingerprint of a migration's text.
     fn fingerprint(text: &str) -> u64 {

@@ -23,7 +23,7 @@ impl Writer {
         Ok(deleted as u64)
     }
 
-    /// A turn under a rate limit (see [`Store::take_rate`]): the bucket's grants that no asker
+    /// A turn under a rate limit (see [`FlowStore::take_rate`]): the bucket's grants that no asker
     /// can count any more go, the rest decide.
     pub(super) fn take_rate(&mut self, take: &TakeRate) -> Result<Option<Timestamp>, Failure> {
         let (now, period) = (take.now.as_millis(), take.period_ms());

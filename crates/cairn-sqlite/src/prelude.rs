@@ -7,7 +7,7 @@ pub(crate) use cairn_store::{
     EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor,
     PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency, RunFilter, RunId,
     RunPage, RunRare, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
-    StartSignal, Store, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor,
+    StartSignal, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor,
     WorkerRecord, WorkflowCount, WorkflowKey,
 };
 pub(crate) use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};

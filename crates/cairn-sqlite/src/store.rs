@@ -7,8 +7,9 @@ use crate::rows::{
     row_to_schedule,
 };
 use crate::writer::{Command, backend};
+use cairn_store::{EventStore, FlowStore, JournalStore, RunStore, ScheduleStore, SignalStore, WorkerStore};
 
-impl Store for SqliteStore {
+impl RunStore for SqliteStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
         Box::pin(self.send(|r| Command::Create(Box::new((run, r)))))
     }
@@ -46,80 +47,14 @@ impl Store for SqliteStore {
         })
     }
 
-    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
-        self.read_journal_range(id, (1, i64::MAX), 0)
-    }
-
-    fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
-        let seq = |seq: u64| i64::try_from(seq).unwrap_or(i64::MAX);
-        let capacity = usize::try_from(last_seq).unwrap_or(0).min(1 << 20);
-        let Some([(_, middle), (_, last)]) = cairn_store::journal_halves(last_seq) else {
-            return self.read_journal_range(id, (1, seq(last_seq)), capacity);
-        };
-        // A long journal is read in halves on both reader threads at once; both jobs are queued
-        // here, before either is awaited. The first half's vector takes the second's entries
-        // without growing.
-        let first = self.read_journal_range(id, (1, seq(middle)), capacity);
-        let second = self.read_journal_range(id, (seq(middle) + 1, seq(last)), capacity - capacity / 2);
-        Box::pin(async move {
-            let mut entries = first.await?;
-            entries.extend(second.await?);
-            Ok(entries)
-        })
-    }
-
-    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
-        let id = id.clone();
-        self.read(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, name, payload, sent_at, consumed_seq FROM signals WHERE run_id = ?1 ORDER BY id",
-                )
-                .map_err(backend)?;
-            let rows = stmt
-                .query_map([id.as_str()], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, Option<i64>>(4)?,
-                    ))
-                })
-                .map_err(backend)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (sid, name, payload, sent_at, consumed) = row.map_err(backend)?;
-                out.push(SignalRecord {
-                    id: SignalId(sid),
-                    name,
-                    payload: raw(payload)?,
-                    sent_at: Timestamp::from_millis(sent_at),
-                    consumed_seq: consumed.map(|c| c as u64),
-                });
-            }
-            Ok(out)
-        })
-    }
-
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         let request = request.clone();
         Box::pin(self.send(|r| Command::Claim(request, r)))
     }
 
-    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
-        let encoded = append.events.iter().map(Event::to_json).collect();
-        let inline = !append.batched;
-        Box::pin(self.send_as(|r| Command::Append(append, encoded, r), inline))
-    }
-
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
         let request = request.clone();
         Box::pin(self.send(|r| Command::Heartbeat(request, r)))
-    }
-
-    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
-        Box::pin(self.send(|r| Command::Signal(signal, r)))
     }
 
     fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
@@ -140,136 +75,6 @@ impl Store for SqliteStore {
 
     fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
         Box::pin(self.send(|r| Command::Prune(request, r)))
-    }
-
-    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
-        let worker = worker.clone();
-        Box::pin(self.send(|r| Command::RecordWorker(worker, r)))
-    }
-
-    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
-        let serves = serves.to_vec();
-        Box::pin(self.send(|r| Command::RecordServed(serves, at, r)))
-    }
-
-    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT name, version, first_served, last_served FROM served_workflows ORDER BY name, version",
-                )
-                .map_err(backend)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok(ServedWorkflow {
-                        key: WorkflowKey { name: r.get(0)?, version: r.get(1)? },
-                        first_served: Timestamp::from_millis(r.get(2)?),
-                        last_served: Timestamp::from_millis(r.get(3)?),
-                    })
-                })
-                .map_err(backend)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(backend)
-        })
-    }
-
-    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
-        let request = request.clone();
-        Box::pin(self.send(|r| Command::SetSubscriptions(request, r)))
-    }
-
-    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT workflow, pattern, version FROM subscriptions ORDER BY workflow, pattern")
-                .map_err(backend)?;
-            let rows = stmt
-                .query_map([], |r| Ok(Subscription { workflow: r.get(0)?, pattern: r.get(1)?, version: r.get(2)? }))
-                .map_err(backend)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(backend)
-        })
-    }
-
-    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
-        let event = event.clone();
-        Box::pin(self.send(|r| Command::RecordEvent(Box::new((event, r)))))
-    }
-
-    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
-        let query = query.clone();
-        self.read(move |conn| {
-            let mut conditions = Vec::new();
-            if query.topic.is_some() {
-                conditions.push("topic = ?1");
-            }
-            if query.cursor.is_some() {
-                conditions.push("(published_at, id) < (?2, ?3)");
-            }
-            let sql = format!(
-                "SELECT id, topic, payload, published_at, runs FROM events {} {}
-                    ORDER BY published_at DESC, id DESC LIMIT ?4",
-                if conditions.is_empty() { "" } else { "WHERE" },
-                conditions.join(" AND ")
-            );
-            let cursor = query.cursor.as_ref();
-            let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
-            let params = params![query.topic, cursor.map(|c| c.published_at.as_millis()), cursor.map(|c| &c.id), limit];
-            let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
-            let rows = stmt
-                .query_map(params, |r| {
-                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get::<_, String>(4)?))
-                })
-                .map_err(backend)?;
-            let mut events = Vec::new();
-            for row in rows {
-                let (id, topic, payload, at, runs) = row.map_err(backend)?;
-                events.push(EventRecord {
-                    id,
-                    topic,
-                    payload: RawValue::from_string(payload).map_err(StoreError::from_cause)?,
-                    published_at: Timestamp::from_millis(at),
-                    runs: serde_json::from_str(&runs).map_err(StoreError::from_cause)?,
-                });
-            }
-            Ok(EventPage::cut(events, query.limit))
-        })
-    }
-
-    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
-        self.read(|conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM workers ORDER BY id",
-                )
-                .map_err(backend)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        WorkerRecord {
-                            id: r.get(0)?,
-                            host: r.get(1)?,
-                            pid: r.get(2)?,
-                            started_at: Timestamp::from_millis(r.get(3)?),
-                            last_seen: Timestamp::from_millis(r.get(4)?),
-                            live_until: Timestamp::from_millis(r.get(5)?),
-                            serves: Vec::new(),
-                        },
-                        r.get::<_, String>(6)?,
-                    ))
-                })
-                .map_err(backend)?;
-            let mut workers = Vec::new();
-            for row in rows {
-                let (mut worker, serves) = row.map_err(backend)?;
-                worker.serves = WorkerRecord::parse_serves(&serves)?;
-                workers.push(worker);
-            }
-            Ok(workers)
-        })
-    }
-
-    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
-        let request = request.clone();
-        Box::pin(self.send(|r| Command::ForgetWorkers(request, r)))
     }
 
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
@@ -338,7 +143,79 @@ impl Store for SqliteStore {
                 .map_err(backend)
         })
     }
+}
 
+impl JournalStore for SqliteStore {
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        self.read_journal_range(id, (1, i64::MAX), 0)
+    }
+
+    fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let seq = |seq: u64| i64::try_from(seq).unwrap_or(i64::MAX);
+        let capacity = usize::try_from(last_seq).unwrap_or(0).min(1 << 20);
+        let Some([(_, middle), (_, last)]) = cairn_store::journal_halves(last_seq) else {
+            return self.read_journal_range(id, (1, seq(last_seq)), capacity);
+        };
+        // A long journal is read in halves on both reader threads at once; both jobs are queued
+        // here, before either is awaited. The first half's vector takes the second's entries
+        // without growing.
+        let first = self.read_journal_range(id, (1, seq(middle)), capacity);
+        let second = self.read_journal_range(id, (seq(middle) + 1, seq(last)), capacity - capacity / 2);
+        Box::pin(async move {
+            let mut entries = first.await?;
+            entries.extend(second.await?);
+            Ok(entries)
+        })
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        let encoded = append.events.iter().map(Event::to_json).collect();
+        let inline = !append.batched;
+        Box::pin(self.send_as(|r| Command::Append(append, encoded, r), inline))
+    }
+}
+
+impl SignalStore for SqliteStore {
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        let id = id.clone();
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, name, payload, sent_at, consumed_seq FROM signals WHERE run_id = ?1 ORDER BY id",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([id.as_str()], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Option<i64>>(4)?,
+                    ))
+                })
+                .map_err(backend)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (sid, name, payload, sent_at, consumed) = row.map_err(backend)?;
+                out.push(SignalRecord {
+                    id: SignalId(sid),
+                    name,
+                    payload: raw(payload)?,
+                    sent_at: Timestamp::from_millis(sent_at),
+                    consumed_seq: consumed.map(|c| c as u64),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        Box::pin(self.send(|r| Command::Signal(signal, r)))
+    }
+}
+
+impl ScheduleStore for SqliteStore {
     fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
         let put = put.clone();
         Box::pin(self.send(|r| Command::PutSchedule(Box::new((put, r)))))
@@ -387,7 +264,9 @@ impl Store for SqliteStore {
         let deleted = self.send(|r| Command::DeleteSchedule(name, r));
         Box::pin(async move { Ok(deleted.await? > 0) })
     }
+}
 
+impl FlowStore for SqliteStore {
     fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
         let rule = rule.clone();
         Box::pin(self.send(|r| Command::PutConcurrency(rule, r)))
@@ -409,6 +288,140 @@ impl Store for SqliteStore {
             let rows = stmt.query_map([], row_to_rule).map_err(backend)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(backend)
         })
+    }
+}
+
+impl EventStore for SqliteStore {
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        let request = request.clone();
+        Box::pin(self.send(|r| Command::SetSubscriptions(request, r)))
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT workflow, pattern, version FROM subscriptions ORDER BY workflow, pattern")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| Ok(Subscription { workflow: r.get(0)?, pattern: r.get(1)?, version: r.get(2)? }))
+                .map_err(backend)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(backend)
+        })
+    }
+
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        let event = event.clone();
+        Box::pin(self.send(|r| Command::RecordEvent(Box::new((event, r)))))
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        let query = query.clone();
+        self.read(move |conn| {
+            let mut conditions = Vec::new();
+            if query.topic.is_some() {
+                conditions.push("topic = ?1");
+            }
+            if query.cursor.is_some() {
+                conditions.push("(published_at, id) < (?2, ?3)");
+            }
+            let sql = format!(
+                "SELECT id, topic, payload, published_at, runs FROM events {} {}
+                    ORDER BY published_at DESC, id DESC LIMIT ?4",
+                if conditions.is_empty() { "" } else { "WHERE" },
+                conditions.join(" AND ")
+            );
+            let cursor = query.cursor.as_ref();
+            let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
+            let params = params![query.topic, cursor.map(|c| c.published_at.as_millis()), cursor.map(|c| &c.id), limit];
+            let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+            let rows = stmt
+                .query_map(params, |r| {
+                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get::<_, String>(4)?))
+                })
+                .map_err(backend)?;
+            let mut events = Vec::new();
+            for row in rows {
+                let (id, topic, payload, at, runs) = row.map_err(backend)?;
+                events.push(EventRecord {
+                    id,
+                    topic,
+                    payload: RawValue::from_string(payload).map_err(StoreError::from_cause)?,
+                    published_at: Timestamp::from_millis(at),
+                    runs: serde_json::from_str(&runs).map_err(StoreError::from_cause)?,
+                });
+            }
+            Ok(EventPage::cut(events, query.limit))
+        })
+    }
+}
+
+impl WorkerStore for SqliteStore {
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        let worker = worker.clone();
+        Box::pin(self.send(|r| Command::RecordWorker(worker, r)))
+    }
+
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        let serves = serves.to_vec();
+        Box::pin(self.send(|r| Command::RecordServed(serves, at, r)))
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT name, version, first_served, last_served FROM served_workflows ORDER BY name, version",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(ServedWorkflow {
+                        key: WorkflowKey { name: r.get(0)?, version: r.get(1)? },
+                        first_served: Timestamp::from_millis(r.get(2)?),
+                        last_served: Timestamp::from_millis(r.get(3)?),
+                    })
+                })
+                .map_err(backend)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(backend)
+        })
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, host, pid, started_at, last_seen, live_until, serves FROM workers ORDER BY id",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        WorkerRecord {
+                            id: r.get(0)?,
+                            host: r.get(1)?,
+                            pid: r.get(2)?,
+                            started_at: Timestamp::from_millis(r.get(3)?),
+                            last_seen: Timestamp::from_millis(r.get(4)?),
+                            live_until: Timestamp::from_millis(r.get(5)?),
+                            serves: Vec::new(),
+                        },
+                        r.get::<_, String>(6)?,
+                    ))
+                })
+                .map_err(backend)?;
+            let mut workers = Vec::new();
+            for row in rows {
+                let (mut worker, serves) = row.map_err(backend)?;
+                worker.serves = WorkerRecord::parse_serves(&serves)?;
+                workers.push(worker);
+            }
+            Ok(workers)
+        })
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        let request = request.clone();
+        Box::pin(self.send(|r| Command::ForgetWorkers(request, r)))
     }
 }
 

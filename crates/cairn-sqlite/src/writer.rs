@@ -5,7 +5,7 @@ use crate::prelude::*;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
-/// What [`Store::start_with_signal`] gives: the run, and its signal's id.
+/// What [`RunStore::start_with_signal`] gives: the run, and its signal's id.
 pub(super) type StartedWithSignal = (CreatedRun, SignalId);
 
 /// A job for the writer thread. Each carries the [`Answer`] of its own result type, so a caller

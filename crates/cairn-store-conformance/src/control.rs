@@ -1,4 +1,5 @@
-//! Steering runs: cancel, park, release, pause and resume, and the recovery count of runs reclaimed.
+//! Steering runs ([`RunStore`]): cancel, park, release, pause and resume, and the recovery count
+//! of runs reclaimed.
 
 use crate::support::*;
 

@@ -1,4 +1,4 @@
-//! Flow control: concurrency limits, priority with fairness, rate limits, debounce.
+//! Flow control ([`FlowStore`]): concurrency limits, priority with fairness, rate limits, debounce.
 
 use crate::support::*;
 
@@ -345,66 +345,4 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
     joins.workflow = "held".into();
     let joined = store.create_run(joins).await.expect("join under a rule");
     assert_eq!((joined.created, joined.run.id.as_str(), joined.run.input.get()), (false, "h4", r#"{"n":3}"#));
-}
-
-/// Declares one `#[tokio::test]` per conformance check for a backend.
-///
-/// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
-/// and anything that must live as long as the test (a temporary directory, say) — or of an
-/// `Option` of that, `None` meaning the backend is unavailable and the test is skipped.
-///
-/// `model: $model` gives the model test ([`check_against_model`]) a maker of its own, for a
-/// backend whose fresh stores are dear and can be emptied instead (PostgreSQL's
-/// `ReusedSchema`): an expression producing a closure that makes a store for each case.
-#[macro_export]
-macro_rules! conformance_tests {
-    ($backend:ident, $make:expr) => {
-        $crate::conformance_tests!($backend, $make, model: || $make());
-    };
-    ($backend:ident, $make:expr, model: $model:expr) => {
-        mod $backend {
-            #[allow(unused_imports)]
-            use super::*;
-            $crate::conformance_tests!(@each $make;
-                create_and_read_back, idempotent_create, concurrent_idempotent_create, concurrent_mixed_creates,
-                duplicate_id_is_refused,
-                claim_respects_workflows_and_versions, stale_epoch_is_fenced, a_stale_holder_cannot_write_to_a_run_created_again_under_its_id,
-                append_checks_sequence,
-                long_journals_read_back_whole, appends_sent_together_land_in_order, loop_checkpoints_trim_their_history,
-                suspended_runs_wake_on_time, signals_are_buffered_and_consumed_once,
-                signal_during_execution_is_not_lost, finished_runs_refuse_signals_and_cancels,
-                cancel_idle_and_held_runs, parked_runs_stay_parked, released_runs_are_ready_at_once,
-                list_filters_and_pages, list_filters_by_input, list_by_id_prefix_and_error_and_count, pause_and_resume_idle_runs, pause_held_runs_by_flag,
-                reclaims_count_recoveries_until_progress, start_with_signal_is_atomic, new_runs_keep_their_options,
-                ending_sets_delete_after, prune_deletes_ended_runs_past_retention,
-                workers_are_recorded_and_forgotten, served_workflows_outlive_their_workers,
-                subscriptions_are_replaced_per_workflow, events_are_recorded_merged_paged_and_pruned,
-                started_events_keep_their_reason,
-                stranded_runs_are_counted_and_listed, workflow_counts_follow_every_status,
-                continue_as_new_hands_over_unconsumed_signals, schedules_fire_once_per_due_time,
-                concurrency_limits_admit_in_order, claims_follow_priority_then_fairness,
-                rate_limits_grant_at_most_limit_per_window, debounced_starts_collapse_into_one_run,
-                waiting_runs_cancelled_or_paused_leave_the_queue, refused_creates_take_no_slot);
-
-            /// Random operation sequences against the model ([`check_against_model`]): 256 of up
-            /// to 40 operations (`CAIRN_MODEL_CASES` sets another count).
-            #[test]
-            fn matches_the_model() {
-                $crate::check_against_model(256, 40, $model);
-            }
-        }
-    };
-    (@each $make:expr; $($name:ident),*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                // `None`: the backend is not available here and the test is skipped (the maker
-                // says so, and fails instead where the backend is required).
-                let made: Option<($crate::DynStore, _)> = ($make)().await.into();
-                if let Some((store, _guard)) = made {
-                    $crate::$name(store).await;
-                }
-            }
-        )*
-    };
 }

@@ -13,7 +13,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod control;
+mod events;
 mod flow;
+mod journal;
 mod lists;
 pub mod model;
 mod model_test;
@@ -21,12 +23,65 @@ mod runs;
 mod schedules;
 mod signals;
 mod support;
+mod workers;
 
 pub use control::*;
+pub use events::*;
 pub use flow::*;
+pub use journal::*;
 pub use lists::*;
 pub use model_test::{Transitions, check_against_model, check_against_model_seeded};
 pub use runs::*;
 pub use schedules::*;
 pub use signals::*;
 pub use support::DynStore;
+pub use workers::*;
+
+// The checks by store trait, collected from the sources by `build.rs`: `__conformance_checks!`.
+include!(concat!(env!("OUT_DIR"), "/checks.rs"));
+
+/// Declares one `#[tokio::test]` per conformance check for a backend, in one module per store
+/// trait (`memory::runs::create_and_read_back`, `memory::journal::append_checks_sequence`, …).
+/// The list of checks is not kept by hand: `build.rs` collects every `pub async fn
+/// name(store: DynStore)` of the check modules, so a new check runs on every backend.
+///
+/// `$make` is an expression producing a future of `(store, guard)` — a fresh, empty [`DynStore`]
+/// and anything that must live as long as the test (a temporary directory, say) — or of an
+/// `Option` of that, `None` meaning the backend is unavailable and the test is skipped.
+///
+/// `model: $model` gives the model test ([`check_against_model`]) a maker of its own, for a
+/// backend whose fresh stores are dear and can be emptied instead (PostgreSQL's
+/// `ReusedSchema`): an expression producing a closure that makes a store for each case.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($backend:ident, $make:expr) => {
+        $crate::conformance_tests!($backend, $make, model: || $make());
+    };
+    ($backend:ident, $make:expr, model: $model:expr) => {
+        mod $backend {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__conformance_checks!($make);
+
+            /// Random operation sequences against the model ([`check_against_model`]): 256 of up
+            /// to 40 operations (`CAIRN_MODEL_CASES` sets another count).
+            #[test]
+            fn matches_the_model() {
+                $crate::check_against_model(256, 40, $model);
+            }
+        }
+    };
+    (@each $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                // `None`: the backend is not available here and the test is skipped (the maker
+                // says so, and fails instead where the backend is required).
+                let made: Option<($crate::DynStore, _)> = ($make)().await.into();
+                if let Some((store, _guard)) = made {
+                    $crate::$name(store).await;
+                }
+            }
+        )*
+    };
+}

@@ -34,7 +34,7 @@ fn serves(request: &ClaimRequest, run: &RunRecord) -> bool {
 }
 
 impl Model {
-    /// [`Store::create_run`].
+    /// [`RunStore::create_run`].
     pub fn create(&mut self, new: NewRun) -> Result<CreatedRun, StoreError> {
         new.check_debounce()?;
         if let Some(key) = &new.idempotency_key
@@ -108,7 +108,7 @@ impl Model {
         self.rules.get(workflow).is_some_and(|rule| rule.hold_suspended)
     }
 
-    /// [`Store::claim`], in two passes. First the due runs: ready pending runs, taken in claim
+    /// [`RunStore::claim`], in two passes. First the due runs: ready pending runs, taken in claim
     /// order ([`claim_rank`]); woken suspended runs but those that must wait for a slot again
     /// ([`lifecycle::requeues`]), of which the `limit` earliest (by wake-up, then id) are
     /// considered; runs whose lease lapsed, of which the `limit` earliest (by expiry, then id)
@@ -163,7 +163,7 @@ impl Model {
         claimed
     }
 
-    /// [`Store::append`] (only events' count matters to the model: it keeps no journal).
+    /// [`JournalStore::append`] (only events' count matters to the model: it keeps no journal).
     pub fn append(&mut self, append: Append) -> Result<(), StoreError> {
         let run = self.runs.get(&append.run_id).ok_or_else(|| StoreError::RunNotFound(append.run_id.clone()))?;
         lifecycle::check_append(run, append.epoch, append.after_seq)?;
@@ -213,7 +213,7 @@ impl Model {
         Ok(())
     }
 
-    /// [`Store::heartbeat`].
+    /// [`RunStore::heartbeat`].
     pub fn heartbeat(&mut self, request: &HeartbeatRequest) -> Vec<LeaseStatus> {
         (request.runs.iter())
             .map(|(id, epoch)| match self.runs.get_mut(id) {
@@ -232,7 +232,7 @@ impl Model {
         id
     }
 
-    /// [`Store::send_signal`].
+    /// [`SignalStore::send_signal`].
     pub fn signal(&mut self, signal: NewSignal) -> Result<SignalId, StoreError> {
         let run_id = self.newest(&signal.run_id);
         let run = self.runs.get_mut(&run_id).ok_or_else(|| StoreError::RunNotFound(run_id.clone()))?;
@@ -251,7 +251,7 @@ impl Model {
         Ok(id)
     }
 
-    /// [`Store::cancel`].
+    /// [`RunStore::cancel`].
     pub fn cancel(&mut self, request: ControlRequest) -> Result<CancelOutcome, StoreError> {
         let run = self.runs.get_mut(&request.run_id).ok_or_else(|| StoreError::RunNotFound(request.run_id.clone()))?;
         let outcome = lifecycle::cancel(run, &request.reason, request.at, request.lease_now)?;
@@ -259,7 +259,7 @@ impl Model {
         Ok(outcome)
     }
 
-    /// [`Store::pause`].
+    /// [`RunStore::pause`].
     pub fn pause(&mut self, request: ControlRequest) -> Result<PauseOutcome, StoreError> {
         let hold = self.runs.get(&request.run_id).is_some_and(|r| self.rule_hold(&r.workflow));
         let run = self.runs.get_mut(&request.run_id).ok_or_else(|| StoreError::RunNotFound(request.run_id.clone()))?;
@@ -268,7 +268,7 @@ impl Model {
         Ok(outcome)
     }
 
-    /// [`Store::resume`].
+    /// [`RunStore::resume`].
     pub fn resume(&mut self, request: ResumeRequest) -> Result<(), StoreError> {
         let run = self.runs.get_mut(&request.run_id).ok_or_else(|| StoreError::RunNotFound(request.run_id.clone()))?;
         lifecycle::resume(run, request.at)?;
@@ -276,7 +276,7 @@ impl Model {
         Ok(())
     }
 
-    /// [`Store::put_concurrency`].
+    /// [`FlowStore::put_concurrency`].
     pub fn put_concurrency(&mut self, rule: &ConcurrencyRule) -> Result<(), StoreError> {
         rule.check().map_err(StoreError::InvalidInput)?;
         self.rules.insert(rule.workflow.clone(), rule.clone());
@@ -284,14 +284,14 @@ impl Model {
         Ok(())
     }
 
-    /// [`Store::delete_concurrency`].
+    /// [`FlowStore::delete_concurrency`].
     pub fn delete_concurrency(&mut self, workflow: &str) -> bool {
         let deleted = self.rules.remove(workflow).is_some();
         self.admit_all();
         deleted
     }
 
-    /// [`Store::prune`]: the ended runs past their retention, by id, up to the limit.
+    /// [`RunStore::prune`]: the ended runs past their retention, by id, up to the limit.
     pub fn prune(&mut self, request: &PruneRequest) -> Vec<RunId> {
         let mut doomed: Vec<RunId> = self.runs.values().filter(|r| request.selects(r)).map(|r| r.id.clone()).collect();
         doomed.truncate(request.limit);
@@ -304,14 +304,14 @@ impl Model {
         doomed
     }
 
-    /// [`Store::list_runs`] without a filter: every run, newest first.
+    /// [`RunStore::list_runs`] without a filter: every run, newest first.
     pub fn list(&self) -> Vec<RunRecord> {
         let mut runs: Vec<RunRecord> = self.runs.values().cloned().collect();
         runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
         runs
     }
 
-    /// [`Store::workflow_counts`].
+    /// [`RunStore::workflow_counts`].
     pub fn workflow_counts(&self) -> Vec<(String, RunStatus, u64)> {
         let mut counts: BTreeMap<(String, &str), (RunStatus, u64)> = BTreeMap::new();
         for run in self.runs.values() {
@@ -320,7 +320,7 @@ impl Model {
         counts.into_iter().map(|((workflow, _), (status, runs))| (workflow, status, runs)).collect()
     }
 
-    /// [`Store::version_counts`].
+    /// [`RunStore::version_counts`].
     pub fn version_counts(&self) -> Vec<(WorkflowKey, u64)> {
         let mut counts: BTreeMap<WorkflowKey, u64> = BTreeMap::new();
         for run in self.runs.values().filter(|r| r.status.needs_worker()) {
@@ -329,7 +329,7 @@ impl Model {
         counts.into_iter().collect()
     }
 
-    /// [`Store::next_wake_at`] (the model holds no schedules).
+    /// [`RunStore::next_wake_at`] (the model holds no schedules).
     pub fn next_wake_at(&self, workflows: &[WorkflowKey]) -> Option<Timestamp> {
         let serves = |r: &&RunRecord| workflows.iter().any(|k| k.name == r.workflow && k.version == r.version);
         self.runs.values().filter(serves).filter(|r| r.status == RunStatus::Suspended).filter_map(|r| r.wake_at).min()

@@ -1,5 +1,5 @@
-//! Waits and signals: wake-ups on time, signals buffered and consumed once, handed over to a
-//! continuation, sent with a start.
+//! Waits and signals ([`SignalStore`]): wake-ups on time, signals buffered and consumed once,
+//! handed over to a continuation, sent with a start.
 
 use crate::support::*;
 

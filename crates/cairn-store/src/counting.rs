@@ -1,5 +1,6 @@
 //! A store that counts the calls made to another.
 
+use crate::store::{EventStore, FlowStore, JournalStore, RunStore, ScheduleStore, SignalStore, WorkerStore};
 use crate::store::{Notice, Store, StoreFuture};
 use crate::types::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
@@ -43,7 +44,7 @@ impl Calls {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use cairn_store::{CountingStore, MemoryStore, RunId, Store};
+/// use cairn_store::{CountingStore, MemoryStore, RunId, RunStore};
 /// let store = CountingStore::new(MemoryStore::new());
 /// let calls = store.calls();
 /// store.get_run(&RunId::new("nope")).await.unwrap();
@@ -80,13 +81,37 @@ macro_rules! counted {
     };
 }
 
-impl<S: Store> Store for CountingStore<S> {
-    store_methods!(counted);
+impl<S: Store> RunStore for CountingStore<S> {
+    store_methods!(RunStore, counted);
+}
+
+impl<S: Store> JournalStore for CountingStore<S> {
+    store_methods!(JournalStore, counted);
 
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
         self.calls.add("append");
         self.inner.append(append)
     }
+}
+
+impl<S: Store> SignalStore for CountingStore<S> {
+    store_methods!(SignalStore, counted);
+}
+
+impl<S: Store> ScheduleStore for CountingStore<S> {
+    store_methods!(ScheduleStore, counted);
+}
+
+impl<S: Store> FlowStore for CountingStore<S> {
+    store_methods!(FlowStore, counted);
+}
+
+impl<S: Store> EventStore for CountingStore<S> {
+    store_methods!(EventStore, counted);
+}
+
+impl<S: Store> WorkerStore for CountingStore<S> {
+    store_methods!(WorkerStore, counted);
 
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.wakeups()

@@ -1,6 +1,7 @@
 //! A store that fails chosen calls to another, for tests of what a run, a worker and a client do
 //! when the store fails.
 
+use crate::store::{EventStore, FlowStore, JournalStore, RunStore, ScheduleStore, SignalStore, WorkerStore};
 use crate::store::{Notice, Store, StoreFuture};
 use crate::types::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
@@ -118,7 +119,7 @@ fn injected(method: &str, fault: Fault) -> StoreError {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use cairn_store::{Fault, FaultyStore, MemoryStore, RunId, Store};
+/// use cairn_store::{Fault, FaultyStore, MemoryStore, RunId, RunStore};
 /// let store = FaultyStore::new(MemoryStore::new());
 /// store.faults().fail_nth("get_run", 2, Fault::Before);
 /// let id = RunId::new("nope");
@@ -177,13 +178,37 @@ macro_rules! faulty {
     };
 }
 
-impl<S: Store> Store for FaultyStore<S> {
-    store_methods!(faulty);
+impl<S: Store> RunStore for FaultyStore<S> {
+    store_methods!(RunStore, faulty);
+}
+
+impl<S: Store> JournalStore for FaultyStore<S> {
+    store_methods!(JournalStore, faulty);
 
     fn append(&self, append: Append) -> StoreFuture<'_, ()> {
         let fault = self.faults.strike("append", Some(&append));
         answer("append", fault, || self.inner.append(append))
     }
+}
+
+impl<S: Store> SignalStore for FaultyStore<S> {
+    store_methods!(SignalStore, faulty);
+}
+
+impl<S: Store> ScheduleStore for FaultyStore<S> {
+    store_methods!(ScheduleStore, faulty);
+}
+
+impl<S: Store> FlowStore for FaultyStore<S> {
+    store_methods!(FlowStore, faulty);
+}
+
+impl<S: Store> EventStore for FaultyStore<S> {
+    store_methods!(EventStore, faulty);
+}
+
+impl<S: Store> WorkerStore for FaultyStore<S> {
+    store_methods!(WorkerStore, faulty);
 
     fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.wakeups()

@@ -33,7 +33,10 @@ pub use counting::{Calls, CountingStore};
 #[cfg(any(test, feature = "test-util"))]
 pub use faulty::{Fault, Faults, FaultyStore};
 pub use memory::MemoryStore;
-pub use store::{Notice, SPLIT_JOURNAL_AT, Store, StoreFuture, journal_halves};
+pub use store::{
+    EventStore, FlowStore, JournalStore, Notice, RunStore, SPLIT_JOURNAL_AT, ScheduleStore, SignalStore, Store,
+    StoreFuture, WorkerStore, journal_halves,
+};
 pub use types::{
     Append, CancelOutcome, Cause, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, Debounce, ErrorKind,
     EventCursor, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, FireSchedule, ForgetWorkers,

@@ -258,15 +258,20 @@ impl WorkflowError {
     }
 }
 
-/// What a [`Client`](crate::client::Client) call can fail with.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// What a [`Client`](crate::client::Client) call can fail with. Its text starts with its
+/// [code](ClientError::code) in brackets when it has one; each code is written once, in `code`.
+///
+/// ```
+/// use cairn::{ClientError, RunId};
+/// let missing = ClientError::RunNotFound(RunId::new("r-1"));
+/// assert_eq!(missing.to_string(), "[CAIRN-E0301] no run with id `r-1`");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClientError {
     /// No workflow of that name is registered with this engine.
-    #[error("[CAIRN-E0304] unknown workflow `{0}`: not registered here, and no worker has served it on this store")]
     UnknownWorkflow(String),
     /// The workflow is registered, but not in that version.
-    #[error("[CAIRN-E0304] workflow `{name}` has no version {version}")]
     UnknownVersion {
         /// Name.
         name: String,
@@ -274,10 +279,8 @@ pub enum ClientError {
         version: u32,
     },
     /// The input or payload is not what the workflow accepts.
-    #[error("[CAIRN-E0104] invalid payload: {0}")]
     InvalidPayload(String),
     /// The input or payload is over the size limit.
-    #[error("[CAIRN-E0105] payload is {size} bytes, over the {limit}-byte limit")]
     PayloadTooLarge {
         /// Its size.
         size: usize,
@@ -285,13 +288,10 @@ pub enum ClientError {
         limit: usize,
     },
     /// No such run.
-    #[error("[CAIRN-E0301] no run with id `{0}`")]
     RunNotFound(RunId),
     /// The id is taken.
-    #[error("[CAIRN-E0302] a run with id `{0}` already exists")]
     DuplicateRunId(RunId),
     /// The run has already ended.
-    #[error("[CAIRN-E0303] run `{run_id}` has already ended ({status})")]
     RunFinished {
         /// The run.
         run_id: RunId,
@@ -299,7 +299,6 @@ pub enum ClientError {
         status: RunStatus,
     },
     /// The run is not paused, so it cannot be resumed.
-    #[error("[CAIRN-E0305] run `{run_id}` is not paused (it is {status})")]
     NotPaused {
         /// The run.
         run_id: RunId,
@@ -307,7 +306,6 @@ pub enum ClientError {
         status: RunStatus,
     },
     /// A restart was asked of a run that has not ended.
-    #[error("[CAIRN-E0306] run `{run_id}` is {status}: only a completed, failed or cancelled run can be restarted")]
     NotEnded {
         /// The run.
         run_id: RunId,
@@ -315,7 +313,6 @@ pub enum ClientError {
         status: RunStatus,
     },
     /// A restart was asked from a step the run's journal does not hold.
-    #[error("[CAIRN-E0307] run `{run_id}` has no step `{path}` in its journal to restart from")]
     UnknownStep {
         /// The run.
         run_id: RunId,
@@ -323,7 +320,6 @@ pub enum ClientError {
         path: String,
     },
     /// The run ended without an output.
-    #[error("run `{run_id}` ended {status}: {message}")]
     RunDidNotComplete {
         /// The run.
         run_id: RunId,
@@ -333,42 +329,91 @@ pub enum ClientError {
         message: String,
     },
     /// A topic to publish to is not valid.
-    #[error(transparent)]
     InvalidTopic(cairn_journal::topic::TopicError),
     /// An event id is empty, over 200 bytes or holds a control character.
-    #[error("[CAIRN-E0309] event id {0:?} must be 1 to 200 characters without control characters")]
     InvalidEventId(String),
     /// No schedule has that name.
-    #[error("[CAIRN-E0310] no schedule named `{0}`")]
     ScheduleNotFound(String),
     /// A schedule's name, cron expression, time zone, interval or catch-up policy is not valid.
-    #[error("[CAIRN-E0311] invalid schedule: {0}")]
     InvalidSchedule(String),
     /// A concurrency rule's limit is 0, its key is not a JSON pointer, or it has no workflow.
-    #[error("[CAIRN-E0312] invalid concurrency rule: {0}")]
     InvalidConcurrency(String),
     /// A fairness key is empty, over 200 bytes or holds a control character.
-    #[error("[CAIRN-E0313] invalid fairness key: {0}")]
     InvalidFairnessKey(String),
     /// A debounced start's key, quiet time or maximum wait is not valid, or it also asked for
     /// what a debounced start cannot have (an idempotency key, a signal).
-    #[error("[CAIRN-E0315] invalid debounce: {0}")]
     InvalidDebounce(String),
     /// A workflow name, an event name or an idempotency key breaks its rule (see
     /// [`WorkflowName`](cairn_store::WorkflowName), [`EventName`](cairn_store::EventName),
     /// [`IdempotencyKey`](cairn_store::IdempotencyKey), [`Reason`](cairn_store::Reason)). Nothing
     /// was stored.
-    #[error("[CAIRN-E0316] {0}")]
     InvalidName(NameError),
     /// A start's timeout is not a duration from 1 ms to 10 years (`30m`, `2h`).
-    #[error("[CAIRN-E0317] invalid timeout: {0}")]
     InvalidTimeout(String),
     /// A schedule's time zone is not in the time zone database.
-    #[error("[CAIRN-E0318] unknown time zone {0:?}")]
     UnknownTimeZone(String),
     /// The store failed.
-    #[error(transparent)]
     Store(StoreError),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // Their own text carries their code.
+            ClientError::InvalidTopic(error) => return fmt::Display::fmt(error, f),
+            ClientError::Store(error) => return fmt::Display::fmt(error, f),
+            _ => {}
+        }
+        if let Some(code) = self.code() {
+            write!(f, "[{code}] ")?;
+        }
+        match self {
+            ClientError::UnknownWorkflow(name) => {
+                write!(f, "unknown workflow `{name}`: not registered here, and no worker has served it on this store")
+            }
+            ClientError::UnknownVersion { name, version } => write!(f, "workflow `{name}` has no version {version}"),
+            ClientError::InvalidPayload(message) => write!(f, "invalid payload: {message}"),
+            ClientError::PayloadTooLarge { size, limit } => {
+                write!(f, "payload is {size} bytes, over the {limit}-byte limit")
+            }
+            ClientError::RunNotFound(id) => write!(f, "no run with id `{id}`"),
+            ClientError::DuplicateRunId(id) => write!(f, "a run with id `{id}` already exists"),
+            ClientError::RunFinished { run_id, status } => write!(f, "run `{run_id}` has already ended ({status})"),
+            ClientError::NotPaused { run_id, status } => write!(f, "run `{run_id}` is not paused (it is {status})"),
+            ClientError::NotEnded { run_id, status } => {
+                write!(f, "run `{run_id}` is {status}: only a completed, failed or cancelled run can be restarted")
+            }
+            ClientError::UnknownStep { run_id, path } => {
+                write!(f, "run `{run_id}` has no step `{path}` in its journal to restart from")
+            }
+            ClientError::RunDidNotComplete { run_id, status, message } => {
+                write!(f, "run `{run_id}` ended {status}: {message}")
+            }
+            ClientError::InvalidEventId(id) => {
+                write!(f, "event id {id:?} must be 1 to 200 characters without control characters")
+            }
+            ClientError::ScheduleNotFound(name) => write!(f, "no schedule named `{name}`"),
+            ClientError::InvalidSchedule(message) => write!(f, "invalid schedule: {message}"),
+            ClientError::InvalidConcurrency(message) => write!(f, "invalid concurrency rule: {message}"),
+            ClientError::InvalidFairnessKey(message) => write!(f, "invalid fairness key: {message}"),
+            ClientError::InvalidDebounce(message) => write!(f, "invalid debounce: {message}"),
+            ClientError::InvalidName(error) => write!(f, "{error}"),
+            ClientError::InvalidTimeout(message) => write!(f, "invalid timeout: {message}"),
+            ClientError::UnknownTimeZone(zone) => write!(f, "unknown time zone {zone:?}"),
+            ClientError::InvalidTopic(_) | ClientError::Store(_) => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // As if transparent: the wrapped error's own cause.
+        match self {
+            ClientError::InvalidTopic(error) => error.source(),
+            ClientError::Store(error) => error.source(),
+            _ => None,
+        }
+    }
 }
 
 impl From<StoreError> for ClientError {
@@ -464,7 +509,7 @@ impl ClientError {
             ClientError::NotPaused { .. } => Some("CAIRN-E0305"),
             ClientError::NotEnded { .. } => Some("CAIRN-E0306"),
             ClientError::UnknownStep { .. } => Some("CAIRN-E0307"),
-            ClientError::InvalidTopic(_) => Some("CAIRN-E0308"),
+            ClientError::InvalidTopic(_) => Some(cairn_journal::topic::TopicError::CODE),
             ClientError::InvalidEventId(_) => Some("CAIRN-E0309"),
             ClientError::ScheduleNotFound(_) => Some("CAIRN-E0310"),
             ClientError::InvalidSchedule(_) => Some("CAIRN-E0311"),

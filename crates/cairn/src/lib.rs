@@ -122,6 +122,7 @@ pub mod store {
     };
     #[cfg(feature = "test-util")]
     pub use cairn_store::{Calls, CountingStore, Fault, Faults, FaultyStore};
+    pub use cairn_store::{EventStore, FlowStore, JournalStore, RunStore, ScheduleStore, SignalStore, WorkerStore};
 }
 
 /// The common imports: `use cairn::prelude::*;`.

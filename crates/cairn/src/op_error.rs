@@ -168,10 +168,12 @@ pub enum ReadError {
 }
 
 /// The conversions every operation's error has: into the umbrella (variant by variant), from
-/// the umbrella's shared helpers and the store, and `Display`, `Error`, `code` and `kind` as the
+/// the store (the store's refusals this operation can meet become its own variants; any other
+/// store error is kept whole as its `Store`), and `Display`, `Error`, `code` and `kind` as the
 /// umbrella answers them.
 macro_rules! operation_error {
-    ($op:ident { $($variant:ident $fields:tt),* $(,)? }) => {
+    ($op:ident { $($variant:ident $fields:tt),* $(,)? }
+     from store { $($store:ident $store_fields:tt => $mine:ident $mine_fields:tt),* $(,)? }) => {
         impl From<$op> for ClientError {
             fn from(error: $op) -> Self {
                 match error {
@@ -182,25 +184,14 @@ macro_rules! operation_error {
 
         impl From<StoreError> for $op {
             fn from(error: StoreError) -> Self {
-                $op::narrow(ClientError::from(error))
+                match error {
+                    $(StoreError::$store $store_fields => $op::$mine $mine_fields,)*
+                    other => $op::Store(other),
+                }
             }
         }
 
         impl $op {
-            /// An umbrella error that one of this operation's steps (a shared check, a nested
-            /// read) produced, as this operation's error. Every operation lists what its steps
-            /// can produce; anything else would be a bug, kept as a store failure in release
-            /// builds rather than lost.
-            pub(crate) fn narrow(error: ClientError) -> Self {
-                match error {
-                    $(ClientError::$variant $fields => $op::$variant $fields,)*
-                    other => {
-                        debug_assert!(false, "{} cannot be {other:?}", stringify!($op));
-                        $op::Store(StoreError::backend(other.to_string()))
-                    }
-                }
-            }
-
             /// The stable code of this error (`CAIRN-E0301`; see `docs/errors.md`), if it has one.
             pub fn code(&self) -> Option<&'static str> {
                 ClientError::from(self.clone()).code()
@@ -247,6 +238,10 @@ operation_error!(StartError {
     InvalidDebounce(message),
     InvalidTimeout(message),
     Store(error),
+} from store {
+    DuplicateRunId(id) => DuplicateRunId(id),
+    RunFinished { run_id, status } => RunFinished { run_id, status },
+    InvalidInput(message) => InvalidPayload(message),
 });
 
 operation_error!(SignalError {
@@ -256,6 +251,10 @@ operation_error!(SignalError {
     InvalidPayload(message),
     PayloadTooLarge { size, limit },
     Store(error),
+} from store {
+    RunNotFound(id) => RunNotFound(id),
+    RunFinished { run_id, status } => RunFinished { run_id, status },
+    InvalidInput(message) => InvalidPayload(message),
 });
 
 operation_error!(ControlError {
@@ -264,6 +263,10 @@ operation_error!(ControlError {
     NotPaused { run_id, status },
     InvalidName(error),
     Store(error),
+} from store {
+    RunNotFound(id) => RunNotFound(id),
+    RunFinished { run_id, status } => RunFinished { run_id, status },
+    NotPaused { run_id, status } => NotPaused { run_id, status },
 });
 
 operation_error!(RestartError {
@@ -273,6 +276,9 @@ operation_error!(RestartError {
     InvalidPayload(message),
     InvalidName(error),
     Store(error),
+} from store {
+    RunNotFound(id) => RunNotFound(id),
+    InvalidInput(message) => InvalidPayload(message),
 });
 
 operation_error!(ReadError {
@@ -281,7 +287,40 @@ operation_error!(ReadError {
     InvalidPayload(message),
     InvalidTopic(error),
     Store(error),
+} from store {
+    RunNotFound(id) => RunNotFound(id),
+    InvalidInput(message) => InvalidPayload(message),
 });
+
+/// A payload refused before anything is stored: not one every store keeps, or over the size
+/// limit. Each operation that takes a payload makes it its own error.
+#[derive(Debug)]
+pub(crate) enum PayloadRefused {
+    Invalid(String),
+    TooLarge { size: usize, limit: usize },
+}
+
+/// The refusals checks shared by several operations make, as each such operation's own error.
+macro_rules! shared_refusals {
+    ($($op:ident),*) => {$(
+        impl From<PayloadRefused> for $op {
+            fn from(refused: PayloadRefused) -> Self {
+                match refused {
+                    PayloadRefused::Invalid(message) => $op::InvalidPayload(message),
+                    PayloadRefused::TooLarge { size, limit } => $op::PayloadTooLarge { size, limit },
+                }
+            }
+        }
+
+        impl From<NameError> for $op {
+            fn from(error: NameError) -> Self {
+                $op::InvalidName(error)
+            }
+        }
+    )*};
+}
+
+shared_refusals!(StartError, SignalError, ClientError);
 
 #[cfg(test)]
 mod tests {
@@ -291,24 +330,25 @@ mod tests {
     fn each_operation_error_reads_as_its_umbrella_and_converts_both_ways() {
         let id = RunId::new("r");
         let finished = ClientError::RunFinished { run_id: id.clone(), status: RunStatus::Completed };
-        let signal = SignalError::narrow(finished.clone());
+        let signal = SignalError::from(StoreError::RunFinished { run_id: id.clone(), status: RunStatus::Completed });
         assert_eq!(signal, SignalError::RunFinished { run_id: id.clone(), status: RunStatus::Completed });
         assert_eq!(
             (signal.to_string(), signal.code(), signal.kind()),
             (finished.to_string(), finished.code(), finished.kind())
         );
         assert_eq!(ClientError::from(signal), finished);
-        // The store's errors narrow as the umbrella maps them.
+        // The store's refusals become the operation's own, as the umbrella maps them.
         assert_eq!(ControlError::from(StoreError::RunNotFound(id.clone())), ControlError::RunNotFound(id.clone()));
         let paused = StoreError::NotPaused { run_id: id.clone(), status: RunStatus::Running };
         assert!(matches!(ControlError::from(paused), ControlError::NotPaused { .. }));
         assert!(matches!(ReadError::from(StoreError::backend("disk")), ReadError::Store(_)));
         let timeout = StartError::InvalidTimeout("soon".into());
         assert_eq!(timeout.code(), Some("CAIRN-E0317"));
-        assert_eq!(
-            RestartError::narrow(ClientError::UnknownStep { run_id: id, path: "a".into() }).code(),
-            Some("CAIRN-E0307")
-        );
+        assert_eq!(RestartError::UnknownStep { run_id: id.clone(), path: "a".into() }.code(), Some("CAIRN-E0307"));
+        // A store error the operation has no variant of stays whole, with its own code.
+        let fenced = StartError::from(StoreError::Fenced { run_id: id, held: 1, current: 2 });
+        assert!(matches!(fenced, StartError::Store(StoreError::Fenced { .. })));
+        assert_eq!(fenced.code(), Some("CAIRN-E0201"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Schedules: when a schedule fires, and which firings a late worker starts. Pure logic; the
-//! engine's claim loop fires due schedules through the store (`Store::fire_schedule`).
+//! engine's claim loop fires due schedules through the store (`ScheduleStore::fire_schedule`).
 
 use crate::error::ClientError;
 use cairn_journal::Timestamp;

@@ -150,7 +150,7 @@ impl Client {
         };
         let created = self.store.fire_schedule(fire).await?;
         match created.and_then(|mut runs| runs.pop()) {
-            Some(created) => self.started(created),
+            Some(created) => Ok(self.started(created)),
             None => Err(ClientError::ScheduleNotFound(name.to_owned())),
         }
     }

@@ -4,7 +4,7 @@
 use crate::client::Client;
 use crate::clock::wall_now;
 use crate::op_error::ReadError;
-use cairn_store::{PageCursor, RunFilter, RunRecord, WorkerRecord, WorkflowKey};
+use cairn_store::{PageCursor, RunFilter, RunRecord, StoreError, WorkerRecord, WorkflowKey};
 use std::collections::BTreeSet;
 
 /// The workers live now, as the store records them ([`Client::live_workers`]): each refreshes
@@ -110,6 +110,11 @@ pub struct StrandedVersion {
 impl Client {
     /// The workers live now, as recorded in the store.
     pub async fn live_workers(&self) -> Result<LiveWorkers, ReadError> {
+        self.live_workers_for().await
+    }
+
+    /// [`live_workers`](Self::live_workers), for an operation with its own error `E`.
+    pub(crate) async fn live_workers_for<E: From<StoreError>>(&self) -> Result<LiveWorkers, E> {
         Ok(LiveWorkers::at(self.store().workers().await?, wall_now()))
     }
 

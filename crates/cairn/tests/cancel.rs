@@ -4,6 +4,7 @@ use crate::common::{Counter, clock, sqlite, wait_for_status};
 use cairn::journal::Event;
 use cairn::prelude::*;
 use cairn::{CancelOutcome, ControlError, ReadError, RunStatus};
+use cairn_store::RunStore;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,7 +137,6 @@ async fn a_cancel_from_another_process_reaches_the_worker_through_its_heartbeat(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
-    use cairn::Store;
     use cairn::store::{ClaimRequest, ControlRequest, NewRun, WorkflowKey};
     let (store, _dir) = sqlite();
     let wall = || cairn::Timestamp::from_system_time(std::time::SystemTime::now());

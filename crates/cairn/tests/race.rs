@@ -73,7 +73,7 @@ async fn the_journaled_winner_wins_again_after_a_restart_though_the_loser_would_
     assert_eq!(calls.iter().map(Counter::get).collect::<Vec<_>>(), [1, 1, 1, 1], "the loser's token fired");
     engine.shutdown().await;
     let journal = reopen(&dir);
-    let journal = cairn::Store::read_journal(&journal, run.id()).await.unwrap();
+    let journal = cairn::store::JournalStore::read_journal(&journal, run.id()).await.unwrap();
     let winner = journal.iter().find_map(|e| match &e.event {
         Event::StepCompleted { path, output, .. } if path.as_str() == "pick" => Some(output.get().to_owned()),
         _ => None,

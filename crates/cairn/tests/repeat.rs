@@ -5,7 +5,8 @@
 use crate::common::{Counter, clock, engine_of, reopen, sqlite, wait_for_status};
 use cairn::journal::{Event, RunState};
 use cairn::prelude::*;
-use cairn::{LoopOptions, RunStatus, SqliteStore, Store};
+use cairn::{LoopOptions, RunStatus, SqliteStore};
+use cairn_store::JournalStore;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,6 +8,7 @@ use super::rows::{ClaimValues, raw, row_to_event, row_to_schedule, tags};
 use super::sql::backend;
 use super::sql::{RUN_COLUMNS, RUN_SUMMARY_COLUMNS};
 use super::writer::{Job, journal_range};
+use cairn_store::{EventStore, FlowStore, JournalStore, RunStore, ScheduleStore, SignalStore, WorkerStore};
 
 /// A regular expression that finds a NUL written as a JSON escape (`\u0000`, after an even
 /// number of backslashes) in JSON text.
@@ -157,7 +158,7 @@ impl PostgresStore {
     }
 }
 
-impl Store for PostgresStore {
+impl RunStore for PostgresStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
         if run.debounce.is_some() {
             return Box::pin(self.debounce_inner(run));
@@ -199,43 +200,6 @@ impl Store for PostgresStore {
         })
     }
 
-    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
-        Box::pin(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, u64::MAX)))
-    }
-
-    fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
-        let range = |bounds| journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), bounds);
-        Box::pin(async move {
-            let Some([first, second]) = cairn_store::journal_halves(last_seq) else {
-                return range((1, last_seq)).await;
-            };
-            // A long journal is read in halves on two connections at once, the second half
-            // received and decoded on another task.
-            let second = tokio::spawn(range(second));
-            let mut entries = range(first).await?;
-            let second = second.await.map_err(|e| StoreError::caused_by("reading a journal", e))??;
-            entries.extend(second);
-            Ok(entries)
-        })
-    }
-
-    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
-        Box::pin(async move {
-            let rows = self.rows(&self.sql.signals, &[&id.as_str()]).await?;
-            rows.iter()
-                .map(|row| {
-                    Ok(SignalRecord {
-                        id: SignalId(row.try_get(0).map_err(backend)?),
-                        name: row.try_get(1).map_err(backend)?,
-                        payload: raw(row.try_get(2).map_err(backend)?)?,
-                        sent_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
-                        consumed_seq: row.try_get::<_, Option<i64>>(4).map_err(backend)?.map(|s| s as u64),
-                    })
-                })
-                .collect()
-        })
-    }
-
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
         Box::pin(async move {
             // This process executes runs: its leases will need their heartbeat connection.
@@ -251,23 +215,8 @@ impl Store for PostgresStore {
         })
     }
 
-    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
-        if let RunUpdate::Continue { successor, at } = append.update {
-            let update = RunUpdate::Finish { status: RunStatus::Continued, output: None, error: None, at };
-            return Box::pin(self.continue_inner(Append { update, ..append }, *successor));
-        }
-        let (reply, outcome) = oneshot::channel();
-        // Submitted now, not when first polled: appends to one run reach the writer in call order.
-        let sent = self.jobs.send(Job::Append(append, reply));
-        Box::pin(writer_outcome(sent, outcome))
-    }
-
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
         Box::pin(super::beats::heartbeat(&self.beats, &self.pool, (&self.config, &self.sql), request))
-    }
-
-    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
-        Box::pin(self.signal_inner(signal))
     }
 
     fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
@@ -284,16 +233,6 @@ impl Store for PostgresStore {
 
     fn start_with_signal(&self, run: NewRun, signal: StartSignal) -> StoreFuture<'_, (CreatedRun, SignalId)> {
         Box::pin(self.start_with_signal_inner(run, signal))
-    }
-
-    fn wakeups(&self) -> Option<watch::Receiver<u64>> {
-        self.listen();
-        Some(self.wakeups.sender.subscribe())
-    }
-
-    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
-        self.listen();
-        Some(self.wakeups.notices.subscribe())
     }
 
     fn prune(&self, request: PruneRequest) -> StoreFuture<'_, Vec<RunId>> {
@@ -313,129 +252,6 @@ impl Store for PostgresStore {
                 client.execute(&statement, &[&before.as_millis(), &limit]).await.map_err(backend)?;
             }
             rows.iter().map(|row| row.try_get::<_, String>(0).map(RunId::new).map_err(backend)).collect()
-        })
-    }
-
-    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
-        Box::pin(self.record_event_inner(event))
-    }
-
-    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
-        Box::pin(async move {
-            let cursor = query.cursor.as_ref();
-            let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
-            let params: [&(dyn ToSql + Sync); 4] =
-                [&query.topic, &cursor.map(|c| c.published_at.as_millis()), &cursor.map(|c| c.id.as_str()), &limit];
-            let text = if query.topic.is_some() { &self.sql.events_of_topic } else { &self.sql.events };
-            let rows = self.rows(text, &params).await?;
-            let events = rows.iter().map(row_to_event).collect::<Result<Vec<_>, _>>()?;
-            Ok(EventPage::cut(events, query.limit))
-        })
-    }
-
-    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.record_worker).await.map_err(backend)?;
-            let serves = tags(&worker.serves);
-            let params: [&(dyn ToSql + Sync); 7] = [
-                &worker.id,
-                &worker.host,
-                &i32::try_from(worker.pid).unwrap_or(i32::MAX),
-                &worker.started_at.as_millis(),
-                &worker.last_seen.as_millis(),
-                &worker.live_until.as_millis(),
-                &serves,
-            ];
-            client.execute(&statement, &params).await.map_err(backend)?;
-            Ok(())
-        })
-    }
-
-    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
-        Box::pin(async move {
-            let rows = self.rows(&self.sql.workers, &[]).await?;
-            rows.iter()
-                .map(|row| {
-                    let serves = WorkerRecord::serves_from_tags(&row.try_get::<_, Vec<String>>(6).map_err(backend)?)?;
-                    Ok(WorkerRecord {
-                        id: row.try_get(0).map_err(backend)?,
-                        host: row.try_get(1).map_err(backend)?,
-                        pid: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
-                        started_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
-                        last_seen: Timestamp::from_millis(row.try_get(4).map_err(backend)?),
-                        live_until: Timestamp::from_millis(row.try_get(5).map_err(backend)?),
-                        serves,
-                    })
-                })
-                .collect()
-        })
-    }
-
-    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
-        Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.forget_workers).await.map_err(backend)?;
-            let params: [&(dyn ToSql + Sync); 2] = [&request.ids, &request.dead_before.map(Timestamp::as_millis)];
-            client.execute(&statement, &params).await.map_err(backend)
-        })
-    }
-
-    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.set_subscriptions).await.map_err(backend)?;
-            let workflows: Vec<&str> = request.subscriptions.iter().map(|s| s.workflow.as_str()).collect();
-            let patterns: Vec<&str> = request.subscriptions.iter().map(|s| s.pattern.as_str()).collect();
-            let versions: Vec<i32> =
-                request.subscriptions.iter().map(|s| i32::try_from(s.version).unwrap_or(i32::MAX)).collect();
-            let params: [&(dyn ToSql + Sync); 4] = [&request.workflows, &workflows, &patterns, &versions];
-            client.execute(&statement, &params).await.map_err(backend)?;
-            Ok(())
-        })
-    }
-
-    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let client = self.pool.get().await.map_err(backend)?;
-            let statement = client.prepare_cached(&self.sql.record_served).await.map_err(backend)?;
-            let names: Vec<&str> = serves.iter().map(|key| key.name.as_str()).collect();
-            let versions: Vec<i32> = serves.iter().map(|key| i32::try_from(key.version).unwrap_or(i32::MAX)).collect();
-            client.execute(&statement, &[&names, &versions, &at.as_millis()]).await.map_err(backend)?;
-            Ok(())
-        })
-    }
-
-    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
-        Box::pin(async move {
-            let rows = self.rows(&self.sql.served_workflows, &[]).await?;
-            rows.iter()
-                .map(|row| {
-                    Ok(ServedWorkflow {
-                        key: WorkflowKey {
-                            name: row.try_get(0).map_err(backend)?,
-                            version: row.try_get::<_, i32>(1).map_err(backend)?.max(0) as u32,
-                        },
-                        first_served: Timestamp::from_millis(row.try_get(2).map_err(backend)?),
-                        last_served: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
-                    })
-                })
-                .collect()
-        })
-    }
-
-    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        Box::pin(async move {
-            let rows = self.rows(&self.sql.subscriptions, &[]).await?;
-            rows.iter()
-                .map(|row| {
-                    Ok(Subscription {
-                        workflow: row.try_get(0).map_err(backend)?,
-                        pattern: row.try_get(1).map_err(backend)?,
-                        version: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
-                    })
-                })
-                .collect()
         })
     }
 
@@ -483,7 +299,65 @@ impl Store for PostgresStore {
             Ok(row.try_get::<_, Option<i64>>(0).map_err(backend)?.map(Timestamp::from_millis))
         })
     }
+}
 
+impl JournalStore for PostgresStore {
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        Box::pin(journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), (1, u64::MAX)))
+    }
+
+    fn read_journal_through<'a>(&'a self, id: &'a RunId, last_seq: u64) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let range = |bounds| journal_range(self.pool.clone(), Arc::clone(&self.sql), id.clone(), bounds);
+        Box::pin(async move {
+            let Some([first, second]) = cairn_store::journal_halves(last_seq) else {
+                return range((1, last_seq)).await;
+            };
+            // A long journal is read in halves on two connections at once, the second half
+            // received and decoded on another task.
+            let second = tokio::spawn(range(second));
+            let mut entries = range(first).await?;
+            let second = second.await.map_err(|e| StoreError::caused_by("reading a journal", e))??;
+            entries.extend(second);
+            Ok(entries)
+        })
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        if let RunUpdate::Continue { successor, at } = append.update {
+            let update = RunUpdate::Finish { status: RunStatus::Continued, output: None, error: None, at };
+            return Box::pin(self.continue_inner(Append { update, ..append }, *successor));
+        }
+        let (reply, outcome) = oneshot::channel();
+        // Submitted now, not when first polled: appends to one run reach the writer in call order.
+        let sent = self.jobs.send(Job::Append(append, reply));
+        Box::pin(writer_outcome(sent, outcome))
+    }
+}
+
+impl SignalStore for PostgresStore {
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        Box::pin(async move {
+            let rows = self.rows(&self.sql.signals, &[&id.as_str()]).await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(SignalRecord {
+                        id: SignalId(row.try_get(0).map_err(backend)?),
+                        name: row.try_get(1).map_err(backend)?,
+                        payload: raw(row.try_get(2).map_err(backend)?)?,
+                        sent_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+                        consumed_seq: row.try_get::<_, Option<i64>>(4).map_err(backend)?.map(|s| s as u64),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        Box::pin(self.signal_inner(signal))
+    }
+}
+
+impl ScheduleStore for PostgresStore {
     fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
         Box::pin(async move {
             let client = self.pool.get().await.map_err(backend)?;
@@ -538,7 +412,9 @@ impl Store for PostgresStore {
             Ok(client.execute(&statement, &[&name]).await.map_err(backend)? > 0)
         })
     }
+}
 
+impl FlowStore for PostgresStore {
     fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             rule.check().map_err(StoreError::InvalidInput)?;
@@ -575,6 +451,143 @@ impl Store for PostgresStore {
                         key: row.try_get(1).map_err(backend)?,
                         limit: u32::try_from(row.try_get::<_, i32>(2).map_err(backend)?).unwrap_or(0),
                         hold_suspended: row.try_get(3).map_err(backend)?,
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+impl EventStore for PostgresStore {
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        Box::pin(self.record_event_inner(event))
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        Box::pin(async move {
+            let cursor = query.cursor.as_ref();
+            let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
+            let params: [&(dyn ToSql + Sync); 4] =
+                [&query.topic, &cursor.map(|c| c.published_at.as_millis()), &cursor.map(|c| c.id.as_str()), &limit];
+            let text = if query.topic.is_some() { &self.sql.events_of_topic } else { &self.sql.events };
+            let rows = self.rows(text, &params).await?;
+            let events = rows.iter().map(row_to_event).collect::<Result<Vec<_>, _>>()?;
+            Ok(EventPage::cut(events, query.limit))
+        })
+    }
+
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.set_subscriptions).await.map_err(backend)?;
+            let workflows: Vec<&str> = request.subscriptions.iter().map(|s| s.workflow.as_str()).collect();
+            let patterns: Vec<&str> = request.subscriptions.iter().map(|s| s.pattern.as_str()).collect();
+            let versions: Vec<i32> =
+                request.subscriptions.iter().map(|s| i32::try_from(s.version).unwrap_or(i32::MAX)).collect();
+            let params: [&(dyn ToSql + Sync); 4] = [&request.workflows, &workflows, &patterns, &versions];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        Box::pin(async move {
+            let rows = self.rows(&self.sql.subscriptions, &[]).await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(Subscription {
+                        workflow: row.try_get(0).map_err(backend)?,
+                        pattern: row.try_get(1).map_err(backend)?,
+                        version: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+impl WorkerStore for PostgresStore {
+    fn wakeups(&self) -> Option<watch::Receiver<u64>> {
+        self.listen();
+        Some(self.wakeups.sender.subscribe())
+    }
+
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<Notice>> {
+        self.listen();
+        Some(self.wakeups.notices.subscribe())
+    }
+
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.record_worker).await.map_err(backend)?;
+            let serves = tags(&worker.serves);
+            let params: [&(dyn ToSql + Sync); 7] = [
+                &worker.id,
+                &worker.host,
+                &i32::try_from(worker.pid).unwrap_or(i32::MAX),
+                &worker.started_at.as_millis(),
+                &worker.last_seen.as_millis(),
+                &worker.live_until.as_millis(),
+                &serves,
+            ];
+            client.execute(&statement, &params).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        Box::pin(async move {
+            let rows = self.rows(&self.sql.workers, &[]).await?;
+            rows.iter()
+                .map(|row| {
+                    let serves = WorkerRecord::serves_from_tags(&row.try_get::<_, Vec<String>>(6).map_err(backend)?)?;
+                    Ok(WorkerRecord {
+                        id: row.try_get(0).map_err(backend)?,
+                        host: row.try_get(1).map_err(backend)?,
+                        pid: row.try_get::<_, i32>(2).map_err(backend)?.max(0) as u32,
+                        started_at: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
+                        last_seen: Timestamp::from_millis(row.try_get(4).map_err(backend)?),
+                        live_until: Timestamp::from_millis(row.try_get(5).map_err(backend)?),
+                        serves,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.forget_workers).await.map_err(backend)?;
+            let params: [&(dyn ToSql + Sync); 2] = [&request.ids, &request.dead_before.map(Timestamp::as_millis)];
+            client.execute(&statement, &params).await.map_err(backend)
+        })
+    }
+
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(backend)?;
+            let statement = client.prepare_cached(&self.sql.record_served).await.map_err(backend)?;
+            let names: Vec<&str> = serves.iter().map(|key| key.name.as_str()).collect();
+            let versions: Vec<i32> = serves.iter().map(|key| i32::try_from(key.version).unwrap_or(i32::MAX)).collect();
+            client.execute(&statement, &[&names, &versions, &at.as_millis()]).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        Box::pin(async move {
+            let rows = self.rows(&self.sql.served_workflows, &[]).await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(ServedWorkflow {
+                        key: WorkflowKey {
+                            name: row.try_get(0).map_err(backend)?,
+                            version: row.try_get::<_, i32>(1).map_err(backend)?.max(0) as u32,
+                        },
+                        first_served: Timestamp::from_millis(row.try_get(2).map_err(backend)?),
+                        last_served: Timestamp::from_millis(row.try_get(3).map_err(backend)?),
                     })
                 })
                 .collect()

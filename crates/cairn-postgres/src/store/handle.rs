@@ -362,7 +362,10 @@ mod tests {
     use crate::PostgresStore;
     use crate::testing::{raw_client, test_store};
     use cairn_journal::Timestamp;
-    use cairn_store::{ClaimRequest, NewRun, RunId, RunRecord, Store, WorkflowKey};
+    use cairn_store::JournalStore;
+    use cairn_store::RunStore;
+    use cairn_store::WorkerStore;
+    use cairn_store::{ClaimRequest, NewRun, RunId, RunRecord, WorkflowKey};
 
     /// Creates runs `ids` of workflow `w` and claims them for owner `me`, leased until `lease_until`.
     async fn claimed(store: &PostgresStore, ids: &[&str], lease_until: i64) -> Vec<RunRecord> {

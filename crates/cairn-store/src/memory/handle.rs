@@ -2,7 +2,8 @@
 
 use super::inner::{Due, Inner, due_key, group_of};
 use crate::lifecycle::{self};
-use crate::store::{Store, StoreFuture};
+use crate::store::StoreFuture;
+use crate::store::{EventStore, FlowStore, JournalStore, RunStore, ScheduleStore, SignalStore, WorkerStore};
 use crate::types::{
     Append, CancelOutcome, ClaimRequest, ControlRequest, CreatedRun, EventPage, EventQuery, EventRecord, FireSchedule,
     ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PauseOutcome, PauseSchedule, PruneRequest,
@@ -23,7 +24,7 @@ use std::sync::{Mutex, MutexGuard};
 ///
 /// ```
 /// # tokio_test_block_on(async {
-/// use cairn_store::{MemoryStore, Store, RunId};
+/// use cairn_store::{MemoryStore, RunId, RunStore};
 /// let store = MemoryStore::new();
 /// assert!(store.get_run(&RunId::new("nope")).await.unwrap().is_none());
 /// # });
@@ -100,7 +101,7 @@ impl MemoryStore {
         self.lock().schedules.extend(schedules.into_iter().map(|s| (s.name.clone(), s)));
     }
 
-    /// Restores recorded events (as [`Store::record_event`] records them, in order).
+    /// Restores recorded events (as [`EventStore::record_event`] records them, in order).
     pub fn restore_events(&self, events: Vec<EventRecord>) {
         let mut inner = self.lock();
         for event in &events {
@@ -137,7 +138,7 @@ impl MemoryStore {
     }
 }
 
-impl Store for MemoryStore {
+impl RunStore for MemoryStore {
     fn create_run(&self, run: NewRun) -> StoreFuture<'_, CreatedRun> {
         let result = self.lock().create(run);
         Box::pin(async move { result })
@@ -157,16 +158,6 @@ impl Store for MemoryStore {
         let page = RunPage::cut(runs, filter.page_size());
         let page = if filter.without_payloads { page.without_payloads() } else { page };
         Box::pin(async move { Ok(page) })
-    }
-
-    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
-        let result = self.lock().journals.get(id).cloned().unwrap_or_default();
-        Box::pin(async move { Ok(result) })
-    }
-
-    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
-        let result = self.lock().signals.get(id).cloned().unwrap_or_default();
-        Box::pin(async move { Ok(result) })
     }
 
     fn claim<'a>(&'a self, request: &'a ClaimRequest) -> StoreFuture<'a, Vec<RunRecord>> {
@@ -195,11 +186,6 @@ impl Store for MemoryStore {
         Box::pin(async move { Ok(claimed) })
     }
 
-    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
-        let result = self.lock().append(append);
-        Box::pin(async move { result })
-    }
-
     fn heartbeat<'a>(&'a self, request: &'a HeartbeatRequest) -> StoreFuture<'a, Vec<LeaseStatus>> {
         let mut inner = self.lock();
         let statuses = request
@@ -212,11 +198,6 @@ impl Store for MemoryStore {
             })
             .collect();
         Box::pin(async move { Ok(statuses) })
-    }
-
-    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
-        let result = self.lock().signal(signal);
-        Box::pin(async move { result })
     }
 
     fn cancel(&self, request: ControlRequest) -> StoreFuture<'_, CancelOutcome> {
@@ -295,72 +276,6 @@ impl Store for MemoryStore {
         Box::pin(async move { Ok(doomed) })
     }
 
-    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
-        self.lock().record_event(event);
-        Box::pin(async move { Ok(()) })
-    }
-
-    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
-        let events = self.lock().events(query);
-        Box::pin(async move { Ok(EventPage::cut(events, query.limit)) })
-    }
-
-    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
-        self.lock().workers.insert(worker.id.clone(), worker.clone());
-        Box::pin(async move { Ok(()) })
-    }
-
-    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
-        let workers = self.lock().workers.values().cloned().collect();
-        Box::pin(async move { Ok(workers) })
-    }
-
-    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
-        let mut inner = self.lock();
-        for key in serves {
-            inner.note_served(key.clone(), at);
-        }
-        drop(inner);
-        Box::pin(async move { Ok(()) })
-    }
-
-    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
-        let served = (self.lock().served.iter())
-            .map(|(key, (first, last))| ServedWorkflow { key: key.clone(), first_served: *first, last_served: *last })
-            .collect();
-        Box::pin(async move { Ok(served) })
-    }
-
-    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
-        let mut inner = self.lock();
-        inner.subscriptions.retain(|(workflow, _), _| !request.workflows.contains(workflow));
-        for s in &request.subscriptions {
-            inner.subscriptions.insert((s.workflow.clone(), s.pattern.clone()), s.version);
-        }
-        drop(inner);
-        Box::pin(async move { Ok(()) })
-    }
-
-    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        let subscriptions = (self.lock().subscriptions.iter())
-            .map(|((workflow, pattern), version)| Subscription {
-                workflow: workflow.clone(),
-                pattern: pattern.clone(),
-                version: *version,
-            })
-            .collect();
-        Box::pin(async move { Ok(subscriptions) })
-    }
-
-    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
-        let mut inner = self.lock();
-        let before = inner.workers.len();
-        inner.workers.retain(|_, worker| !request.selects(worker));
-        let forgotten = (before - inner.workers.len()) as u64;
-        drop(inner);
-        Box::pin(async move { Ok(forgotten) })
-    }
-
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
         let mut counts: BTreeMap<WorkflowKey, u64> = BTreeMap::new();
         for run in self.lock().runs.values().filter(|run| run.status.needs_worker()) {
@@ -394,7 +309,33 @@ impl Store for MemoryStore {
         let next = timer.into_iter().chain(firing).min();
         Box::pin(async move { Ok(next) })
     }
+}
 
+impl JournalStore for MemoryStore {
+    fn read_journal<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<JournalEntry>> {
+        let result = self.lock().journals.get(id).cloned().unwrap_or_default();
+        Box::pin(async move { Ok(result) })
+    }
+
+    fn append(&self, append: Append) -> StoreFuture<'_, ()> {
+        let result = self.lock().append(append);
+        Box::pin(async move { result })
+    }
+}
+
+impl SignalStore for MemoryStore {
+    fn signals<'a>(&'a self, id: &'a RunId) -> StoreFuture<'a, Vec<SignalRecord>> {
+        let result = self.lock().signals.get(id).cloned().unwrap_or_default();
+        Box::pin(async move { Ok(result) })
+    }
+
+    fn send_signal(&self, signal: NewSignal) -> StoreFuture<'_, SignalId> {
+        let result = self.lock().signal(signal);
+        Box::pin(async move { result })
+    }
+}
+
+impl ScheduleStore for MemoryStore {
     fn put_schedule<'a>(&'a self, put: &'a PutSchedule) -> StoreFuture<'a, ScheduleRecord> {
         let mut inner = self.lock();
         let record = match inner.schedules.get_mut(&put.name) {
@@ -473,7 +414,9 @@ impl Store for MemoryStore {
         let deleted = self.lock().schedules.remove(name).is_some();
         Box::pin(async move { Ok(deleted) })
     }
+}
 
+impl FlowStore for MemoryStore {
     fn put_concurrency<'a>(&'a self, rule: &'a ConcurrencyRule) -> StoreFuture<'a, ()> {
         let result = rule.check().map_err(StoreError::InvalidInput).map(|()| {
             let mut inner = self.lock();
@@ -505,5 +448,75 @@ impl Store for MemoryStore {
             granted.push(now);
         }
         Box::pin(async move { Ok(verdict.map(Timestamp::from_millis)) })
+    }
+}
+
+impl EventStore for MemoryStore {
+    fn record_event<'a>(&'a self, event: &'a EventRecord) -> StoreFuture<'a, ()> {
+        self.lock().record_event(event);
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn events<'a>(&'a self, query: &'a EventQuery) -> StoreFuture<'a, EventPage> {
+        let events = self.lock().events(query);
+        Box::pin(async move { Ok(EventPage::cut(events, query.limit)) })
+    }
+
+    fn set_subscriptions<'a>(&'a self, request: &'a SetSubscriptions) -> StoreFuture<'a, ()> {
+        let mut inner = self.lock();
+        inner.subscriptions.retain(|(workflow, _), _| !request.workflows.contains(workflow));
+        for s in &request.subscriptions {
+            inner.subscriptions.insert((s.workflow.clone(), s.pattern.clone()), s.version);
+        }
+        drop(inner);
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        let subscriptions = (self.lock().subscriptions.iter())
+            .map(|((workflow, pattern), version)| Subscription {
+                workflow: workflow.clone(),
+                pattern: pattern.clone(),
+                version: *version,
+            })
+            .collect();
+        Box::pin(async move { Ok(subscriptions) })
+    }
+}
+
+impl WorkerStore for MemoryStore {
+    fn record_worker<'a>(&'a self, worker: &'a WorkerRecord) -> StoreFuture<'a, ()> {
+        self.lock().workers.insert(worker.id.clone(), worker.clone());
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn workers(&self) -> StoreFuture<'_, Vec<WorkerRecord>> {
+        let workers = self.lock().workers.values().cloned().collect();
+        Box::pin(async move { Ok(workers) })
+    }
+
+    fn record_served<'a>(&'a self, serves: &'a [WorkflowKey], at: Timestamp) -> StoreFuture<'a, ()> {
+        let mut inner = self.lock();
+        for key in serves {
+            inner.note_served(key.clone(), at);
+        }
+        drop(inner);
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn served_workflows(&self) -> StoreFuture<'_, Vec<ServedWorkflow>> {
+        let served = (self.lock().served.iter())
+            .map(|(key, (first, last))| ServedWorkflow { key: key.clone(), first_served: *first, last_served: *last })
+            .collect();
+        Box::pin(async move { Ok(served) })
+    }
+
+    fn forget_workers<'a>(&'a self, request: &'a ForgetWorkers) -> StoreFuture<'a, u64> {
+        let mut inner = self.lock();
+        let before = inner.workers.len();
+        inner.workers.retain(|_, worker| !request.selects(worker));
+        let forgotten = (before - inner.workers.len()) as u64;
+        drop(inner);
+        Box::pin(async move { Ok(forgotten) })
     }
 }

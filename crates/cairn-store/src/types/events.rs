@@ -66,7 +66,7 @@ pub struct EventRun {
     pub run: RunId,
 }
 
-/// Which recorded events to list ([`Store::events`](crate::Store::events)), newest first.
+/// Which recorded events to list ([`EventStore::events`](crate::EventStore::events)), newest first.
 #[derive(Debug, Clone, Default)]
 pub struct EventQuery {
     /// Only those published to this topic.

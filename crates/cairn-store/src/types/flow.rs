@@ -87,7 +87,7 @@ impl ConcurrencyRule {
     }
 }
 
-/// One execution asks a rate limit's bucket for its turn ([`Store::take_rate`](crate::Store::take_rate)).
+/// One execution asks a rate limit's bucket for its turn ([`FlowStore::take_rate`](crate::FlowStore::take_rate)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TakeRate {
     /// The bucket (`cairn_journal::flow::rate_bucket`): what is limited, and the key.

@@ -134,7 +134,7 @@ pub struct WorkflowCount {
     pub workflow: String,
     /// The status.
     pub status: RunStatus,
-    /// How many of its runs have it (never 0 in [`Store::workflow_counts`](crate::Store::workflow_counts)).
+    /// How many of its runs have it (never 0 in [`RunStore::workflow_counts`](crate::RunStore::workflow_counts)).
     pub runs: u64,
 }
 

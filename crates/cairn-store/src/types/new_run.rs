@@ -187,7 +187,7 @@ impl NewRun {
     }
 }
 
-/// The result of [`Store::create_run`](crate::Store::create_run).
+/// The result of [`RunStore::create_run`](crate::RunStore::create_run).
 #[derive(Debug, Clone)]
 pub struct CreatedRun {
     /// The run, new or existing.

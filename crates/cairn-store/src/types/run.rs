@@ -199,12 +199,18 @@ impl SuspendReason {
     }
 }
 
-/// Everything a store can refuse or fail with.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Everything a store can refuse or fail with. Its text starts with its [code](StoreError::code)
+/// in brackets when it has one; each code is written once, in `code`.
+///
+/// ```
+/// use cairn_store::{RunId, StoreError};
+/// let missing = StoreError::RunNotFound(RunId::new("r-1"));
+/// assert_eq!(missing.to_string(), "[CAIRN-E0301] no run with id `r-1`");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The appender's lease epoch is stale: another worker claimed the run.
-    #[error("[CAIRN-E0201] lease lost on run `{run_id}`: epoch {held} is stale (now {current}); this worker must stop")]
     Fenced {
         /// The run.
         run_id: RunId,
@@ -214,7 +220,6 @@ pub enum StoreError {
         current: u64,
     },
     /// The journal does not end where the appender thought.
-    #[error("journal of run `{run_id}` ends at #{actual}, not #{expected}")]
     SequenceConflict {
         /// The run.
         run_id: RunId,
@@ -224,16 +229,12 @@ pub enum StoreError {
         actual: u64,
     },
     /// A signal was consumed already or belongs to another run.
-    #[error("signal {0:?} is not available to consume")]
     SignalUnavailable(SignalId),
     /// No such run.
-    #[error("[CAIRN-E0301] no run with id `{0}`")]
     RunNotFound(RunId),
     /// The id is taken.
-    #[error("[CAIRN-E0302] a run with id `{0}` already exists")]
     DuplicateRunId(RunId),
     /// The run has ended.
-    #[error("[CAIRN-E0303] run `{run_id}` has already ended ({status})")]
     RunFinished {
         /// The run.
         run_id: RunId,
@@ -241,7 +242,6 @@ pub enum StoreError {
         status: RunStatus,
     },
     /// The run is not paused, so it cannot be resumed.
-    #[error("[CAIRN-E0305] run `{run_id}` is not paused (it is {status})")]
     NotPaused {
         /// The run.
         run_id: RunId,
@@ -249,24 +249,53 @@ pub enum StoreError {
         status: RunStatus,
     },
     /// No schedule has that name.
-    #[error("[CAIRN-E0310] no schedule named `{0}`")]
     ScheduleNotFound(String),
     /// The request itself was malformed.
-    #[error("invalid input: {0}")]
     InvalidInput(String),
     /// Stored data could not be read back.
-    #[error("corrupt data in store: {0}")]
     Corrupt(String),
     /// The backend failed (IO, SQL, closed): the message says how, with the cause's text, and
     /// the cause (the driver's or the file system's error), when there is one, is the source.
-    #[error("store backend error: {message}")]
     Backend {
         /// What failed, and why.
         message: String,
         /// The driver's or the file system's error.
-        #[source]
         source: Option<Cause>,
     },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(code) = self.code() {
+            write!(f, "[{code}] ")?;
+        }
+        match self {
+            StoreError::Fenced { run_id, held, current } => {
+                write!(f, "lease lost on run `{run_id}`: epoch {held} is stale (now {current}); this worker must stop")
+            }
+            StoreError::SequenceConflict { run_id, expected, actual } => {
+                write!(f, "journal of run `{run_id}` ends at #{actual}, not #{expected}")
+            }
+            StoreError::SignalUnavailable(id) => write!(f, "signal {id:?} is not available to consume"),
+            StoreError::RunNotFound(id) => write!(f, "no run with id `{id}`"),
+            StoreError::DuplicateRunId(id) => write!(f, "a run with id `{id}` already exists"),
+            StoreError::RunFinished { run_id, status } => write!(f, "run `{run_id}` has already ended ({status})"),
+            StoreError::NotPaused { run_id, status } => write!(f, "run `{run_id}` is not paused (it is {status})"),
+            StoreError::ScheduleNotFound(name) => write!(f, "no schedule named `{name}`"),
+            StoreError::InvalidInput(message) => write!(f, "invalid input: {message}"),
+            StoreError::Corrupt(message) => write!(f, "corrupt data in store: {message}"),
+            StoreError::Backend { message, .. } => write!(f, "store backend error: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Backend { source: Some(cause), .. } => Some(cause),
+            _ => None,
+        }
+    }
 }
 
 /// What kind of failure an error is: what a caller branches on, and what the HTTP API maps to a

@@ -63,7 +63,7 @@ pub struct ServedWorkflow {
     pub last_served: Timestamp,
 }
 
-/// Which worker records [`Store::forget_workers`](crate::Store::forget_workers) deletes.
+/// Which worker records [`WorkerStore::forget_workers`](crate::WorkerStore::forget_workers) deletes.
 #[derive(Debug, Clone, Default)]
 pub struct ForgetWorkers {
     /// These workers (one that shut down).
@@ -91,7 +91,7 @@ pub struct Subscription {
     pub version: u32,
 }
 
-/// What [`Store::set_subscriptions`](crate::Store::set_subscriptions) writes: the subscriptions
+/// What [`EventStore::set_subscriptions`](crate::EventStore::set_subscriptions) writes: the subscriptions
 /// of `workflows` become exactly `subscriptions` (an engine declares those of every workflow it
 /// registers, so a subscription dropped from the code is dropped from the store).
 #[derive(Debug, Clone, Default)]

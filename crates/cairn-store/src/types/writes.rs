@@ -48,7 +48,7 @@ pub struct ControlRequest {
     pub lease_now: Timestamp,
 }
 
-/// A signal that [`Store::start_with_signal`](crate::Store::start_with_signal) buffers for the
+/// A signal that [`RunStore::start_with_signal`](crate::RunStore::start_with_signal) buffers for the
 /// run it creates or finds.
 #[derive(Debug, Clone)]
 pub struct StartSignal {
@@ -67,7 +67,7 @@ pub struct ResumeRequest {
     pub at: Timestamp,
 }
 
-/// Which ended runs [`Store::prune`](crate::Store::prune) deletes.
+/// Which ended runs [`RunStore::prune`](crate::RunStore::prune) deletes.
 #[derive(Debug, Clone)]
 pub struct PruneRequest {
     /// Now, by the engine's clock: runs whose `delete_after` is not later are deleted.
@@ -75,7 +75,7 @@ pub struct PruneRequest {
     /// Also every ended run that ended before this, whatever its retention (an engine's maximum
     /// retention, or `cairn runs prune --older-than`).
     pub ended_before: Option<Timestamp>,
-    /// Also the recorded events published before this ([`Store::events`](crate::Store::events)),
+    /// Also the recorded events published before this ([`EventStore::events`](crate::EventStore::events)),
     /// up to `limit` of them.
     pub events_before: Option<Timestamp>,
     /// Most runs deleted (one transaction).
@@ -93,7 +93,7 @@ impl PruneRequest {
     }
 }
 
-/// What [`Store::pause`](crate::Store::pause) did.
+/// What [`RunStore::pause`](crate::RunStore::pause) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PauseOutcome {
     /// No live worker held the run (or it was paused already): it is paused now.
@@ -102,7 +102,7 @@ pub enum PauseOutcome {
     Requested,
 }
 
-/// What [`Store::cancel`](crate::Store::cancel) did.
+/// What [`RunStore::cancel`](crate::RunStore::cancel) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelOutcome {
     /// No live worker held the run: it is cancelled now.

@@ -10,7 +10,7 @@ use crate::run_core::{CANCELLED_BY_REQUEST, CHILD_ENDED, PAUSED_BY_REQUEST, Queu
 use cairn_journal::{SignalId, StepPath};
 use cairn_store::{
     CancelOutcome, ControlRequest, NewRun, NewSignal, PauseOutcome, PruneRequest, Reason, Request, ResumeRequest,
-    RunFilter, RunId, RunRecord, SignalRecord,
+    RunFilter, RunId, RunRecord, SignalRecord, StoreError,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -40,11 +40,6 @@ impl Client {
 
     /// Delivers a signal with a raw JSON payload.
     pub async fn signal_raw(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, SignalError> {
-        self.deliver_signal(id, name, payload).await.map_err(SignalError::narrow)
-    }
-
-    /// [`signal_raw`](Self::signal_raw), failing with the umbrella error of its check or store call.
-    async fn deliver_signal(&self, id: &RunId, name: &str, payload: Box<RawValue>) -> Result<SignalId, ClientError> {
         self.check_payload(&payload)?;
         check_signal_name(name)?;
         let sent_at = self.clock.now();
@@ -82,15 +77,14 @@ impl Client {
         Cancel { client: self, id, reason: None }
     }
 
-    /// [`cancel`](Self::cancel), failing with the umbrella error of its read or store call.
-    async fn cancel_tree(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ClientError> {
-        let id = &self.newest(id).await?.id;
+    async fn cancel_tree(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ControlError> {
+        let id = &self.newest_of::<ControlError>(id).await?.id;
         let outcome = self.cancel_one(id, reason).await?;
         let mut parents = vec![id.clone()];
         while let Some(parent) = parents.pop() {
             for child in self.awaited_children(&parent).await? {
                 match self.cancel_one(&child, reason).await {
-                    Ok(_) | Err(ClientError::RunFinished { .. }) => parents.push(child),
+                    Ok(_) | Err(ControlError::RunFinished { .. }) => parents.push(child),
                     Err(error) => return Err(error),
                 }
             }
@@ -100,7 +94,7 @@ impl Client {
 
     /// The unended children `id` started to wait for (read from its journal: the `start` steps
     /// of its `~child[n]` scopes), with the runs their chains continued as.
-    async fn awaited_children(&self, id: &RunId) -> Result<Vec<RunId>, ClientError> {
+    async fn awaited_children(&self, id: &RunId) -> Result<Vec<RunId>, StoreError> {
         let children = self.every_run(RunFilter { parent: Some(id.clone()), ..RunFilter::default() }).await?;
         let unended: Vec<RunRecord> = children.into_iter().filter(|r| !r.status.is_terminal()).collect();
         if unended.is_empty() {
@@ -123,7 +117,7 @@ impl Client {
         }
     }
 
-    async fn cancel_one(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ClientError> {
+    async fn cancel_one(&self, id: &RunId, reason: &str) -> Result<CancelOutcome, ControlError> {
         let outcome = self.store.cancel(self.control(id, reason)).await?;
         if let Some(local) = &self.local {
             match outcome {
@@ -163,13 +157,12 @@ impl Client {
         Restart { client: self, id, from, reason: None }
     }
 
-    /// [`restart`](Self::restart), failing with the umbrella error of its check or store call.
-    async fn restart_from(&self, id: &RunId, from: &str, reason: Option<&str>) -> Result<RunHandle, ClientError> {
-        let original = self.get(id).await?;
+    async fn restart_from(&self, id: &RunId, from: &str, reason: Option<&str>) -> Result<RunHandle, RestartError> {
+        let original = self.run_of::<RestartError>(id).await?;
         if !original.status.is_terminal() {
-            return Err(ClientError::NotEnded { run_id: id.clone(), status: original.status });
+            return Err(RestartError::NotEnded { run_id: id.clone(), status: original.status });
         }
-        let unknown = || ClientError::UnknownStep { run_id: id.clone(), path: from.to_owned() };
+        let unknown = || RestartError::UnknownStep { run_id: id.clone(), path: from.to_owned() };
         let from_path = StepPath::parse(from).map_err(|_| unknown())?;
         if from_path.is_root() {
             return Err(unknown());
@@ -191,7 +184,7 @@ impl Client {
         run.retention = original.retention;
         Queue::of(&original).apply(&mut run);
         run.deadline = original.rare().deadline.map(|deadline| now + original.created_at.until(deadline));
-        self.create(run).await
+        Ok(self.create(run).await?)
     }
 
     /// Deletes ended runs (completed, failed, cancelled) past their retention, with their
@@ -345,7 +338,7 @@ impl<'a> IntoFuture for Cancel<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let reason = reason_or(&self.reason, CANCELLED_BY_REQUEST)?;
-            self.client.cancel_tree(self.id, reason).await.map_err(ControlError::narrow)
+            self.client.cancel_tree(self.id, reason).await
         })
     }
 }
@@ -392,8 +385,7 @@ impl<'a> IntoFuture for Restart<'a> {
             if let Some(reason) = &self.reason {
                 Reason::check(reason).map_err(RestartError::InvalidName)?;
             }
-            let restarted = self.client.restart_from(self.id, self.from, self.reason.as_deref()).await;
-            restarted.map_err(RestartError::narrow)
+            self.client.restart_from(self.id, self.from, self.reason.as_deref()).await
         })
     }
 }

@@ -6,7 +6,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::op_error::ReadError;
 use crate::run_core::DEFAULT_MAX_PAYLOAD_BYTES;
 use cairn_journal::JournalEntry;
-use cairn_store::{RunFilter, RunId, RunPage, RunRecord, SignalRecord, Store};
+use cairn_store::{RunFilter, RunId, RunPage, RunRecord, SignalRecord, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,7 +79,13 @@ impl Client {
 
     /// One run's summary.
     pub async fn get(&self, id: &RunId) -> Result<RunRecord, ReadError> {
-        self.store.get_run(id).await?.ok_or_else(|| ReadError::RunNotFound(id.clone()))
+        self.run_of(id).await
+    }
+
+    /// One run, for an operation whose error `E` has its own "no such run" (each operation's
+    /// error makes the store's [`StoreError::RunNotFound`] its own).
+    pub(crate) async fn run_of<E: From<StoreError>>(&self, id: &RunId) -> Result<RunRecord, E> {
+        self.store.get_run(id).await?.ok_or_else(|| StoreError::RunNotFound(id.clone()).into())
     }
 
     /// The runs that restart `id` (newest first).
@@ -89,11 +95,11 @@ impl Client {
     }
 
     /// Every run `filter` lists, page after page, newest first.
-    pub(crate) async fn every_run(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, ReadError> {
+    pub(crate) async fn every_run(&self, mut filter: RunFilter) -> Result<Vec<RunRecord>, StoreError> {
         filter.limit = Some(1000);
         let mut runs = Vec::new();
         loop {
-            let page = self.list(&filter).await?;
+            let page = self.store.list_runs(&filter).await?;
             runs.extend(page.runs);
             match page.next_cursor {
                 Some(cursor) => filter.cursor = Some(cursor),
@@ -144,9 +150,14 @@ impl Client {
     /// The newest run of `id`'s chain of continuations ([`Ctx::continue_as_new`](crate::ctx::Ctx::continue_as_new)):
     /// `id` itself unless it continued as another.
     pub async fn newest(&self, id: &RunId) -> Result<RunRecord, ReadError> {
-        let mut run = self.get(id).await?;
+        self.newest_of(id).await
+    }
+
+    /// [`newest`](Self::newest), for an operation with its own error `E`.
+    pub(crate) async fn newest_of<E: From<StoreError>>(&self, id: &RunId) -> Result<RunRecord, E> {
+        let mut run = self.run_of::<E>(id).await?;
         while let Some(next) = run.rare().continued_as.clone() {
-            run = self.get(&next).await?;
+            run = self.run_of::<E>(&next).await?;
         }
         Ok(run)
     }

@@ -3,13 +3,13 @@
 
 use super::handle::{Client, DEFAULT_RETENTION};
 use crate::error::ClientError;
-use crate::op_error::{ReadError, StartError};
+use crate::op_error::{PayloadRefused, ReadError, StartError};
 use crate::run_core::Queue;
 use cairn_api::{DebounceOptions, StartOptions};
 use cairn_journal::topic::Topic;
 use cairn_store::{
-    Debounce, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, IdempotencyKey, NewRun, RunId,
-    RunRecord, StartSignal, StoreError, WorkflowName,
+    Debounce, EventId, EventName, EventPage, EventQuery, EventRecord, EventRun, IdempotencyKey, NameError, NewRun,
+    RunId, RunRecord, StartSignal, StoreError, WorkflowName,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -56,9 +56,9 @@ pub struct StartRun<'a> {
     workflow: String,
     /// The input, or why the start is refused before it reaches the store (an input that does
     /// not serialize, a duration in [`StartOptions`] that does not parse).
-    input: Result<Box<RawValue>, ClientError>,
+    input: Result<Box<RawValue>, StartError>,
     options: Options,
-    signal: Option<(String, Result<Box<RawValue>, ClientError>)>,
+    signal: Option<(String, Result<Box<RawValue>, StartError>)>,
 }
 
 /// An event to publish, awaited to publish it. Made by [`Client::publish`].
@@ -165,7 +165,7 @@ impl StartRun<'_> {
     /// operation, so a caller never races a run into existence. An existing unfinished run
     /// just gets the signal (`created: false`); a finished one refuses it and nothing is stored.
     pub fn with_signal<P: Serialize + ?Sized>(mut self, name: &str, payload: &P) -> Self {
-        let payload = serde_json::value::to_raw_value(payload).map_err(|e| ClientError::InvalidPayload(e.to_string()));
+        let payload = serde_json::value::to_raw_value(payload).map_err(|e| StartError::InvalidPayload(e.to_string()));
         self.signal = Some((name.to_owned(), payload));
         self
     }
@@ -266,17 +266,17 @@ impl<'a> IntoFuture for StartRun<'a> {
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move { self.start().await.map_err(StartError::narrow) })
+        Box::pin(self.start())
     }
 }
 
 impl StartRun<'_> {
-    /// Starts the run; the umbrella error of whichever check or store call refused it.
-    async fn start(self) -> Result<RunHandle, ClientError> {
+    /// Starts the run.
+    async fn start(self) -> Result<RunHandle, StartError> {
         let input = self.input?;
         let run = self.client.new_run(&self.workflow, input, self.options).await?;
         match self.signal {
-            None => self.client.create(run).await,
+            None => Ok(self.client.create(run).await?),
             Some((name, payload)) => {
                 run.check_signal_start().map_err(debounce_refused)?;
                 let payload = payload?;
@@ -284,17 +284,17 @@ impl StartRun<'_> {
                 check_signal_name(&name)?;
                 let signal = StartSignal { name, payload };
                 let (created, _) = self.client.store.start_with_signal(run, signal).await?;
-                self.client.started(created)
+                Ok(self.client.started(created))
             }
         }
     }
 }
 
-/// A debounced start a store would refuse, as the client's error.
-fn debounce_refused(error: StoreError) -> ClientError {
+/// A debounced start a store would refuse, as the start's error.
+fn debounce_refused(error: StoreError) -> StartError {
     match error {
-        StoreError::InvalidInput(message) => ClientError::InvalidDebounce(message),
-        other => ClientError::Store(other),
+        StoreError::InvalidInput(message) => StartError::InvalidDebounce(message),
+        other => StartError::Store(other),
     }
 }
 
@@ -322,30 +322,30 @@ impl Client {
         };
         let mut run = self.build_run(workflow, version, input, options)?;
         run.parent = Some(parent.clone());
-        self.create(run).await
+        Ok(self.create(run).await?)
     }
 
     /// The version of `workflow` a run started by the engine itself gets: the newest this worker
     /// registers, or else the newest a live worker serves.
-    pub(crate) async fn version_to_start(&self, workflow: &str) -> Result<u32, ClientError> {
+    pub(crate) async fn version_to_start(&self, workflow: &str) -> Result<u32, StartError> {
         if let Some(version) = self.local.as_ref().and_then(|l| l.latest(workflow)) {
             return Ok(version);
         }
-        let served = self.live_workers().await?.served();
+        let served = self.live_workers_for::<StartError>().await?.served();
         let newest = served.into_iter().filter(|key| key.name == workflow).map(|key| key.version).max();
-        newest.ok_or_else(|| ClientError::UnknownWorkflow(workflow.into()))
+        newest.ok_or_else(|| StartError::UnknownWorkflow(workflow.into()))
     }
 
     /// A payload (an input, a signal's or an event's, a schedule's input) every store keeps and
     /// a run can read back: within the size limit and keeping [`cairn_journal::check_payload`]'s
     /// rules (nesting, NUL, lone surrogates, numbers out of range: each would be stored and then
     /// fail the run that reads it, or break PostgreSQL's `jsonb`). The same rules on every store.
-    pub(crate) fn check_payload(&self, payload: &RawValue) -> Result<(), ClientError> {
+    pub(crate) fn check_payload(&self, payload: &RawValue) -> Result<(), PayloadRefused> {
         let size = payload.get().len();
         if size > self.max_payload_bytes {
-            return Err(ClientError::PayloadTooLarge { size, limit: self.max_payload_bytes });
+            return Err(PayloadRefused::TooLarge { size, limit: self.max_payload_bytes });
         }
-        cairn_journal::check_payload(payload.get()).map_err(|fault| ClientError::InvalidPayload(fault.to_string()))
+        cairn_journal::check_payload(payload.get()).map_err(|fault| PayloadRefused::Invalid(fault.to_string()))
     }
 
     /// Starts a run of `workflow` with `input`; chain [`id`](StartRun::id),
@@ -354,7 +354,7 @@ impl Client {
         StartRun {
             client: self,
             workflow: workflow.to_owned(),
-            input: serde_json::value::to_raw_value(input).map_err(|e| ClientError::InvalidPayload(e.to_string())),
+            input: serde_json::value::to_raw_value(input).map_err(|e| StartError::InvalidPayload(e.to_string())),
             options: Options::default(),
             signal: None,
         }
@@ -420,7 +420,7 @@ impl Client {
     }
 
     /// The published events `query` selects, newest first, each with the runs it started: a
-    /// page of at most `query.limit` (see [`Store::events`](cairn_store::Store::events)). A
+    /// page of at most `query.limit` (see [`EventStore::events`](cairn_store::EventStore::events)). A
     /// topic that events cannot be published to is refused ([`ReadError::InvalidTopic`]).
     /// Events are kept as long as a run is by default
     /// ([`DEFAULT_RETENTION`], or an engine's maximum retention if shorter).
@@ -441,7 +441,7 @@ impl Client {
         version: Option<u32>,
     ) -> Result<RunHandle, ClientError> {
         let run = self.new_run(workflow, input, Options { id, idempotency_key, version, ..Options::default() }).await?;
-        self.create(run).await
+        Ok(self.create(run).await?)
     }
 
     /// A run to create, checked: the workflow and version exist (when this client knows its
@@ -453,21 +453,21 @@ impl Client {
             checked.map_err(|e| ClientError::InvalidPayload(format!("{workflow}: {e}")))?;
         }
         let options = Options { idempotency_key: Some(key.to_owned()), ..Options::default() };
-        self.build_run(workflow, version, input.to_owned(), options)
+        Ok(self.build_run(workflow, version, input.to_owned(), options)?)
     }
 
     /// A run to start: a workflow this client's engine registers is checked against its
     /// registration (version, input); any other against the store's registry of served versions
     /// ([`served_version`](Client::served_version)).
-    async fn new_run(&self, workflow: &str, input: Box<RawValue>, options: Options) -> Result<NewRun, ClientError> {
+    async fn new_run(&self, workflow: &str, input: Box<RawValue>, options: Options) -> Result<NewRun, StartError> {
         self.check_payload(&input)?;
         let registered = self.local.as_ref().and_then(|local| Some((local, local.latest(workflow)?)));
         if let Some((local, latest)) = registered {
             let version = options.version.unwrap_or(latest);
             let checked = local
                 .check_input(workflow, version, &input)
-                .ok_or_else(|| ClientError::UnknownVersion { name: workflow.into(), version })?;
-            checked.map_err(ClientError::InvalidPayload)?;
+                .ok_or_else(|| StartError::UnknownVersion { name: workflow.into(), version })?;
+            checked.map_err(StartError::InvalidPayload)?;
             return self.build_run(workflow, version, input, options);
         }
         // Built (and so checked) first: a bad name or option is refused for what it is.
@@ -485,16 +485,16 @@ impl Client {
         workflow: &str,
         asked: Option<u32>,
         allow_unknown: bool,
-    ) -> Result<u32, ClientError> {
+    ) -> Result<u32, StartError> {
         if allow_unknown {
             return Ok(asked.unwrap_or(1));
         }
         let served = self.store.served_workflows().await?;
         let versions: Vec<u32> = served.iter().filter(|s| s.key.name == workflow).map(|s| s.key.version).collect();
         match (asked, versions.iter().max()) {
-            (_, None) => Err(ClientError::UnknownWorkflow(workflow.into())),
+            (_, None) => Err(StartError::UnknownWorkflow(workflow.into())),
             (Some(version), Some(_)) if versions.contains(&version) => Ok(version),
-            (Some(version), Some(_)) => Err(ClientError::UnknownVersion { name: workflow.into(), version }),
+            (Some(version), Some(_)) => Err(StartError::UnknownVersion { name: workflow.into(), version }),
             (None, Some(newest)) => Ok(*newest),
         }
     }
@@ -507,15 +507,15 @@ impl Client {
         version: u32,
         input: Box<RawValue>,
         options: Options,
-    ) -> Result<NewRun, ClientError> {
+    ) -> Result<NewRun, StartError> {
         let Options { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
-        WorkflowName::check(workflow).map_err(ClientError::InvalidName)?;
+        WorkflowName::check(workflow)?;
         let idempotency_key = match idempotency_key {
-            Some(key) => Some(IdempotencyKey::new(key).map_err(ClientError::InvalidName)?.into_string()),
+            Some(key) => Some(IdempotencyKey::new(key)?.into_string()),
             None => None,
         };
         if let Some(key) = &queue.fairness_key {
-            cairn_journal::flow::check_fairness_key(key).map_err(ClientError::InvalidFairnessKey)?;
+            cairn_journal::flow::check_fairness_key(key).map_err(StartError::InvalidFairnessKey)?;
         }
         let id = match id {
             Some(id) => RunId::validate(&id)?,
@@ -548,13 +548,13 @@ impl Client {
         }
     }
 
-    pub(crate) async fn create(&self, run: NewRun) -> Result<RunHandle, ClientError> {
+    pub(crate) async fn create(&self, run: NewRun) -> Result<RunHandle, StoreError> {
         let created = self.store.create_run(run).await?;
-        self.started(created)
+        Ok(self.started(created))
     }
 
     /// The handle of a run just created or found; a local worker hears of it.
-    pub(crate) fn started(&self, created: cairn_store::CreatedRun) -> Result<RunHandle, ClientError> {
+    pub(crate) fn started(&self, created: cairn_store::CreatedRun) -> RunHandle {
         if created.created {
             crate::telemetry::run_started(&created.run.workflow);
             if let Some(rule) = created.run.held_back_by() {
@@ -568,20 +568,20 @@ impl Client {
                 local.signal_may_have_arrived(&created.run.id);
             }
         }
-        Ok(RunHandle { run: created.run, created: created.created, client: self.clone() })
+        RunHandle { run: created.run, created: created.created, client: self.clone() }
     }
 }
 
-pub(super) fn check_signal_name(name: &str) -> Result<(), ClientError> {
-    EventName::check(name).map_err(ClientError::InvalidName)
+pub(super) fn check_signal_name(name: &str) -> Result<(), NameError> {
+    EventName::check(name)
 }
 
 /// A debounce given as text ([`DebounceOptions`]); a duration that does not parse is
 /// `[CAIRN-E0315]`.
-fn parse_debounce(given: DebounceOptions) -> Result<Debounce, ClientError> {
+fn parse_debounce(given: DebounceOptions) -> Result<Debounce, StartError> {
     let duration = |name: &str, text: &str| {
         humantime::parse_duration(text)
-            .map_err(|_| ClientError::InvalidDebounce(format!("debounce {name} {text:?} is not a duration (try `2s`)")))
+            .map_err(|_| StartError::InvalidDebounce(format!("debounce {name} {text:?} is not a duration (try `2s`)")))
     };
     let mut debounce = Debounce::new(given.key, duration("quiet", &given.quiet)?);
     if let Some(max_wait) = &given.max_wait {
@@ -591,8 +591,8 @@ fn parse_debounce(given: DebounceOptions) -> Result<Debounce, ClientError> {
 }
 
 /// A start's timeout given as text; `[CAIRN-E0317]` unless it is a duration from 1 ms to 10 years.
-fn parse_timeout(given: String) -> Result<Duration, ClientError> {
-    parse_run_timeout(&given)
+fn parse_timeout(given: String) -> Result<Duration, StartError> {
+    run_timeout(&given).map_err(StartError::InvalidTimeout)
 }
 
 /// A run timeout given as text (`30m`, `2h 30m`), as a start's `timeout` and
@@ -605,9 +605,14 @@ fn parse_timeout(given: String) -> Result<Duration, ClientError> {
 /// # Ok::<(), cairn::ClientError>(())
 /// ```
 pub fn parse_run_timeout(given: &str) -> Result<Duration, ClientError> {
+    run_timeout(given).map_err(ClientError::InvalidTimeout)
+}
+
+/// See [`parse_run_timeout`]; why not, without the code.
+fn run_timeout(given: &str) -> Result<Duration, String> {
     const MOST: Duration = Duration::from_secs(10 * 365 * 86_400);
     match humantime::parse_duration(given) {
         Ok(limit) if limit >= Duration::from_millis(1) && limit <= MOST => Ok(limit),
-        _ => Err(ClientError::InvalidTimeout(format!("{given:?} is not a duration from 1ms to 10 years (try `30m`)"))),
+        _ => Err(format!("{given:?} is not a duration from 1ms to 10 years (try `30m`)")),
     }
 }
