@@ -94,7 +94,7 @@ impl<O> Child<O> {
 
     /// Starts the child (once: the step `start` of the scope `kind[n]` journals its id).
     async fn start(self, kind: &'static str) -> Result<(Ctx, RunId), WorkflowError> {
-        let n = self.ctx.shared().next_helper(self.ctx.path(), kind);
+        let n = self.ctx.shared().lock().next_helper(self.ctx.path(), kind);
         let scope = self.ctx.scope_indexed(kind, n)?;
         let parent = self.ctx.run_id().clone();
         let queue = self.ctx.shared().lineage.queue.clone();

@@ -105,7 +105,7 @@ impl Ctx {
             None => (0, init),
         };
         // Where the loop's history begins, and how far its checkpoints have trimmed it.
-        let live = self.shared().live_position();
+        let live = self.shared().lock().live_position();
         let since = match &record {
             Some(record) => record.trim.map_or(0, |t| t.since),
             None => live.unwrap_or(0),
@@ -127,7 +127,7 @@ impl Ctx {
             };
             state = next;
             i += 1;
-            if let Some(at) = self.shared().live_position() {
+            if let Some(at) = self.shared().lock().live_position() {
                 boundaries.push_back((i, at));
             }
             if !i.is_multiple_of(options.every) {
@@ -141,13 +141,13 @@ impl Ctx {
             }
             let raw = self.shared().encode(path.as_str(), &state)?;
             let trim = Some(Trim { since, after: trimmed, through });
-            let vars = self.shared().vars_now();
+            let vars = self.shared().lock().vars().clone();
             let checkpoint =
                 Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim: trim.map(Box::new), vars };
             self.shared().defer_checkpoint(checkpoint)?;
             trimmed = through;
             if let Some(below) = below {
-                self.shared().forget_iterations(&path, below);
+                self.shared().lock().forget_iterations(&path, below);
             }
         }
     }

@@ -14,7 +14,6 @@ use crate::run_core::{
 use cairn_journal::{Event, LoopRecord, NonDeterminism, RunState, SignalId, StepKind, StepPath, Timestamp};
 use cairn_store::{Request, RunId, RunStatus, RunUpdate, SignalRecord, Store, StoreError, SuspendReason};
 use serde_json::value::RawValue;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -167,7 +166,9 @@ impl RunShared {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, RunCore> {
+    /// The run's core, to ask it directly (its decisions and what it keeps) where nothing
+    /// else needs doing around the question.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, RunCore> {
         // Nothing panics while holding this lock except on a bug; keep going with the data as is.
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -195,11 +196,6 @@ impl RunShared {
     /// A client attached to the worker.
     pub(crate) fn client(&self) -> &Client {
         &self.setup.worker.client
-    }
-
-    /// The number of the next `kind` helper used in `scope`.
-    pub(crate) fn next_helper(&self, scope: &StepPath, kind: &'static str) -> u64 {
-        self.lock().next_helper(scope, kind)
     }
 
     /// Whether the run's workflow has rate limits at all (else [`turn`](Self::turn) is now).
@@ -231,7 +227,7 @@ impl RunShared {
     /// Takes turns from the store until one is granted, parked while the limit holds the run back.
     async fn wait_for_turn(&self, turns: &RateTurns) -> Result<Timestamp, WorkflowError> {
         loop {
-            self.check()?;
+            self.lock().admit()?;
             let take = turns.at(self.now());
             match self.store().take_rate(&take).await {
                 Ok(None) => return Ok(take.now),
@@ -241,7 +237,7 @@ impl RunShared {
                 }
                 Err(error) => {
                     self.interrupt(Interrupt::Store(error));
-                    return Err(self.interrupted());
+                    return Err(self.lock().interrupted());
                 }
             }
         }
@@ -276,34 +272,13 @@ impl RunShared {
         self.stop.cancel();
     }
 
-    /// `Err` if the run has been interrupted (the body is refused what it asked for).
-    pub(crate) fn check(&self) -> Result<(), WorkflowError> {
-        self.lock().admit()
-    }
-
-    /// Why the run was interrupted, if it was.
-    pub(crate) fn interruption(&self) -> Option<Interrupt> {
-        self.lock().interruption().cloned()
-    }
-
-    /// After the body returned: the first journaled step it never asked for, if any, and how
-    /// many journaled steps it did ask for.
-    pub(crate) fn unreached(&self) -> (Result<(), NonDeterminism>, usize) {
-        self.lock().unreached()
-    }
-
-    /// The error for the body when it must stop.
-    pub(crate) fn interrupted(&self) -> WorkflowError {
-        self.lock().interrupted()
-    }
-
     /// The body's error for a refusal of the core: an interrupt stops the run first.
     fn refused(&self, refused: Refused) -> WorkflowError {
         match refused {
             Refused::Error(error) => error,
             Refused::Interrupt(why) => {
                 self.interrupt(why);
-                self.interrupted()
+                self.lock().interrupted()
             }
         }
     }
@@ -312,11 +287,6 @@ impl RunShared {
     pub(crate) fn begin(&self, path: &StepPath, kind: StepKind) -> Result<Begun, WorkflowError> {
         let begun = self.lock().begin(path, kind);
         begun.map_err(|refused| self.refused(refused))
-    }
-
-    /// The body will never ask for anything within `scope`.
-    pub(crate) fn skip_within(&self, scope: &StepPath) {
-        self.lock().skip_within(scope);
     }
 
     /// The body's error for a divergence from the journal: the run parks with it.
@@ -354,21 +324,6 @@ impl RunShared {
         self.lock().defer_checkpoint(checkpoint)
     }
 
-    /// Every durable value as the body has set it, for a loop checkpoint.
-    pub(crate) fn vars_now(&self) -> BTreeMap<String, Box<RawValue>> {
-        self.lock().vars().clone()
-    }
-
-    /// The journal's last entry so far, once the body runs past what the journal held.
-    pub(crate) fn live_position(&self) -> Option<u64> {
-        self.lock().live_position()
-    }
-
-    /// The loop at `path` trimmed its iterations before `below`: forget what is kept of them.
-    pub(crate) fn forget_iterations(&self, path: &StepPath, below: u64) {
-        self.lock().forget_iterations(path, below);
-    }
-
     /// The body sets durable value `name` (see [`RunCore::set_var`]).
     pub(crate) async fn set_var(&self, name: &str, value: Box<RawValue>) -> Result<(), WorkflowError> {
         let event = self.lock().set_var(name, value)?;
@@ -376,11 +331,6 @@ impl RunShared {
             self.append(vec![event], None).await?;
         }
         Ok(())
-    }
-
-    /// Durable value `name` as this execution last set it.
-    pub(crate) fn var(&self, name: &str) -> Option<Box<RawValue>> {
-        self.lock().var(name).map(|value| value.to_owned())
     }
 
     /// The body marks `path` as a step its code no longer has (see [`Ctx::removed`](crate::ctx::Ctx::removed)).
@@ -415,7 +365,7 @@ impl RunShared {
             (core.stops_appends(), core.mode())
         };
         if stopping {
-            return Err(self.interrupted());
+            return Err(self.lock().interrupted());
         }
         if mode == Mode::ReplayCheck {
             return Ok(());
@@ -429,7 +379,7 @@ impl RunShared {
                 }
                 other => Interrupt::Store(other),
             });
-            self.interrupted()
+            self.lock().interrupted()
         })
     }
 
@@ -486,7 +436,7 @@ impl RunShared {
         signals: Option<watch::Receiver<u64>>,
     ) -> Result<(), WorkflowError> {
         if wake_at.is_some_and(|w| w <= self.now()) {
-            return self.check();
+            return self.lock().admit();
         }
         // Boxed: a park's future (a timer, a cancellation, a signal watch at once) is large, and
         // held inline it would size every step's future for a retry that rarely comes.
@@ -529,7 +479,7 @@ impl RunShared {
             () = self.halt.cancelled() => {}
             () = signal => {}
         }
-        self.check()
+        self.lock().admit()
     }
 
     /// A receiver that sees every later change of the run's signals (see [`RunShared::park`]).
@@ -551,15 +501,10 @@ impl RunShared {
     pub(crate) async fn refresh_signals(&self) -> Result<(), WorkflowError> {
         let signals = self.store().signals(&self.id).await.map_err(|e| {
             self.interrupt(Interrupt::Store(e));
-            self.interrupted()
+            self.lock().interrupted()
         })?;
         self.lock().load_signals(signals);
         Ok(())
-    }
-
-    /// Takes the oldest unconsumed signal named `name` whose payload contains `filter`.
-    pub(crate) fn take_signal(&self, name: &str, filter: Option<&serde_json::Value>) -> Option<SignalRecord> {
-        self.lock().take_signal(name, filter)
     }
 
     /// A signal delivered in this process while the run executes here.
@@ -671,7 +616,7 @@ async fn record_ending(shared: &RunShared, outcome: Outcome) -> Option<Ended> {
         update = RunUpdate::Finish { status: RunStatus::Failed, output: None, error: Some(error), at };
     }
     let ended = Ended::of(&update);
-    let ending = crate::run_core::log_line(&update, shared.interruption() == Some(Interrupt::Paused));
+    let ending = crate::run_core::log_line(&update, shared.lock().interruption().cloned() == Some(Interrupt::Paused));
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
     // later one.
     let suspends = matches!(update, RunUpdate::Suspend { .. });

@@ -108,16 +108,18 @@ where
     let shared =
         Arc::new(RunShared::new(RunId::new("replay-check"), Default::default(), 0, setup, state, Mode::ReplayCheck));
     let returned = crate::panic::caught(body(Ctx::new(Arc::clone(&shared)), input)).await;
-    match shared.interruption() {
+    // Taken first: the core is not held while the arms ask it again.
+    let interruption = shared.lock().interruption().cloned();
+    match interruption {
         Some(Interrupt::NonDeterminism(error)) => return Err(error.into()),
         Some(Interrupt::ReplayChecked { path }) => {
-            let (_, replayed) = shared.unreached();
+            let (_, replayed) = shared.lock().unreached();
             return Ok(ReplayReport { replayed, end: ReplayEnd::Continues { at: path } });
         }
         _ => {}
     }
     let returned = returned.map_err(ReplayError::Panicked)?;
-    let (unreached, replayed) = shared.unreached();
+    let (unreached, replayed) = shared.lock().unreached();
     unreached?;
     Ok(ReplayReport { replayed, end: ReplayEnd::Returned(returned.map_err(|e| e.to_string())) })
 }

@@ -39,10 +39,8 @@ impl<T: Serialize + DeserializeOwned> Var<T> {
     /// The value as the body last set it; `None` before the first set.
     pub fn get(&self) -> Result<Option<T>, WorkflowError> {
         let payload = |message: String| WorkflowError::Payload { path: format!("var {}", self.name), message };
-        self.shared
-            .var(&self.name)
-            .map(|raw| serde_json::from_str(raw.get()).map_err(|e| payload(e.to_string())))
-            .transpose()
+        let core = self.shared.lock();
+        core.var(&self.name).map(|raw| serde_json::from_str(raw.get()).map_err(|e| payload(e.to_string()))).transpose()
     }
 
     /// Sets the value, journaling it.

@@ -196,7 +196,7 @@ impl Ctx {
         for (i, head) in heads.iter().enumerate() {
             if i != winner {
                 head.cancel.cancel();
-                self.shared.skip_within(&head.scope);
+                self.shared.lock().skip_within(&head.scope);
             }
         }
     }

@@ -252,7 +252,7 @@ impl Ctx {
     where
         T: Serialize + DeserializeOwned + Send,
     {
-        let n = self.shared.next_helper(&self.scope, kind);
+        let n = self.shared.lock().next_helper(&self.scope, kind);
         self.step(&format!("~{kind}[{n}]"), move || {
             let value = make();
             async move { Ok::<_, StepError>(value) }

@@ -118,7 +118,7 @@ where
     }
     let mut body = body.ok_or_else(|| WorkflowError::failed("step body missing"))?;
     loop {
-        shared.check()?;
+        shared.lock().admit()?;
         // Each attempt waits for its turn under a rate limit on its name, before it counts as
         // work in flight (so the run can suspend while it waits); it starts when granted.
         let started_at = if shared.rate_limited() { shared.turn(Some(&path)).await? } else { shared.now() };
@@ -128,7 +128,7 @@ where
         let span = crate::telemetry::step_span(&shared.workflow, &shared.id, &path, attempt);
         let attempt_result: Result<T, StepError> = tokio::select! {
             biased;
-            () = shared.stop.cancelled() => return Err(shared.interrupted()),
+            () = shared.stop.cancelled() => return Err(shared.lock().interrupted()),
             result = ATTEMPT.scope(attempt, attempt_of(&mut body)).instrument(span.clone()) => result,
             () = async {
                 match deadline {

@@ -153,11 +153,11 @@ impl Ctx {
                 // Taken before looking, so a signal arriving after the look wakes the park below.
                 let changes = shared.watch_signals();
                 let just_loaded = shared.load_signals().await?;
-                let mut signal = shared.take_signal(&event, filter.as_ref());
+                let mut signal = shared.lock().take_signal(&event, filter.as_ref());
                 if signal.is_none() && !just_loaded {
                     // Not among the signals known here: another process may have sent it.
                     shared.refresh_signals().await?;
-                    signal = shared.take_signal(&event, filter.as_ref());
+                    signal = shared.lock().take_signal(&event, filter.as_ref());
                 }
                 if let Some(signal) = signal {
                     crate::telemetry::signal(&shared.workflow, &signal.name);
