@@ -130,3 +130,58 @@ async fn a_run_released_mid_step_resumes_on_the_next_engine() {
     assert_eq!(journal.iter().filter(|e| matches!(e.event, Event::StepCompleted { .. })).count(), 1);
     second.shutdown().await;
 }
+
+/// `ctx.is_replaying()` is false in a run's first execution, and in a resumed one true until the
+/// body passes what the journal held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn is_replaying_is_true_only_before_the_body_passes_its_journal() {
+    type Seen = Arc<std::sync::Mutex<Vec<(&'static str, bool)>>>;
+    fn workflow(
+        seen: Seen,
+    ) -> impl Fn(Ctx, ()) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), WorkflowError>> + Send>>
+    + Send
+    + Sync
+    + 'static {
+        move |ctx: Ctx, ()| {
+            let seen = Arc::clone(&seen);
+            Box::pin(async move {
+                let mark = |at: &'static str| seen.lock().unwrap().push((at, ctx.is_replaying()));
+                mark("start");
+                ctx.step("a", || async { Ok::<_, StepError>(1) }).await?;
+                mark("after a");
+                ctx.sleep("nap", Duration::from_secs(3600)).await?;
+                mark("after nap");
+                ctx.step("b", || async { Ok::<_, StepError>(2) }).await?;
+                mark("after b");
+                Ok(())
+            })
+        }
+    }
+    let (store, _dir) = sqlite();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let clock = clock();
+    let seen: Seen = Arc::default();
+    let engine = |seen: &Seen| {
+        Engine::builder().shared_store(Arc::clone(&store)).clock(clock.clone()).register(
+            "replaying",
+            1,
+            workflow(Arc::clone(seen)),
+        )
+    };
+    let first = engine(&seen).start().await.unwrap();
+    let run = first.client().start("replaying", &()).await.unwrap();
+    wait_for_status(&first.client(), run.id(), RunStatus::Suspended).await;
+    first.shutdown().await;
+    assert_eq!(*seen.lock().unwrap(), [("start", false), ("after a", false)], "a first execution replays nothing");
+
+    seen.lock().unwrap().clear();
+    let second = engine(&seen).start().await.unwrap();
+    clock.advance(Duration::from_secs(3600));
+    second.client().result::<()>(run.id()).await.unwrap();
+    second.shutdown().await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("start", true), ("after a", true), ("after nap", false), ("after b", false)],
+        "the resumed execution replays up to the sleep the journal held"
+    );
+}

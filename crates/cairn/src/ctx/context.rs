@@ -84,6 +84,35 @@ impl Ctx {
         self.shared.info()
     }
 
+    /// Whether the body is re-executing what the run's journal already holds: `true` from the
+    /// start of an execution that resumes a run (after a crash, a deploy, a sleep or a wait that
+    /// let it go from memory) until the body reaches the first step, wait or sleep the journal
+    /// does not have; `false` from there on, and throughout a run's first execution. Steps never
+    /// need it (a journaled step's body is not called again); code around them does, to say or
+    /// count something once rather than at every replay (after Temporal's `isReplaying`).
+    ///
+    /// ```
+    /// use cairn::prelude::*;
+    /// use cairn::MemoryStore;
+    ///
+    /// async fn greet(ctx: Ctx, name: String) -> Result<String, WorkflowError> {
+    ///     if !ctx.is_replaying() {
+    ///         tracing::info!("greeting {name}"); // once per run, not once per replay
+    ///     }
+    ///     ctx.step("greet", || async { Ok::<_, StepError>(format!("hello {name}")) }).await
+    /// }
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let engine = Engine::builder().store(MemoryStore::new()).register("greet", 1, greet).start().await?;
+    /// let text: String = engine.client().start("greet", "Ada").await?.result().await?;
+    /// assert_eq!(text, "hello Ada");
+    /// engine.shutdown().await;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn is_replaying(&self) -> bool {
+        self.shared.lock().live_position().is_none()
+    }
+
     pub(crate) fn shared(&self) -> &Arc<RunShared> {
         &self.shared
     }
