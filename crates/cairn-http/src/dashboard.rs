@@ -15,7 +15,11 @@ const PAGE: &str = concat!(
     "</style>\n</head>\n<body>\n",
     include_str!("dashboard/body.html"),
     "<script>\n",
+    // One script in four files, joined in this order: app.js opens it, pages.js closes it.
     include_str!("dashboard/app.js"),
+    include_str!("dashboard/runs.js"),
+    include_str!("dashboard/run.js"),
+    include_str!("dashboard/pages.js"),
     "</script>\n</body>\n</html>\n"
 );
 
