@@ -27,7 +27,7 @@ fn main() {
         let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let checks = text.lines().filter_map(|line| {
             let name = line.strip_prefix("pub async fn ")?.strip_suffix("(store: DynStore) {")?;
-            Some(name.to_owned())
+            Some(format!("{file}::{name}"))
         });
         match groups.iter_mut().find(|(g, _)| g == group) {
             Some((_, names)) => names.extend(checks),

@@ -12,30 +12,21 @@
 // This crate is test code: a failed check panics, as in any test.
 #![allow(clippy::unwrap_used)]
 
-mod control;
-mod events;
-mod flow;
-mod journal;
-mod lists;
+pub mod control;
+pub mod events;
+pub mod flow;
+pub mod journal;
+pub mod lists;
 pub mod model;
 mod model_test;
-mod runs;
-mod schedules;
-mod signals;
+pub mod runs;
+pub mod schedules;
+pub mod signals;
 mod support;
-mod workers;
+pub mod workers;
 
-pub use control::*;
-pub use events::*;
-pub use flow::*;
-pub use journal::*;
-pub use lists::*;
 pub use model_test::{Transitions, check_against_model, check_against_model_seeded};
-pub use runs::*;
-pub use schedules::*;
-pub use signals::*;
 pub use support::DynStore;
-pub use workers::*;
 
 // The checks by store trait, collected from the sources by `build.rs`: `__conformance_checks!`.
 include!(concat!(env!("OUT_DIR"), "/checks.rs"));
@@ -71,7 +62,7 @@ macro_rules! conformance_tests {
             }
         }
     };
-    (@each $make:expr; $($name:ident),*) => {
+    (@each $make:expr; $($module:ident::$name:ident),*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
@@ -79,7 +70,7 @@ macro_rules! conformance_tests {
                 // says so, and fails instead where the backend is required).
                 let made: Option<($crate::DynStore, _)> = ($make)().await.into();
                 if let Some((store, _guard)) = made {
-                    $crate::$name(store).await;
+                    $crate::$module::$name(store).await;
                 }
             }
         )*
