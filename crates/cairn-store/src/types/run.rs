@@ -5,14 +5,16 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A run's identity: caller-given or generated, unique in a store forever.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RunId(String);
+///
+/// Shared, not copied: a clone (the engine, the stores' indexes and the telemetry each keep the
+/// ids of the runs they track) counts a reference instead of allocating the text again.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(std::sync::Arc<str>);
 
 impl RunId {
     /// Wraps an id; see [`RunId::validate`] for what is accepted from callers.
     pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(std::sync::Arc::from(id.into()))
     }
 
     /// The id as text.
@@ -32,7 +34,19 @@ impl RunId {
                 "run id {id:?} must be 1 to 200 characters without control characters or `/`"
             )));
         }
-        Ok(RunId(id.to_owned()))
+        Ok(RunId(std::sync::Arc::from(id)))
+    }
+}
+
+impl Serialize for RunId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RunId, D::Error> {
+        String::deserialize(deserializer).map(RunId::new)
     }
 }
 
@@ -44,7 +58,7 @@ impl fmt::Display for RunId {
 
 impl From<&str> for RunId {
     fn from(value: &str) -> Self {
-        RunId(value.to_owned())
+        RunId(std::sync::Arc::from(value))
     }
 }
 
