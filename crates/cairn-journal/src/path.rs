@@ -1,5 +1,6 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// Where a step sits in its run: scope names joined by `/`, loop iterations as `name[i]`.
 ///
@@ -14,9 +15,33 @@ use std::fmt;
 /// assert_eq!(p.parent().as_str(), "expedition[2]");
 /// assert!(StepPath::root().child("a/b").is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
-#[serde(try_from = "String", into = "String")]
-pub struct StepPath(String);
+///
+/// Shared, not copied: a clone (the run keeps the paths it has seen, each step its own) counts a
+/// reference instead of allocating the text again.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StepPath(Arc<str>);
+
+/// The root's text, shared by every root path (an empty `Arc<str>` would allocate each time).
+static ROOT: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
+
+impl Default for StepPath {
+    fn default() -> StepPath {
+        StepPath(Arc::clone(&ROOT))
+    }
+}
+
+impl Serialize for StepPath {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for StepPath {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<StepPath, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        StepPath::try_from(text).map_err(serde::de::Error::custom)
+    }
+}
 
 /// Why a step name or path was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,7 +101,7 @@ fn validate(text: &str) -> Result<(), PathError> {
 impl StepPath {
     /// The empty path: the run itself.
     pub fn root() -> Self {
-        Self(String::new())
+        Self::default()
     }
 
     /// This path extended by one segment, checked.
@@ -96,26 +121,26 @@ impl StepPath {
 
     fn join_unchecked(&self, segment: &str) -> StepPath {
         if self.0.is_empty() {
-            StepPath(segment.to_owned())
+            StepPath(Arc::from(segment))
         } else {
             let mut s = String::with_capacity(self.0.len() + 1 + segment.len());
             s.push_str(&self.0);
             s.push('/');
             s.push_str(segment);
-            StepPath(s)
+            StepPath(Arc::from(s))
         }
     }
 
     /// Parses a whole path such as `a/b[3]/c`; the empty string is the root.
     pub fn parse(text: &str) -> Result<StepPath, PathError> {
         validate(text)?;
-        Ok(StepPath(text.to_owned()))
+        Ok(if text.is_empty() { StepPath::root() } else { StepPath(Arc::from(text)) })
     }
 
     /// The enclosing scope (`a/b` for `a/b/c`, root for `a`).
     pub fn parent(&self) -> StepPath {
         match self.last_slash() {
-            Some(i) => StepPath(self.0[..i].to_owned()),
+            Some(i) => StepPath(Arc::from(&self.0[..i])),
             None => StepPath::root(),
         }
     }
@@ -129,7 +154,7 @@ impl StepPath {
     /// assert!(!p("ab").is_within(&p("a")) && !p("a").is_within(&p("a/b")));
     /// ```
     pub fn is_within(&self, scope: &StepPath) -> bool {
-        match self.0.strip_prefix(scope.0.as_str()) {
+        match self.0.strip_prefix(&*scope.0) {
             Some(rest) => rest.is_empty() || scope.0.is_empty() || rest.starts_with('/'),
             None => false,
         }
@@ -146,7 +171,7 @@ impl StepPath {
     /// assert_eq!(p("a/tick[3]").iteration_of(&p("tick")), None);
     /// ```
     pub fn iteration_of(&self, loop_path: &StepPath) -> Option<u64> {
-        let rest = self.0.strip_prefix(loop_path.0.as_str())?.strip_prefix('[')?;
+        let rest = self.0.strip_prefix(&*loop_path.0)?.strip_prefix('[')?;
         let (index, rest) = rest.split_once(']')?;
         (rest.is_empty() || rest.starts_with('/')).then(|| index.parse().ok()).flatten()
     }
@@ -188,13 +213,13 @@ impl TryFrom<String> for StepPath {
     type Error = PathError;
     fn try_from(value: String) -> Result<Self, PathError> {
         validate(&value)?;
-        Ok(StepPath(value))
+        Ok(if value.is_empty() { StepPath::root() } else { StepPath(Arc::from(value)) })
     }
 }
 
 impl From<StepPath> for String {
     fn from(value: StepPath) -> String {
-        value.0
+        value.0.to_string()
     }
 }
 
