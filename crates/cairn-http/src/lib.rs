@@ -1,4 +1,4 @@
-//! Cairn's HTTP API: an [`axum::Router`] over a [`Client`], served by `cairn serve` and
+//! Cairn's HTTP API: an [`axum::Router`] over a [`Client`](cairn::Client), served by `cairn serve` and
 //! mountable in your own axum application next to your own worker.
 //!
 //! Every route is JSON under `/v1` (plus `/healthz`). Errors are
@@ -34,7 +34,7 @@
 //! | `GET /healthz` | `200` while the process serves |
 //! | `GET /openapi.json` | this API as an OpenAPI 3.1 document, generated from the handlers |
 //!
-//! Runs appear in the same JSON shape as `cairn runs … --json` prints them ([`views`]).
+//! Runs appear in the same JSON shape as `cairn runs … --json` prints them ([`views`](cairn_api::views)).
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {

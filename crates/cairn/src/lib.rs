@@ -101,7 +101,7 @@ pub mod journal {
     };
 }
 
-/// The store layer, for tools and backends: the [`Store`](cairn_store::Store) trait and the
+/// The store layer, for tools and backends: the [`Store`] trait and the
 /// types of its calls, the run lifecycle, the in-memory and JSON-lines stores (and the SQLite
 /// store's own items, feature `sqlite`; test wrappers, feature `test-util`).
 pub mod store {

@@ -15,7 +15,7 @@
 //! `workflow.signal` (a wait consuming a signal: `event`). Every span carries `workflow.name` and
 //! `run_id`. A run's spans share one trace across resumes and processes: its id is
 //! [`run_trace_id`] of the run id. With the `opentelemetry` feature, each `workflow.run` span is
-//! given a remote parent in that trace ([`run_trace_parent`]) when a `tracing-opentelemetry` layer
+//! given a remote parent in that trace (`run_trace_parent`) when a `tracing-opentelemetry` layer
 //! is installed, so an OTLP exporter sends every execution of a run into one trace.
 //!
 //! Runs and steps are labelled by workflow; steps also by their path with loop indices left out

@@ -51,7 +51,7 @@ pub struct NewRun {
 
 /// A debounced start: starts of one workflow with the same key inside a window collapse into
 /// one run, which gets the latest start's input. That run is created suspended
-/// ([`SuspendReason::Debouncing`], shown as waiting for [`WaitingFor::Debounce`]) and begins
+/// ([`SuspendReason::Debouncing`], shown as waiting for [`WaitingFor::Debounce`](cairn_journal::flow::WaitingFor::Debounce)) and begins
 /// once the key has been quiet for `quiet` after its latest start, or at its first start plus
 /// `max_wait`, whichever comes first ([`cairn_journal::flow::debounce_wake`]). Every worker
 /// sharing the store sees one window per key: the store collapses starts atomically. Once the

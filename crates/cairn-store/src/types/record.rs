@@ -163,7 +163,7 @@ pub struct RunRare {
     pub continued_from: Option<RunId>,
     /// The run this one continued as (set when it ended with status `continued`).
     pub continued_as: Option<RunId>,
-    /// The debounce key it was started with ([`Debounce`]), kept once it has begun.
+    /// The debounce key it was started with ([`Debounce`](crate::Debounce)), kept once it has begun.
     pub debounce_key: Option<String>,
     /// The latest it starts while it debounces: its first start plus that start's maximum wait
     /// (`None`: no maximum).

@@ -183,7 +183,7 @@ pub enum SuspendReason {
     /// Waiting for its turn under a rate limit (to start, or to run a step).
     RateLimited,
     /// A debounced start that has not begun: later starts with its debounce key replace its
-    /// input and push its wake-up back ([`Debounce`]).
+    /// input and push its wake-up back ([`Debounce`](crate::Debounce)).
     Debouncing,
 }
 
