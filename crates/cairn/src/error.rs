@@ -358,11 +358,14 @@ pub enum ClientError {
 
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        let store = match self {
             // Their own text carries their code.
             ClientError::InvalidTopic(error) => return fmt::Display::fmt(error, f),
             ClientError::Store(error) => return fmt::Display::fmt(error, f),
-            _ => {}
+            _ => self.as_store(),
+        };
+        if let Some(store) = store {
+            return fmt::Display::fmt(&store, f);
         }
         if let Some(code) = self.code() {
             write!(f, "[{code}] ")?;
@@ -376,10 +379,6 @@ impl fmt::Display for ClientError {
             ClientError::PayloadTooLarge { size, limit } => {
                 write!(f, "payload is {size} bytes, over the {limit}-byte limit")
             }
-            ClientError::RunNotFound(id) => write!(f, "no run with id `{id}`"),
-            ClientError::DuplicateRunId(id) => write!(f, "a run with id `{id}` already exists"),
-            ClientError::RunFinished { run_id, status } => write!(f, "run `{run_id}` has already ended ({status})"),
-            ClientError::NotPaused { run_id, status } => write!(f, "run `{run_id}` is not paused (it is {status})"),
             ClientError::NotEnded { run_id, status } => {
                 write!(f, "run `{run_id}` is {status}: only a completed, failed or cancelled run can be restarted")
             }
@@ -392,7 +391,6 @@ impl fmt::Display for ClientError {
             ClientError::InvalidEventId(id) => {
                 write!(f, "event id {id:?} must be 1 to 200 characters without control characters")
             }
-            ClientError::ScheduleNotFound(name) => write!(f, "no schedule named `{name}`"),
             ClientError::InvalidSchedule(message) => write!(f, "invalid schedule: {message}"),
             ClientError::InvalidConcurrency(message) => write!(f, "invalid concurrency rule: {message}"),
             ClientError::InvalidFairnessKey(message) => write!(f, "invalid fairness key: {message}"),
@@ -400,7 +398,14 @@ impl fmt::Display for ClientError {
             ClientError::InvalidName(error) => write!(f, "{error}"),
             ClientError::InvalidTimeout(message) => write!(f, "invalid timeout: {message}"),
             ClientError::UnknownTimeZone(zone) => write!(f, "unknown time zone {zone:?}"),
-            ClientError::InvalidTopic(_) | ClientError::Store(_) => Ok(()),
+            // Written above, by what they wrap or stand for.
+            ClientError::InvalidTopic(_)
+            | ClientError::Store(_)
+            | ClientError::RunNotFound(_)
+            | ClientError::DuplicateRunId(_)
+            | ClientError::RunFinished { .. }
+            | ClientError::NotPaused { .. }
+            | ClientError::ScheduleNotFound(_) => Ok(()),
         }
     }
 }
@@ -431,6 +436,24 @@ impl From<StoreError> for ClientError {
 }
 
 impl ClientError {
+    /// The store's refusal this error stands for, when it is one the store makes too (no such
+    /// run, an id taken, a run ended or not paused, no such schedule): its code and text are the
+    /// store's, written once there.
+    fn as_store(&self) -> Option<StoreError> {
+        Some(match self {
+            ClientError::RunNotFound(id) => StoreError::RunNotFound(id.clone()),
+            ClientError::DuplicateRunId(id) => StoreError::DuplicateRunId(id.clone()),
+            ClientError::RunFinished { run_id, status } => {
+                StoreError::RunFinished { run_id: run_id.clone(), status: *status }
+            }
+            ClientError::NotPaused { run_id, status } => {
+                StoreError::NotPaused { run_id: run_id.clone(), status: *status }
+            }
+            ClientError::ScheduleNotFound(name) => StoreError::ScheduleNotFound(name.clone()),
+            _ => return None,
+        })
+    }
+
     /// What kind of failure this is (the HTTP API answers with the status of its kind).
     ///
     /// ```
@@ -503,15 +526,16 @@ impl ClientError {
             ClientError::UnknownWorkflow(_) | ClientError::UnknownVersion { .. } => Some("CAIRN-E0304"),
             ClientError::InvalidPayload(_) => Some("CAIRN-E0104"),
             ClientError::PayloadTooLarge { .. } => Some("CAIRN-E0105"),
-            ClientError::RunNotFound(_) => Some("CAIRN-E0301"),
-            ClientError::DuplicateRunId(_) => Some("CAIRN-E0302"),
-            ClientError::RunFinished { .. } => Some("CAIRN-E0303"),
-            ClientError::NotPaused { .. } => Some("CAIRN-E0305"),
+            // The store's refusals, with the store's codes.
+            ClientError::RunNotFound(_)
+            | ClientError::DuplicateRunId(_)
+            | ClientError::RunFinished { .. }
+            | ClientError::NotPaused { .. }
+            | ClientError::ScheduleNotFound(_) => self.as_store().and_then(|store| store.code()),
             ClientError::NotEnded { .. } => Some("CAIRN-E0306"),
             ClientError::UnknownStep { .. } => Some("CAIRN-E0307"),
             ClientError::InvalidTopic(_) => Some(cairn_journal::topic::TopicError::CODE),
             ClientError::InvalidEventId(_) => Some("CAIRN-E0309"),
-            ClientError::ScheduleNotFound(_) => Some("CAIRN-E0310"),
             ClientError::InvalidSchedule(_) => Some("CAIRN-E0311"),
             ClientError::InvalidConcurrency(_) => Some("CAIRN-E0312"),
             ClientError::InvalidFairnessKey(_) => Some("CAIRN-E0313"),

@@ -616,7 +616,7 @@ async fn record_ending(shared: &RunShared, outcome: Outcome) -> Option<Ended> {
         update = RunUpdate::Finish { status: RunStatus::Failed, output: None, error: Some(error), at };
     }
     let ended = Ended::of(&update);
-    let ending = crate::run_core::log_line(&update, shared.lock().interruption().cloned() == Some(Interrupt::Paused));
+    let ending = crate::run_core::log_line(&update, matches!(shared.lock().interruption(), Some(Interrupt::Paused)));
     // A suspension's wake-up time is news to the claim loop, which may be sleeping towards a
     // later one.
     let suspends = matches!(update, RunUpdate::Suspend { .. });

@@ -387,7 +387,10 @@ impl Client {
             timeout,
             allow_unknown,
         } = options;
-        let parsed = (debounce.map(parse_debounce).transpose(), timeout.map(parse_timeout).transpose());
+        let parsed = (
+            debounce.map(parse_debounce).transpose(),
+            timeout.map(|given| run_timeout(&given).map_err(StartError::InvalidTimeout)).transpose(),
+        );
         let (input, debounce, timeout) = match parsed {
             (Ok(debounce), Ok(timeout)) => (Ok(input.unwrap_or_else(|| RawValue::NULL.to_owned())), debounce, timeout),
             (Err(refused), _) | (_, Err(refused)) => (Err(refused), None, None),
@@ -590,11 +593,6 @@ fn parse_debounce(given: DebounceOptions) -> Result<Debounce, StartError> {
     Ok(debounce)
 }
 
-/// A start's timeout given as text; `[CAIRN-E0317]` unless it is a duration from 1 ms to 10 years.
-fn parse_timeout(given: String) -> Result<Duration, StartError> {
-    run_timeout(&given).map_err(StartError::InvalidTimeout)
-}
-
 /// A run timeout given as text (`30m`, `2h 30m`), as a start's `timeout` and
 /// `cairn serve --default-run-timeout` take it: `[CAIRN-E0317]` unless it is a duration from
 /// 1 ms to 10 years.
@@ -608,7 +606,8 @@ pub fn parse_run_timeout(given: &str) -> Result<Duration, ClientError> {
     run_timeout(given).map_err(ClientError::InvalidTimeout)
 }
 
-/// See [`parse_run_timeout`]; why not, without the code.
+/// A run timeout given as text ([`parse_run_timeout`]), or why it is not one: a start refuses it as
+/// a [`StartError`], the CLI's flag as a [`ClientError`], both `[CAIRN-E0317]`.
 fn run_timeout(given: &str) -> Result<Duration, String> {
     const MOST: Duration = Duration::from_secs(10 * 365 * 86_400);
     match humantime::parse_duration(given) {
