@@ -179,23 +179,9 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {}", report(&error));
+            // `{:#}`: the error and its causes, `: `-separated; ours print each cause once.
+            eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// `error` and its causes, `: `-separated, leaving out a cause whose text is already there (a
-/// store error's message holds its driver error's causes, which are its sources as well).
-fn report(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in error.chain() {
-        let more = cause.to_string();
-        if text.is_empty() {
-            text = more;
-        } else if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-    }
-    text
 }

@@ -1,6 +1,9 @@
 //! What can go wrong talking to a server.
 
 /// What went wrong talking to the server.
+///
+/// Its message says everything, the causes' text included (`cause` fields), so it has no
+/// [`source`](std::error::Error::source) and an error chain prints each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The server's URL cannot be used.
@@ -12,22 +15,22 @@ pub enum Error {
         why: String,
     },
     /// No connection could be made.
-    #[error("cannot reach cairn serve at {server}: {source}")]
+    #[error("cannot reach cairn serve at {server}: {}", chain(cause.as_ref()))]
     Unreachable {
         /// `host:port`.
         server: String,
         /// The connection's error.
-        source: Box<dyn std::error::Error + Send + Sync>,
+        cause: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The request failed on the way (the connection broke).
-    #[error("{method} {path} failed: {source}")]
+    #[error("{method} {path} failed: {}", chain(cause.as_ref()))]
     Request {
         /// The request's method.
         method: &'static str,
         /// Its path.
         path: String,
         /// What broke.
-        source: Box<dyn std::error::Error + Send + Sync>,
+        cause: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The API refused the request or failed: its error answer.
     #[error("{message}")]
@@ -40,14 +43,14 @@ pub enum Error {
         message: String,
     },
     /// The answer was not what the API documents.
-    #[error("{method} {path}: unexpected answer: {source}")]
+    #[error("{method} {path}: unexpected answer: {cause}")]
     Decode {
         /// The request's method.
         method: &'static str,
         /// Its path.
         path: String,
         /// Why it did not decode.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// [`Client::result_as`](crate::Client::result_as): the run ended without completing, or had not ended in time.
     #[error("run {run} did not complete: it is {status}{}", error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default())]
@@ -59,6 +62,18 @@ pub enum Error {
         /// Its error, if it failed.
         error: Option<String>,
     },
+}
+
+/// `error`'s text followed by its sources' (`a: b: c`): a connection's error says why only in
+/// its sources.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 impl Error {

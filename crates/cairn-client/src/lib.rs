@@ -89,10 +89,10 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, Error> {
-        let json = serde_json::to_string(body).map_err(|source| Error::Request {
+        let json = serde_json::to_string(body).map_err(|cause| Error::Request {
             method,
             path: path.to_owned(),
-            source: source.into(),
+            cause: cause.into(),
         })?;
         self.call(method, path, Some(json)).await
     }
@@ -108,10 +108,10 @@ impl Client {
                 error: run.listed.run.error,
             });
         }
-        serde_json::from_value(run.output).map_err(|source| Error::Decode {
+        serde_json::from_value(run.output).map_err(|cause| Error::Decode {
             method: "GET",
             path: path(routes::RUN_RESULT, &[id]),
-            source,
+            cause,
         })
     }
 }

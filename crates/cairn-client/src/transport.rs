@@ -143,9 +143,9 @@ impl Transport {
                 None => break,
             }
         }
-        let unreachable = |source: Box<dyn std::error::Error + Send + Sync>| Error::Unreachable {
+        let unreachable = |cause: Box<dyn std::error::Error + Send + Sync>| Error::Unreachable {
             server: self.authority.clone(),
-            source,
+            cause,
         };
         let stream = tokio::net::TcpStream::connect(&self.authority).await.map_err(|e| unreachable(e.into()))?;
         stream.set_nodelay(true).map_err(|e| unreachable(e.into()))?;
@@ -166,7 +166,7 @@ impl Transport {
         body: Option<String>,
     ) -> Result<T, Error> {
         let request_failed =
-            |source: Box<dyn std::error::Error + Send + Sync>| Error::Request { method, path: path.to_owned(), source };
+            |cause: Box<dyn std::error::Error + Send + Sync>| Error::Request { method, path: path.to_owned(), cause };
         let mut sender = self.connection().await?;
         let mut request = hyper::Request::builder()
             .method(method)
@@ -198,7 +198,7 @@ impl Transport {
         }
         // An answer without a body (204) reads as `null`.
         let bytes = if bytes.is_empty() { Bytes::from_static(b"null") } else { bytes };
-        serde_json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.to_owned(), source })
+        serde_json::from_slice(&bytes).map_err(|cause| Error::Decode { method, path: path.to_owned(), cause })
     }
 }
 

@@ -234,6 +234,10 @@ async fn refusals_keep_their_codes_and_nothing_is_stored() {
 
     let unreachable = Client::new("http://127.0.0.1:9", None).unwrap().get("x").await.unwrap_err();
     assert!(matches!(unreachable, Error::Unreachable { .. }), "{unreachable:?}");
+    // It says why, once: in its message, not again as a source.
+    let said = unreachable.to_string().to_lowercase();
+    assert_eq!(said.matches("refused").count(), 1, "{said}");
+    assert!(std::error::Error::source(&unreachable).is_none());
     assert!(matches!(Client::new("ftp://example.com", None), Err(Error::InvalidUrl { .. })));
     assert!(Client::new("https://example.com", None).is_ok(), "https is spoken");
 }

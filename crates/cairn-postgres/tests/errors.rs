@@ -1,11 +1,11 @@
-//! A driver's error keeps its cause: in the message, and as the error's source.
+//! A driver's error keeps its cause: in the message, and as the error's `cause()`.
 
 use cairn_postgres::{PostgresOptions, PostgresStore};
 use cairn_store::{ErrorKind, StoreError};
 use std::error::Error as _;
 
 #[tokio::test]
-async fn a_refused_connection_says_why_and_keeps_the_drivers_error_as_its_source() {
+async fn a_refused_connection_says_why_and_keeps_the_drivers_error_as_its_cause() {
     // Nothing listens on port 1: the connection is refused (no server is needed for this test).
     let options = PostgresOptions::new("postgres://postgres@127.0.0.1:1/postgres");
     let error = PostgresStore::connect(options).await.unwrap_err();
@@ -13,8 +13,10 @@ async fn a_refused_connection_says_why_and_keeps_the_drivers_error_as_its_source
     assert_eq!(error.kind(), ErrorKind::Unavailable);
     let message = error.to_string().to_lowercase();
     assert!(message.contains("refused"), "the cause is in the message: {message}");
-    let source = error.source().expect("the driver's error is the source");
-    assert!(!source.to_string().is_empty());
+    let cause = error.cause().expect("the driver's error is kept");
+    assert!(cause.downcast_ref::<deadpool_postgres::PoolError>().is_some(), "{cause:?}");
+    // Said once: in the message, not again as a source.
+    assert!(error.source().is_none());
 }
 
 /// `startup_wait` is waited whole: the last attempt is made at its end, not one backoff step

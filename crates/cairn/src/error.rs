@@ -410,16 +410,9 @@ impl fmt::Display for ClientError {
     }
 }
 
-impl std::error::Error for ClientError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        // As if transparent: the wrapped error's own cause.
-        match self {
-            ClientError::InvalidTopic(error) => error.source(),
-            ClientError::Store(error) => error.source(),
-            _ => None,
-        }
-    }
-}
+/// No source: what a client error wraps (a store error, a topic's) is written in its message,
+/// causes included, and an error chain prints each cause once.
+impl std::error::Error for ClientError {}
 
 impl From<StoreError> for ClientError {
     fn from(error: StoreError) -> Self {

@@ -214,15 +214,8 @@ macro_rules! operation_error {
             }
         }
 
-        impl std::error::Error for $op {
-            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-                match self {
-                    // As the umbrella's `Store` is transparent: the store's own cause.
-                    $op::Store(error) => std::error::Error::source(error),
-                    _ => None,
-                }
-            }
-        }
+        /// No source, as [`ClientError`]: the message holds the causes.
+        impl std::error::Error for $op {}
     };
 }
 
@@ -351,13 +344,43 @@ mod tests {
         assert_eq!(fenced.code(), Some("CAIRN-E0201"));
     }
 
+    /// `error`'s text and every source's, as an error reporter prints them (anyhow's `{:#}`).
+    fn reported(error: &dyn std::error::Error) -> String {
+        let mut text = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        text
+    }
+
     #[test]
-    fn a_store_failure_keeps_its_cause() {
-        let cause = std::io::Error::other("connection reset");
-        let store = StoreError::from_cause(cause);
+    fn a_store_failure_keeps_its_cause_and_a_chain_says_it_once() {
+        /// A driver's error whose own cause says why, as tokio-postgres's "error connecting".
+        #[derive(Debug)]
+        struct Driver(std::io::Error);
+        impl std::fmt::Display for Driver {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("error connecting to server")
+            }
+        }
+        impl std::error::Error for Driver {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let driver = Driver(std::io::Error::other("connection reset"));
+        let store = StoreError::caused_by("reading run `r`", driver);
         let read = ReadError::from(store.clone());
-        let source = std::error::Error::source(&read).map(ToString::to_string);
-        assert_eq!(source, std::error::Error::source(&store).map(ToString::to_string));
-        assert!(source.is_some_and(|s| s.contains("connection reset")));
+        let client = ClientError::from(store.clone());
+        for text in [reported(&store), reported(&read), reported(&client)] {
+            assert!(text.contains("reading run `r`: error connecting to server: connection reset"), "{text}");
+            assert_eq!(text.matches("connection reset").count(), 1, "{text}");
+            assert_eq!(text.matches("error connecting").count(), 1, "{text}");
+        }
+        // The driver's error is kept, to inspect.
+        let Some(cause) = store.cause() else { panic!("no cause kept") };
+        assert!(cause.downcast_ref::<Driver>().is_some());
     }
 }

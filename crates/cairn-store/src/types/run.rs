@@ -268,8 +268,10 @@ pub enum StoreError {
     InvalidInput(String),
     /// Stored data could not be read back.
     Corrupt(String),
-    /// The backend failed (IO, SQL, closed): the message says how, with the cause's text, and
-    /// the cause (the driver's or the file system's error), when there is one, is the source.
+    /// The backend failed (IO, SQL, closed): the message says how, with the cause's text and
+    /// its sources', and [`StoreError::cause`] is the driver's or the file system's error when
+    /// there is one. It is not also the [`source`](std::error::Error::source): the message
+    /// already says it, and an error chain prints each cause once.
     Backend {
         /// What failed, and why.
         message: String,
@@ -303,14 +305,8 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            StoreError::Backend { source: Some(cause), .. } => Some(cause),
-            _ => None,
-        }
-    }
-}
+/// No source: a backend failure's message holds its cause's text (see [`StoreError::Backend`]).
+impl std::error::Error for StoreError {}
 
 /// What kind of failure an error is: what a caller branches on, and what the HTTP API maps to a
 /// status. Not `#[non_exhaustive]`, so a mapping over it is checked for completeness.
@@ -390,7 +386,7 @@ impl StoreError {
     }
 
     /// A backend failure caused by `cause` (a driver's or an IO error), while doing `context`:
-    /// the message is `"{context}: {cause}"`, and `cause` is the source.
+    /// the message is `"{context}: {cause}"`, and `cause` is its [`cause`](StoreError::cause).
     ///
     /// ```
     /// use cairn_store::StoreError;
@@ -398,16 +394,30 @@ impl StoreError {
     /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
     /// let error = StoreError::caused_by("connecting to 127.0.0.1:5432", io);
     /// assert_eq!(error.to_string(), "store backend error: connecting to 127.0.0.1:5432: connection refused");
-    /// assert_eq!(error.source().map(|s| s.to_string()).as_deref(), Some("connection refused"));
+    /// // The driver's error is kept, to inspect or downcast; it is not the source, as the
+    /// // message already says it.
+    /// let cause = error.cause().and_then(|c| c.downcast_ref::<std::io::Error>());
+    /// assert_eq!(cause.map(|io| io.kind()), Some(std::io::ErrorKind::ConnectionRefused));
+    /// assert!(error.source().is_none());
     /// ```
     pub fn caused_by(context: impl fmt::Display, cause: impl std::error::Error + Send + Sync + 'static) -> StoreError {
         StoreError::Backend { message: format!("{context}: {}", chain(&cause)), source: Some(Cause::new(cause)) }
     }
 
     /// A backend failure that is `cause` itself: the message is its text and its sources' (a
-    /// driver's "error connecting to server" says why only in its source), and it is the source.
+    /// driver's "error connecting to server" says why only in its source), and it is its
+    /// [`cause`](StoreError::cause).
     pub fn from_cause(cause: impl std::error::Error + Send + Sync + 'static) -> StoreError {
         StoreError::Backend { message: chain(&cause), source: Some(Cause::new(cause)) }
+    }
+
+    /// The driver's or the file system's error a [`Backend`](StoreError::Backend) failure was
+    /// made from, when there is one.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            StoreError::Backend { source: Some(cause), .. } => Some(&*cause.0),
+            _ => None,
+        }
     }
 
     /// What kind of failure this is.
