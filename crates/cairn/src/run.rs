@@ -97,33 +97,6 @@ impl Drop for Appending<'_> {
     }
 }
 
-/// The path of the first step an append's events name, copied onto the stack (cut to at most
-/// [`StepName::MAX`] bytes), so a refused append can say which step it was without an
-/// allocation for every append that goes through.
-struct StepName {
-    bytes: [u8; StepName::MAX],
-    len: usize,
-}
-
-impl StepName {
-    const MAX: usize = 128;
-
-    fn of(events: &[Event]) -> StepName {
-        let path = events.iter().find_map(Event::path).map_or("", StepPath::as_str);
-        let mut len = path.len().min(StepName::MAX);
-        while !path.is_char_boundary(len) {
-            len -= 1;
-        }
-        let mut bytes = [0; StepName::MAX];
-        bytes[..len].copy_from_slice(&path.as_bytes()[..len]);
-        StepName { bytes, len }
-    }
-
-    fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
-    }
-}
-
 /// Decrements the in-flight count when a step body is done (or dropped).
 pub(crate) struct InFlight<'a>(&'a RunShared);
 
@@ -370,11 +343,13 @@ impl RunShared {
         if mode == Mode::ReplayCheck {
             return Ok(());
         }
-        let step = StepName::of(&events);
+        // The first step the events name (a shared path: a reference count, no copy), so a
+        // refused append can say which step it was.
+        let step = events.iter().find_map(Event::path).cloned();
         self.append_raw(events, RunUpdate::Progress, consume, at, batched).await.map_err(|error| {
             self.interrupt(match error {
                 StoreError::Fenced { held, current, .. } => {
-                    self.fenced(step.as_str(), held, current);
+                    self.fenced(step.as_ref().map_or("", StepPath::as_str), held, current);
                     Interrupt::LeaseLost
                 }
                 other => Interrupt::Store(other),
