@@ -44,7 +44,13 @@ mod tests {
 
     fn row(status: RunStatus, error: Option<&str>, flags: &str) -> (RunRecord, String) {
         let input = RawValue::from_string("1".into()).unwrap();
-        let mut run = RunRecord::of(&NewRun::new(RunId::new("r"), "w", 1, input, Timestamp::from_millis(0)));
+        let mut run = RunRecord::of(&NewRun::new(
+            RunId::new("r"),
+            cairn_store::WorkflowName::new("w").expect("a valid name"),
+            1,
+            input,
+            Timestamp::from_millis(0),
+        ));
         (run.status, run.error) = (status, error.map(str::to_owned));
         let line = serde_json::json!({ "row": { "run": run, "consumed": null } }).to_string();
         (run, line.replace("\"pending\":null", flags))

@@ -25,7 +25,13 @@ async fn seeded(dir: &std::path::Path) -> RunRecord {
     let store = JsonlStore::open(dir).unwrap();
     store
         .create_run({
-            let mut run = NewRun::new(RunId::new("run/1 ü"), "order", 1, raw(r#"{"n":1}"#), Timestamp::from_millis(1));
+            let mut run = NewRun::new(
+                RunId::new("run/1 ü"),
+                cairn_store::WorkflowName::new("order").expect("a valid name"),
+                1,
+                raw(r#"{"n":1}"#),
+                Timestamp::from_millis(1),
+            );
             run.idempotency_key = Some("k".into());
             run
         })
@@ -96,7 +102,13 @@ async fn a_reopened_store_reads_back_everything_committed() {
     // The idempotency key survived too.
     let again = store
         .create_run({
-            let mut run = NewRun::new(RunId::new("other"), "order", 1, raw("{}"), Timestamp::from_millis(9));
+            let mut run = NewRun::new(
+                RunId::new("other"),
+                cairn_store::WorkflowName::new("order").expect("a valid name"),
+                1,
+                raw("{}"),
+                Timestamp::from_millis(9),
+            );
             run.idempotency_key = Some("k".into());
             run
         })
@@ -222,7 +234,13 @@ async fn handed_over(dir: &std::path::Path) -> (RunRecord, [SignalId; 2]) {
         store.send_signal(signal(Timestamp::from_millis(5))).await.unwrap(),
         store.send_signal(signal(Timestamp::from_millis(6))).await.unwrap(),
     ];
-    let mut successor = NewRun::new(RunId::new("run~1"), "order", 1, raw("2"), Timestamp::from_millis(7));
+    let mut successor = NewRun::new(
+        RunId::new("run~1"),
+        cairn_store::WorkflowName::new("order").expect("a valid name"),
+        1,
+        raw("2"),
+        Timestamp::from_millis(7),
+    );
     successor.continued_from = Some(run.id.clone());
     store
         .append(Append {
@@ -256,7 +274,7 @@ async fn a_hand_over_reads_back_with_its_signals_moved() {
     let next = store
         .claim(&ClaimRequest {
             owner: "w".into(),
-            workflows: vec![WorkflowKey { name: next.workflow.clone(), version: next.version }],
+            workflows: vec![WorkflowKey { name: next.workflow.to_string(), version: next.version }],
             now: Timestamp::from_millis(7),
             lease_now: Timestamp::from_millis(7),
             lease_until: Timestamp::from_millis(10_000),
@@ -345,7 +363,13 @@ async fn a_reopened_store_recounts_its_concurrency_slots() {
         let store = JsonlStore::open(dir.path()).unwrap();
         store.put_concurrency(&ConcurrencyRule::per_workflow("charge", 2)).await.unwrap();
         for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
-            let run = NewRun::new(RunId::new(id), "charge", 1, raw("{}"), Timestamp::from_millis(1 + i as i64));
+            let run = NewRun::new(
+                RunId::new(id),
+                cairn_store::WorkflowName::new("charge").expect("a valid name"),
+                1,
+                raw("{}"),
+                Timestamp::from_millis(1 + i as i64),
+            );
             store.create_run(run).await.unwrap();
         }
     }
@@ -382,7 +406,7 @@ async fn a_joined_debounce_window_survives_a_reopen() {
     let start = |n: i64, at: i64| {
         let mut run = NewRun::new(
             RunId::new(format!("d{n}")),
-            "digest",
+            cairn_store::WorkflowName::new("digest").expect("a valid name"),
             1,
             raw(&format!(r#"{{"n":{n}}}"#)),
             Timestamp::from_millis(at),

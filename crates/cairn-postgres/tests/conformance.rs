@@ -40,7 +40,16 @@ async fn appends_submitted_together_keep_their_own_outcomes() {
     let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
     let t = Timestamp::from_millis;
     for i in 0..12 {
-        store.create_run(NewRun::new(RunId::new(format!("r{i}")), "w", 1, raw("1"), t(i))).await.unwrap();
+        store
+            .create_run(NewRun::new(
+                RunId::new(format!("r{i}")),
+                cairn_store::WorkflowName::new("w").expect("a valid name"),
+                1,
+                raw("1"),
+                t(i),
+            ))
+            .await
+            .unwrap();
     }
     let claimed = store
         .claim(&ClaimRequest {

@@ -19,7 +19,16 @@ async fn counts_stay_exact_while_two_workers_fold_at_once() {
         for i in 0..100 {
             let (creator, canceller) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
             let id = RunId::new(format!("r{round}-{i}"));
-            creator.create_run(NewRun::new(id.clone(), "order", 1, input.clone(), at)).await.unwrap();
+            creator
+                .create_run(NewRun::new(
+                    id.clone(),
+                    cairn_store::WorkflowName::new("order").expect("a valid name"),
+                    1,
+                    input.clone(),
+                    at,
+                ))
+                .await
+                .unwrap();
             if i % 4 != 3 {
                 let cancel = ControlRequest { run_id: id, reason: "test".into(), at, lease_now: at };
                 canceller.cancel(cancel).await.unwrap();

@@ -8,7 +8,7 @@ pub(crate) use cairn_store::{
     PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency, RunFilter, RunId,
     RunPage, RunRare, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
     StartSignal, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor,
-    WorkerRecord, WorkflowCount, WorkflowKey,
+    WorkerRecord, WorkflowCount, WorkflowKey, WorkflowName,
 };
 pub(crate) use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 pub(crate) use serde_json::value::RawValue;

@@ -114,7 +114,7 @@ pub(super) fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, St
     let record = (|| {
         Ok(RunRecord {
             id: RunId::new(row.get::<_, String>(0).map_err(backend)?),
-            workflow: row.get(1).map_err(backend)?,
+            workflow: WorkflowName::read_back(&row.get::<_, String>(1).map_err(backend)?),
             version: row.get(2).map_err(backend)?,
             status: RunStatus::parse_stored(&status)?,
             suspend_reason: reason.as_deref().and_then(SuspendReason::parse),

@@ -52,7 +52,7 @@ impl Writer {
         let inserted =
             self.conn.prepare_cached(include_str!("../sql/statements/create_insert.sql"))?.execute(params![
                 run.id.as_str(),
-                run.workflow,
+                run.workflow.as_str(),
                 run.version,
                 run.input.get(),
                 run.idempotency_key,
@@ -108,7 +108,7 @@ impl Writer {
             .conn
             .prepare_cached(include_str!("../sql/statements/join_debounce.sql"))?
             .query_row(
-                params![run.workflow, debounce.key, run.input.get(), run.created_at.as_millis(), quiet_after],
+                params![run.workflow.as_str(), debounce.key, run.input.get(), run.created_at.as_millis(), quiet_after],
                 |r| r.get(0),
             )
             .optional()?;
@@ -475,7 +475,7 @@ impl Writer {
             request.reason
         ])?;
         self.release_held(&run)?;
-        self.count_ended(run.workflow, RunStatus::Cancelled, 1);
+        self.count_ended(run.workflow.into_string(), RunStatus::Cancelled, 1);
         let cancelled = Event::Cancelled { reason: request.reason.clone() };
         self.insert_event(&request.run_id, seq, request.at, &cancelled, &cancelled.to_json())?;
         Ok(CancelOutcome::Cancelled)

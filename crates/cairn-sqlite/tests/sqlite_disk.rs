@@ -14,7 +14,13 @@ async fn write_ended_runs(store: &SqliteStore, round: u32, count: u32) {
     let input = RawValue::from_string(format!("{{\"pad\":\"{}\"}}", "x".repeat(4096))).unwrap();
     for i in 0..count {
         let id = RunId::new(format!("r{round}-{i}"));
-        let mut run = NewRun::new(id.clone(), "order", 1, input.clone(), Timestamp::from_millis(1));
+        let mut run = NewRun::new(
+            id.clone(),
+            cairn_store::WorkflowName::new("order").expect("a valid name"),
+            1,
+            input.clone(),
+            Timestamp::from_millis(1),
+        );
         run.retention = Some(Duration::from_millis(1));
         store.create_run(run).await.unwrap();
         let at = Timestamp::from_millis(2);
@@ -272,7 +278,13 @@ async fn read_only_opens_write_nothing() {
     let written = dir.path().join("written.db");
     let input = RawValue::from_string("{\"n\":1}".into()).unwrap();
     let store = SqliteStore::open(&written).unwrap();
-    let run = NewRun::new(RunId::new("r1"), "order", 1, input.clone(), Timestamp::from_millis(1));
+    let run = NewRun::new(
+        RunId::new("r1"),
+        cairn_store::WorkflowName::new("order").expect("a valid name"),
+        1,
+        input.clone(),
+        Timestamp::from_millis(1),
+    );
     store.create_run(run).await.unwrap();
     // A copy no other connection touches (the store's threads close theirs in their own time).
     let path = dir.path().join("cairn.db");
@@ -285,7 +297,13 @@ async fn read_only_opens_write_nothing() {
         let run = store.get_run(&RunId::new("r1")).await.unwrap().expect("the run");
         assert_eq!(run.input.get(), "{\"n\":1}");
         assert_eq!(store.list_runs(&RunFilter::default()).await.unwrap().runs.len(), 1);
-        let refused = NewRun::new(RunId::new("r2"), "order", 1, input.clone(), Timestamp::from_millis(2));
+        let refused = NewRun::new(
+            RunId::new("r2"),
+            cairn_store::WorkflowName::new("order").expect("a valid name"),
+            1,
+            input.clone(),
+            Timestamp::from_millis(2),
+        );
         let error = store.create_run(refused).await.unwrap_err().to_string();
         assert!(error.contains("readonly"), "{error}");
     }

@@ -15,8 +15,16 @@ pub async fn concurrency_limits_admit_in_order(store: DynStore) {
         let store = Arc::clone(&store);
         async move {
             let input = raw(&format!(r#"{{"customer":"{customer}"}}"#));
-            let created =
-                store.create_run(NewRun::new(RunId::new(id), "charge", 1, input, t(at))).await.expect("create");
+            let created = store
+                .create_run(NewRun::new(
+                    RunId::new(id),
+                    cairn_store::WorkflowName::new("charge").expect("a valid name"),
+                    1,
+                    input,
+                    t(at),
+                ))
+                .await
+                .expect("create");
             assert_eq!(created.run.concurrency.as_ref().map(|c| c.key.as_str()), Some(customer));
             created.run.waiting_for
         }
@@ -81,7 +89,16 @@ pub async fn concurrency_limits_admit_in_order(store: DynStore) {
     // A rule that keeps suspended runs' slots; a paused run resumes waiting.
     store.put_concurrency(&ConcurrencyRule::per_workflow("hold", 1).hold_suspended()).await.expect("rule");
     for (id, at) in [("h1", 100), ("h2", 101)] {
-        store.create_run(NewRun::new(RunId::new(id), "hold", 1, raw("{}"), t(at))).await.expect("create");
+        store
+            .create_run(NewRun::new(
+                RunId::new(id),
+                cairn_store::WorkflowName::new("hold").expect("a valid name"),
+                1,
+                raw("{}"),
+                t(at),
+            ))
+            .await
+            .expect("create");
     }
     let h1 = claim_one(&store, "hold", 102).await;
     assert_eq!(h1.id.as_str(), "h1");
@@ -103,7 +120,13 @@ pub async fn claims_follow_priority_then_fairness(store: DynStore) {
     let create = |id: String, priority: i32, key: Option<&'static str>, at: i64| {
         let store = Arc::clone(&store);
         async move {
-            let mut run = NewRun::new(RunId::new(id), "fair", 1, raw("{}"), t(at));
+            let mut run = NewRun::new(
+                RunId::new(id),
+                cairn_store::WorkflowName::new("fair").expect("a valid name"),
+                1,
+                raw("{}"),
+                t(at),
+            );
             (run.priority, run.fairness_key) = (priority, key.map(Into::into));
             store.create_run(run).await.expect("create").run
         }
@@ -186,7 +209,16 @@ pub async fn rate_limits_grant_at_most_limit_per_window(store: DynStore) {
 pub async fn waiting_runs_cancelled_or_paused_leave_the_queue(store: DynStore) {
     store.put_concurrency(&ConcurrencyRule::per_workflow("one", 1)).await.expect("rule");
     for (id, at) in [("r1", 1), ("r2", 2), ("r3", 3), ("r4", 4)] {
-        store.create_run(NewRun::new(RunId::new(id), "one", 1, raw("{}"), t(at))).await.expect("create");
+        store
+            .create_run(NewRun::new(
+                RunId::new(id),
+                cairn_store::WorkflowName::new("one").expect("a valid name"),
+                1,
+                raw("{}"),
+                t(at),
+            ))
+            .await
+            .expect("create");
     }
     let get = |id: &'static str| {
         let store = Arc::clone(&store);
@@ -246,7 +278,13 @@ pub async fn refused_creates_take_no_slot(store: DynStore) {
 
 /// A debounced start (`quiet` 1 s, at most 3 s) with `n` as its input, at `at`, under `key`.
 pub(super) fn debounced(id: &str, key: &str, n: i64, at: i64) -> NewRun {
-    let mut run = NewRun::new(RunId::new(id), "digest", 1, raw(&format!(r#"{{"n":{n}}}"#)), t(at));
+    let mut run = NewRun::new(
+        RunId::new(id),
+        cairn_store::WorkflowName::new("digest").expect("a valid name"),
+        1,
+        raw(&format!(r#"{{"n":{n}}}"#)),
+        t(at),
+    );
     let quiet = std::time::Duration::from_secs(1);
     run.debounce = Some(Debounce::new(key, quiet).max_wait(std::time::Duration::from_secs(3)));
     run
@@ -319,10 +357,19 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
     // its window closes it waits for one, and then keeps it while suspended.
     store.put_concurrency(&ConcurrencyRule::per_workflow("held", 1).hold_suspended()).await.expect("rule");
     let mut waiting = debounced("h1", "k", 1, 10_000);
-    waiting.workflow = "held".into();
+    waiting.workflow = workflow("held");
     let h1 = store.create_run(waiting).await.expect("create").run;
     assert_eq!((h1.waiting_for, h1.concurrency.as_ref().map(|c| c.hold_suspended)), (None, Some(false)));
-    let h2 = store.create_run(NewRun::new(RunId::new("h2"), "held", 1, raw("{}"), t(10_001))).await.expect("create");
+    let h2 = store
+        .create_run(NewRun::new(
+            RunId::new("h2"),
+            cairn_store::WorkflowName::new("held").expect("a valid name"),
+            1,
+            raw("{}"),
+            t(10_001),
+        ))
+        .await
+        .expect("create");
     assert_eq!(h2.run.waiting_for, None, "the debouncing run holds no slot");
     assert_eq!(claim_one(&store, "held", 10_002).await.id.as_str(), "h2");
     assert!(store.claim(&claim_req("w1", "held", 11_000)).await.expect("claim").is_empty(), "h2 holds the slot");
@@ -332,17 +379,17 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
     // Paused while it debounces, its window closes too: resumed, it waits for a slot and keeps it
     // while suspended as its rule says.
     let mut paused = debounced("h3", "other", 1, 11_000);
-    paused.workflow = "held".into();
+    paused.workflow = workflow("held");
     store.create_run(paused).await.expect("create");
     assert_eq!(store.pause(control(&RunId::new("h3"), 11_001)).await.expect("pause"), PauseOutcome::Paused);
     let h3 = store.get_run(&RunId::new("h3")).await.expect("get").expect("exists");
     assert_eq!((h3.status, h3.held_back_by()), (RunStatus::Paused, None));
     assert_eq!(h3.concurrency.map(|c| c.hold_suspended), Some(true));
     let mut again = debounced("h4", "other", 2, 11_002);
-    again.workflow = "held".into();
+    again.workflow = workflow("held");
     assert!(store.create_run(again).await.expect("create").created, "the paused run's window closed");
     let mut joins = debounced("h5", "other", 3, 11_003);
-    joins.workflow = "held".into();
+    joins.workflow = workflow("held");
     let joined = store.create_run(joins).await.expect("join under a rule");
     assert_eq!((joined.created, joined.run.id.as_str(), joined.run.input.get()), (false, "h4", r#"{"n":3}"#));
 }

@@ -57,7 +57,7 @@ impl Model {
             return Err(StoreError::DuplicateRunId(new.id));
         }
         let seq = self.next_fair_seq(new.priority, new.fairness_key.as_deref().unwrap_or_default());
-        let run = lifecycle::create(&new, self.rules.get(&new.workflow), seq);
+        let run = lifecycle::create(&new, self.rules.get(new.workflow.as_str()), seq);
         self.runs.insert(new.id.clone(), run);
         self.admit_all();
         let run = self.runs.get(&new.id).cloned().ok_or_else(|| StoreError::RunNotFound(new.id.clone()))?;
@@ -82,7 +82,7 @@ impl Model {
         let mut waiting: Vec<(Group, Timestamp, RunId)> = (self.runs.values())
             .filter(|r| r.waiting_for == Some(WaitingFor::Concurrency))
             .filter_map(|r| {
-                Some(((r.workflow.clone(), r.concurrency.as_ref()?.key.clone()), r.created_at, r.id.clone()))
+                Some(((r.workflow.to_string(), r.concurrency.as_ref()?.key.clone()), r.created_at, r.id.clone()))
             })
             .collect();
         waiting.sort();
@@ -315,7 +315,7 @@ impl Model {
     pub fn workflow_counts(&self) -> Vec<(String, RunStatus, u64)> {
         let mut counts: BTreeMap<(String, &str), (RunStatus, u64)> = BTreeMap::new();
         for run in self.runs.values() {
-            counts.entry((run.workflow.clone(), run.status.as_str())).or_insert((run.status, 0)).1 += 1;
+            counts.entry((run.workflow.to_string(), run.status.as_str())).or_insert((run.status, 0)).1 += 1;
         }
         counts.into_iter().map(|((workflow, _), (status, runs))| (workflow, status, runs)).collect()
     }
@@ -324,7 +324,7 @@ impl Model {
     pub fn version_counts(&self) -> Vec<(WorkflowKey, u64)> {
         let mut counts: BTreeMap<WorkflowKey, u64> = BTreeMap::new();
         for run in self.runs.values().filter(|r| r.status.needs_worker()) {
-            *counts.entry(WorkflowKey { name: run.workflow.clone(), version: run.version }).or_default() += 1;
+            *counts.entry(WorkflowKey { name: run.workflow.to_string(), version: run.version }).or_default() += 1;
         }
         counts.into_iter().collect()
     }

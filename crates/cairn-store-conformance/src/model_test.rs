@@ -362,7 +362,7 @@ impl Driver {
                     None => self.new_id(),
                 };
                 let input = raw(&format!(r#"{{"k":"{key}"}}"#));
-                let mut new = NewRun::new(id, WORKFLOWS[*workflow as usize], 1, input, at);
+                let mut new = NewRun::new(id, crate::support::workflow(WORKFLOWS[*workflow as usize]), 1, input, at);
                 new.idempotency_key = idempotency.map(|k| format!("idem-{k}"));
                 new.priority = *priority;
                 new.fairness_key = fairness.map(|f| format!("tenant-{f}"));
@@ -549,7 +549,7 @@ impl Driver {
             Op::Continue { .. } => {
                 // It goes on as the same workflow, with the same input.
                 let run = self.model.runs.get(&id);
-                let workflow = run.map_or(WORKFLOWS[0], |r| r.workflow.as_str()).to_owned();
+                let workflow = run.map_or_else(|| crate::support::workflow(WORKFLOWS[0]), |r| r.workflow.clone());
                 let input = run.map_or_else(|| raw(r#"{"k":"0"}"#), |r| r.input.clone());
                 let successor = NewRun {
                     continued_from: Some(id.clone()),

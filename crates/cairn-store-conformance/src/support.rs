@@ -17,8 +17,13 @@ pub(crate) fn t(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
 }
 
+/// `name` as a workflow's name (the checks name only valid ones).
+pub(crate) fn workflow(name: &str) -> WorkflowName {
+    WorkflowName::new(name).expect("a valid workflow name")
+}
+
 pub(crate) fn new_run(id: &str, workflow: &str, key: Option<&str>, at: i64) -> NewRun {
-    let mut run = NewRun::new(RunId::new(id), workflow, 1, raw(r#"{"n":1}"#), t(at));
+    let mut run = NewRun::new(RunId::new(id), self::workflow(workflow), 1, raw(r#"{"n":1}"#), t(at));
     run.idempotency_key = key.map(Into::into);
     run
 }

@@ -16,7 +16,7 @@
 //! use serde_json::value::RawValue;
 //! let t = Timestamp::from_millis;
 //! let input = RawValue::from_string("1".into()).unwrap();
-//! let mut run = lifecycle::create(&NewRun::new(RunId::new("r"), "w", 1, input, t(0)), None, 0);
+//! let mut run = lifecycle::create(&NewRun::new(RunId::new("r"), cairn_store::WorkflowName::new("w").expect("a valid name"), 1, input, t(0)), None, 0);
 //! assert_eq!(run.status, RunStatus::Pending);
 //! lifecycle::claim(&mut run, "worker-1", t(30_000), t(10));
 //! assert_eq!((run.status, run.epoch), (RunStatus::Running, 1));

@@ -4,7 +4,7 @@
 use crate::client::{Client, RunHandle};
 use crate::error::ClientError;
 use crate::schedule::{Firings, Schedule, ScheduleSpec, check_name, schedule_run_id};
-use cairn_store::{FireSchedule, NewRun, PauseSchedule, PutSchedule, ScheduleRecord};
+use cairn_store::{FireSchedule, NewRun, PauseSchedule, PutSchedule, ScheduleRecord, WorkflowName};
 
 /// Most due schedules one worker fires in one go.
 const FIRE_BATCH: usize = 32;
@@ -159,7 +159,7 @@ impl Client {
     fn scheduled_run(&self, schedule: &ScheduleRecord, version: u32, at: cairn_journal::Timestamp) -> NewRun {
         let mut run = NewRun::new(
             schedule_run_id(&schedule.name, at),
-            schedule.workflow.clone(),
+            WorkflowName::read_back(&schedule.workflow),
             version,
             schedule.input.clone(),
             self.clock.now(),

@@ -205,7 +205,13 @@ mod tests {
     fn only_runs_that_need_a_worker_are_stranded() {
         let live = LiveWorkers::at(vec![worker("a", 200, &[("order", 2)])], Timestamp::from_millis(100));
         let input = serde_json::value::RawValue::from_string("{}".into()).unwrap();
-        let new = cairn_store::NewRun::new("r".into(), "order", 1, input, Timestamp::from_millis(0));
+        let new = cairn_store::NewRun::new(
+            "r".into(),
+            cairn_store::WorkflowName::new("order").expect("a valid name"),
+            1,
+            input,
+            Timestamp::from_millis(0),
+        );
         let mut run = cairn_store::RunRecord::of(&new);
         for status in RunStatus::ALL {
             run.status = status;

@@ -143,7 +143,7 @@ async fn a_cancel_flagged_on_a_vanished_worker_is_finished_by_the_next() {
     store
         .create_run(NewRun::new(
             cairn::RunId::new("orphan"),
-            "forever",
+            cairn::WorkflowName::new("forever").expect("a valid name"),
             1,
             serde_json::value::to_raw_value(&()).unwrap(),
             wall(),

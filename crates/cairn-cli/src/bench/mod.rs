@@ -375,8 +375,13 @@ async fn fill_prunable(store: &Arc<dyn Store>, count: usize) -> Result<Client> {
                 let (store, client, steps) = (Arc::clone(store), client.clone(), steps.clone());
                 tokio::spawn(async move {
                     let id = cairn::RunId::new(format!("prunable-{i:07}"));
-                    let mut run =
-                        cairn::store::NewRun::new(id.clone(), "prunable", 1, serde_json::value::to_raw_value(&i)?, at);
+                    let mut run = cairn::store::NewRun::new(
+                        id.clone(),
+                        cairn::WorkflowName::new("prunable").expect("a valid name"),
+                        1,
+                        serde_json::value::to_raw_value(&i)?,
+                        at,
+                    );
                     run.retention = Some(std::time::Duration::ZERO);
                     run.prefix = steps;
                     store.create_run(run).await?;

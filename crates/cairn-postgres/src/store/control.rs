@@ -143,7 +143,7 @@ impl PostgresStore {
         let statement = tx.prepare_cached(&sql.debounce_run).await.map_err(backend)?;
         let params: [&(dyn ToSql + Sync); 13] = [
             &run.id.as_str(),
-            &run.workflow,
+            &run.workflow.as_str(),
             &(run.version as i32),
             &record.wake_at.map(Timestamp::as_millis),
             &run.input.get(),
@@ -263,7 +263,7 @@ impl PostgresStore {
         let fair_key = run.fairness_key.as_deref().unwrap_or_default();
         let params: [&(dyn ToSql + Sync); 14] = [
             &run.id.as_str(),
-            &run.workflow,
+            &run.workflow.as_str(),
             &(run.version as i32),
             &run.input.get(),
             &run.idempotency_key,
@@ -288,7 +288,7 @@ impl PostgresStore {
             let by_key = match &run.idempotency_key {
                 Some(key) => {
                     let statement = tx.prepare_cached(&sql.lock_by_key).await.map_err(backend)?;
-                    let row = tx.query_opt(&statement, &[&run.workflow, key]).await.map_err(backend)?;
+                    let row = tx.query_opt(&statement, &[&run.workflow.as_str(), key]).await.map_err(backend)?;
                     row.as_ref().map(row_to_run).transpose()?
                 }
                 None => None,

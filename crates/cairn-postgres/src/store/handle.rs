@@ -372,7 +372,13 @@ mod tests {
         let t = Timestamp::from_millis;
         for id in ids {
             let input = serde_json::value::RawValue::from_string("{}".to_owned()).unwrap();
-            let new = NewRun::new(RunId::new(*id), "w", 1, input, t(1));
+            let new = NewRun::new(
+                RunId::new(*id),
+                cairn_store::WorkflowName::new("w").expect("a valid name"),
+                1,
+                input,
+                t(1),
+            );
             store.create_run(new).await.unwrap();
         }
         let claim = ClaimRequest {

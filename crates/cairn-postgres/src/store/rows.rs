@@ -2,6 +2,7 @@
 
 use super::prelude::*;
 use super::sql::{Sql, backend};
+use cairn_store::WorkflowName;
 
 /// A recorded event from its columns (`EVENT_COLUMNS`).
 pub(super) fn row_to_event(row: &Row) -> Result<EventRecord, StoreError> {
@@ -45,7 +46,7 @@ pub(super) fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
     let reason: Option<String> = row.try_get(4).map_err(backend)?;
     Ok(RunRecord {
         id: RunId::new(row.try_get::<_, String>(0).map_err(backend)?),
-        workflow: row.try_get(1).map_err(backend)?,
+        workflow: WorkflowName::read_back(row.try_get::<_, &str>(1).map_err(backend)?),
         version: u32::try_from(row.try_get::<_, i32>(2).map_err(backend)?).unwrap_or(0),
         status: RunStatus::parse_stored(&status)?,
         suspend_reason: reason.as_deref().and_then(SuspendReason::parse),

@@ -12,7 +12,7 @@ fn raw(s: &str) -> Box<RawValue> {
 }
 
 fn new_run(id: &str) -> NewRun {
-    NewRun::new(RunId::new(id), "w", 1, raw(r#"{"k":"a"}"#), t(0))
+    NewRun::new(RunId::new(id), crate::WorkflowName::new("w").expect("a valid name"), 1, raw(r#"{"k":"a"}"#), t(0))
 }
 
 fn pending() -> RunRecord {

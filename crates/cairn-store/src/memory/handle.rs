@@ -61,7 +61,7 @@ impl MemoryStore {
         inner.grouped |= run.concurrency.is_some();
         // A restored run's version counts as served, as SQL stores' migration counts their runs'.
         inner.note_served(
-            crate::types::WorkflowKey { name: run.workflow.clone(), version: run.version },
+            crate::types::WorkflowKey { name: run.workflow.to_string(), version: run.version },
             run.created_at,
         );
         inner.runs.insert(id.clone(), Box::new(run));
@@ -263,7 +263,7 @@ impl RunStore for MemoryStore {
                 if let Some(run) = inner.runs.remove(id)
                     && let Some(key) = run.idempotency_key
                 {
-                    inner.idempotency.remove(&(run.workflow, key));
+                    inner.idempotency.remove(&(run.workflow.clone(), key));
                 }
                 inner.journals.remove(id);
                 inner.signals.remove(id);
@@ -279,7 +279,7 @@ impl RunStore for MemoryStore {
     fn version_counts(&self) -> StoreFuture<'_, Vec<VersionCount>> {
         let mut counts: BTreeMap<WorkflowKey, u64> = BTreeMap::new();
         for run in self.lock().runs.values().filter(|run| run.status.needs_worker()) {
-            *counts.entry(WorkflowKey { name: run.workflow.clone(), version: run.version }).or_default() += 1;
+            *counts.entry(WorkflowKey { name: run.workflow.to_string(), version: run.version }).or_default() += 1;
         }
         let counts = counts.into_iter().map(|(key, runs)| VersionCount { key, runs }).collect();
         Box::pin(async move { Ok(counts) })
@@ -288,7 +288,7 @@ impl RunStore for MemoryStore {
     fn workflow_counts(&self) -> StoreFuture<'_, Vec<WorkflowCount>> {
         let mut counts: BTreeMap<(String, &'static str), (RunStatus, u64)> = BTreeMap::new();
         for run in self.lock().runs.values() {
-            counts.entry((run.workflow.clone(), run.status.as_str())).or_insert((run.status, 0)).1 += 1;
+            counts.entry((run.workflow.to_string(), run.status.as_str())).or_insert((run.status, 0)).1 += 1;
         }
         let counts = counts
             .into_iter()

@@ -5,7 +5,7 @@ use crate::lifecycle::{self, slot_state};
 use crate::types::ConcurrencyRule;
 use crate::types::{
     Append, ClaimRequest, CreatedRun, EventQuery, EventRecord, FireSchedule, NewRun, NewSignal, RunId, RunRecord,
-    RunStatus, RunUpdate, ScheduleRecord, SignalRecord, StoreError, WorkerRecord,
+    RunStatus, RunUpdate, ScheduleRecord, SignalRecord, StoreError, WorkerRecord, WorkflowName,
 };
 use cairn_journal::flow::{claim_rank, fair_seq};
 use cairn_journal::{Event, FastMap, FastSet, JournalEntry, SignalId, StepPath, Timestamp, Trim};
@@ -18,7 +18,7 @@ pub(super) struct Inner {
     pub(super) runs: FastMap<RunId, Box<RunRecord>>,
     pub(super) journals: FastMap<RunId, Vec<JournalEntry>>,
     pub(super) signals: FastMap<RunId, Vec<SignalRecord>>,
-    pub(super) idempotency: FastMap<(String, String), RunId>,
+    pub(super) idempotency: FastMap<(WorkflowName, String), RunId>,
     pub(super) next_signal: i64,
     /// Runs that are or will become claimable, by bucket and rank: the index claims and timers
     /// scan.
@@ -36,13 +36,13 @@ pub(super) struct Inner {
     /// Concurrency rules by workflow.
     pub(super) rules: BTreeMap<String, ConcurrencyRule>,
     /// Slots held per concurrency group (workflow, key).
-    pub(super) held: FastMap<(String, String), u32>,
+    pub(super) held: FastMap<(WorkflowName, String), u32>,
     /// Runs waiting for a slot: group, then creation order.
-    pub(super) waiting: BTreeSet<(String, String, Timestamp, RunId)>,
+    pub(super) waiting: BTreeSet<(WorkflowName, String, Timestamp, RunId)>,
     /// Rate limits' grants within their windows, by bucket.
     pub(super) rates: FastMap<String, Vec<i64>>,
     /// The run debouncing under each (workflow, debounce key), until its window closes.
-    pub(super) debouncing: FastMap<(String, String), RunId>,
+    pub(super) debouncing: FastMap<(WorkflowName, String), RunId>,
     /// Whether any run was placed under a concurrency rule (its rule may be gone since).
     pub(super) grouped: bool,
     /// Recorded events in list order (time, then id), and each id's time.
@@ -128,7 +128,7 @@ fn first_place(due: Due, priority: i32) -> (DuePlace, RunId) {
 }
 
 /// A grouped run's concurrency group: its workflow and key.
-pub(super) fn group_of(run: &RunRecord) -> (String, String) {
+pub(super) fn group_of(run: &RunRecord) -> (WorkflowName, String) {
     (run.workflow.clone(), run.concurrency.as_ref().map(|c| c.key.clone()).unwrap_or_default())
 }
 
@@ -252,12 +252,12 @@ impl Inner {
 
     /// Whether the concurrency rule of run `id`'s workflow keeps a suspended run's slot.
     pub(super) fn rule_hold(&self, id: &RunId) -> bool {
-        self.runs.get(id).and_then(|run| self.rules.get(&run.workflow)).is_some_and(|rule| rule.hold_suspended)
+        self.runs.get(id).and_then(|run| self.rules.get(run.workflow.as_str())).is_some_and(|rule| rule.hold_suspended)
     }
 
     /// Admits the runs waiting for `group`'s slots, oldest first, while it has free ones.
-    pub(super) fn admit(&mut self, group: &(String, String)) {
-        let limit = self.rules.get(&group.0).map_or(u32::MAX, |rule| rule.limit);
+    pub(super) fn admit(&mut self, group: &(WorkflowName, String)) {
+        let limit = self.rules.get(group.0.as_str()).map_or(u32::MAX, |rule| rule.limit);
         loop {
             let held = self.held.get(group).copied().unwrap_or(0);
             if held >= limit {
@@ -281,7 +281,7 @@ impl Inner {
 
     /// Admits whatever every group of `workflow` has room for (after its rule changed).
     pub(super) fn admit_workflow(&mut self, workflow: &str) {
-        let groups: BTreeSet<(String, String)> =
+        let groups: BTreeSet<(WorkflowName, String)> =
             self.waiting.iter().filter(|w| w.0 == workflow).map(|w| (w.0.clone(), w.1.clone())).collect();
         for group in groups {
             self.admit(&group);
@@ -438,7 +438,7 @@ impl Inner {
             return Err(StoreError::DuplicateRunId(run.id));
         }
         let fair_seq = self.next_fair_seq(run.priority, run.fairness_key.as_deref().unwrap_or_default());
-        let record = lifecycle::create(&run, self.rules.get(&run.workflow), fair_seq);
+        let record = lifecycle::create(&run, self.rules.get(run.workflow.as_str()), fair_seq);
         if let Some(debounce) = &run.debounce {
             self.debouncing.insert((run.workflow.clone(), debounce.key.clone()), run.id.clone());
         }
@@ -454,7 +454,7 @@ impl Inner {
         }
         self.journals.insert(run.id.clone(), journal);
         if let Some(key) = run.idempotency_key {
-            self.idempotency.insert((run.workflow, key), run.id.clone());
+            self.idempotency.insert((run.workflow.clone(), key), run.id.clone());
         }
         let place = due_key(&record);
         self.runs.insert(run.id.clone(), Box::new(record));

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// A name or key that breaks its rule: which kind of name, the text given, and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,9 +33,11 @@ pub(crate) fn keeps(given: &str, max: usize, forbidden: &[char]) -> bool {
 macro_rules! name {
     ($(#[$doc:meta])* $name:ident, $what:literal, $code:literal, $max:literal, [$($forbidden:literal),*], $rule:literal) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        ///
+        /// Its text is shared: a clone is a reference count, as a [`RunId`](crate::RunId)'s.
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+        #[serde(try_from = "String")]
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// The rule, in words.
@@ -48,7 +51,13 @@ macro_rules! name {
             pub fn new(text: impl Into<String>) -> Result<$name, NameError> {
                 let text = text.into();
                 $name::check(&text)?;
-                Ok($name(text))
+                Ok($name(Arc::from(text)))
+            }
+
+            /// A name a store wrote after it was checked, read back: not checked again, so
+            /// that a rule made stricter later does not make stored runs unreadable.
+            pub fn read_back(text: &str) -> $name {
+                $name(Arc::from(text))
             }
 
             /// Whether `text` keeps the rule, without making the name (nothing is allocated
@@ -67,7 +76,71 @@ macro_rules! name {
 
             /// The text, owned.
             pub fn into_string(self) -> String {
-                self.0
+                self.0.as_ref().to_owned()
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                &*self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                &*self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                *self.0 == **other
+            }
+        }
+
+        impl PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                self == &*other.0
+            }
+        }
+
+        impl PartialEq<$name> for &str {
+            fn eq(&self, other: &$name) -> bool {
+                *self == &*other.0
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                **self == *other.0
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = NameError;
+            /// Checks `text` first, then copies it once.
+            fn try_from(text: &str) -> Result<$name, NameError> {
+                $name::check(text)?;
+                Ok($name(Arc::from(text)))
             }
         }
 
@@ -80,7 +153,7 @@ macro_rules! name {
 
         impl From<$name> for String {
             fn from(name: $name) -> String {
-                name.0
+                name.into_string()
             }
         }
 

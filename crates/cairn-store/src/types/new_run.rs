@@ -1,6 +1,7 @@
 //! What a new run is created from ([`NewRun`], its [`Debounce`]), the record it starts as
 //! ([`RunRecord::of`]), and what creating it answers ([`CreatedRun`]).
 
+use super::names::WorkflowName;
 use super::record::{RunRare, RunRecord, started_event};
 use super::run::{RunId, RunStatus, StoreError, SuspendReason};
 use cairn_journal::flow::{debounce_until, debounce_wake};
@@ -14,7 +15,7 @@ pub struct NewRun {
     /// Its id.
     pub id: RunId,
     /// Workflow name.
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// Version to pin.
     pub version: u32,
     /// Input JSON.
@@ -95,16 +96,10 @@ impl Debounce {
 
 impl NewRun {
     /// A run with no deadline, no retention, no restart link and no journal prefix.
-    pub fn new(
-        id: RunId,
-        workflow: impl Into<String>,
-        version: u32,
-        input: Box<RawValue>,
-        created_at: Timestamp,
-    ) -> Self {
+    pub fn new(id: RunId, workflow: WorkflowName, version: u32, input: Box<RawValue>, created_at: Timestamp) -> Self {
         NewRun {
             id,
-            workflow: workflow.into(),
+            workflow,
             version,
             input,
             idempotency_key: None,

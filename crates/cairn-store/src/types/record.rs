@@ -2,6 +2,7 @@
 //! control request that waits for its worker ([`Request`]).
 
 use super::flow::*;
+use super::names::WorkflowName;
 use super::run::{RunId, RunStatus, StoreError, SuspendReason};
 use cairn_journal::flow::WaitingFor;
 use cairn_journal::{Event, Timestamp};
@@ -76,7 +77,7 @@ pub struct RunRecord {
     /// Identity.
     pub id: RunId,
     /// Workflow name.
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// Pinned workflow version.
     pub version: u32,
     /// Status.
@@ -293,7 +294,7 @@ impl From<RunRecordWire> for RunRecord {
     fn from(w: RunRecordWire) -> Self {
         let mut run = RunRecord {
             id: w.id,
-            workflow: w.workflow,
+            workflow: WorkflowName::read_back(&w.workflow),
             version: w.version,
             status: w.status,
             suspend_reason: w.suspend_reason,
@@ -340,7 +341,7 @@ impl From<RunRecord> for RunRecordWire {
             retention: run.retention,
             delete_after: run.delete_after,
             id: run.id,
-            workflow: run.workflow,
+            workflow: run.workflow.to_string(),
             version: run.version,
             status: run.status,
             suspend_reason: run.suspend_reason,

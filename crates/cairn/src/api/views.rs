@@ -99,7 +99,7 @@ pub fn run_view(run: &RunRecord) -> RunView {
     let cancel = run.pending.as_ref().filter(|request| request.is_cancel());
     RunView {
         id: run.id.to_string(),
-        workflow: run.workflow.clone(),
+        workflow: run.workflow.to_string(),
         version: run.version,
         status: status_value(run.status),
         suspend_reason: run.suspend_reason.map(suspend_reason_value),

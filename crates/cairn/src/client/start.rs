@@ -132,7 +132,7 @@ impl<'a> IntoFuture for Publish<'a> {
             }
             // Recorded once its runs exist: a publish retried with its id records it then.
             let runs =
-                started.iter().map(|run| EventRun { workflow: run.run.workflow.clone(), run: run.run.id.clone() });
+                started.iter().map(|run| EventRun { workflow: run.run.workflow.to_string(), run: run.run.id.clone() });
             let record = EventRecord {
                 id: event_id.clone(),
                 topic: topic.to_string(),
@@ -512,7 +512,7 @@ impl Client {
         options: Options,
     ) -> Result<NewRun, StartError> {
         let Options { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
-        WorkflowName::check(workflow)?;
+        let workflow = WorkflowName::try_from(workflow)?;
         let idempotency_key = match idempotency_key {
             Some(key) => Some(IdempotencyKey::new(key)?.into_string()),
             None => None,
@@ -528,7 +528,7 @@ impl Client {
         let mut run = NewRun::new(id, workflow, version, input, now);
         run.idempotency_key = idempotency_key;
         run.deadline = self.timeout_of(timeout).map(|limit| now + limit);
-        run.retention = Some(self.retention_of(workflow, retention));
+        run.retention = Some(self.retention_of(&run.workflow, retention));
         queue.apply(&mut run);
         run.debounce = debounce;
         run.check_debounce().map_err(debounce_refused)?;

@@ -4,7 +4,7 @@
 
 use crate::error::WorkflowError;
 use cairn_journal::{Event, Timestamp};
-use cairn_store::{NewRun, RunId, RunRecord, RunUpdate};
+use cairn_store::{NewRun, RunId, RunRecord, RunUpdate, WorkflowName};
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
@@ -135,7 +135,7 @@ pub(crate) fn successor(
         check(&input).map_err(payload)?;
     }
     let successor = successor_id(id, lineage.continues);
-    let mut run = NewRun::new(successor.clone(), workflow.to_owned(), version, input.clone(), now);
+    let mut run = NewRun::new(successor.clone(), WorkflowName::read_back(workflow), version, input.clone(), now);
     run.deadline = deadline;
     run.retention = lineage.retention;
     run.parent = lineage.parent.clone();

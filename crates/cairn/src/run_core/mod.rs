@@ -232,7 +232,7 @@ pub enum Admission {
 /// ```
 /// use cairn::run_core::{Admission, Mode, admission};
 /// let mut run = cairn::RunRecord::of(&cairn::store::NewRun::new(
-///     cairn::RunId::new("r"), "w", 1, serde_json::value::RawValue::from_string("1".into()).unwrap(),
+///     cairn::RunId::new("r"), cairn::WorkflowName::new("w").expect("a valid name"), 1, serde_json::value::RawValue::from_string("1".into()).unwrap(),
 ///     cairn::Timestamp::from_millis(0)));
 /// assert_eq!(admission(&run, 3), Admission::Execute(Mode::Live));
 /// run.recoveries = 4;
