@@ -99,7 +99,7 @@ impl Ctx {
     {
         let path = self.path().child(name)?;
         let payload = |e: serde_json::Error| WorkflowError::Payload { path: path.to_string(), message: e.to_string() };
-        let record = self.shared().start_loop(&path)?;
+        let record = self.shared().lock().start_loop(&path)?;
         let (mut i, mut state) = match &record {
             Some(record) => (record.next, serde_json::from_str(record.state.get()).map_err(payload)?),
             None => (0, init),
@@ -144,7 +144,7 @@ impl Ctx {
             let vars = self.shared().lock().vars().clone();
             let checkpoint =
                 Event::LoopCheckpoint { path: path.clone(), next: i, state: raw, trim: trim.map(Box::new), vars };
-            self.shared().defer_checkpoint(checkpoint)?;
+            self.shared().lock().defer_checkpoint(checkpoint)?;
             trimmed = through;
             if let Some(below) = below {
                 self.shared().lock().forget_iterations(&path, below);

@@ -11,8 +11,8 @@ use crate::flow::RateTurns;
 use crate::run_core::{
     Begun, Ended, Ending, Limits, Lineage, Mode, Outcome, Refused, RunCore, RunInfo, encode, successor,
 };
-use cairn_journal::{Event, LoopRecord, NonDeterminism, RunState, SignalId, StepKind, StepPath, Timestamp};
-use cairn_store::{Request, RunId, RunStatus, RunUpdate, SignalRecord, Store, StoreError, SuspendReason};
+use cairn_journal::{Event, NonDeterminism, RunState, SignalId, StepKind, StepPath, Timestamp};
+use cairn_store::{Request, RunId, RunStatus, RunUpdate, SignalRecord, Store, StoreError, SuspendReason, WorkflowName};
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::pin::Pin;
@@ -63,8 +63,8 @@ pub(crate) struct RunShared {
     pub(crate) id: RunId,
     /// What its successor inherits, should it continue as new.
     pub(crate) lineage: Lineage,
-    /// Its workflow's name.
-    pub(crate) workflow: String,
+    /// Its workflow's name (shared with its record's).
+    pub(crate) workflow: WorkflowName,
     pub(crate) epoch: u64,
     /// The worker's store, clock, client and settings.
     pub(crate) setup: RunSetup,
@@ -122,12 +122,19 @@ impl Drop for Registration<'_> {
 }
 
 impl RunShared {
-    pub(crate) fn new(id: RunId, lineage: Lineage, epoch: u64, setup: RunSetup, state: RunState, mode: Mode) -> Self {
+    pub(crate) fn new(
+        (id, workflow): (RunId, WorkflowName),
+        lineage: Lineage,
+        epoch: u64,
+        setup: RunSetup,
+        state: RunState,
+        mode: Mode,
+    ) -> Self {
         let stop = CancellationToken::new();
         Self {
             id,
             lineage,
-            workflow: state.workflow().to_owned(),
+            workflow,
             epoch,
             halt: stop.child_token(),
             stop,
@@ -276,11 +283,6 @@ impl RunShared {
         Ok(applied)
     }
 
-    /// The body starts the durable loop at `path` (see [`RunCore::start_loop`]).
-    pub(crate) fn start_loop(&self, path: &StepPath) -> Result<Option<LoopRecord>, WorkflowError> {
-        self.lock().start_loop(path)
-    }
-
     /// `value` as JSON for the journal, within the engine's payload limit; `what` (a step path,
     /// `var <name>`) names it in the error.
     pub(crate) fn encode<T: serde::Serialize + ?Sized>(
@@ -289,12 +291,6 @@ impl RunShared {
         value: &T,
     ) -> Result<Box<RawValue>, WorkflowError> {
         encode(what, value, self.setup.worker.limits.max_payload_bytes)
-    }
-
-    /// Journals a loop's checkpoint with the run's next append (see
-    /// [`RunCore::defer_checkpoint`]).
-    pub(crate) fn defer_checkpoint(&self, checkpoint: Event) -> Result<(), WorkflowError> {
-        self.lock().defer_checkpoint(checkpoint)
     }
 
     /// The body sets durable value `name` (see [`RunCore::set_var`]).

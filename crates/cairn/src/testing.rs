@@ -14,7 +14,7 @@ use crate::run::RunShared;
 use crate::run_core::Mode;
 use cairn_journal::{Event, JournalEntry, NonDeterminism, RunState, StepPath, Timestamp};
 use cairn_store::MemoryStore;
-use cairn_store::RunId;
+use cairn_store::{RunId, WorkflowName};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -105,8 +105,8 @@ where
     let local =
         Arc::new(Local::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock), registry, Config::default(), false));
     let setup = run_setup(&local, &state);
-    let shared =
-        Arc::new(RunShared::new(RunId::new("replay-check"), Default::default(), 0, setup, state, Mode::ReplayCheck));
+    let named = (RunId::new("replay-check"), WorkflowName::read_back(state.workflow()));
+    let shared = Arc::new(RunShared::new(named, Default::default(), 0, setup, state, Mode::ReplayCheck));
     let returned = crate::panic::caught(body(Ctx::new(Arc::clone(&shared)), input)).await;
     // Taken first: the core is not held while the arms ask it again.
     let interruption = shared.lock().interruption().cloned();

@@ -116,8 +116,8 @@ async fn load_run(local: &Arc<Local>, run: Box<RunRecord>) -> Result<Loaded, Opt
     };
     // Nothing but `started` journaled: the run has not started yet (or its start was lost).
     let fresh = state.last_seq() == 1;
-    let shared =
-        Arc::new(RunShared::new(run.id.clone(), Lineage::of(&run), run.epoch, run_setup(local, &state), state, mode));
+    let named = (run.id.clone(), run.workflow.clone());
+    let shared = Arc::new(RunShared::new(named, Lineage::of(&run), run.epoch, run_setup(local, &state), state, mode));
     lock(&local.active).insert(run.id.clone(), Arc::clone(&shared));
     lock(&local.loading).remove(&run.id);
     if let Some(cancel @ Request::Cancel { .. }) = &run.pending {
