@@ -178,6 +178,23 @@ fn push_step_label(path: &StepPath, label: &mut String) {
     }
 }
 
+/// Whether `label` is `path`'s label (what [`push_step_label`] writes), compared without writing
+/// it: by bytes, as `[` and `]` are ASCII.
+fn is_label_of(path: &StepPath, label: &str) -> bool {
+    let mut expected = label.bytes();
+    let mut in_index = false;
+    for byte in path.as_str().bytes() {
+        match byte {
+            b'[' => in_index = true,
+            b']' => in_index = false,
+            _ if in_index => {}
+            _ if expected.next() != Some(byte) => return false,
+            _ => {}
+        }
+    }
+    expected.next().is_none()
+}
+
 /// The span of one execution of `run` on this worker (a child of the run's trace parent, with
 /// the `opentelemetry` feature and a `tracing-opentelemetry` layer).
 pub(crate) fn run_span(run: &cairn_store::RunRecord) -> tracing::Span {
@@ -319,12 +336,13 @@ pub(crate) fn run_ended(workflow: &str, status: RunStatus, lasted: Duration) {
 }
 
 pub(crate) fn step_attempt(workflow: &str, path: &StepPath, lasted: Duration, retried: bool) {
+    let generation = RECORDER_GENERATION.load(Ordering::SeqCst);
+    let seconds = lasted.as_secs_f64();
+    // Most attempts: the label this thread recorded last, compared without writing it out.
+    if !retried && LAST_STEP.with_borrow(|last| last.record(generation, workflow, path, seconds)) {
+        return;
+    }
     with_step_label(path, |label| {
-        let generation = RECORDER_GENERATION.load(Ordering::SeqCst);
-        let seconds = lasted.as_secs_f64();
-        if !retried && LAST_STEP.with_borrow(|last| last.record(generation, workflow, label, seconds)) {
-            return;
-        }
         let record = |h: &WorkflowHandles| {
             let step = h.steps.get(label)?;
             let retries = if retried { Some(step.retries.as_ref()?) } else { None };
@@ -367,10 +385,11 @@ struct LastStep {
 }
 
 impl LastStep {
-    /// Records into the remembered handle if it is `workflow`'s and `label`'s; whether it was.
-    fn record(&self, generation: u64, workflow: &str, label: &str, seconds: f64) -> bool {
+    /// Records into the remembered handle if it is `workflow`'s and `path`'s label's; whether it
+    /// was.
+    fn record(&self, generation: u64, workflow: &str, path: &StepPath, seconds: f64) -> bool {
         match &self.handle {
-            Some((at, handle)) if *at == generation && self.label == label && self.workflow == workflow => {
+            Some((at, handle)) if *at == generation && is_label_of(path, &self.label) && self.workflow == workflow => {
                 handle.record(seconds);
                 true
             }
@@ -451,5 +470,23 @@ mod tests {
         let path = StepPath::root().child("expedition[2]").unwrap().child("analyze[15]").unwrap();
         assert_eq!(with_step_label(&path, str::to_owned), "expedition/analyze");
         assert_eq!(with_step_label(&StepPath::root().child("charge").unwrap(), str::to_owned), "charge");
+    }
+
+    #[test]
+    fn a_label_compared_in_place_agrees_with_the_label_written_out() {
+        let root = StepPath::root();
+        let paths = [
+            root.child("s[3]").unwrap(),
+            root.child("charge").unwrap(),
+            root.child("expedition[2]").unwrap().child("analyze[15]").unwrap(),
+            root.child("é[1]").unwrap().child("ü").unwrap(),
+        ];
+        let labels = ["s", "s[3]", "charge", "charg", "chargee", "expedition/analyze", "expedition", "é/ü", ""];
+        for path in &paths {
+            let written = with_step_label(path, str::to_owned);
+            for label in labels.iter().copied().chain([written.as_str()]) {
+                assert_eq!(is_label_of(path, label), label == written, "{path} against {label:?}");
+            }
+        }
     }
 }
