@@ -32,7 +32,7 @@ async fn seeded(dir: &std::path::Path) -> RunRecord {
                 raw(r#"{"n":1}"#),
                 Timestamp::from_millis(1),
             );
-            run.idempotency_key = Some("k".into());
+            run.idempotency_key = Some(cairn_store::IdempotencyKey::new("k").expect("a valid key"));
             run
         })
         .await
@@ -109,7 +109,7 @@ async fn a_reopened_store_reads_back_everything_committed() {
                 raw("{}"),
                 Timestamp::from_millis(9),
             );
-            run.idempotency_key = Some("k".into());
+            run.idempotency_key = Some(cairn_store::IdempotencyKey::new("k").expect("a valid key"));
             run
         })
         .await

@@ -4,11 +4,11 @@ pub(crate) use cairn_journal::flow::{holds_slot, rate_forgets_before, rate_verdi
 pub(crate) use cairn_journal::{Event, EventKindName, JournalEntry, SignalId, Timestamp, Trim};
 pub(crate) use cairn_store::{
     Append, CancelOutcome, ClaimRequest, ConcurrencyRule, ControlRequest, CreatedRun, EventPage, EventQuery,
-    EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, LeaseStatus, NewRun, NewSignal, PageCursor,
-    PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency, RunFilter, RunId,
-    RunPage, RunRare, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow, SetSubscriptions, SignalRecord,
-    StartSignal, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate, VersionCount, WaitingFor,
-    WorkerRecord, WorkflowCount, WorkflowKey, WorkflowName,
+    EventRecord, FireSchedule, ForgetWorkers, HeartbeatRequest, IdempotencyKey, LeaseStatus, NewRun, NewSignal,
+    PageCursor, PauseOutcome, PauseSchedule, PruneRequest, PutSchedule, Request, ResumeRequest, RunConcurrency,
+    RunFilter, RunId, RunPage, RunRare, RunRecord, RunStatus, RunUpdate, ScheduleRecord, ServedWorkflow,
+    SetSubscriptions, SignalRecord, StartSignal, StoreError, StoreFuture, Subscription, SuspendReason, TakeRate,
+    VersionCount, WaitingFor, WorkerRecord, WorkflowCount, WorkflowKey, WorkflowName,
 };
 pub(crate) use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
 pub(crate) use serde_json::value::RawValue;

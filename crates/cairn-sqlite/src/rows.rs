@@ -121,7 +121,11 @@ pub(super) fn row_to_run(row: &Row<'_>) -> rusqlite::Result<Result<RunRecord, St
             input: raw(input)?,
             output: output.map(raw).transpose()?,
             error: row.get(7).map_err(backend)?,
-            idempotency_key: row.get(8).map_err(backend)?,
+            idempotency_key: row
+                .get::<_, Option<String>>(8)
+                .map_err(backend)?
+                .as_deref()
+                .map(IdempotencyKey::read_back),
             created_at: Timestamp::from_millis(row.get(9).map_err(backend)?),
             updated_at: Timestamp::from_millis(row.get(10).map_err(backend)?),
             completed_at: ts(row.get(11).map_err(backend)?),

@@ -55,7 +55,7 @@ impl Writer {
                 run.workflow.as_str(),
                 run.version,
                 run.input.get(),
-                run.idempotency_key,
+                run.idempotency_key.as_deref(),
                 at,
                 run.last_seq() as i64,
                 run.deadline.map(Timestamp::as_millis),

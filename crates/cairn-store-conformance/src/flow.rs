@@ -309,7 +309,7 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
     // Another key has its own window; a bad debounce or one with an idempotency key is refused.
     assert!(store.create_run(debounced("e1", "other", 7, 950)).await.expect("create").created);
     let mut keyed = debounced("x1", "k", 9, 960);
-    keyed.idempotency_key = Some("once".into());
+    keyed.idempotency_key = Some(IdempotencyKey::new("once").expect("a valid key"));
     assert!(matches!(store.create_run(keyed).await, Err(StoreError::InvalidInput(_))));
     let mut bad = debounced("x2", "k", 9, 960);
     bad.debounce = Some(Debounce::new("k", std::time::Duration::ZERO));

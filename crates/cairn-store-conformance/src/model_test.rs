@@ -363,7 +363,8 @@ impl Driver {
                 };
                 let input = raw(&format!(r#"{{"k":"{key}"}}"#));
                 let mut new = NewRun::new(id, crate::support::workflow(WORKFLOWS[*workflow as usize]), 1, input, at);
-                new.idempotency_key = idempotency.map(|k| format!("idem-{k}"));
+                new.idempotency_key =
+                    idempotency.map(|k| IdempotencyKey::new(format!("idem-{k}")).expect("a valid key"));
                 new.priority = *priority;
                 new.fairness_key = fairness.map(|f| format!("tenant-{f}"));
                 new.retention = retention.map(|ms| Duration::from_millis(ms.into()));

@@ -24,7 +24,7 @@ pub(crate) fn workflow(name: &str) -> WorkflowName {
 
 pub(crate) fn new_run(id: &str, workflow: &str, key: Option<&str>, at: i64) -> NewRun {
     let mut run = NewRun::new(RunId::new(id), self::workflow(workflow), 1, raw(r#"{"n":1}"#), t(at));
-    run.idempotency_key = key.map(Into::into);
+    run.idempotency_key = key.map(|key| IdempotencyKey::new(key).expect("a valid key"));
     run
 }
 

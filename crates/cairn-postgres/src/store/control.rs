@@ -266,7 +266,7 @@ impl PostgresStore {
             &run.workflow.as_str(),
             &(run.version as i32),
             &run.input.get(),
-            &run.idempotency_key,
+            &run.idempotency_key.as_deref(),
             &run.created_at.as_millis(),
             &(run.last_seq() as i64),
             &run.deadline.map(Timestamp::as_millis),
@@ -288,7 +288,8 @@ impl PostgresStore {
             let by_key = match &run.idempotency_key {
                 Some(key) => {
                     let statement = tx.prepare_cached(&sql.lock_by_key).await.map_err(backend)?;
-                    let row = tx.query_opt(&statement, &[&run.workflow.as_str(), key]).await.map_err(backend)?;
+                    let row =
+                        tx.query_opt(&statement, &[&run.workflow.as_str(), &key.as_str()]).await.map_err(backend)?;
                     row.as_ref().map(row_to_run).transpose()?
                 }
                 None => None,

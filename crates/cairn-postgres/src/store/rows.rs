@@ -2,7 +2,7 @@
 
 use super::prelude::*;
 use super::sql::{Sql, backend};
-use cairn_store::WorkflowName;
+use cairn_store::{IdempotencyKey, WorkflowName};
 
 /// A recorded event from its columns (`EVENT_COLUMNS`).
 pub(super) fn row_to_event(row: &Row) -> Result<EventRecord, StoreError> {
@@ -53,7 +53,7 @@ pub(super) fn row_to_run(row: &Row) -> Result<RunRecord, StoreError> {
         input: raw(row.try_get(5).map_err(backend)?)?,
         output: row.try_get::<_, Option<String>>(6).map_err(backend)?.map(raw).transpose()?,
         error: row.try_get(7).map_err(backend)?,
-        idempotency_key: row.try_get(8).map_err(backend)?,
+        idempotency_key: row.try_get::<_, Option<&str>>(8).map_err(backend)?.map(IdempotencyKey::read_back),
         created_at: Timestamp::from_millis(row.try_get(9).map_err(backend)?),
         updated_at: Timestamp::from_millis(row.try_get(10).map_err(backend)?),
         completed_at: get_ts(11)?,

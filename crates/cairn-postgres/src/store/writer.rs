@@ -79,7 +79,10 @@ pub(super) async fn create_batch(
             let existing = match &run.idempotency_key {
                 Some(key) => {
                     let statement = client.prepare_cached(&sql.by_key).await.map_err(backend)?;
-                    let row = client.query_opt(&statement, &[&run.workflow.as_str(), key]).await.map_err(backend)?;
+                    let row = client
+                        .query_opt(&statement, &[&run.workflow.as_str(), &key.as_str()])
+                        .await
+                        .map_err(backend)?;
                     row.as_ref().map(row_to_run).transpose()?
                 }
                 None => None,

@@ -4,8 +4,8 @@
 use crate::lifecycle::{self, slot_state};
 use crate::types::ConcurrencyRule;
 use crate::types::{
-    Append, ClaimRequest, CreatedRun, EventQuery, EventRecord, FireSchedule, NewRun, NewSignal, RunId, RunRecord,
-    RunStatus, RunUpdate, ScheduleRecord, SignalRecord, StoreError, WorkerRecord, WorkflowName,
+    Append, ClaimRequest, CreatedRun, EventQuery, EventRecord, FireSchedule, IdempotencyKey, NewRun, NewSignal, RunId,
+    RunRecord, RunStatus, RunUpdate, ScheduleRecord, SignalRecord, StoreError, WorkerRecord, WorkflowName,
 };
 use cairn_journal::flow::{claim_rank, fair_seq};
 use cairn_journal::{Event, FastMap, FastSet, JournalEntry, SignalId, StepPath, Timestamp, Trim};
@@ -18,7 +18,7 @@ pub(super) struct Inner {
     pub(super) runs: FastMap<RunId, Box<RunRecord>>,
     pub(super) journals: FastMap<RunId, Vec<JournalEntry>>,
     pub(super) signals: FastMap<RunId, Vec<SignalRecord>>,
-    pub(super) idempotency: FastMap<(WorkflowName, String), RunId>,
+    pub(super) idempotency: FastMap<(WorkflowName, IdempotencyKey), RunId>,
     pub(super) next_signal: i64,
     /// Runs that are or will become claimable, by bucket and rank: the index claims and timers
     /// scan.

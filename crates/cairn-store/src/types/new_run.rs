@@ -1,7 +1,7 @@
 //! What a new run is created from ([`NewRun`], its [`Debounce`]), the record it starts as
 //! ([`RunRecord::of`]), and what creating it answers ([`CreatedRun`]).
 
-use super::names::WorkflowName;
+use super::names::{IdempotencyKey, WorkflowName};
 use super::record::{RunRare, RunRecord, started_event};
 use super::run::{RunId, RunStatus, StoreError, SuspendReason};
 use cairn_journal::flow::{debounce_until, debounce_wake};
@@ -21,7 +21,7 @@ pub struct NewRun {
     /// Input JSON.
     pub input: Box<RawValue>,
     /// Same key and workflow → the existing run.
-    pub idempotency_key: Option<String>,
+    pub idempotency_key: Option<IdempotencyKey>,
     /// Creation time.
     pub created_at: Timestamp,
     /// When the run fails with a timeout if it has not ended.

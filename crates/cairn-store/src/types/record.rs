@@ -2,7 +2,7 @@
 //! control request that waits for its worker ([`Request`]).
 
 use super::flow::*;
-use super::names::WorkflowName;
+use super::names::{IdempotencyKey, WorkflowName};
 use super::run::{RunId, RunStatus, StoreError, SuspendReason};
 use cairn_journal::flow::WaitingFor;
 use cairn_journal::{Event, Timestamp};
@@ -91,7 +91,7 @@ pub struct RunRecord {
     /// Error once failed, or why it is paused.
     pub error: Option<String>,
     /// The caller's idempotency key.
-    pub idempotency_key: Option<String>,
+    pub idempotency_key: Option<IdempotencyKey>,
     /// Creation time.
     pub created_at: Timestamp,
     /// Last change.
@@ -301,7 +301,7 @@ impl From<RunRecordWire> for RunRecord {
             input: w.input,
             output: w.output,
             error: w.error,
-            idempotency_key: w.idempotency_key,
+            idempotency_key: w.idempotency_key.as_deref().map(IdempotencyKey::read_back),
             created_at: w.created_at,
             updated_at: w.updated_at,
             completed_at: w.completed_at,
@@ -348,7 +348,7 @@ impl From<RunRecord> for RunRecordWire {
             input: run.input,
             output: run.output,
             error: run.error,
-            idempotency_key: run.idempotency_key,
+            idempotency_key: run.idempotency_key.map(IdempotencyKey::into_string),
             created_at: run.created_at,
             updated_at: run.updated_at,
             completed_at: run.completed_at,

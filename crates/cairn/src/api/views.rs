@@ -107,7 +107,7 @@ pub fn run_view(run: &RunRecord) -> RunView {
         updated_at: time(run.updated_at),
         completed_at: run.completed_at.map(time),
         wake_at: run.wake_at.map(time),
-        idempotency_key: run.idempotency_key.clone(),
+        idempotency_key: run.idempotency_key.as_deref().map(str::to_owned),
         // While a cancel waits for its worker, the reason given for it.
         error: run.error.clone().or_else(|| cancel.map(|c| c.reason().to_owned())),
         steps: run.last_seq,

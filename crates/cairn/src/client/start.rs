@@ -513,10 +513,7 @@ impl Client {
     ) -> Result<NewRun, StartError> {
         let Options { id, idempotency_key, timeout, retention, queue, debounce, .. } = options;
         let workflow = WorkflowName::try_from(workflow)?;
-        let idempotency_key = match idempotency_key {
-            Some(key) => Some(IdempotencyKey::new(key)?.into_string()),
-            None => None,
-        };
+        let idempotency_key = idempotency_key.map(IdempotencyKey::new).transpose()?;
         if let Some(key) = &queue.fairness_key {
             cairn_journal::flow::check_fairness_key(key).map_err(StartError::InvalidFairnessKey)?;
         }
