@@ -124,7 +124,7 @@ impl Writer {
     pub(super) fn put_schedule(&mut self, put: &PutSchedule) -> Result<ScheduleRecord, Failure> {
         self.conn.prepare_cached(include_str!("../sql/statements/put_schedule.sql"))?.execute(params![
             put.name,
-            put.workflow,
+            put.workflow.as_str(),
             put.spec,
             put.input.get(),
             put.next_fire_at.map(Timestamp::as_millis),

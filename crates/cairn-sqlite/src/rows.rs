@@ -78,7 +78,7 @@ pub(super) fn row_to_schedule(row: &Row<'_>) -> rusqlite::Result<Result<Schedule
     Ok((|| {
         Ok(ScheduleRecord {
             name: row.get(0).map_err(backend)?,
-            workflow: row.get(1).map_err(backend)?,
+            workflow: WorkflowName::read_back(&row.get::<_, String>(1).map_err(backend)?),
             spec: row.get(2).map_err(backend)?,
             input: raw(input)?,
             paused: row.get::<_, i64>(4).map_err(backend)? != 0,

@@ -8,7 +8,7 @@ use crate::support::*;
 pub async fn schedules_fire_once_per_due_time(store: DynStore) {
     let put = |spec: &str, next: i64| PutSchedule {
         name: "nightly".into(),
-        workflow: "order".into(),
+        workflow: workflow("order"),
         spec: spec.into(),
         input: raw(r#"{"n":1}"#),
         next_fire_at: Some(t(next)),

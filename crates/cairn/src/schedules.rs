@@ -52,6 +52,7 @@ impl Client {
     /// ```
     pub async fn put_schedule(&self, schedule: &Schedule) -> Result<ScheduleRecord, ClientError> {
         let firings = schedule.check()?;
+        let workflow = WorkflowName::try_from(schedule.workflow.as_str())?;
         let input = schedule.input.clone().map_err(ClientError::InvalidPayload)?;
         self.check_payload(&input)?;
         match self.local.as_ref().and_then(|local| Some((local, local.latest(&schedule.workflow)?))) {
@@ -66,7 +67,7 @@ impl Client {
         let now = self.clock.now();
         let put = PutSchedule {
             name: schedule.name.clone(),
-            workflow: schedule.workflow.clone(),
+            workflow,
             spec,
             input,
             next_fire_at: firings.next_after(now),
@@ -159,7 +160,7 @@ impl Client {
     fn scheduled_run(&self, schedule: &ScheduleRecord, version: u32, at: cairn_journal::Timestamp) -> NewRun {
         let mut run = NewRun::new(
             schedule_run_id(&schedule.name, at),
-            WorkflowName::read_back(&schedule.workflow),
+            schedule.workflow.clone(),
             version,
             schedule.input.clone(),
             self.clock.now(),

@@ -364,7 +364,7 @@ impl ScheduleStore for PostgresStore {
             let statement = client.prepare_cached(&self.sql.put_schedule).await.map_err(backend)?;
             let next = put.next_fire_at.map(Timestamp::as_millis);
             let params: [&(dyn ToSql + Sync); 6] =
-                [&put.name, &put.workflow, &put.spec, &put.input.get(), &next, &put.now.as_millis()];
+                [&put.name, &put.workflow.as_str(), &put.spec, &put.input.get(), &next, &put.now.as_millis()];
             row_to_schedule(&client.query_one(&statement, &params).await.map_err(backend)?)
         })
     }

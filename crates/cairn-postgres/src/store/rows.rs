@@ -23,7 +23,7 @@ pub(super) fn row_to_schedule(row: &Row) -> Result<ScheduleRecord, StoreError> {
     };
     Ok(ScheduleRecord {
         name: row.try_get(0).map_err(backend)?,
-        workflow: row.try_get(1).map_err(backend)?,
+        workflow: WorkflowName::read_back(row.try_get::<_, &str>(1).map_err(backend)?),
         spec: row.try_get(2).map_err(backend)?,
         input: raw(row.try_get(3).map_err(backend)?)?,
         paused: row.try_get(4).map_err(backend)?,

@@ -380,7 +380,9 @@ impl ScheduleStore for MemoryStore {
         limit: usize,
     ) -> StoreFuture<'a, Vec<ScheduleRecord>> {
         let mut due: Vec<ScheduleRecord> = (self.lock().schedules.values())
-            .filter(|s| !s.paused && s.next_fire_at.is_some_and(|at| at <= now) && workflows.contains(&s.workflow))
+            .filter(|s| {
+                !s.paused && s.next_fire_at.is_some_and(|at| at <= now) && workflows.iter().any(|w| *w == s.workflow)
+            })
             .cloned()
             .collect();
         due.sort_by_key(|s| s.next_fire_at);

@@ -1,5 +1,6 @@
 //! Schedules as stores keep them, and the requests that change them.
 
+use super::names::WorkflowName;
 use super::new_run::*;
 use cairn_journal::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,7 @@ pub struct ScheduleRecord {
     /// Unique name.
     pub name: String,
     /// The workflow each firing starts.
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// When it fires and how it catches up, as the engine wrote it (JSON).
     pub spec: String,
     /// Each run's input.
@@ -38,7 +39,7 @@ pub struct PutSchedule {
     /// Unique name.
     pub name: String,
     /// The workflow each firing starts.
-    pub workflow: String,
+    pub workflow: WorkflowName,
     /// When it fires (JSON, the engine's).
     pub spec: String,
     /// Each run's input.

@@ -371,7 +371,7 @@ pub fn schedule_view(record: &cairn_store::ScheduleRecord) -> ScheduleView {
     let spec = ScheduleSpec::parse_stored(&record.spec).ok();
     ScheduleView {
         name: record.name.clone(),
-        workflow: record.workflow.clone(),
+        workflow: record.workflow.to_string(),
         cron: spec.as_ref().map(|s| s.cron.clone()).unwrap_or_default(),
         time_zone: spec.as_ref().and_then(|s| s.time_zone.clone()),
         every_ms: spec.as_ref().and_then(|s| s.every_ms),
