@@ -153,6 +153,12 @@ impl Local {
         lock(&self.active).get(id).cloned()
     }
 
+    /// Whether this worker holds `id`'s lease (it is loading or executing it): then it tells
+    /// the run's watchers when the run stops here, whoever ends it.
+    pub(crate) fn holds(&self, id: &RunId) -> bool {
+        lock(&self.leases).contains_key(id)
+    }
+
     /// When the first of this worker's leases runs out unless renewed (none: it holds none).
     pub(crate) fn earliest_lease_end(&self) -> Option<Timestamp> {
         lock(&self.leases).values().map(|lease| lease.until).min()

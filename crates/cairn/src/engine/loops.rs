@@ -139,7 +139,11 @@ pub(crate) async fn notices_loop(local: Arc<Local>, mut notices: tokio::sync::br
             () = local.shutdown.cancelled() => return,
         };
         match notice {
-            Ok(Notice::Ended(id)) => local.notify_watchers(&id, None),
+            // A run this worker holds tells its watchers itself when it stops, with how it ended;
+            // the store's report of its end (often the first to arrive) would only make them
+            // read the store again.
+            Ok(Notice::Ended(id)) if !local.holds(&id) => local.notify_watchers(&id, None),
+            Ok(Notice::Ended(_)) => {}
             Ok(Notice::Signalled(id)) => {
                 if let Some(run) = local.active(&id) {
                     run.signal_may_have_arrived();
@@ -327,5 +331,40 @@ fn stop_unconfirmed(local: &Local) {
         if let Some(run) = local.active(&id) {
             run.interrupt(Interrupt::LeaseLost);
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+mod tests {
+    use super::*;
+    use crate::engine::Config;
+    use crate::engine::local::Lease;
+
+    /// A run this worker holds tells its watchers how it ended itself; the store's report of
+    /// its end does not wake them first to read the store again (which it did in most runs of a
+    /// multi-threaded W1, 1.8 reads a run instead of 1). One held elsewhere is reported.
+    #[tokio::test]
+    async fn the_store_reports_the_end_of_runs_held_elsewhere_only() {
+        let store = Arc::new(cairn_store::MemoryStore::new());
+        let (clock, registry) = (Arc::new(crate::clock::SystemClock), crate::registry::Registry::default());
+        let local = Arc::new(Local::new(store, clock, registry, Config::default(), false));
+        let (held, elsewhere) = (RunId::new("held-here"), RunId::new("held-elsewhere"));
+        // As a claim leaves it: leased and counted as running.
+        lock(&local.leases).insert(held.clone(), Lease { epoch: 1, until: wall_now() + Duration::from_secs(60) });
+        local.running.fetch_add(1, Ordering::SeqCst);
+        let (mut held_watch, elsewhere_watch) = (local.watch(&held), local.watch(&elsewhere));
+        let (notices, receiver) = tokio::sync::broadcast::channel(8);
+        let reports = tokio::spawn(notices_loop(Arc::clone(&local), receiver));
+        notices.send(Notice::Ended(held.clone())).unwrap();
+        notices.send(Notice::Ended(elsewhere.clone())).unwrap();
+        // Reports are handled in order: once the second is, the first was.
+        assert!(matches!(elsewhere_watch.await, Ok(None)));
+        assert!(held_watch.try_recv().is_err(), "the held run's watcher was woken by the report");
+        // Its own stop tells it, with how it ended.
+        local.run_finished(&held, 1, None);
+        assert!(matches!(held_watch.await, Ok(None)));
+        local.shutdown.cancel();
+        reports.await.unwrap();
     }
 }
