@@ -234,10 +234,13 @@
     const more = document.getElementById('more');
     const redraw = () => renderRunRows(state, filters);
     const loadOlder = async () => {
-      if (state.loading || !state.cursor || offline) return;
+      if (state.loading || !state.cursor) return;
+      // Turned away while the server is out of reach: tried again once it may be back.
+      if (offline) { setTimeout(() => { if (nearEnd()) loadOlder(); }, 1000); return; }
       state.loading = true;
       state.frozen = true;
       allow(more, false);
+      let read = false;
       try {
         const page = new URLSearchParams(query);
         page.set('limit', String(PAGE));
@@ -246,12 +249,20 @@
         const known = new Set(state.older.map((r) => r.id));
         state.older.push(...answer.runs.filter((r) => !known.has(r.id)));
         state.cursor = answer.next_cursor || null;
+        read = true;
       } catch (error) {
         replace('runs-count', el('span', { class: 'error-text' }, 'Older runs: ' + error.message + ' (' + error.code + ')'));
       }
       state.loading = false;
       redraw();
+      // The end may still be in reach once the page is drawn (a scroll reached it while this
+      // page was read, when the observer's call was turned away): read on, as that scroll
+      // asked. Not after a failure, which the button retries.
+      if (read) requestAnimationFrame(() => { if (nearEnd()) loadOlder(); });
     };
+    // On the page still, and within the observer's margin of the bottom of the window.
+    const nearEnd = () =>
+      more.isConnected && !more.hidden && more.getBoundingClientRect().top < window.innerHeight + 400;
     more.addEventListener('click', loadOlder);
     // Scrolling to the end reads the next page (the button stays for the keyboard).
     if ('IntersectionObserver' in window) {
