@@ -165,34 +165,31 @@ fn with_step_label<T>(path: &StepPath, f: impl FnOnce(&str) -> T) -> T {
     })
 }
 
-/// Appends a step's path without loop indices to `label`: `a[2]/b[5]` → `a/b`.
-fn push_step_label(path: &StepPath, label: &mut String) {
+/// A step's label, character by character: its path without loop indices (`a[2]/b[5]` →
+/// `a/b`).
+fn label_chars(path: &StepPath) -> impl Iterator<Item = char> + '_ {
     let mut in_index = false;
-    for c in path.as_str().chars() {
-        match c {
-            '[' => in_index = true,
-            ']' => in_index = false,
-            c if !in_index => label.push(c),
-            _ => {}
+    path.as_str().chars().filter(move |&c| match c {
+        '[' => {
+            in_index = true;
+            false
         }
-    }
+        ']' => {
+            in_index = false;
+            false
+        }
+        _ => !in_index,
+    })
 }
 
-/// Whether `label` is `path`'s label (what [`push_step_label`] writes), compared without writing
-/// it: by bytes, as `[` and `]` are ASCII.
+/// Appends a step's label to `label`.
+fn push_step_label(path: &StepPath, label: &mut String) {
+    label.extend(label_chars(path));
+}
+
+/// Whether `label` is `path`'s label, compared without writing it out.
 fn is_label_of(path: &StepPath, label: &str) -> bool {
-    let mut expected = label.bytes();
-    let mut in_index = false;
-    for byte in path.as_str().bytes() {
-        match byte {
-            b'[' => in_index = true,
-            b']' => in_index = false,
-            _ if in_index => {}
-            _ if expected.next() != Some(byte) => return false,
-            _ => {}
-        }
-    }
-    expected.next().is_none()
+    label_chars(path).eq(label.chars())
 }
 
 /// The span of one execution of `run` on this worker (a child of the run's trace parent, with

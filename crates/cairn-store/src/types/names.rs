@@ -49,9 +49,7 @@ macro_rules! name {
 
             /// `text`, if it keeps the rule.
             pub fn new(text: impl Into<String>) -> Result<$name, NameError> {
-                let text = text.into();
-                $name::check(&text)?;
-                Ok($name(Arc::from(text)))
+                $name::try_from(text.into().as_str())
             }
 
             /// A name a store wrote after it was checked, read back: not checked again, so

@@ -114,7 +114,7 @@ pub type InputCheck = Arc<dyn Fn(&RawValue) -> Result<(), String> + Send + Sync>
 /// run it continues as, with `input`, at `now`: version `version` of the workflow (the newest
 /// this worker registers; `None`: it registers none), whose input check `check_input` is.
 pub(crate) fn successor(
-    (id, workflow): (&RunId, &str),
+    (id, workflow): (&RunId, &WorkflowName),
     lineage: &Lineage,
     deadline: Option<Timestamp>,
     (input, max_payload_bytes): (String, usize),
@@ -135,7 +135,7 @@ pub(crate) fn successor(
         check(&input).map_err(payload)?;
     }
     let successor = successor_id(id, lineage.continues);
-    let mut run = NewRun::new(successor.clone(), WorkflowName::read_back(workflow), version, input.clone(), now);
+    let mut run = NewRun::new(successor.clone(), workflow.clone(), version, input.clone(), now);
     run.deadline = deadline;
     run.retention = lineage.retention;
     run.parent = lineage.parent.clone();
