@@ -16,13 +16,7 @@ pub async fn concurrency_limits_admit_in_order(store: DynStore) {
         async move {
             let input = raw(&format!(r#"{{"customer":"{customer}"}}"#));
             let created = store
-                .create_run(NewRun::new(
-                    RunId::new(id),
-                    cairn_store::WorkflowName::new("charge").expect("a valid name"),
-                    1,
-                    input,
-                    t(at),
-                ))
+                .create_run(NewRun::new(RunId::new(id), workflow("charge"), 1, input, t(at)))
                 .await
                 .expect("create");
             assert_eq!(created.run.concurrency.as_ref().map(|c| c.key.as_str()), Some(customer));
@@ -89,16 +83,7 @@ pub async fn concurrency_limits_admit_in_order(store: DynStore) {
     // A rule that keeps suspended runs' slots; a paused run resumes waiting.
     store.put_concurrency(&ConcurrencyRule::per_workflow("hold", 1).hold_suspended()).await.expect("rule");
     for (id, at) in [("h1", 100), ("h2", 101)] {
-        store
-            .create_run(NewRun::new(
-                RunId::new(id),
-                cairn_store::WorkflowName::new("hold").expect("a valid name"),
-                1,
-                raw("{}"),
-                t(at),
-            ))
-            .await
-            .expect("create");
+        store.create_run(NewRun::new(RunId::new(id), workflow("hold"), 1, raw("{}"), t(at))).await.expect("create");
     }
     let h1 = claim_one(&store, "hold", 102).await;
     assert_eq!(h1.id.as_str(), "h1");
@@ -120,13 +105,7 @@ pub async fn claims_follow_priority_then_fairness(store: DynStore) {
     let create = |id: String, priority: i32, key: Option<&'static str>, at: i64| {
         let store = Arc::clone(&store);
         async move {
-            let mut run = NewRun::new(
-                RunId::new(id),
-                cairn_store::WorkflowName::new("fair").expect("a valid name"),
-                1,
-                raw("{}"),
-                t(at),
-            );
+            let mut run = NewRun::new(RunId::new(id), workflow("fair"), 1, raw("{}"), t(at));
             (run.priority, run.fairness_key) = (priority, key.map(Into::into));
             store.create_run(run).await.expect("create").run
         }
@@ -209,16 +188,7 @@ pub async fn rate_limits_grant_at_most_limit_per_window(store: DynStore) {
 pub async fn waiting_runs_cancelled_or_paused_leave_the_queue(store: DynStore) {
     store.put_concurrency(&ConcurrencyRule::per_workflow("one", 1)).await.expect("rule");
     for (id, at) in [("r1", 1), ("r2", 2), ("r3", 3), ("r4", 4)] {
-        store
-            .create_run(NewRun::new(
-                RunId::new(id),
-                cairn_store::WorkflowName::new("one").expect("a valid name"),
-                1,
-                raw("{}"),
-                t(at),
-            ))
-            .await
-            .expect("create");
+        store.create_run(NewRun::new(RunId::new(id), workflow("one"), 1, raw("{}"), t(at))).await.expect("create");
     }
     let get = |id: &'static str| {
         let store = Arc::clone(&store);
@@ -278,13 +248,7 @@ pub async fn refused_creates_take_no_slot(store: DynStore) {
 
 /// A debounced start (`quiet` 1 s, at most 3 s) with `n` as its input, at `at`, under `key`.
 pub(super) fn debounced(id: &str, key: &str, n: i64, at: i64) -> NewRun {
-    let mut run = NewRun::new(
-        RunId::new(id),
-        cairn_store::WorkflowName::new("digest").expect("a valid name"),
-        1,
-        raw(&format!(r#"{{"n":{n}}}"#)),
-        t(at),
-    );
+    let mut run = NewRun::new(RunId::new(id), workflow("digest"), 1, raw(&format!(r#"{{"n":{n}}}"#)), t(at));
     let quiet = std::time::Duration::from_secs(1);
     run.debounce = Some(Debounce::new(key, quiet).max_wait(std::time::Duration::from_secs(3)));
     run
@@ -361,13 +325,7 @@ pub async fn debounced_starts_collapse_into_one_run(store: DynStore) {
     let h1 = store.create_run(waiting).await.expect("create").run;
     assert_eq!((h1.waiting_for, h1.concurrency.as_ref().map(|c| c.hold_suspended)), (None, Some(false)));
     let h2 = store
-        .create_run(NewRun::new(
-            RunId::new("h2"),
-            cairn_store::WorkflowName::new("held").expect("a valid name"),
-            1,
-            raw("{}"),
-            t(10_001),
-        ))
+        .create_run(NewRun::new(RunId::new("h2"), workflow("held"), 1, raw("{}"), t(10_001)))
         .await
         .expect("create");
     assert_eq!(h2.run.waiting_for, None, "the debouncing run holds no slot");

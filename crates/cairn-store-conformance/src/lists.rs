@@ -119,16 +119,7 @@ pub async fn list_filters_by_input(store: DynStore) {
     ];
     for (i, (id, input)) in inputs.iter().enumerate() {
         let input = RawValue::from_string((*input).to_owned()).unwrap();
-        store
-            .create_run(NewRun::new(
-                RunId::new(*id),
-                cairn_store::WorkflowName::new("order").expect("a valid name"),
-                1,
-                input,
-                t(i as i64),
-            ))
-            .await
-            .expect("create");
+        store.create_run(NewRun::new(RunId::new(*id), workflow("order"), 1, input, t(i as i64))).await.expect("create");
     }
     let ids = |page: &RunPage| page.runs.iter().map(|r| r.id.to_string()).collect::<Vec<_>>();
     let filtered = |needle: serde_json::Value| RunFilter { input_contains: Some(needle), ..RunFilter::default() };
@@ -187,16 +178,7 @@ pub async fn list_filters_by_input(store: DynStore) {
     let many: serde_json::Map<String, serde_json::Value> =
         (0..100).map(|i| (format!("f{i}"), serde_json::json!(i))).collect();
     let many_input = RawValue::from_string(serde_json::Value::Object(many).to_string()).unwrap();
-    store
-        .create_run(NewRun::new(
-            RunId::new("r-many"),
-            cairn_store::WorkflowName::new("order").expect("a valid name"),
-            1,
-            many_input,
-            t(10),
-        ))
-        .await
-        .expect("create");
+    store.create_run(NewRun::new(RunId::new("r-many"), workflow("order"), 1, many_input, t(10))).await.expect("create");
     for (needle, expected) in
         [(serde_json::json!({"f99": 99}), vec!["r-many"]), (serde_json::json!({"customer": 42}), vec!["r3", "r1"])]
     {

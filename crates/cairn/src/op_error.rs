@@ -344,17 +344,6 @@ mod tests {
         assert_eq!(fenced.code(), Some("CAIRN-E0201"));
     }
 
-    /// `error`'s text and every source's, as an error reporter prints them (anyhow's `{:#}`).
-    fn reported(error: &dyn std::error::Error) -> String {
-        let mut text = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            text = format!("{text}: {cause}");
-            source = cause.source();
-        }
-        text
-    }
-
     #[test]
     fn a_store_failure_keeps_its_cause_and_a_chain_says_it_once() {
         /// A driver's error whose own cause says why, as tokio-postgres's "error connecting".
@@ -374,7 +363,9 @@ mod tests {
         let store = StoreError::caused_by("reading run `r`", driver);
         let read = ReadError::from(store.clone());
         let client = ClientError::from(store.clone());
-        for text in [reported(&store), reported(&read), reported(&client)] {
+        // As an error reporter prints them: each error and its sources (anyhow's `{:#}`).
+        let reported = |error: anyhow::Error| format!("{error:#}");
+        for text in [reported(store.clone().into()), reported(read.into()), reported(client.into())] {
             assert!(text.contains("reading run `r`: error connecting to server: connection reset"), "{text}");
             assert_eq!(text.matches("connection reset").count(), 1, "{text}");
             assert_eq!(text.matches("error connecting").count(), 1, "{text}");
