@@ -147,6 +147,26 @@ pub async fn claims_follow_priority_then_fairness(store: DynStore) {
     assert_eq!(places, (0..20).collect::<Vec<i64>>());
 }
 
+/// Runs whose leases lapsed at the same instant are reclaimed by id, whatever order they were
+/// created in: a claim of one takes the smallest id, on every backend (the shape of a sequence
+/// the model-based test found, where the memory store took them by fairness sequence).
+pub async fn lapsed_leases_of_one_instant_are_reclaimed_by_id(store: DynStore) {
+    for (id, at) in [("z", 10), ("m", 11), ("a", 12)] {
+        store.create_run(NewRun::new(RunId::new(id), workflow("lapse"), 1, raw("{}"), t(at))).await.expect("create");
+    }
+    let claimed = store.claim(&claim_req("w1", "lapse", 100)).await.expect("claim");
+    assert_eq!(claimed.len(), 3);
+    assert!(claimed.iter().all(|r| r.lease_expires_at == Some(t(1_100))), "one lease for all three");
+    let one = |now: i64| ClaimRequest { limit: 1, ..claim_req("w2", "lapse", now) };
+    let mut order = Vec::new();
+    for now in [2_000, 2_001, 2_002] {
+        let taken = store.claim(&one(now)).await.expect("reclaim");
+        order.extend(taken.iter().map(|r| (r.id.as_str().to_owned(), r.lease_owner.clone())));
+    }
+    let w2 = Some("w2".to_owned());
+    assert_eq!(order, [("a".into(), w2.clone()), ("m".into(), w2.clone()), ("z".into(), w2)]);
+}
+
 /// A rate limit's bucket grants at most `limit` turns in any window of its period, across
 /// concurrent takers; a refused take is told when a turn frees up, and gets it then; buckets are
 /// independent.

@@ -55,7 +55,8 @@ macro_rules! conformance_tests {
             $crate::__conformance_checks!($make);
 
             /// Random operation sequences against the model ([`check_against_model`]): 256 of up
-            /// to 40 operations (`CAIRN_MODEL_CASES` sets another count).
+            /// to 40 operations from a fixed seed (`CAIRN_MODEL_CASES` sets another count,
+            /// `CAIRN_MODEL_SEED` another seed or `random`).
             #[test]
             fn matches_the_model() {
                 $crate::check_against_model(256, 40, $model);

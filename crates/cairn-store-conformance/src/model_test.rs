@@ -132,6 +132,11 @@ pub type Transitions = BTreeSet<(Phase, Operation)>;
 /// change of a run the lifecycle table ([`lifecycle::next`]) does not allow. Returns the pairs of
 /// the table the sequences did. `make` may answer `None` (the backend is not available here):
 /// the test is then skipped.
+///
+/// The sequences come from a fixed seed, so a test run passes or fails the same way every time
+/// (a random divergence must not decide whether an unrelated change lands). To look further,
+/// `CAIRN_MODEL_SEED` picks another seed (a number) or a fresh one (`random`, printed so a
+/// failure can be replayed), and `CAIRN_MODEL_CASES` another count.
 pub fn check_against_model<F, Fut, O, G>(cases: u32, ops: usize, make: F) -> Transitions
 where
     F: Fn() -> Fut,
@@ -139,8 +144,26 @@ where
     O: Into<Option<(DynStore, G)>>,
 {
     let cases = std::env::var("CAIRN_MODEL_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(cases);
-    let config = Config { cases, failure_persistence: None, ..Config::default() };
-    run_model(TestRunner::new(config), ops, make)
+    check_against_model_seeded(cases, ops, model_seed(std::env::var("CAIRN_MODEL_SEED").ok().as_deref()), make)
+}
+
+/// The seed `CAIRN_MODEL_SEED` asks for: a number's little-endian bytes, a fresh one for
+/// `random` (printed), and the fixed default for nothing.
+fn model_seed(asked: Option<&str>) -> [u8; 32] {
+    let number = match asked {
+        Some("random") => {
+            let fresh = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos() as u64);
+            eprintln!("model-based test: CAIRN_MODEL_SEED={fresh}");
+            fresh
+        }
+        Some(number) => number.parse().unwrap_or_else(|_| panic!("CAIRN_MODEL_SEED={number}: a number or `random`")),
+        None => 0,
+    };
+    let mut seed = [45; 32];
+    seed[..8].copy_from_slice(&number.to_le_bytes());
+    seed
 }
 
 /// [`check_against_model`] with the sequences drawn from `seed`: the same sequences, and so the

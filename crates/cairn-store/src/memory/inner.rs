@@ -63,17 +63,17 @@ pub(super) enum Due {
 
 /// A run's place in the `due` index: its bucket, then (for pending runs) its priority and
 /// fairness sequence, then when it became or becomes due. Timers and leases are ordered by time
-/// alone, so a scan of their bucket can stop at the first one not yet due. Last, before the run's
-/// id, its fairness sequence again: runs due at the same time (a claim leases hundreds until the
-/// same millisecond) are told apart by a number, not by comparing their ids as text.
-type DuePlace = (Due, Reverse<i32>, i64, Timestamp, i64);
+/// alone, so a scan of their bucket can stop at the first one not yet due. Runs due at the same
+/// time (a claim leases hundreds until the same millisecond) are ordered by id, as the SQL
+/// stores and the model order them: a lapsed lease is reclaimed in the same order everywhere.
+type DuePlace = (Due, Reverse<i32>, i64, Timestamp);
 
 pub(super) fn due_key(run: &RunRecord) -> Option<DuePlace> {
     match run.status {
         RunStatus::Pending if run.waiting_for.is_some() => None,
-        RunStatus::Pending => Some((Due::Pending, Reverse(run.priority), run.fair_seq, run.created_at, run.fair_seq)),
-        RunStatus::Suspended => run.wake_at.map(|w| (Due::Timer, Reverse(0), 0, w, run.fair_seq)),
-        RunStatus::Running => run.lease_expires_at.map(|e| (Due::Lease, Reverse(0), 0, e, run.fair_seq)),
+        RunStatus::Pending => Some((Due::Pending, Reverse(run.priority), run.fair_seq, run.created_at)),
+        RunStatus::Suspended => run.wake_at.map(|w| (Due::Timer, Reverse(0), 0, w)),
+        RunStatus::Running => run.lease_expires_at.map(|e| (Due::Lease, Reverse(0), 0, e)),
         _ => None,
     }
 }
@@ -124,7 +124,7 @@ impl FairIndex {
 
 /// The earliest place of a bucket (or of a priority's pending runs).
 fn first_place(due: Due, priority: i32) -> (DuePlace, RunId) {
-    ((due, Reverse(priority), i64::MIN, Timestamp::from_millis(i64::MIN), i64::MIN), RunId::new(""))
+    ((due, Reverse(priority), i64::MIN, Timestamp::from_millis(i64::MIN)), RunId::new(""))
 }
 
 /// A grouped run's concurrency group: its workflow and key.
