@@ -3,10 +3,28 @@
 use crate::prelude::*;
 use crate::writer::backend;
 
-pub(super) const RUN_COLUMNS: &str = "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, \
-     created_at, updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, last_seq, request, \
-     request_reason, recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
-     continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until";
+/// A run's columns in the order [`row_to_run`] reads them, with the three a running run's head
+/// holds (migration 25) as the expressions given.
+macro_rules! run_columns {
+    ($last_seq:expr, $updated_at:expr, $recoveries:expr) => {
+        concat!(
+            "id, workflow, version, status, suspend_reason, input, output, error, idempotency_key, created_at, ",
+            $updated_at,
+            " AS updated_at, completed_at, wake_at, lease_owner, lease_expires_at, epoch, ",
+            $last_seq,
+            " AS last_seq, request, request_reason, ",
+            $recoveries,
+            " AS recoveries, deadline_at, retention_ms, delete_after, restarted_from, parent, continued_from, \
+             continued_as, flow_key, flow_hold, waiting_for, priority, fair_key, fair_seq, debounce_key, debounce_until"
+        )
+    };
+}
+
+/// A run as reads see it: a running run's head folded in (see [`folded!`]).
+pub(super) const RUN_COLUMNS: &str = run_columns!(folded!("last_seq"), folded!("updated_at"), folded!("recoveries"));
+
+/// A run's row as it is, for a statement that has just folded the head in (the claim).
+const RUN_ROW_COLUMNS: &str = run_columns!("last_seq", "updated_at", "recoveries");
 
 /// [`RUN_COLUMNS`] with `null` for the input and no output: what a list that shows neither
 /// reads ([`RunFilter::without_payloads`](cairn_store::RunFilter::without_payloads)).
@@ -16,12 +34,15 @@ pub(super) static RUN_SUMMARY_COLUMNS: std::sync::LazyLock<String> =
 /// The claim: the first ready runs in claim order (`cairn_journal::flow::claim_rank`), leased.
 /// Each kind of ready run is read from its own index in order and cut at the limit before they
 /// are merged, so a claim reads about `limit` rows of each however many runs are queued.
-/// Parameters: see [`claim_params`].
+/// A run taken over from a lapsed lease has its old head folded in (its journal end, and its
+/// recoveries counted on from the head's); the claimer then makes each claimed run's head
+/// (`Writer::make_head`). Parameters: see [`claim_params`].
 pub(super) static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "UPDATE runs SET status = 'running', suspend_reason = NULL, wake_at = NULL, lease_owner = ?1,
-                 lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3,
-                 recoveries = CASE WHEN status = 'running' THEN recoveries + 1 ELSE recoveries END
+                 lease_expires_at = ?2, epoch = epoch + 1, updated_at = ?3, {fold},
+                 recoveries = CASE WHEN status = 'running'
+                     THEN coalesce({head_recoveries}, recoveries) + 1 ELSE recoveries END
              WHERE id IN (
                  SELECT id FROM (
                      SELECT * FROM (
@@ -42,7 +63,13 @@ pub(super) static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(
                            AND (workflow || '@' || version) IN (SELECT value FROM json_each(?5))
                          ORDER BY lease_expires_at, id LIMIT ?6))
                  ORDER BY priority DESC, fair_seq, due, id LIMIT ?6)
-             RETURNING {RUN_COLUMNS}"
+             RETURNING {RUN_ROW_COLUMNS}",
+        fold = concat!(
+            "last_seq = CASE WHEN status = 'running' THEN coalesce(",
+            head!("last_seq"),
+            ", last_seq) ELSE last_seq END"
+        ),
+        head_recoveries = head!("recoveries"),
     )
 });
 

@@ -175,8 +175,37 @@ impl Writer {
     /// One pass of a claim ([`CLAIM`]), taking at most `limit` runs.
     fn claim_due(&mut self, request: &ClaimRequest, tags: &str, limit: usize) -> Result<Vec<RunRecord>, Failure> {
         let mut stmt = self.conn.prepare_cached(&CLAIM)?;
-        query_rows(&mut stmt, claim_params(request, tags, limit), row_to_run)
-            .map_err(|error| Failure { error, dirty: true })
+        let claimed = query_rows(&mut stmt, claim_params(request, tags, limit), row_to_run)
+            .map_err(|error| Failure { error, dirty: true })?;
+        drop(stmt);
+        for run in &claimed {
+            self.make_head(run)?;
+        }
+        Ok(claimed)
+    }
+
+    /// Makes claimed `run`'s head (migration 25) from its row as the claim left it, in place of
+    /// the head of a lease that lapsed.
+    fn make_head(&self, run: &RunRecord) -> Result<(), Failure> {
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO run_heads (id, epoch, last_seq, updated_at, recoveries) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                run.id.as_str(),
+                run.epoch as i64,
+                run.last_seq as i64,
+                run.updated_at.as_millis(),
+                run.recoveries
+            ])?;
+        Ok(())
+    }
+
+    /// Deletes run `id`'s head, once its row holds what the head held (see `held_at_end!` and
+    /// `fold_head!`).
+    fn drop_head(&self, id: &RunId) -> Result<(), Failure> {
+        self.conn.prepare_cached("DELETE FROM run_heads WHERE id = ?1")?.execute([id.as_str()])?;
+        Ok(())
     }
 
     pub(super) fn append(&mut self, append: &Append, encoded: &[String]) -> Result<(), Failure> {
@@ -184,19 +213,24 @@ impl Writer {
         // Every variant checks the lease (its epoch, and that the run is running) and the journal's
         // end, and moves the journal's end forward.
         let (sql, extra): (&str, Vec<Box<dyn rusqlite::ToSql>>) = match &append.update {
+            // A step moves the run's head only (migration 25): the epoch there is the claim's,
+            // and a run has a head only while it runs.
             RunUpdate::Progress => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'",
+                "UPDATE run_heads SET last_seq = ?1, updated_at = ?2, recoveries = 0
+                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5",
                 Vec::new(),
             ),
             RunUpdate::Suspend { reason, wake_at, signals_after, now } => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'suspended',
-                     suspend_reason = ?6, lease_owner = NULL, lease_expires_at = NULL,
-                     wake_at = CASE WHEN request IS NOT NULL OR (?7 IS NOT NULL AND EXISTS (
-                             SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
-                         THEN ?8 ELSE ?9 END
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
-                 RETURNING workflow, flow_key, flow_hold",
+                concat!(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'suspended',
+                         suspend_reason = ?6, lease_owner = NULL, lease_expires_at = NULL,
+                         wake_at = CASE WHEN request IS NOT NULL OR (?7 IS NOT NULL AND EXISTS (
+                                 SELECT 1 FROM signals s WHERE s.run_id = runs.id AND s.consumed_seq IS NULL AND s.id > ?7))
+                             THEN ?8 ELSE ?9 END
+                     WHERE ",
+                    held_at_end!(),
+                    " RETURNING workflow, flow_key, flow_hold"
+                ),
                 vec![
                     Box::new(reason.as_str()),
                     Box::new(signals_after.map(|s| s.0)),
@@ -205,11 +239,14 @@ impl Writer {
                 ],
             ),
             RunUpdate::Finish { status, output, error, at } => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = ?6, suspend_reason = NULL, output = ?7,
-                     error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                     delete_after = ?9 + retention_ms, request = NULL, request_reason = NULL
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
-                 RETURNING workflow, flow_key, flow_hold",
+                concat!(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = ?6, suspend_reason = NULL,
+                         output = ?7, error = ?8, completed_at = ?9, wake_at = NULL, lease_owner = NULL,
+                         lease_expires_at = NULL, delete_after = ?9 + retention_ms, request = NULL, request_reason = NULL
+                     WHERE ",
+                    held_at_end!(),
+                    " RETURNING workflow, flow_key, flow_hold"
+                ),
                 vec![
                     Box::new(status.as_str()),
                     Box::new(output.as_ref().map(|o| o.get().to_owned())),
@@ -218,17 +255,24 @@ impl Writer {
                 ],
             ),
             RunUpdate::Continue { successor, at } => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'continued',
-                     suspend_reason = NULL, error = NULL, continued_as = ?6, completed_at = ?7, wake_at = NULL, lease_owner = NULL,
-                     lease_expires_at = NULL, delete_after = ?7 + retention_ms, request = NULL, request_reason = NULL
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
-                 RETURNING workflow, flow_key, flow_hold",
+                concat!(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'continued',
+                         suspend_reason = NULL, error = NULL, continued_as = ?6, completed_at = ?7, wake_at = NULL,
+                         lease_owner = NULL, lease_expires_at = NULL, delete_after = ?7 + retention_ms, request = NULL,
+                         request_reason = NULL
+                     WHERE ",
+                    held_at_end!(),
+                    " RETURNING workflow, flow_key, flow_hold"
+                ),
                 vec![Box::new(successor.id.as_str().to_owned()), Box::new(at.as_millis())],
             ),
             RunUpdate::Release => (
-                "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'pending',
-                     suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
-                 WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'",
+                concat!(
+                    "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'pending',
+                         suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+                     WHERE ",
+                    held_at_end!()
+                ),
                 Vec::new(),
             ),
             RunUpdate::Park { error } => (
@@ -236,9 +280,9 @@ impl Writer {
                     "UPDATE runs SET last_seq = ?1, updated_at = ?2, recoveries = 0, status = 'paused',
                          suspend_reason = NULL, error = ?6, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, ",
                     clear_pause!(),
-                    "
-                     WHERE id = ?3 AND epoch = ?4 AND last_seq = ?5 AND status = 'running'
-                     RETURNING workflow, flow_key, flow_hold"
+                    " WHERE ",
+                    held_at_end!(),
+                    " RETURNING workflow, flow_key, flow_hold"
                 ),
                 vec![Box::new(error.clone())],
             ),
@@ -262,6 +306,9 @@ impl Writer {
         drop(statement);
         if changed == 0 {
             return Err(clean(self.append_refusal(append)?));
+        }
+        if !matches!(append.update, RunUpdate::Progress) {
+            self.drop_head(&append.run_id)?;
         }
         if let Some((workflow, key, hold)) = moved {
             let keeps = hold && matches!(append.update, RunUpdate::Suspend { .. });
@@ -313,7 +360,7 @@ impl Writer {
     pub(super) fn append_refusal(&self, append: &Append) -> Result<StoreError, Failure> {
         let found: Option<(i64, i64, String)> = self
             .conn
-            .prepare_cached("SELECT epoch, last_seq, status FROM runs WHERE id = ?1")?
+            .prepare_cached(concat!("SELECT epoch, ", folded!("last_seq"), ", status FROM runs WHERE id = ?1"))?
             .query_row([append.run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?;
         Ok(match found {
@@ -398,6 +445,8 @@ impl Writer {
         self.conn
             .prepare_cached(concat!(
                 "UPDATE runs SET epoch = epoch + 1, status = 'paused', error = ?2, updated_at = ?3, ",
+                fold_head!(),
+                ", ",
                 clear_pause!(),
                 ",
                      suspend_reason = NULL, wake_at = NULL, lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, ",
@@ -406,6 +455,9 @@ impl Writer {
                  WHERE id = ?1"
             ))?
             .execute(params![request.run_id.as_str(), request.reason, request.at.as_millis()])?;
+        if run.status == RunStatus::Running {
+            self.drop_head(&run.id)?;
+        }
         self.release_held(&run)?;
         Ok(PauseOutcome::Paused)
     }
@@ -472,8 +524,12 @@ impl Writer {
             request.run_id.as_str(),
             seq as i64,
             request.at.as_millis(),
-            request.reason
+            request.reason,
+            run.recoveries
         ])?;
+        if run.status == RunStatus::Running {
+            self.drop_head(&run.id)?;
+        }
         self.release_held(&run)?;
         self.count_ended(run.workflow.into_string(), RunStatus::Cancelled, 1);
         let cancelled = Event::Cancelled { reason: request.reason.clone() };

@@ -2,7 +2,7 @@
 //! database file reuses the space that pruning freed instead of growing with every batch of runs.
 //! A read-only open writes nothing at all.
 
-use cairn_journal::Timestamp;
+use cairn_journal::{Event, Timestamp};
 use cairn_sqlite::*;
 use cairn_store::*;
 use serde_json::value::RawValue;
@@ -89,6 +89,67 @@ async fn the_wal_shrinks_once_writes_stop_and_pruned_space_is_reused() {
     );
 }
 
+/// A run that was running when its file was written by schema 24 (before `run_heads`, migration
+/// 25) keeps its journal's end through the upgrade: its worker appends on where it left off, and
+/// a read shows the steps it took after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_run_written_before_heads_goes_on_after_the_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let at = Timestamp::from_millis;
+    let id = RunId::new("r1");
+    let step = |name: &str| Event::StepCompleted {
+        path: cairn_journal::StepPath::parse(name).unwrap(),
+        ordinal: 0,
+        attempt: 1,
+        output: RawValue::from_string("1".into()).unwrap(),
+        started_at: None,
+    };
+    let append = |run: &RunRecord, name: &str| Append {
+        run_id: run.id.clone(),
+        epoch: run.epoch,
+        after_seq: run.last_seq,
+        events: vec![step(name)],
+        at: at(20),
+        update: RunUpdate::Progress,
+        consume_signal: None,
+        batched: false,
+    };
+    let held = {
+        let store = SqliteStore::open(&path).unwrap();
+        let workflow = cairn_store::WorkflowName::new("order").unwrap();
+        let input = RawValue::from_string("{}".into()).unwrap();
+        store.create_run(NewRun::new(id.clone(), workflow.clone(), 1, input, at(1))).await.unwrap();
+        let claim = ClaimRequest {
+            owner: "w1".into(),
+            workflows: vec![WorkflowKey { name: workflow.into_string(), version: 1 }],
+            now: at(10),
+            lease_now: at(10),
+            lease_until: at(1_000_000),
+            limit: 1,
+        };
+        let run = store.claim(&claim).await.unwrap().remove(0);
+        store.append(append(&run, "a")).await.unwrap();
+        store.get_run(&id).await.unwrap().unwrap()
+    };
+    // What schema 24 left on disk: the journal's end in the run's row, and no heads.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "UPDATE runs SET last_seq = (SELECT last_seq FROM run_heads h WHERE h.id = runs.id)
+                 WHERE id IN (SELECT id FROM run_heads);
+             DROP TABLE run_heads; PRAGMA user_version = 24;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.get_run(&id).await.unwrap().unwrap().last_seq, held.last_seq);
+    store.append(append(&held, "b")).await.expect("the worker goes on after the upgrade");
+    let read = store.get_run(&id).await.unwrap().unwrap();
+    assert_eq!((read.status, read.last_seq), (RunStatus::Running, held.last_seq + 1));
+    assert_eq!(store.read_journal(&id).await.unwrap().len() as u64, read.last_seq);
+}
+
 /// A file written before migrations 6 (subscriptions), 7 (status indexes), 8 (parents), 9
 /// (continuations), 10 (schedules), 11 (concurrency limits), 12 (their triggers only with a rule), 13
 /// (priority with fairness), 14 (rate limits), 15 (debounce), 18 (status indexes over unended
@@ -158,7 +219,7 @@ async fn a_file_from_an_older_schema_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes, gone), (24, 11, 0));
+    assert_eq!((version, indexes, gone), (25, 11, 0));
     // The payloads come last in the row (migration 23), so a list that reads neither never walks
     // their overflow pages to reach the columns it shows.
     let mut columns = conn.prepare("SELECT name FROM pragma_table_info('runs')").unwrap();

@@ -161,3 +161,65 @@ pub async fn reclaims_count_recoveries_until_progress(store: DynStore) {
     store.append(release).await.expect("release");
     assert_eq!(claim_one(&store, "order", 4_001).await.recoveries, 0, "a released run was not recovered");
 }
+
+/// A run's journal end, last change and recoveries stay right through every way a run leaves
+/// its worker without the worker's say: its steps' progress is read back while it runs; a claim
+/// after its lease lapsed goes on from the journal's end (one recovery, not counted again after
+/// progress) and fences the old holder; an operator's pause or cancel of a run whose lease lapsed
+/// keeps the end (the cancel's entry follows it). The journal is whole and in order at the end.
+pub async fn a_run_taken_from_its_worker_keeps_its_journal_end(store: DynStore) {
+    let get = |id: RunId| {
+        let store = Arc::clone(&store);
+        async move { store.get_run(&id).await.expect("get").expect("exists") }
+    };
+    let step_at = |run: &RunRecord, name: &str, at: i64| {
+        let mut append = progress(run, vec![step(name, 0)]);
+        append.at = t(at);
+        append
+    };
+    store.create_run(new_run("taken", "order", None, 1)).await.expect("create");
+    let first = claim_one(&store, "order", 10).await;
+    store.append(step_at(&first, "a", 20)).await.expect("a");
+    let mut read = get(first.id.clone()).await;
+    assert_eq!((read.last_seq, read.updated_at, read.epoch), (first.last_seq + 1, t(20), first.epoch));
+    store.append(step_at(&read, "b", 30)).await.expect("b");
+    read = get(first.id.clone()).await;
+    assert_eq!((read.last_seq, read.updated_at, read.recoveries), (first.last_seq + 2, t(30), 0));
+
+    // The lease (until 1_010) lapses: the next claim goes on from the journal's end.
+    let second = claim_one(&store, "order", 2_000).await;
+    assert_eq!((second.last_seq, second.recoveries, second.epoch), (first.last_seq + 2, 1, first.epoch + 1));
+    assert_eq!(get(first.id.clone()).await.last_seq, second.last_seq);
+    let stale = store.append(step_at(&read, "c", 2_001)).await.expect_err("the old holder is fenced");
+    assert!(matches!(stale, StoreError::Fenced { .. }), "{stale:?}");
+    store.append(step_at(&second, "c", 2_010)).await.expect("c");
+    // It lapses again after progress: one recovery again, not two.
+    let third = claim_one(&store, "order", 4_000).await;
+    assert_eq!((third.last_seq, third.recoveries), (second.last_seq + 1, 1));
+    // And once more without progress: two.
+    let fourth = claim_one(&store, "order", 6_000).await;
+    assert_eq!((fourth.last_seq, fourth.recoveries), (third.last_seq, 2));
+    let behind = store.append(step_at(&fourth, "d", 6_001)).await;
+    assert!(behind.is_ok(), "{behind:?}");
+
+    // An operator pauses it after its lease lapsed: the row keeps the journal's end.
+    assert_eq!(store.pause(control(&first.id, 9_000)).await.expect("pause"), PauseOutcome::Paused);
+    let paused = get(first.id.clone()).await;
+    assert_eq!((paused.status, paused.last_seq, paused.recoveries), (RunStatus::Paused, fourth.last_seq + 1, 0));
+    let fenced = store.append(step_at(&fourth, "e", 9_001)).await.expect_err("the pause fenced the holder");
+    assert!(matches!(fenced, StoreError::Fenced { .. }), "{fenced:?}");
+    store.resume(ResumeRequest { run_id: first.id.clone(), at: t(9_002) }).await.expect("resume");
+    let fifth = claim_one(&store, "order", 9_003).await;
+    assert_eq!((fifth.last_seq, fifth.recoveries), (paused.last_seq, 0));
+    store.append(step_at(&fifth, "e", 9_004)).await.expect("e");
+
+    // Its lease lapses and an operator cancels it: the cancel's entry follows the last step.
+    assert_eq!(store.cancel(control(&first.id, 20_000)).await.expect("cancel"), CancelOutcome::Cancelled);
+    let cancelled = get(first.id.clone()).await;
+    assert_eq!((cancelled.status, cancelled.last_seq), (RunStatus::Cancelled, fifth.last_seq + 2));
+    assert!(store.claim(&claim_req("w1", "order", 30_000)).await.expect("claim").is_empty());
+    let journal = store.read_journal(&first.id).await.expect("journal");
+    let seqs: Vec<u64> = journal.iter().map(|entry| entry.seq).collect();
+    assert_eq!(seqs, (1..=cancelled.last_seq).collect::<Vec<u64>>(), "the journal is whole and in order");
+    assert!(matches!(&journal.last().expect("entry").event, Event::Cancelled { .. }));
+}
