@@ -64,11 +64,7 @@ pub(super) static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(
                          ORDER BY lease_expires_at, id LIMIT ?6))
                  ORDER BY priority DESC, fair_seq, due, id LIMIT ?6)
              RETURNING {RUN_ROW_COLUMNS}",
-        fold = concat!(
-            "last_seq = CASE WHEN status = 'running' THEN coalesce(",
-            head!("last_seq"),
-            ", last_seq) ELSE last_seq END"
-        ),
+        fold = concat!("last_seq = ", folded!("last_seq")),
         head_recoveries = head!("recoveries"),
     )
 });

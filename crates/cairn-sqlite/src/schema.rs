@@ -38,15 +38,12 @@ macro_rules! needs_worker {
     };
 }
 
-/// The value of `column` in the head of the run whose id is `id` (migration 25: a running run's
-/// journal end, last change and recoveries live in `run_heads` while a worker holds it), or
-/// `NULL` when the run has none.
+/// The value of `column` in the head of run `runs.id` (migration 25: a running run's journal
+/// end, last change and recoveries live in `run_heads` while a worker holds it), or `NULL` when
+/// the run has none.
 macro_rules! head {
-    ($column:literal, $id:literal) => {
-        concat!("(SELECT h.", $column, " FROM run_heads h WHERE h.id = ", $id, ")")
-    };
     ($column:literal) => {
-        head!($column, "runs.id")
+        concat!("(SELECT h.", $column, " FROM run_heads h WHERE h.id = runs.id)")
     };
 }
 
@@ -65,19 +62,13 @@ macro_rules! folded {
     };
 }
 
-/// The `SET` of a change that takes a running run off its worker without a journal end of its
-/// own (an operator's pause, a claim after the lease lapsed): the head's journal end and
-/// recoveries folded back into the row. The head is deleted after (`Writer::drop_head`), or
-/// replaced by the claim's.
+/// The `SET` of an operator's pause, which takes a run off its worker without a journal end of
+/// its own: a running run's head (journal end and recoveries) folded back into the row; a run
+/// that is not running has none and is not looked up. The head is deleted after
+/// (`Writer::drop_head`).
 macro_rules! fold_head {
     () => {
-        concat!(
-            "last_seq = coalesce(",
-            head!("last_seq"),
-            ", last_seq), recoveries = coalesce(",
-            head!("recoveries"),
-            ", recoveries)"
-        )
+        concat!("last_seq = ", folded!("last_seq"), ", recoveries = ", folded!("recoveries"))
     };
 }
 
